@@ -1,0 +1,103 @@
+// Package backends defines what a remote system must offer bridge-runner: a
+// small required interface (submit, status, cancel) plus optional capabilities
+// that the runner discovers by type assertion. A backend speaks its wire
+// protocol and maps states; polling, retries, logging and staging policy live
+// in package runner.
+package backends
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Job is what the runner hands a backend to submit: the job description with
+// every indirection (S3, inline, defaults) already resolved.
+type Job struct {
+	// Name is the workflow-level job name (the ConfigMap is <Name>-bridge-cm).
+	Name string
+	// Key is the idempotency key, derived from the state record's UID. The
+	// backend stamps it into its own job record so that FindByKey can find it.
+	Key string
+	// Script is the job script's text, for inline and S3 scripts.
+	Script string
+	// ScriptPath is a path on the remote system (scriptLocation=remote).
+	ScriptPath string
+	// Properties is jobproperties: backend-native settings as a JSON object.
+	Properties json.RawMessage
+	// Parameters is jobdata.jobParameters as JSON (may be empty).
+	Parameters json.RawMessage
+	// Metadata is jobdata.scriptMetadata as JSON (may be empty).
+	Metadata json.RawMessage
+}
+
+// Status is a backend's view of a job at one moment.
+type Status struct {
+	State    State
+	Raw      string // the backend's own state, e.g. "TIMEOUT" or "EXIT"
+	Reason   string // why, when the backend says (e.g. "NonZeroExitCode", "1305")
+	Message  string // human-readable detail
+	ExitCode *int   // the job's exit code, when known
+
+	SubmitTime time.Time
+	StartTime  time.Time
+	EndTime    time.Time
+}
+
+// Backend is the required interface. Implementations must be safe for use by
+// one goroutine at a time; the runner never calls them concurrently except
+// Cancel, which may race with Status.
+type Backend interface {
+	// Submit submits job and returns the backend's job id. An error wrapping
+	// ErrInvalid means the backend refused the job as given (exit 2).
+	Submit(ctx context.Context, job Job) (string, error)
+	// Status returns the job's current status. A job the backend no longer
+	// knows must be reported as an error wrapping ErrNotFound.
+	Status(ctx context.Context, id string) (Status, error)
+	// Cancel asks the backend to end the job. Cancelling a job that has
+	// already ended is not an error.
+	Cancel(ctx context.Context, id string) error
+}
+
+// Finder is implemented by backends that can find a job by the idempotency
+// key stamped into it at submit. It is what makes adoption after a crash
+// between submit and recording the id possible.
+type Finder interface {
+	// FindByKey returns the id of the job carrying key, or "" if none.
+	FindByKey(ctx context.Context, key string) (string, error)
+}
+
+// Validator is implemented by backends that can check a job before anything
+// is submitted. Errors should wrap ErrInvalid and name the field.
+type Validator interface {
+	Validate(job Job) error
+}
+
+// LogReader is implemented by backends that can read a job's output while it
+// runs. ReadLogs returns the bytes from offset on and the next offset.
+type LogReader interface {
+	ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (next int64, err error)
+}
+
+// Config is what a backend is constructed with.
+type Config struct {
+	// URL is resourceURL, the base URL of the remote API.
+	URL string
+	// Credentials reads the mounted credentials (re-read on each call, so a
+	// rotated Secret is picked up).
+	Credentials Credentials
+	// HTTPClient is configured for TLS (CA bundle, verification) by the runner.
+	HTTPClient *http.Client
+	// DataDir is a local directory the backend may keep records in.
+	DataDir string
+	Logger  *slog.Logger
+}
+
+// Credentials gives access to named secret values. Get returns the first of
+// names that is present, trimmed of surrounding white space.
+type Credentials interface {
+	Get(names ...string) (string, error)
+}

@@ -1,0 +1,22 @@
+// Package builtin lists the backends compiled into bridge-runner. The list is
+// explicit (no init() registration) so that what a binary contains is
+// visible in one place.
+package builtin
+
+import (
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/local"
+)
+
+// Registry returns a registry with every built-in backend.
+func Registry() *backends.Registry {
+	r := backends.NewRegistry()
+	must(r.Register(local.Name, local.New))
+	return r
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err) // a programming error: two backends with one name
+	}
+}

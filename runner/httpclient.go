@@ -1,0 +1,45 @@
+package runner
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// NewHTTPClient returns the client backends use. TLS is verified against the
+// system roots plus caFile when given; insecure turns verification off (the
+// user must ask for it). There is no overall timeout, because downloads may
+// be large: backends bound each request with a context instead.
+func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // only on the user's request
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, backends.Invalid("ca-file", "cannot read %s: %v; mount the CA bundle or fix --ca-file", caFile, unwrapPathErr(err))
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, backends.Invalid("ca-file", "%s holds no PEM certificate; give a PEM CA bundle", caFile)
+		}
+		tlsConf.RootCAs = pool
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConf,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   4,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{Transport: tr}, nil
+}

@@ -1,0 +1,133 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// Result is what invoke reports: the step outputs (one file per field, the
+// paths given by --output-<name> flags) and the final JSON summary line.
+type Result struct {
+	Job          string   `json:"job"`
+	ID           string   `json:"id" output:"job-id" help:"the remote job id"`
+	Status       string   `json:"status" output:"status" help:"final state: DONE, FAILED, KILLED or UNKNOWN (empty if none was reached)"`
+	Message      string   `json:"message" output:"message" help:"what happened, in one line"`
+	BackendState string   `json:"backendState,omitempty" output:"backend-state" help:"the backend's own final state, e.g. TIMEOUT"`
+	ExitCode     string   `json:"jobExitCode,omitempty" output:"job-exit-code" help:"the job's own exit code, when the backend reports it"`
+	SubmitTime   string   `json:"submitTime,omitempty" output:"submit-time" help:"RFC 3339"`
+	StartTime    string   `json:"startTime,omitempty" output:"start-time" help:"RFC 3339"`
+	EndTime      string   `json:"endTime,omitempty" output:"end-time" help:"RFC 3339"`
+	Outputs      []string `json:"outputs,omitempty" output:"outputs" help:"locations of uploaded outputs, one per line"`
+	Exit         int      `json:"exit"`
+}
+
+// OutputField describes one step output.
+type OutputField struct {
+	Name  string // output name; its flag is --output-<Name>
+	Help  string
+	index int
+}
+
+// Flag is the CLI flag that takes the output's file path.
+func (o OutputField) Flag() string { return "output-" + o.Name }
+
+// OutputName is the KFP output and Argo output parameter name.
+func (o OutputField) OutputName() string { return snake(o.Name) }
+
+// OutputFields lists Result's step outputs.
+var OutputFields = func() []OutputField {
+	t := reflect.TypeOf(Result{})
+	var out []OutputField
+	for i := 0; i < t.NumField(); i++ {
+		if n := t.Field(i).Tag.Get("output"); n != "" {
+			out = append(out, OutputField{Name: n, Help: t.Field(i).Tag.Get("help"), index: i})
+		}
+	}
+	return out
+}()
+
+func (o OutputField) value(r *Result) string {
+	v := reflect.ValueOf(r).Elem().Field(o.index)
+	if v.Kind() == reflect.Slice {
+		s := ""
+		for i := 0; i < v.Len(); i++ {
+			if i > 0 {
+				s += "\n"
+			}
+			s += v.Index(i).String()
+		}
+		return s
+	}
+	return v.String()
+}
+
+// WriteOutputs writes each output whose path is set in paths (output name →
+// file). Parent directories are created (plain Argo does not create them);
+// each file is written atomically and without a trailing newline.
+func WriteOutputs(r *Result, paths map[string]string) error {
+	var errs []error
+	for _, o := range OutputFields {
+		p := paths[o.Name]
+		if p == "" {
+			continue
+		}
+		if err := writeAtomic(p, []byte(o.value(r))); err != nil {
+			errs = append(errs, fmt.Errorf("output %s: %w", o.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Summary is the one JSON line invoke prints on stdout.
+func (r *Result) Summary() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// fill copies a backend status into the result.
+func (r *Result) fill(st backends.Status) {
+	r.Status = string(st.State)
+	r.BackendState = st.Raw
+	r.Message = st.Message
+	r.ExitCode = ""
+	if st.ExitCode != nil {
+		r.ExitCode = strconv.Itoa(*st.ExitCode)
+	}
+	r.SubmitTime, r.StartTime, r.EndTime = rfc3339(st.SubmitTime), rfc3339(st.StartTime), rfc3339(st.EndTime)
+}
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func snake(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '-' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

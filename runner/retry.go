@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Backoff yields exponentially growing, jittered delays from Initial to Max.
+// The zero Factor means 2 and the zero Jitter means ±20 %.
+type Backoff struct {
+	Initial, Max time.Duration
+	Factor       float64
+	Jitter       float64
+	next         time.Duration
+}
+
+// Next returns the next delay.
+func (b *Backoff) Next() time.Duration {
+	if b.next == 0 {
+		b.next = b.Initial
+	}
+	d := b.next
+	f := b.Factor
+	if f == 0 {
+		f = 2
+	}
+	b.next = min(time.Duration(float64(b.next)*f), b.Max)
+	return jitter(d, b.Jitter)
+}
+
+// Reset starts the sequence again from Initial.
+func (b *Backoff) Reset() { b.next = 0 }
+
+func jitter(d time.Duration, j float64) time.Duration {
+	if j == 0 {
+		j = 0.2
+	}
+	return time.Duration(float64(d) * (1 + j*(2*rand.Float64()-1)))
+}
+
+// sleepCtx sleeps for d or until ctx ends; it reports whether it slept fully.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// retryTransient calls fn until it succeeds, fails with a non-transient
+// error, or budget has passed since the first failure; the last error is
+// returned. Backoff runs from 200 ms to 10 s.
+func retryTransient(ctx context.Context, budget time.Duration, fn func() error) error {
+	b := Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
+	var deadline time.Time
+	for {
+		err := fn()
+		if err == nil || !errors.Is(err, backends.ErrTransient) {
+			return err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(budget)
+		}
+		d := b.Next()
+		if time.Now().Add(d).After(deadline) || !sleepCtx(ctx, d) {
+			return err
+		}
+	}
+}
+
+// kubeErr marks Kubernetes API errors that a retry may cure as transient:
+// throttling, timeouts, server errors and a connection that failed.
+func kubeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) ||
+		isNetErr(err) {
+		return backends.Transient(err)
+	}
+	return err
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,160 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// Secrets is the set of secret values read so far. Everything the runner
+// writes where people can read it (logs, ConfigMap, outputs, messages) goes
+// through Scrub, so a secret that a backend echoes in an error cannot leak.
+type Secrets struct {
+	mu     sync.RWMutex
+	values []string
+}
+
+// minSecretLen: shorter values are not scrubbed, because replacing every "a"
+// or "12" in the logs would hide more than it protects.
+const minSecretLen = 4
+
+// Add registers a secret value.
+func (s *Secrets) Add(v string) {
+	if len(v) < minSecretLen {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, have := range s.values {
+		if have == v {
+			return
+		}
+	}
+	s.values = append(s.values, v)
+	// Longest first, so a secret that contains another is replaced whole.
+	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i]) > len(s.values[j]) })
+}
+
+// Scrub replaces every registered secret in text with "[redacted]".
+func (s *Secrets) Scrub(text string) string {
+	if s == nil {
+		return text
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, v := range s.values {
+		text = strings.ReplaceAll(text, v, "[redacted]")
+	}
+	return text
+}
+
+// DirCredentials reads credentials from a mounted Secret directory: one file
+// per key. Files are read on every call, so a rotated Secret (the kubelet
+// swaps the files) is picked up without a restart.
+type DirCredentials struct {
+	Dir     string
+	Secrets *Secrets
+}
+
+// Get returns the first of names present in the directory, trimmed (a Secret
+// made with `echo` ends in a newline). It errors, naming the directory and the
+// expected keys, when none is present or the directory cannot be read.
+func (c DirCredentials) Get(names ...string) (string, error) {
+	if c.Dir == "" {
+		return "", backends.Invalid("credentials", "no credentials directory is set; mount the Secret and pass --credentials-dir")
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(c.Dir, n))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", backends.Invalid("credentials", "cannot read %s: %v; check the Secret's mount and file permissions", filepath.Join(c.Dir, n), unwrapPathErr(err))
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			continue
+		}
+		c.Secrets.Add(v)
+		return v, nil
+	}
+	if _, err := os.Stat(c.Dir); err != nil {
+		return "", backends.Invalid("credentials", "cannot read the credentials directory %s: %v; mount the Secret there or pass --credentials-dir", c.Dir, unwrapPathErr(err))
+	}
+	return "", backends.Invalid("credentials", "none of the keys %s is in %s; add one to the Secret", strings.Join(names, ", "), c.Dir)
+}
+
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// scrubHandler is a slog.Handler that scrubs secrets from messages and from
+// every string-valued attribute, including errors and nested groups.
+type scrubHandler struct {
+	next    slog.Handler
+	secrets *Secrets
+}
+
+// NewScrubHandler wraps next so that nothing it writes contains a secret.
+func NewScrubHandler(next slog.Handler, secrets *Secrets) slog.Handler {
+	return &scrubHandler{next: next, secrets: secrets}
+}
+
+func (h *scrubHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *scrubHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, h.secrets.Scrub(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.scrub(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h *scrubHandler) scrub(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, h.secrets.Scrub(v.String()))
+	case slog.KindGroup:
+		attrs := v.Group()
+		out := make([]any, len(attrs))
+		for i, ga := range attrs {
+			out[i] = h.scrub(ga)
+		}
+		return slog.Group(a.Key, out...)
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			return slog.String(a.Key, h.secrets.Scrub(x.Error()))
+		case fmt.Stringer:
+			return slog.String(a.Key, h.secrets.Scrub(x.String()))
+		}
+		return slog.String(a.Key, h.secrets.Scrub(fmt.Sprint(v.Any())))
+	}
+	return a
+}
+
+func (h *scrubHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	out := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		out[i] = h.scrub(a)
+	}
+	return &scrubHandler{next: h.next.WithAttrs(out), secrets: h.secrets}
+}
+
+func (h *scrubHandler) WithGroup(name string) slog.Handler {
+	return &scrubHandler{next: h.next.WithGroup(name), secrets: h.secrets}
+}

@@ -1,0 +1,294 @@
+// Package runner implements bridge-runner's three steps (create-configmap,
+// invoke, cleanup): the invoke state machine, the poll policy, the state
+// stores, credentials and step outputs.
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// Spec is the job description: the one source of truth for a job's inputs.
+// Each field's tags give its ConfigMap key (compatible with IBM's Bridge
+// Operator), its CLI flag, its default and its help text; the KFP component
+// inputs and Argo template parameters are the flag names in snake_case (see
+// InputName), and a test proves the YAML and the CLI agree.
+//
+// All values are strings because that is what a ConfigMap holds; Parse turns
+// them into a checked Job.
+type Spec struct {
+	Backend             string `key:"backend" flag:"backend" default:"local" help:"remote system: local, slurm, lsf, ray, quantum"`
+	ResourceURL         string `key:"resourceURL" flag:"resource-url" help:"base URL of the remote system's API (not needed for local)"`
+	ResourceSecret      string `key:"resourcesecret" flag:"resource-secret" help:"name of the Secret mounted as the credentials directory (informational)"`
+	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m"`
+	JobProperties       string `key:"jobproperties" flag:"job-properties" help:"backend-native job settings as a JSON object"`
+	JobScript           string `key:"jobdata.jobScript" flag:"script" help:"the job script: its text (inline), a path on the remote system (remote) or bucket:object (s3)"`
+	ScriptLocation      string `key:"jobdata.scriptLocation" flag:"script-location" default:"inline" help:"where the script is: inline, remote or s3"`
+	ScriptMetadata      string `key:"jobdata.scriptMetadata" flag:"script-metadata" help:"script metadata: JSON (inline) or bucket:object (s3)"`
+	JobParameters       string `key:"jobdata.jobParameters" flag:"job-parameters" help:"job parameters: JSON (inline) or bucket:object (s3)"`
+	ScriptExtraLocation string `key:"jobdata.scriptExtraLocation" flag:"script-extra-location" default:"inline" help:"where metadata and parameters are: inline or s3"`
+	AdditionalData      string `key:"jobdata.additionalData" flag:"additional-data" help:"comma-separated bucket:object input files for the job"`
+	S3Endpoint          string `key:"s3.endpoint" flag:"s3-endpoint" help:"S3 endpoint, host:port"`
+	S3Secure            string `key:"s3.secure" flag:"s3-secure" default:"true" help:"use TLS for S3: true or false"`
+	S3Secret            string `key:"s3.secret" flag:"s3-secret" help:"name of the Secret mounted as the S3 credentials directory (informational)"`
+	S3UploadBucket      string `key:"s3upload.bucket" flag:"s3-upload-bucket" help:"bucket that receives the job's outputs and logs"`
+	S3UploadFiles       string `key:"s3upload.files" flag:"s3-upload-files" help:"comma-separated files on the remote system to upload after the job"`
+}
+
+// Field describes one Spec field.
+type Field struct {
+	Key     string // ConfigMap key
+	Flag    string // CLI flag name
+	Default string
+	Help    string
+	index   int
+}
+
+// InputName is the field's KFP component input and Argo parameter name.
+func (f Field) InputName() string { return snake(f.Flag) }
+
+// Get returns the field's value in s.
+func (f Field) Get(s *Spec) string { return reflect.ValueOf(s).Elem().Field(f.index).String() }
+
+// Ptr returns a pointer to the field's value in s, for flag binding.
+func (f Field) Ptr(s *Spec) *string {
+	return reflect.ValueOf(s).Elem().Field(f.index).Addr().Interface().(*string)
+}
+
+// Fields lists the Spec fields in declaration order.
+var Fields = func() []Field {
+	t := reflect.TypeOf(Spec{})
+	out := make([]Field, t.NumField())
+	for i := range out {
+		tag := t.Field(i).Tag
+		out[i] = Field{Key: tag.Get("key"), Flag: tag.Get("flag"), Default: tag.Get("default"), Help: tag.Get("help"), index: i}
+	}
+	return out
+}()
+
+// FieldByKey returns the field with the given ConfigMap key.
+func FieldByKey(key string) (Field, bool) {
+	for _, f := range Fields {
+		if f.Key == key {
+			return f, true
+		}
+	}
+	return Field{}, false
+}
+
+// WithDefaults returns s with every empty field set to its default.
+func (s Spec) WithDefaults() Spec {
+	for _, f := range Fields {
+		if p := f.Ptr(&s); *p == "" {
+			*p = f.Default
+		}
+	}
+	return s
+}
+
+// Data returns the ConfigMap data for s: every non-empty field under its key.
+func (s Spec) Data() map[string]string {
+	d := map[string]string{}
+	for _, f := range Fields {
+		if v := f.Get(&s); v != "" {
+			d[f.Key] = v
+		}
+	}
+	return d
+}
+
+// SpecFromData reads a Spec out of ConfigMap data; keys that are not Spec
+// fields (the state keys) are ignored.
+func SpecFromData(d map[string]string) Spec {
+	var s Spec
+	for _, f := range Fields {
+		*f.Ptr(&s) = d[f.Key]
+	}
+	return s
+}
+
+// Diff lists the keys whose values differ between a and b, with defaults
+// applied to both (so an explicit default equals an omitted one).
+func Diff(a, b Spec) []string {
+	a, b = a.WithDefaults(), b.WithDefaults()
+	var keys []string
+	for _, f := range Fields {
+		if f.Get(&a) != f.Get(&b) {
+			keys = append(keys, f.Key)
+		}
+	}
+	return keys
+}
+
+// Location values for jobdata.scriptLocation and jobdata.scriptExtraLocation.
+const (
+	Inline = "inline"
+	Remote = "remote"
+	S3     = "s3"
+)
+
+// Description is a checked Spec.
+type Description struct {
+	Backend        string
+	ResourceURL    string
+	UpdateInterval time.Duration
+	Properties     json.RawMessage
+	Script         string
+	ScriptLocation string
+	Metadata       string // JSON, or bucket:object when ExtraLocation is s3
+	Parameters     string
+	ExtraLocation  string
+	AdditionalData []ObjectRef
+	S3             S3Settings
+	UploadBucket   string
+	UploadFiles    []string
+}
+
+// S3Settings are the job's S3 connection settings (credentials are mounted).
+type S3Settings struct {
+	Endpoint string
+	Secure   bool
+}
+
+// ObjectRef is an S3 object named as bucket:object.
+type ObjectRef struct{ Bucket, Object string }
+
+func (o ObjectRef) String() string { return o.Bucket + ":" + o.Object }
+
+// ParseObjectRef parses bucket:object.
+func ParseObjectRef(field, v string) (ObjectRef, error) {
+	b, o, ok := strings.Cut(strings.TrimSpace(v), ":")
+	if !ok || b == "" || o == "" {
+		return ObjectRef{}, backends.Invalid(field, "%q is not bucket:object; write it as my-bucket:path/to/object", v)
+	}
+	return ObjectRef{Bucket: b, Object: o}, nil
+}
+
+// MaxUpdateInterval bounds updateInterval: slower polling would make a
+// finished job look like a hung step.
+const MaxUpdateInterval = time.Hour
+
+// Parse checks s (with defaults applied) and returns the Description. Every
+// error wraps backends.ErrInvalid and names the ConfigMap key at fault.
+func (s Spec) Parse() (*Description, error) {
+	s = s.WithDefaults()
+	d := &Description{Backend: strings.TrimSpace(s.Backend), ResourceURL: strings.TrimSpace(s.ResourceURL)}
+	if d.Backend == "" {
+		return nil, backends.Invalid("backend", "is empty; set --backend (or BRIDGE_BACKEND) to local, slurm, lsf, ray or quantum")
+	}
+	var err error
+	if d.UpdateInterval, err = parseInterval(s.UpdateInterval); err != nil {
+		return nil, err
+	}
+	if p := strings.TrimSpace(s.JobProperties); p != "" {
+		if err := checkJSONObject("jobproperties", p); err != nil {
+			return nil, err
+		}
+		d.Properties = json.RawMessage(p)
+	}
+	d.ScriptLocation = strings.ToLower(strings.TrimSpace(s.ScriptLocation))
+	d.Script = s.JobScript
+	switch d.ScriptLocation {
+	case Inline:
+		if strings.TrimSpace(d.Script) == "" {
+			return nil, backends.Invalid("jobdata.jobScript", "is empty; give the script's text with --script")
+		}
+	case Remote:
+		d.Script = strings.TrimSpace(d.Script)
+		if d.Script == "" {
+			return nil, backends.Invalid("jobdata.jobScript", "is empty; give the script's path on the remote system with --script")
+		}
+	case S3:
+		if _, err := ParseObjectRef("jobdata.jobScript", d.Script); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, backends.Invalid("jobdata.scriptLocation", "is %q; use inline, remote or s3", s.ScriptLocation)
+	}
+	d.ExtraLocation = strings.ToLower(strings.TrimSpace(s.ScriptExtraLocation))
+	d.Metadata, d.Parameters = strings.TrimSpace(s.ScriptMetadata), strings.TrimSpace(s.JobParameters)
+	switch d.ExtraLocation {
+	case Inline:
+		for key, v := range map[string]string{"jobdata.scriptMetadata": d.Metadata, "jobdata.jobParameters": d.Parameters} {
+			if v != "" && !json.Valid([]byte(v)) {
+				return nil, backends.Invalid(key, "is not valid JSON; give a JSON value, or set jobdata.scriptExtraLocation=s3 and give bucket:object")
+			}
+		}
+	case S3:
+		for key, v := range map[string]string{"jobdata.scriptMetadata": d.Metadata, "jobdata.jobParameters": d.Parameters} {
+			if v != "" {
+				if _, err := ParseObjectRef(key, v); err != nil {
+					return nil, err
+				}
+			}
+		}
+	default:
+		return nil, backends.Invalid("jobdata.scriptExtraLocation", "is %q; use inline or s3", s.ScriptExtraLocation)
+	}
+	for _, item := range splitList(s.AdditionalData) {
+		ref, err := ParseObjectRef("jobdata.additionalData", item)
+		if err != nil {
+			return nil, err
+		}
+		d.AdditionalData = append(d.AdditionalData, ref)
+	}
+	d.S3.Endpoint = strings.TrimSpace(s.S3Endpoint)
+	if d.S3.Secure, err = strconv.ParseBool(strings.TrimSpace(s.S3Secure)); err != nil {
+		return nil, backends.Invalid("s3.secure", "is %q; use true or false", s.S3Secure)
+	}
+	d.UploadBucket = strings.TrimSpace(s.S3UploadBucket)
+	d.UploadFiles = splitList(s.S3UploadFiles)
+	needsS3 := d.ScriptLocation == S3 || (d.ExtraLocation == S3 && (d.Metadata != "" || d.Parameters != "")) ||
+		len(d.AdditionalData) > 0 || d.UploadBucket != ""
+	if needsS3 && d.S3.Endpoint == "" {
+		return nil, backends.Invalid("s3.endpoint", "is empty but the job uses S3; set --s3-endpoint to host:port")
+	}
+	if len(d.UploadFiles) > 0 && d.UploadBucket == "" {
+		return nil, backends.Invalid("s3upload.bucket", "is empty but s3upload.files names files to upload; set --s3-upload-bucket")
+	}
+	return d, nil
+}
+
+func parseInterval(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	var d time.Duration
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
+		d = time.Duration(n * float64(time.Second))
+	} else if d, err = time.ParseDuration(v); err != nil {
+		return 0, backends.Invalid("updateInterval", "is %q; give seconds (20) or a duration (1m30s)", v)
+	}
+	if d < 100*time.Millisecond || d > MaxUpdateInterval {
+		return 0, backends.Invalid("updateInterval", "is %s; give a value from 0.1s to %s", d, MaxUpdateInterval)
+	}
+	return d, nil
+}
+
+func checkJSONObject(field, v string) error {
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(v), &obj); err != nil || obj == nil {
+		msg := "is not a JSON object"
+		if err != nil {
+			msg = fmt.Sprintf("is not a JSON object (%v)", err)
+		}
+		return backends.Invalid(field, "%s; give an object such as {\"partition\":\"debug\"}", msg)
+	}
+	return nil
+}
+
+// splitList splits a comma-separated list, trimming items and dropping
+// empty ones (IBM's samples use both "a,b" and "a, b").
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"maps"
+)
+
+// Record is the job's state record: the ConfigMap's data (job description
+// and state keys) with its identity and version.
+type Record struct {
+	UID     string // stable for the record's life; the idempotency key derives from it
+	Version string // changes on every write; Update succeeds only against the latest
+	Data    map[string]string
+}
+
+// Clone returns a deep copy of r.
+func (r *Record) Clone() *Record {
+	c := *r
+	c.Data = maps.Clone(r.Data)
+	if c.Data == nil {
+		c.Data = map[string]string{}
+	}
+	return &c
+}
+
+// Store errors.
+var (
+	ErrNoRecord     = errors.New("state record does not exist")
+	ErrRecordExists = errors.New("state record already exists")
+	ErrConflict     = errors.New("state record was changed by someone else")
+)
+
+// Store keeps one job's state record. Implementations: ConfigMapStore (the
+// ConfigMap <job>-bridge-cm) and FileStore (a JSON file, for laptops and
+// plain Jobs without Kubernetes API access).
+type Store interface {
+	// Describe names the record for messages, e.g. "configmap ns/x-bridge-cm".
+	Describe() string
+	Get(ctx context.Context) (*Record, error)
+	Create(ctx context.Context, data map[string]string) (*Record, error)
+	// Update writes rec.Data if rec.Version is still the latest; otherwise
+	// it fails with ErrConflict and writes nothing.
+	Update(ctx context.Context, rec *Record) (*Record, error)
+	// Delete removes the record; a missing record is not an error.
+	Delete(ctx context.Context) error
+	// Watch sends the record each time it changes, from after `from` on,
+	// until ctx ends; then it closes the channel. It rides over transient
+	// errors by itself.
+	Watch(ctx context.Context, from *Record) <-chan *Record
+}
+
+// State keys the runner writes. The job description keys are Spec's tags.
+const (
+	KeyID        = "id"   // remote job id
+	KeyKill      = "kill" // "true" asks for cancellation
+	KeyJobStatus = "status.jobStatus"
+	KeyMessage   = "status.message"
+	KeySubmit    = "status.submitTime"
+	KeyStart     = "status.startTime"
+	KeyEnd       = "status.endTime"
+	KeyRawState  = "status.backendState" // the backend's own state, e.g. TIMEOUT
+	KeyReason    = "status.reason"
+	KeyExitCode  = "status.exitCode"
+	KeyKey       = "status.idempotencyKey"
+	KeyIntent    = "status.submitIntent" // holder@time while a submit is under way
+	KeyLogOffset = "status.logOffset"    // bytes of job output already streamed
+)
+
+// StateKeys lists every key the runner owns; a new run starts without them.
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset}

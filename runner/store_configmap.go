@@ -1,0 +1,200 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ConfigMapStore keeps the record in the ConfigMap <job>-bridge-cm.
+// Optimistic concurrency is the ConfigMap's resourceVersion; the UID is the
+// ConfigMap's own, so a deleted and recreated ConfigMap is a new run.
+type ConfigMapStore struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Name      string
+}
+
+// ConfigMapName is the ConfigMap name for a job, as IBM's Bridge Operator named it.
+func ConfigMapName(job string) string { return job + "-bridge-cm" }
+
+// Labels put on ConfigMaps that bridge-runner creates, so they can be listed.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelJob       = "bridge-runner.io/job"
+)
+
+func (s *ConfigMapStore) Describe() string {
+	return fmt.Sprintf("configmap %s/%s", s.Namespace, s.Name)
+}
+
+func cmRecord(cm *corev1.ConfigMap) *Record {
+	return (&Record{UID: string(cm.UID), Version: cm.ResourceVersion, Data: cm.Data}).Clone()
+}
+
+func (s *ConfigMapStore) Get(ctx context.Context) (*Record, error) {
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, ErrNoRecord
+	}
+	if err != nil {
+		return nil, kubeErr(err)
+	}
+	return cmRecord(cm), nil
+}
+
+func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*Record, error) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: map[string]string{
+			LabelManagedBy: "bridge-runner",
+			LabelJob:       labelValue(s.Name),
+		}},
+		Data: data,
+	}
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil, ErrRecordExists
+	}
+	if err != nil {
+		return nil, kubeErr(err)
+	}
+	return cmRecord(cm), nil
+}
+
+func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, error) {
+	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, ErrNoRecord
+	}
+	if err != nil {
+		return nil, kubeErr(err)
+	}
+	if string(cm.UID) != rec.UID {
+		return nil, ErrConflict
+	}
+	cm = cm.DeepCopy()
+	cm.ResourceVersion = rec.Version // the server refuses the write if it is stale
+	cm.Data = rec.Data
+	cm, err = s.Client.CoreV1().ConfigMaps(s.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err):
+		return nil, ErrConflict
+	case apierrors.IsNotFound(err):
+		return nil, ErrNoRecord
+	case err != nil:
+		return nil, kubeErr(err)
+	}
+	return cmRecord(cm), nil
+}
+
+func (s *ConfigMapStore) Delete(ctx context.Context) error {
+	err := s.Client.CoreV1().ConfigMaps(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return kubeErr(err)
+	}
+	return nil
+}
+
+// Watch uses a Kubernetes watch on the one ConfigMap (a field selector on
+// its name), re-established from the last seen resourceVersion whenever the
+// server closes it, and from a fresh Get when that version has expired.
+func (s *ConfigMapStore) Watch(ctx context.Context, from *Record) <-chan *Record {
+	ch := make(chan *Record, 1)
+	go func() {
+		defer close(ch)
+		rv := ""
+		if from != nil {
+			rv = from.Version
+		}
+		backoff := Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
+		for ctx.Err() == nil {
+			if rv == "" {
+				rec, err := s.Get(ctx)
+				if err != nil {
+					sleepCtx(ctx, backoff.Next())
+					continue
+				}
+				rv = rec.Version
+				if !send(ctx, ch, rec) {
+					return
+				}
+			}
+			w, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Watch(ctx, metav1.ListOptions{
+				FieldSelector:       fields.OneTermEqualSelector("metadata.name", s.Name).String(),
+				ResourceVersion:     rv,
+				AllowWatchBookmarks: true,
+			})
+			if err != nil {
+				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+					rv = ""
+				}
+				sleepCtx(ctx, backoff.Next())
+				continue
+			}
+			rv = s.drain(ctx, w, ch, rv, &backoff)
+		}
+	}()
+	return ch
+}
+
+// drain forwards events until the watch ends and returns the version to
+// resume from ("" to start over with a Get).
+func (s *ConfigMapStore) drain(ctx context.Context, w watch.Interface, ch chan<- *Record, rv string, backoff *Backoff) string {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rv
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv
+			}
+			switch ev.Type {
+			case watch.Error:
+				if st := apierrors.FromObject(ev.Object); apierrors.IsGone(st) || apierrors.IsResourceExpired(st) {
+					return ""
+				}
+				sleepCtx(ctx, backoff.Next())
+				return rv
+			case watch.Deleted:
+				if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+					rv = cm.ResourceVersion
+				}
+			case watch.Bookmark, watch.Added, watch.Modified:
+				cm, ok := ev.Object.(*corev1.ConfigMap)
+				if !ok {
+					continue
+				}
+				rv = cm.ResourceVersion
+				backoff.Reset()
+				if ev.Type != watch.Bookmark && !send(ctx, ch, cmRecord(cm)) {
+					return rv
+				}
+			}
+		}
+	}
+}
+
+func send(ctx context.Context, ch chan<- *Record, rec *Record) bool {
+	select {
+	case ch <- rec:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// labelValue shortens v to a valid label value (63 characters).
+func labelValue(v string) string {
+	if len(v) > 63 {
+		v = v[:63]
+	}
+	return v
+}

@@ -1,0 +1,201 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// FileStore keeps the record as a JSON file. Writes are atomic (temp file and
+// rename) and serialized with an flock on a sibling lock file, so several
+// invokers on one machine get the same compare-and-swap semantics as the
+// ConfigMap's resourceVersion.
+type FileStore struct {
+	Path string
+	// PollEvery is how often Watch looks at the file (a stat, no read unless
+	// it changed). A local stat is cheap; inotify would add a dependency for
+	// nothing a user could notice.
+	PollEvery time.Duration
+}
+
+// NewFileStore returns the store for job in dir.
+func NewFileStore(dir, job string) *FileStore {
+	return &FileStore{Path: filepath.Join(dir, job+"-bridge-cm.json"), PollEvery: 100 * time.Millisecond}
+}
+
+type fileRecord struct {
+	UID     string            `json:"uid"`
+	Version int64             `json:"version"`
+	Data    map[string]string `json:"data"`
+}
+
+func (s *FileStore) Describe() string { return "state file " + s.Path }
+
+func (s *FileStore) lock() (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+func (s *FileStore) read() (*fileRecord, error) {
+	b, err := os.ReadFile(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoRecord
+	}
+	if err != nil {
+		return nil, err
+	}
+	var fr fileRecord
+	if err := json.Unmarshal(b, &fr); err != nil {
+		return nil, fmt.Errorf("%s is corrupt: %w", s.Path, err)
+	}
+	if fr.Data == nil {
+		fr.Data = map[string]string{}
+	}
+	return &fr, nil
+}
+
+func (s *FileStore) write(fr *fileRecord) error {
+	b, err := json.MarshalIndent(fr, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.Path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.Path)
+}
+
+func (fr *fileRecord) record() *Record {
+	return (&Record{UID: fr.UID, Version: strconv.FormatInt(fr.Version, 10), Data: fr.Data}).Clone()
+}
+
+func (s *FileStore) Get(context.Context) (*Record, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	fr, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	return fr.record(), nil
+}
+
+func (s *FileStore) Create(_ context.Context, data map[string]string) (*Record, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, err := s.read(); err == nil {
+		return nil, ErrRecordExists
+	} else if !errors.Is(err, ErrNoRecord) {
+		return nil, err
+	}
+	uid := make([]byte, 16)
+	_, _ = rand.Read(uid)
+	fr := &fileRecord{UID: hex.EncodeToString(uid), Version: 1, Data: (&Record{Data: data}).Clone().Data}
+	if err := s.write(fr); err != nil {
+		return nil, err
+	}
+	return fr.record(), nil
+}
+
+func (s *FileStore) Update(_ context.Context, rec *Record) (*Record, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	fr, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	if fr.UID != rec.UID || strconv.FormatInt(fr.Version, 10) != rec.Version {
+		return nil, ErrConflict
+	}
+	fr.Version++
+	fr.Data = rec.Clone().Data
+	if err := s.write(fr); err != nil {
+		return nil, err
+	}
+	return fr.record(), nil
+}
+
+func (s *FileStore) Delete(context.Context) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := os.Remove(s.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (s *FileStore) Watch(ctx context.Context, from *Record) <-chan *Record {
+	ch := make(chan *Record, 1)
+	go func() {
+		defer close(ch)
+		last := ""
+		if from != nil {
+			last = from.UID + "/" + from.Version
+		}
+		t := time.NewTicker(s.PollEvery)
+		defer t.Stop()
+		var lastStamp string
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			// Every write renames a new file into place, so the inode
+			// changes even when two writes share one mtime tick.
+			fi, err := os.Stat(s.Path)
+			if err != nil {
+				continue
+			}
+			stamp := fi.ModTime().String()
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				stamp += "/" + strconv.FormatUint(st.Ino, 10)
+			}
+			if stamp == lastStamp {
+				continue
+			}
+			lastStamp = stamp
+			rec, err := s.Get(ctx)
+			if err != nil || rec.UID+"/"+rec.Version == last {
+				continue
+			}
+			last = rec.UID + "/" + rec.Version
+			select {
+			case ch <- rec:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
