@@ -23,7 +23,7 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 	watch <-chan *Record, log *slog.Logger) (backends.Status, error) {
 	poll := &Backoff{Initial: min(iv.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}
 	logs, _ := be.(backends.LogReader)
-	logOff, _ := strconv.ParseInt(iv.rec.Data[KeyLogOffset], 10, 64)
+	iv.logOff, _ = strconv.ParseInt(iv.rec.Data[KeyLogOffset], 10, 64)
 	var (
 		last          backends.Status
 		seen          bool
@@ -58,13 +58,11 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 		if logs == nil {
 			return
 		}
-		next, err := logs.ReadLogs(pctx, id, logOff, iv.LogOut)
+		next, err := logs.ReadLogs(pctx, id, iv.logOff, iv.LogOut)
 		if err != nil {
 			log.Debug("reading job output", "err", err)
 		}
-		if next > logOff {
-			logOff = next
-		}
+		iv.logOff = max(iv.logOff, next)
 	}
 	for {
 		st, err := be.Status(pctx, id)
@@ -79,7 +77,7 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 			if st.State.Final() {
 				return st, nil
 			}
-			if werr := iv.writeStatus(pctx, st, logOff); werr != nil {
+			if werr := iv.writeStatus(pctx, st); werr != nil {
 				log.Warn("could not record the job state; will try again", "err", werr)
 			}
 		} else if errors.Is(err, backends.ErrNotFound) && (seen || time.Since(start) > notFoundGrace) {
@@ -155,7 +153,7 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 }
 
 // statusData is the record's status keys for st.
-func (iv *Invoker) statusData(st backends.Status, logOff int64) map[string]string {
+func (iv *Invoker) statusData(st backends.Status) map[string]string {
 	msg := st.Message
 	if msg == "" {
 		msg = fmt.Sprintf("job %s is %s", iv.result.ID, st.State)
@@ -176,15 +174,15 @@ func (iv *Invoker) statusData(st backends.Status, logOff int64) map[string]strin
 	if st.ExitCode != nil {
 		d[KeyExitCode] = strconv.Itoa(*st.ExitCode)
 	}
-	if logOff > 0 {
-		d[KeyLogOffset] = strconv.FormatInt(logOff, 10)
+	if iv.logOff > 0 {
+		d[KeyLogOffset] = strconv.FormatInt(iv.logOff, 10)
 	}
 	return d
 }
 
 // writeStatus writes the status keys if they changed since the last write.
-func (iv *Invoker) writeStatus(ctx context.Context, st backends.Status, logOff int64) error {
-	want := iv.statusData(st, logOff)
+func (iv *Invoker) writeStatus(ctx context.Context, st backends.Status) error {
+	want := iv.statusData(st)
 	if iv.written != nil && sameStatus(iv.written, want) {
 		return nil
 	}
@@ -217,13 +215,19 @@ func sameStatus(a, b map[string]string) bool {
 // records it).
 func (iv *Invoker) final(ctx context.Context, st backends.Status) error {
 	if st.Message == "" {
-		st.Message = iv.statusData(st, 0)[KeyMessage]
+		st.Message = iv.statusData(st)[KeyMessage]
 	}
 	st.Message = truncate(iv.Secrets.Scrub(st.Message), 4096)
 	iv.result.fill(st)
 	wctx := context.WithoutCancel(ctx)
 	iv.written = nil
-	err := retryTransient(wctx, iv.RetryBudget, func() error { return iv.writeStatus(wctx, st, 0) })
+	err := retryTransient(wctx, iv.RetryBudget, func() error { return iv.writeStatus(wctx, st) })
+	if errors.Is(err, ErrNoRecord) {
+		// cleanup deleted the record while we were stopping the job: the
+		// outputs still say what happened.
+		iv.Log.Warn("the record was deleted before the final state could be written", "record", iv.Store.Describe())
+		err = nil
+	}
 	if err != nil {
 		return backends.Transient(fmt.Errorf("the job ended %s, but recording that in %s failed: %w", st.State, iv.Store.Describe(), err))
 	}

@@ -54,6 +54,7 @@ type Invoker struct {
 
 	rec     *Record
 	written map[string]string // status keys as last written
+	logOff  int64             // bytes of job output already copied to LogOut
 	result  Result
 }
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+type invokeOptions struct {
+	store          storeOptions
+	backend        backendOptions
+	spec           runner.Spec
+	outputs        map[string]*string
+	terminationLog string
+	grace          time.Duration
+	submitLease    time.Duration
+	retryBudget    time.Duration
+	followLogs     bool
+}
+
+func (a *app) newInvokeCmd() *cobra.Command {
+	o := &invokeOptions{outputs: map[string]*string{}}
+	cmd := &cobra.Command{
+		Use:   "invoke",
+		Short: "Submit the job (or re-attach to it), follow it to its end, and exit with its outcome",
+		Long: `invoke reads the job description from the record (the ConfigMap
+<job-name>-bridge-cm, or a file with --state-dir), submits the job to its backend
+exactly once, follows it to a final state, mirrors the state into the record, and
+exits with a code that says what happened (0 DONE, 1 FAILED, 2 invalid input,
+3 KILLED, 4 UNKNOWN, 75 temporary failure: a retry re-attaches).
+
+Job-description flags (--backend, --script, ...) may be given to invoke too: the
+record is then created from them, or must already hold the same description.
+
+A retried or restarted invoke never submits twice: it re-attaches to the job
+recorded in the record, or finds it by the idempotency key stamped into it.
+Setting kill=true in the record, or SIGTERM, cancels the remote job. Step outputs
+are written to the files given by --output-* whatever the exit code; logs go to
+stderr; stdout carries one JSON summary line.`,
+		Example: `  # Run a script on this machine, no cluster needed:
+  bridge-runner invoke --job-name hello --backend local --script 'echo hello from $BRIDGE_JOB_NAME'
+
+  # In a workflow step, after create-configmap:
+  bridge-runner invoke --job-name "$JOBNAME" --output-status /tmp/outputs/status`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runInvoke(cmd, o)
+		},
+	}
+	fs := cmd.Flags()
+	o.store.addFlags(fs)
+	o.backend.addFlags(fs)
+	specFlags(fs, &o.spec)
+	for _, out := range runner.OutputFields {
+		o.outputs[out.Name] = fs.String(out.Flag(), "", "write the step output "+out.Name+" ("+out.Help+") to this file")
+	}
+	fs.StringVar(&o.terminationLog, "termination-log", "/dev/termination-log", "write the final message here when the file exists (Kubernetes shows it as the container's termination message)")
+	fs.DurationVar(&o.grace, "grace-period", defaultGrace(), "after SIGTERM, how long cancelling the remote job may take (default: $ARGO_TERMINATION_GRACE_PERIOD_SECONDS minus 5s, else 25s)")
+	fs.DurationVar(&o.submitLease, "submit-lease", 30*time.Second, "how long another invoker's unfinished submit is waited out before taking it over")
+	fs.DurationVar(&o.retryBudget, "retry-budget", 10*time.Minute, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75")
+	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
+	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
+	return cmd
+}
+
+// defaultGrace leaves 5 s of the pod's termination grace period for writing
+// outputs and exiting.
+func defaultGrace() time.Duration {
+	if s, err := strconv.Atoi(os.Getenv("ARGO_TERMINATION_GRACE_PERIOD_SECONDS")); err == nil && s > 0 {
+		return max(time.Duration(s-5)*time.Second, time.Second)
+	}
+	return 25 * time.Second
+}
+
+func (a *app) runInvoke(cmd *cobra.Command, o *invokeOptions) error {
+	res, err := a.invoke(cmd, o)
+	res.Exit = exitCode(res, err)
+	if err != nil {
+		a.log.Error("invoke failed", "err", err, "exit", res.Exit)
+	}
+	paths := map[string]string{}
+	for name, p := range o.outputs {
+		paths[name] = *p
+	}
+	if werr := runner.WriteOutputs(res, paths); werr != nil {
+		a.log.Error("writing step outputs", "err", werr)
+	}
+	if _, serr := os.Stat(o.terminationLog); serr == nil && res.Message != "" {
+		_ = os.WriteFile(o.terminationLog, []byte(res.Message), 0o644)
+	}
+	fmt.Fprintln(a.stdout, res.Summary())
+	return exitError{res.Exit}
+}
+
+func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, error) {
+	res := &runner.Result{Job: o.store.JobName}
+	fail := func(err error) (*runner.Result, error) {
+		res.Message = a.secrets.Scrub(err.Error())
+		return res, err
+	}
+	store, err := o.store.build()
+	if err != nil {
+		return fail(err)
+	}
+	var spec *runner.Spec
+	if specGiven(cmd) {
+		if err := a.checkBackend(o.spec.Backend); err != nil {
+			return fail(err)
+		}
+		spec = &o.spec
+	}
+	cfg, err := o.backend.config(a, o.store.stateDir())
+	if err != nil {
+		return fail(err)
+	}
+	iv := &runner.Invoker{
+		JobName:     o.store.JobName,
+		Store:       store,
+		Registry:    a.registry,
+		Backend:     cfg,
+		Secrets:     a.secrets,
+		Log:         a.log.With("job", o.store.JobName),
+		Spec:        spec,
+		Grace:       o.grace,
+		SubmitLease: o.submitLease,
+		RetryBudget: o.retryBudget,
+	}
+	if o.followLogs {
+		iv.LogOut = a.stderr
+	}
+	err = iv.Run(cmd.Context())
+	res = iv.Result()
+	res.Job = o.store.JobName
+	return res, err
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// storeOptions select and address the state record; every step has them.
+type storeOptions struct {
+	JobName    string
+	Namespace  string
+	Kubeconfig string
+	StateDir   string
+	Store      string
+}
+
+func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.JobName, "job-name", "", "the job's name; its record is the ConfigMap <job-name>-bridge-cm (env JOBNAME too)")
+	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the ConfigMap (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
+	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: "+defaultStateDir()+")")
+	fs.StringVar(&o.Store, "store", "auto", "where the record is kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
+}
+
+// jobNameRE: the ConfigMap name <job>-bridge-cm must be a DNS subdomain.
+var jobNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+func inCluster() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && err == nil
+}
+
+// build returns the store the options select.
+func (o *storeOptions) build() (runner.Store, error) {
+	if o.JobName == "" {
+		return nil, backends.Invalid("job-name", "is empty; pass --job-name (or set JOBNAME)")
+	}
+	if !jobNameRE.MatchString(o.JobName) || len(o.JobName) > 253-len("-bridge-cm") {
+		return nil, backends.Invalid("job-name", "%q is not a valid name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 243 characters", o.JobName)
+	}
+	kind := o.Store
+	if kind == "auto" {
+		switch {
+		case o.StateDir != "":
+			kind = "file"
+		case inCluster() || o.Kubeconfig != "" || os.Getenv("KUBECONFIG") != "":
+			kind = "configmap"
+		default:
+			kind = "file"
+		}
+	}
+	switch kind {
+	case "file":
+		return runner.NewFileStore(o.stateDir(), o.JobName), nil
+	case "configmap":
+		cfg, ns, err := o.kubeConfig()
+		if err != nil {
+			return nil, err
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, backends.Invalid("kubeconfig", "%v", err)
+		}
+		return &runner.ConfigMapStore{Client: cs, Namespace: ns, Name: runner.ConfigMapName(o.JobName)}, nil
+	}
+	return nil, backends.Invalid("store", "%q is not a store; use auto, configmap or file", o.Store)
+}
+
+func (o *storeOptions) stateDir() string {
+	if o.StateDir != "" {
+		return o.StateDir
+	}
+	return defaultStateDir()
+}
+
+// kubeConfig finds the API server: in-cluster config inside a pod, else the
+// kubeconfig. The namespace comes from the flag, the pod, or the kubeconfig.
+func (o *storeOptions) kubeConfig() (*rest.Config, string, error) {
+	if o.Kubeconfig == "" && inCluster() {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, "", backends.Invalid("kubeconfig", "in-cluster configuration: %v", err)
+		}
+		ns := o.Namespace
+		if ns == "" {
+			b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+			ns = strings.TrimSpace(string(b))
+		}
+		return tune(cfg), orDefault(ns), nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.Kubeconfig != "" {
+		rules.ExplicitPath = o.Kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", backends.Invalid("kubeconfig", "%v; pass --kubeconfig, or --state-dir to keep state in a file", err)
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns, _, _ = cc.Namespace()
+	}
+	return tune(cfg), orDefault(ns), nil
+}
+
+func tune(cfg *rest.Config) *rest.Config {
+	cfg.UserAgent = "bridge-runner/" + versionString()
+	// One job's few requests never need client-side throttling.
+	cfg.QPS, cfg.Burst = 20, 40
+	return cfg
+}
+
+func orDefault(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+// backendOptions configure how backends are reached (invoke, cleanup).
+type backendOptions struct {
+	CredentialsDir string
+	CAFile         string
+	Insecure       bool
+}
+
+func (o *backendOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CredentialsDir, "credentials-dir", "/credentials", "directory of the mounted credentials Secret (one file per key, e.g. username and password)")
+	fs.StringVar(&o.CAFile, "ca-file", "", "PEM CA bundle to verify the backend's TLS certificate with (in addition to the system roots)")
+	fs.BoolVar(&o.Insecure, "insecure-skip-tls-verify", false, "do not verify the backend's TLS certificate (insecure; prefer --ca-file)")
+}
+
+func (o *backendOptions) config(a *app, dataDir string) (backends.Config, error) {
+	hc, err := runner.NewHTTPClient(o.CAFile, o.Insecure)
+	if err != nil {
+		return backends.Config{}, err
+	}
+	if o.Insecure {
+		a.log.Warn("TLS verification of the backend is off (--insecure-skip-tls-verify)")
+	}
+	return backends.Config{
+		Credentials: runner.DirCredentials{Dir: o.CredentialsDir, Secrets: a.secrets},
+		HTTPClient:  hc,
+		DataDir:     dataDir,
+	}, nil
+}
+
+// specFlags binds every job-description field to its flag.
+func specFlags(fs *pflag.FlagSet, s *runner.Spec) {
+	for _, f := range runner.Fields {
+		fs.StringVar(f.Ptr(s), f.Flag, f.Default, f.Help+" [ConfigMap key "+f.Key+"]")
+	}
+}
+
+// specGiven reports whether any job-description flag was set (on the
+// command line or from the environment).
+func specGiven(cmd *cobra.Command) bool {
+	for _, f := range runner.Fields {
+		if cmd.Flags().Changed(f.Flag) {
+			return true
+		}
+	}
+	return false
+}
+
+// completeBackends completes --backend with the registered names.
+func (a *app) completeBackends(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return a.registry.Names(), cobra.ShellCompDirectiveNoFileComp
+}
+
+// checkBackend refuses an unknown backend before anything is written.
+func (a *app) checkBackend(name string) error {
+	for _, n := range a.registry.Names() {
+		if n == strings.TrimSpace(name) {
+			return nil
+		}
+	}
+	return backends.Invalid("backend", "unknown backend %q; use one of: %s", name, strings.Join(a.registry.Names(), ", "))
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments, got %q; job settings are flags (see --help)", cmd.CommandPath(), args)}
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/builtin"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// Stamped by the Makefile with -ldflags -X.
+var (
+	version = ""
+	commit  = ""
+)
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// app carries what every command shares: streams, logging, the registry.
+type app struct {
+	stdout, stderr io.Writer
+	registry       *backends.Registry
+	secrets        *runner.Secrets
+	log            *slog.Logger
+
+	logFormat, logLevel string
+}
+
+// Main runs the CLI and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, registry: builtin.Registry(), secrets: &runner.Secrets{}}
+	root := a.newRootCmd()
+	root.SetArgs(args)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	go func() {
+		if s, ok := <-sigs; ok {
+			cancel(fmt.Errorf("%w (%s)", runner.ErrTerminated, s))
+		}
+	}()
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case err != nil:
+		fmt.Fprintln(stderr, "Error:", a.secrets.Scrub(err.Error()))
+		return exitCode(nil, usageError{err})
+	}
+	return ExitDone
+}
+
+// exitError carries a command's exit code out of cobra after the command
+// has already reported what happened.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func (a *app) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "bridge-runner",
+		Short: "Run a workflow step's job on Slurm, LSF, Ray, IBM Quantum or this machine",
+		Long: `bridge-runner turns a job on a system that Kubernetes does not manage into an
+ordinary workflow step. It submits the job over the system's HTTP API, follows it
+to its end, mirrors its state into a ConfigMap (or a file), and exits with a code
+that tells the workflow what happened:
+
+  0 DONE   1 FAILED   2 invalid input (nothing submitted)   3 KILLED
+  4 UNKNOWN (lost track of the job)   75 temporary failure (retry re-attaches)
+
+Every flag can also be given as an environment variable: BRIDGE_ and the flag's
+name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL).`,
+		Version:       versionString(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			return a.setupLogging()
+		},
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetVersionTemplate("bridge-runner {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\nSee '%s --help'.", err, c.CommandPath())}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
+	pf.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.AddCommand(a.newCreateCmd(), a.newInvokeCmd(), a.newCleanupCmd(), a.newVersionCmd())
+	return root
+}
+
+func (a *app) setupLogging() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return usageError{fmt.Errorf("--log-level: %q is not a level; use debug, info, warn or error", a.logLevel)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch a.logFormat {
+	case "text":
+		h = slog.NewTextHandler(a.stderr, opts)
+	case "json":
+		h = slog.NewJSONHandler(a.stderr, opts)
+	default:
+		return usageError{fmt.Errorf("--log-format: %q is not a format; use text or json", a.logFormat)}
+	}
+	a.log = slog.New(runner.NewScrubHandler(h, a.secrets))
+	// client-go logs through klog; send it to the same place, scrubbed.
+	klog.SetSlogLogger(a.log.With("source", "client-go"))
+	return nil
+}
+
+// envAliases are IBM Bridge Operator's variables, honoured for compatibility.
+var envAliases = map[string][]string{
+	"job-name":  {"JOBNAME"},
+	"namespace": {"NAMESPACE"},
+}
+
+// envName is the BRIDGE_* variable for a flag.
+func envName(flag string) string {
+	return "BRIDGE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable, if set. Flags win over the environment.
+func applyEnv(cmd *cobra.Command) error {
+	var errs []error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" || f.Name == "version" {
+			return
+		}
+		for _, name := range append([]string{envName(f.Name)}, envAliases[f.Name]...) {
+			if v, ok := os.LookupEnv(name); ok {
+				if err := cmd.Flags().Set(f.Name, v); err != nil {
+					errs = append(errs, usageError{fmt.Errorf("environment variable %s for --%s: %w", name, f.Name, err)})
+				}
+				return
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// defaultStateDir is where the file store and local jobs live when no
+// --state-dir is given: $XDG_STATE_HOME/bridge-runner or ~/.local/state/bridge-runner.
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "bridge-runner")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "bridge-runner")
+	}
+	return filepath.Join(os.TempDir(), "bridge-runner")
+}
