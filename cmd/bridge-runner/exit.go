@@ -45,5 +45,5 @@ func exitCode(res *runner.Result, err error) int {
 // usageError marks command-line mistakes (exit 2).
 type usageError struct{ err error }
 
-func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Error() string   { return e.err.Error() }
 func (e usageError) Unwrap() []error { return []error{e.err, backends.ErrInvalid} }
