@@ -1,0 +1,229 @@
+// Package fake is an in-memory backend for tests, driven by each job's
+// jobproperties (like nomad's mock driver) and by fault-injection hooks. It
+// counts every call so tests can assert requests per job and exactly-once
+// submission. It is not compiled into bridge-runner.
+package fake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// Properties drive a fake job's life: pending for Pending, running for Run,
+// then Final (default DONE) with ExitCode.
+type Properties struct {
+	Pending  string `json:"pending"`
+	Run      string `json:"run"`
+	Final    string `json:"final"`
+	ExitCode int    `json:"exitCode"`
+}
+
+// Job is one submitted fake job.
+type Job struct {
+	ID, Key   string
+	Submitted time.Time
+	Pending   time.Duration
+	Run       time.Duration
+	Final     backends.State
+	ExitCode  int
+	Cancelled *time.Time
+	Vanished  bool // Status says not found
+}
+
+// Backend is the fake. The zero value is not usable; use New.
+type Backend struct {
+	mu    sync.Mutex
+	jobs  map[string]*Job
+	next  int
+	Calls map[string]int // "submit", "status", "cancel", "find"
+
+	// SubmitDelay is slept inside Submit (to widen race windows).
+	SubmitDelay time.Duration
+	// SubmitFaults are returned by the next Submit calls, in order, before
+	// any job is made.
+	SubmitFaults []error
+	// LoseResponses makes the next N submits create the job but return a
+	// transient error, as when a response is lost on the wire.
+	LoseResponses int
+	// StatusFaults are returned by the next Status calls, in order.
+	StatusFaults []error
+	now          func() time.Time
+}
+
+// New returns an empty fake.
+func New() *Backend {
+	return &Backend{jobs: map[string]*Job{}, Calls: map[string]int{}, now: time.Now}
+}
+
+// Factory returns a registry factory that always yields b.
+func (b *Backend) Factory() backends.Factory {
+	return func(backends.Config) (backends.Backend, error) { return b, nil }
+}
+
+// Jobs returns a snapshot of the submitted jobs.
+func (b *Backend) Jobs() []Job {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Job, 0, len(b.jobs))
+	for i := 1; i <= b.next; i++ {
+		if j, ok := b.jobs[fmt.Sprintf("fake-%d", i)]; ok {
+			out = append(out, *j)
+		}
+	}
+	return out
+}
+
+// Count returns the number of calls of op.
+func (b *Backend) Count(op string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Calls[op]
+}
+
+// Vanish makes the job unknown to Status from now on.
+func (b *Backend) Vanish(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.jobs[id].Vanished = true
+}
+
+func (b *Backend) Validate(job backends.Job) error {
+	_, err := parse(job.Properties)
+	return err
+}
+
+func parse(raw json.RawMessage) (Properties, error) {
+	var p Properties
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return p, backends.Invalid("jobproperties", "%v", err)
+		}
+	}
+	for _, d := range []string{p.Pending, p.Run} {
+		if d != "" {
+			if _, err := time.ParseDuration(d); err != nil {
+				return p, backends.Invalid("jobproperties", "%v", err)
+			}
+		}
+	}
+	if p.Final != "" && !backends.State(p.Final).Final() {
+		return p, backends.Invalid("jobproperties", "final %q is not a final state", p.Final)
+	}
+	return p, nil
+}
+
+func dur(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
+	b.mu.Lock()
+	b.Calls["submit"]++
+	delay := b.SubmitDelay
+	b.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return "", backends.Transient(ctx.Err())
+		}
+	}
+	p, err := parse(job.Properties)
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.SubmitFaults) > 0 {
+		err := b.SubmitFaults[0]
+		b.SubmitFaults = b.SubmitFaults[1:]
+		return "", err
+	}
+	b.next++
+	j := &Job{ID: fmt.Sprintf("fake-%d", b.next), Key: job.Key, Submitted: b.now(),
+		Pending: dur(p.Pending), Run: dur(p.Run), Final: backends.State(p.Final), ExitCode: p.ExitCode}
+	if j.Final == "" {
+		j.Final = backends.Done
+	}
+	b.jobs[j.ID] = j
+	if b.LoseResponses > 0 {
+		b.LoseResponses--
+		return "", backends.Transient(fmt.Errorf("fake: response lost"))
+	}
+	return j.ID, nil
+}
+
+func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["status"]++
+	if len(b.StatusFaults) > 0 {
+		err := b.StatusFaults[0]
+		b.StatusFaults = b.StatusFaults[1:]
+		return backends.Status{}, err
+	}
+	j, ok := b.jobs[id]
+	if !ok || j.Vanished {
+		return backends.Status{}, fmt.Errorf("fake job %s: %w", id, backends.ErrNotFound)
+	}
+	now := b.now()
+	st := backends.Status{SubmitTime: j.Submitted}
+	startAt, endAt := j.Submitted.Add(j.Pending), j.Submitted.Add(j.Pending+j.Run)
+	switch {
+	case j.Cancelled != nil:
+		st.State, st.Raw, st.EndTime = backends.Killed, "CANCELLED", *j.Cancelled
+	case now.Before(startAt):
+		st.State, st.Raw = backends.Pending, "QUEUED"
+	case now.Before(endAt):
+		st.State, st.Raw, st.StartTime = backends.Running, "RUNNING", startAt
+	default:
+		code := j.ExitCode
+		st.State, st.Raw, st.StartTime, st.EndTime, st.ExitCode = j.Final, "END_"+string(j.Final), startAt, endAt, &code
+	}
+	return st, nil
+}
+
+func (b *Backend) Cancel(_ context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["cancel"]++
+	j, ok := b.jobs[id]
+	if !ok {
+		return fmt.Errorf("fake job %s: %w", id, backends.ErrNotFound)
+	}
+	now := b.now()
+	if j.Cancelled == nil && now.Before(j.Submitted.Add(j.Pending+j.Run)) {
+		j.Cancelled = &now
+	}
+	return nil
+}
+
+func (b *Backend) FindByKey(_ context.Context, key string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["find"]++
+	for _, j := range b.jobs {
+		if j.Key == key {
+			return j.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// WithoutFinder hides FindByKey, for tests of backends that cannot find
+// jobs by key.
+func WithoutFinder(b *Backend) backends.Backend { return plain{b} }
+
+type plain struct{ b *Backend }
+
+func (p plain) Submit(ctx context.Context, j backends.Job) (string, error) { return p.b.Submit(ctx, j) }
+func (p plain) Status(ctx context.Context, id string) (backends.Status, error) {
+	return p.b.Status(ctx, id)
+}
+func (p plain) Cancel(ctx context.Context, id string) error { return p.b.Cancel(ctx, id) }

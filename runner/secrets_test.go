@@ -1,0 +1,76 @@
+package runner_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+func TestDirCredentials(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "username"), []byte("alice\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("  eyJhbGciOi.secret.part \r\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), []byte("\n"), 0o600))
+	secrets := &runner.Secrets{}
+	c := runner.DirCredentials{Dir: dir, Secrets: secrets}
+
+	v, err := c.Get("user", "username")
+	require.NoError(t, err)
+	assert.Equal(t, "alice", v, "trailing newline trimmed; first present alias wins")
+	v, err = c.Get("password", "token")
+	require.NoError(t, err)
+	assert.Equal(t, "eyJhbGciOi.secret.part", v)
+	assert.Equal(t, "x [redacted] y", secrets.Scrub("x eyJhbGciOi.secret.part y"), "read values are registered as secrets")
+
+	_, err = c.Get("empty", "apikey")
+	var fe *backends.FieldError
+	require.True(t, errors.As(err, &fe))
+	assert.Equal(t, "credentials", fe.Field)
+	assert.Contains(t, err.Error(), "empty, apikey", "the message names the keys looked for")
+
+	_, err = runner.DirCredentials{Dir: filepath.Join(dir, "missing"), Secrets: secrets}.Get("token")
+	require.ErrorIs(t, err, backends.ErrInvalid)
+	assert.Contains(t, err.Error(), "cannot read the credentials directory")
+
+	if os.Geteuid() != 0 { // root reads anything
+		require.NoError(t, os.Chmod(filepath.Join(dir, "username"), 0))
+		_, err = c.Get("username")
+		assert.ErrorIs(t, err, backends.ErrInvalid)
+	}
+}
+
+func TestScrubHandler(t *testing.T) {
+	secrets := &runner.Secrets{}
+	secrets.Add("hunter2-long")
+	secrets.Add("abc") // too short to scrub: it would mangle ordinary words
+	var buf bytes.Buffer
+	log := slog.New(runner.NewScrubHandler(slog.NewJSONHandler(&buf, nil), secrets))
+	log.With("pre", "with hunter2-long").Info("token hunter2-long seen",
+		"err", errors.New("auth hunter2-long refused"),
+		slog.Group("g", "inner", "hunter2-long"),
+		"n", 3, "abc", "abc")
+	out := buf.String()
+	assert.NotContains(t, out, "hunter2-long")
+	assert.Contains(t, out, "[redacted]")
+	assert.Contains(t, out, `"abc":"abc"`)
+}
+
+func TestHTTPClientCAFile(t *testing.T) {
+	_, err := runner.NewHTTPClient(filepath.Join(t.TempDir(), "nope.pem"), false)
+	var fe *backends.FieldError
+	require.True(t, errors.As(err, &fe))
+	assert.Equal(t, "ca-file", fe.Field)
+	bad := filepath.Join(t.TempDir(), "bad.pem")
+	require.NoError(t, os.WriteFile(bad, []byte("not a cert"), 0o600))
+	_, err = runner.NewHTTPClient(bad, false)
+	assert.ErrorIs(t, err, backends.ErrInvalid)
+}
