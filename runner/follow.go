@@ -80,6 +80,9 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 			if werr := iv.writeStatus(pctx, st); werr != nil {
 				log.Warn("could not record the job state; will try again", "err", werr)
 			}
+			if st.State == backends.Running {
+				crashPoint("following")
+			}
 		} else if errors.Is(err, backends.ErrNotFound) && (seen || time.Since(start) > notFoundGrace) {
 			msg := fmt.Sprintf("the backend no longer knows job %s", id)
 			if seen {

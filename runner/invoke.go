@@ -377,6 +377,7 @@ func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, job b
 			log.Info("taking over a stale submit intent", "holder", cur.holder, "since", cur.at)
 		}
 		if !hasIntent || cur.holder != iv.Holder {
+			crashPoint("before-intent")
 			seen := iv.rec.Data[KeyIntent]
 			err := iv.update(ctx, func(d map[string]string) (bool, error) {
 				if d[KeyID] != "" || d[KeyIntent] != seen || killRequested(d) {
@@ -403,11 +404,17 @@ func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, job b
 				return id, iv.recordID(ctx, id)
 			}
 		}
+		crashPoint("after-intent")
 		id, err := iv.submit(ctx, be, job, find, log)
 		if err != nil {
 			return "", err
 		}
-		return id, iv.recordID(ctx, id)
+		crashPoint("after-submit")
+		if err := iv.recordID(ctx, id); err != nil {
+			return "", err
+		}
+		crashPoint("after-id")
+		return id, nil
 	}
 }
 
