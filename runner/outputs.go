@@ -18,7 +18,7 @@ import (
 type Result struct {
 	Job          string   `json:"job"`
 	ID           string   `json:"id" output:"job-id" help:"the remote job id"`
-	Status       string   `json:"status" output:"status" help:"final state: DONE, FAILED, KILLED or UNKNOWN (empty if none was reached)"`
+	Status       string   `json:"status" output:"status" help:"the final state: DONE, FAILED, KILLED or UNKNOWN; empty if none was reached"`
 	Message      string   `json:"message" output:"message" help:"what happened, in one line"`
 	BackendState string   `json:"backendState,omitempty" output:"backend-state" help:"the backend's own final state, e.g. TIMEOUT"`
 	ExitCode     string   `json:"jobExitCode,omitempty" output:"job-exit-code" help:"the job's own exit code, when the backend reports it"`

@@ -60,7 +60,7 @@ stderr; stdout carries one JSON summary line.`,
 		o.outputs[out.Name] = fs.String(out.Flag(), "", "write the step output "+out.Name+" ("+out.Help+") to this file")
 	}
 	fs.StringVar(&o.terminationLog, "termination-log", "/dev/termination-log", "write the final message here when the file exists (Kubernetes shows it as the container's termination message)")
-	fs.DurationVar(&o.grace, "grace-period", defaultGrace(), "after SIGTERM, how long cancelling the remote job may take (default: $ARGO_TERMINATION_GRACE_PERIOD_SECONDS minus 5s, else 25s)")
+	fs.DurationVar(&o.grace, "grace-period", defaultGrace(), "after SIGTERM, how long cancelling the remote job may take; defaults to $ARGO_TERMINATION_GRACE_PERIOD_SECONDS minus 5s when that is set")
 	fs.DurationVar(&o.submitLease, "submit-lease", 30*time.Second, "how long another invoker's unfinished submit is waited out before taking it over")
 	fs.DurationVar(&o.retryBudget, "retry-budget", 10*time.Minute, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")

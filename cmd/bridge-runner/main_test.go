@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,6 +56,9 @@ func run(t *testing.T, args ...string) cliResult {
 // clearEnv makes sure no BRIDGE_* variable of the developer's leaks in.
 func clearEnv(t *testing.T) {
 	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "BRIDGE_TEST_") {
+			continue // where the test services are
+		}
 		for _, p := range []string{"BRIDGE_", "JOBNAME=", "NAMESPACE=", "KUBECONFIG=", "ARGO_"} {
 			if len(kv) >= len(p) && kv[:len(p)] == p {
 				name := kv[:bytes.IndexByte([]byte(kv), '=')]

@@ -1,0 +1,38 @@
+# bridge-runner. `make test` is the whole suite (it starts the real services
+# it needs); `make build` gives bin/bridge-runner.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+IMAGE   ?= bridge-runner:$(VERSION)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+export CGO_ENABLED := 0
+
+.PHONY: build test unit lint image services-up services-down clean
+
+build:
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/bridge-runner ./cmd/bridge-runner
+
+# The whole suite against real services (kube-apiserver + etcd, Slurm).
+test:
+	bash hack/test.sh
+
+# Only what needs no service (the rest skips outside CI).
+unit:
+	go test -count=1 ./...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	go vet ./...
+
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
+services-up:
+	bash hack/kube-up.sh
+	bash hack/slurm-up.sh
+
+services-down:
+	-bash hack/slurm-down.sh
+	-bash hack/kube-down.sh
+
+clean:
+	rm -rf bin dist

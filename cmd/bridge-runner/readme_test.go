@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// TestREADMEContract keeps the README's contract tables true to the code.
+func TestREADMEContract(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	has := func(s string) {
+		t.Helper()
+		assert.True(t, strings.Contains(readme, s), "the README lacks %q", s)
+	}
+	for _, f := range runner.Fields {
+		row := fmt.Sprintf("| `%s` | `--%s` | |", f.Key, f.Flag)
+		if f.Default != "" {
+			row = fmt.Sprintf("| `%s` | `--%s` | `%s` |", f.Key, f.Flag, f.Default)
+		}
+		has(row)
+	}
+	for _, k := range runner.StateKeys {
+		has("`" + k + "`")
+	}
+	for _, s := range backends.States {
+		has("| `" + string(s) + "` |")
+	}
+	for _, code := range []int{ExitDone, ExitFailed, ExitInvalid, ExitKilled, ExitUnknown, ExitTempFail} {
+		has(fmt.Sprintf("\n| %d | ", code))
+	}
+	for _, o := range runner.OutputFields {
+		has("`" + o.Name + "`")
+	}
+	for _, p := range runner.CrashPoints {
+		has("`" + p + "`")
+	}
+	quick := readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
+	assert.Contains(t, quick, "go run ./cmd/bridge-runner invoke")
+	assert.Contains(t, quick, "make test")
+}
