@@ -32,6 +32,8 @@ type Job struct {
 	Parameters json.RawMessage
 	// Metadata is jobdata.scriptMetadata as JSON (may be empty).
 	Metadata json.RawMessage
+	// Inputs are jobdata.additionalData, for backends that are InputStagers.
+	Inputs []InputFile
 }
 
 // Status is a backend's view of a job at one moment.
@@ -80,6 +82,28 @@ type Validator interface {
 // runs. ReadLogs returns the bytes from offset on and the next offset.
 type LogReader interface {
 	ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (next int64, err error)
+}
+
+// InputFile is an input file for the job (jobdata.additionalData), opened on
+// demand so that large files stream.
+type InputFile struct {
+	Name string // base name the job sees
+	Size int64
+	Open func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// InputStager is implemented by backends that can make input files
+// available to the job (LSF uploads them, Ray ships a working_dir, local
+// copies them into the job's directory). Submit then receives them in
+// Job.Inputs; for other backends additionalData is refused before submit.
+type InputStager interface {
+	StagesInputs() bool
+}
+
+// OutputFetcher is implemented by backends that can read a file the job
+// wrote (s3upload.files), by its path as the user gave it.
+type OutputFetcher interface {
+	FetchOutput(ctx context.Context, id, path string, w io.Writer) error
 }
 
 // Config is what a backend is constructed with.

@@ -138,7 +138,7 @@ func (b *Backend) dir(id string) string { return filepath.Join(b.root, id) }
 // Submit publishes the job directory atomically (rename of a complete
 // staging directory) and launches its supervisor. The id is the key: a
 // second submit with the same key finds the directory and fails ErrExists.
-func (b *Backend) Submit(_ context.Context, job backends.Job) (string, error) {
+func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
 	if err := b.Validate(job); err != nil {
 		return "", err
 	}
@@ -174,6 +174,12 @@ func (b *Backend) Submit(_ context.Context, job backends.Job) (string, error) {
 	for k, v := range p.Env {
 		sp.Env = append(sp.Env, k+"="+v)
 	}
+	if len(job.Inputs) > 0 {
+		if err := copyInputs(ctx, filepath.Join(stage, "inputs"), job.Inputs); err != nil {
+			return "", err
+		}
+		sp.Env = append(sp.Env, "BRIDGE_INPUT_DIR="+filepath.Join(dst, "inputs"))
+	}
 	buf, _ := json.MarshalIndent(sp, "", "  ")
 	if err := os.WriteFile(filepath.Join(stage, "job.json"), buf, 0o600); err != nil {
 		return "", err
@@ -190,6 +196,81 @@ func (b *Backend) Submit(_ context.Context, job backends.Job) (string, error) {
 		return "", backends.Transient(fmt.Errorf("starting the supervisor of %s: %w", job.Key, err))
 	}
 	return job.Key, nil
+}
+
+// StagesInputs: input files are copied into the job's inputs/ directory
+// (BRIDGE_INPUT_DIR) before the job is published.
+func (b *Backend) StagesInputs() bool { return true }
+
+func copyInputs(ctx context.Context, dir string, inputs []backends.InputFile) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		name := filepath.Base(in.Name)
+		if name == "." || name == "/" || name == ".." {
+			return backends.Invalid("jobdata.additionalData", "%q has no usable file name", in.Name)
+		}
+		r, err := in.Open(ctx)
+		if err != nil {
+			return err
+		}
+		err = writeFile(filepath.Join(dir, name), r)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("staging input %s: %w", in.Name, err)
+		}
+	}
+	return nil
+}
+
+func writeFile(path string, r io.Reader) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// FetchOutput copies a file the job wrote: a relative path is taken from the
+// job's working directory.
+func (b *Backend) FetchOutput(_ context.Context, id, path string, w io.Writer) error {
+	if !validKey(id) {
+		return fmt.Errorf("local job %q: %w", id, backends.ErrNotFound)
+	}
+	var sp spec
+	buf, err := os.ReadFile(filepath.Join(b.dir(id), "job.json"))
+	if err != nil {
+		return fmt.Errorf("local job %s: %w", id, backends.ErrNotFound)
+	}
+	if err := json.Unmarshal(buf, &sp); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(path) {
+		wd := b.dir(id)
+		if sp.Workdir != "" {
+			wd = sp.Workdir
+		}
+		path = filepath.Join(wd, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("output %s: %w", path, unwrapNotExist(err))
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func unwrapNotExist(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("the job did not write it: %w", backends.ErrNotFound)
+	}
+	return err
 }
 
 // scriptCommand runs a script directly when it has a #! line, else with sh.

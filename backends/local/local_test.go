@@ -1,0 +1,208 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+func TestMain(m *testing.M) {
+	RunSupervisorIfRequested() // the supervisor is this test binary
+	os.Exit(m.Run())
+}
+
+func newBackend(t *testing.T) *Backend {
+	b, err := New(backends.Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	return b.(*Backend)
+}
+
+func waitFinal(t *testing.T, b *Backend, id string) backends.Status {
+	t.Helper()
+	var st backends.Status
+	require.Eventually(t, func() bool {
+		var err error
+		st, err = b.Status(context.Background(), id)
+		require.NoError(t, err)
+		return st.State.Final()
+	}, 10*time.Second, 10*time.Millisecond)
+	return st
+}
+
+func TestRunToEnd(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	cases := []struct {
+		script string
+		state  backends.State
+		code   int
+	}{
+		{"echo out; echo err >&2", backends.Done, 0},
+		{"#!/bin/sh\nexit 3\n", backends.Failed, 3},
+		{"kill -SEGV $$", backends.Failed, -1},
+		{"kill -KILL $$", backends.Killed, -1},
+	}
+	for i, c := range cases {
+		key := "k" + string(rune('a'+i))
+		id, err := b.Submit(ctx, backends.Job{Key: key, Name: "n", Script: c.script, Parameters: []byte(`{"a":1}`)})
+		require.NoError(t, err)
+		st := waitFinal(t, b, id)
+		assert.Equal(t, c.state, st.State, c.script)
+		if c.code >= 0 {
+			require.NotNil(t, st.ExitCode)
+			assert.Equal(t, c.code, *st.ExitCode)
+		}
+		assert.False(t, st.StartTime.IsZero())
+		assert.False(t, st.EndTime.Before(st.StartTime))
+	}
+	var out bytes.Buffer
+	next, err := b.ReadLogs(ctx, "ka", 0, &out)
+	require.NoError(t, err)
+	assert.Equal(t, "out\nerr\n", out.String(), "stdout and stderr in one log")
+	out.Reset()
+	_, err = b.ReadLogs(ctx, "ka", next, &out)
+	require.NoError(t, err)
+	assert.Empty(t, out.String(), "reading from the offset gives nothing new")
+}
+
+func TestSubmitTwiceIsErrExists(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	_, err := b.Submit(ctx, backends.Job{Key: "dup", Script: "true"})
+	require.NoError(t, err)
+	_, err = b.Submit(ctx, backends.Job{Key: "dup", Script: "true"})
+	require.ErrorIs(t, err, backends.ErrExists)
+	id, err := b.FindByKey(ctx, "dup")
+	require.NoError(t, err)
+	assert.Equal(t, "dup", id)
+	id, err = b.FindByKey(ctx, "nope")
+	require.NoError(t, err)
+	assert.Empty(t, id)
+}
+
+func TestLaunchIsIdempotent(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	counter := filepath.Join(t.TempDir(), "runs")
+	id, err := b.Submit(ctx, backends.Job{Key: "once", Script: "echo run >> " + counter + "; sleep 0.2"})
+	require.NoError(t, err)
+	for i := 0; i < 5; i++ { // extra supervisors, as after a crash mid-launch
+		require.NoError(t, b.launch(b.dir(id)))
+	}
+	waitFinal(t, b, id)
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, b.launch(b.dir(id)), "a launch after the end")
+	time.Sleep(200 * time.Millisecond)
+	got, _ := os.ReadFile(counter)
+	assert.Equal(t, "run\n", string(got), "the job ran exactly once")
+}
+
+func TestInterruptedLaunchIsHealedByStatus(t *testing.T) {
+	b := newBackend(t)
+	// A published job whose supervisor was never started (invoke died
+	// between the rename and the launch).
+	dir := b.dir("orphan")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "script"), []byte("echo healed"), 0o700))
+	sp, _ := json.Marshal(spec{Key: "orphan", Created: time.Now().Add(-2 * time.Second), Command: []string{"/bin/sh", "./script"}})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.json"), sp, 0o600))
+	old := time.Now().Add(-2 * time.Second)
+	require.NoError(t, os.Chtimes(filepath.Join(dir, "job.json"), old, old))
+	st := waitFinal(t, b, "orphan")
+	assert.Equal(t, backends.Done, st.State)
+}
+
+func TestDeadSupervisorIsUnknown(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	id, err := b.Submit(ctx, backends.Job{Key: "lost", Script: "exec sleep 30"})
+	require.NoError(t, err)
+	var st state
+	require.Eventually(t, func() bool {
+		s, err := b.readState(b.dir(id))
+		if err == nil && s.PID > 0 {
+			st = *s
+			return true
+		}
+		return false
+	}, 5*time.Second, 10*time.Millisecond)
+	// The machine "restarts": the supervisor and the job die without a word.
+	require.NoError(t, syscall.Kill(st.SupervisorPID, syscall.SIGKILL))
+	_ = syscall.Kill(-st.PID, syscall.SIGKILL)
+	require.Eventually(t, func() bool { return !supervisorAlive(b.dir(id)) }, 5*time.Second, 10*time.Millisecond)
+	got, err := b.Status(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, backends.Unknown, got.State, "never DONE when we cannot know")
+}
+
+func TestCancelBeforeAndWhileRunning(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	id, err := b.Submit(ctx, backends.Job{Key: "c1", Script: "trap 'exit 0' TERM; sleep 30 & wait"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, _ := b.Status(ctx, id)
+		return st.State == backends.Running
+	}, 5*time.Second, 10*time.Millisecond)
+	require.NoError(t, b.Cancel(ctx, id))
+	assert.Equal(t, backends.Killed, waitFinal(t, b, id).State, "a job that exits 0 on SIGTERM was still cancelled")
+	require.NoError(t, b.Cancel(ctx, id), "cancelling a finished job is fine")
+	require.ErrorIs(t, b.Cancel(ctx, "never"), backends.ErrNotFound)
+
+	// Cancelled before its supervisor started: it never runs.
+	dir := b.dir("c2")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	marker := filepath.Join(t.TempDir(), "ran")
+	sp, _ := json.Marshal(spec{Key: "c2", Created: time.Now(), Command: []string{"/bin/sh", "-c", "touch " + marker}})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.json"), sp, 0o600))
+	require.NoError(t, b.Cancel(ctx, "c2"))
+	require.NoError(t, b.launch(dir))
+	assert.Equal(t, backends.Killed, waitFinal(t, b, "c2").State)
+	assert.NoFileExists(t, marker)
+}
+
+func TestInputsOutputsAndProperties(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	in := backends.InputFile{Name: "data/in.txt", Size: 5, Open: func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader("input")), nil
+	}}
+	id, err := b.Submit(ctx, backends.Job{Key: "io", Script: `cat "$BRIDGE_INPUT_DIR/in.txt" > out.txt; printf '%s|%s' "$FOO" "$1" > env.txt`,
+		Properties: []byte(`{"env":{"FOO":"bar"},"args":["arg1"]}`), Inputs: []backends.InputFile{in}})
+	require.NoError(t, err)
+	assert.Equal(t, backends.Done, waitFinal(t, b, id).State)
+	var out bytes.Buffer
+	require.NoError(t, b.FetchOutput(ctx, id, "out.txt", &out))
+	assert.Equal(t, "input", out.String())
+	out.Reset()
+	require.NoError(t, b.FetchOutput(ctx, id, "env.txt", &out))
+	assert.Equal(t, "bar|arg1", out.String())
+	assert.ErrorIs(t, b.FetchOutput(ctx, id, "missing.txt", &out), backends.ErrNotFound)
+}
+
+func TestValidate(t *testing.T) {
+	b := newBackend(t)
+	for props, ok := range map[string]bool{`{}`: true, `{"workdir":"/tmp"}`: true, `{"partition":"x"}`: false,
+		`{"env":{"A":1}}`: false, `{"workdir":"/nonexistent/dir"}`: false} {
+		err := b.Validate(backends.Job{Key: "v", Script: "true", Properties: []byte(props)})
+		if ok {
+			assert.NoError(t, err, props)
+		} else {
+			assert.ErrorIs(t, err, backends.ErrInvalid, props)
+		}
+	}
+	_, err := New(backends.Config{DataDir: t.TempDir(), URL: "http://x"})
+	assert.ErrorIs(t, err, backends.ErrInvalid)
+}
