@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's whole test suite: starts the real services the tests use (a
-# kube-apiserver with etcd, a Slurm with slurmrestd), runs `go test ./...`
+# kube-apiserver with etcd, an S3 server, a Slurm with slurmrestd), runs `go test ./...`
 # against them, and stops the services it started (services that were
 # already up are left up, so a developer's second run is fast).
 #
@@ -17,6 +17,7 @@ cd "$ROOT"
 
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
 SLURM_DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
+S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 started=()
 
 # up NAME UP_SCRIPT DOWN_SCRIPT PID_FILE: start a service unless it is running.
@@ -44,6 +45,9 @@ trap down EXIT
 up kube-apiserver hack/kube-up.sh hack/kube-down.sh "$KUBE_DIR/kube-apiserver.pid"
 # shellcheck disable=SC1091
 source "$KUBE_DIR/env"
+up s3 hack/s3-up.sh hack/s3-down.sh "$S3_DIR/versitygw.pid"
+# shellcheck disable=SC1091
+source "$S3_DIR/env"
 if [ -f hack/slurm-up.sh ]; then
   up slurm hack/slurm-up.sh hack/slurm-down.sh "$SLURM_DIR/slurmctld.pid"
   # shellcheck disable=SC1091

@@ -83,6 +83,10 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 			if st.State == backends.Running {
 				crashPoint("following")
 			}
+		} else if errors.Is(err, backends.ErrNotFound) && backends.State(iv.rec.Data[KeyJobStatus]).Final() {
+			// A re-attach (say, to finish uploads) after the backend forgot
+			// the job: what we recorded at its end stands.
+			return iv.recordedStatus(), nil
 		} else if errors.Is(err, backends.ErrNotFound) && (seen || time.Since(start) > notFoundGrace) {
 			msg := fmt.Sprintf("the backend no longer knows job %s", id)
 			if seen {
@@ -153,6 +157,19 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 		}
 		timer.Stop()
 	}
+}
+
+// recordedStatus rebuilds a status from the record's keys.
+func (iv *Invoker) recordedStatus() backends.Status {
+	d := iv.rec.Data
+	st := backends.Status{State: backends.State(d[KeyJobStatus]), Raw: d[KeyRawState], Reason: d[KeyReason], Message: d[KeyMessage]}
+	if c, err := strconv.Atoi(d[KeyExitCode]); err == nil {
+		st.ExitCode = &c
+	}
+	st.SubmitTime, _ = time.Parse(time.RFC3339, d[KeySubmit])
+	st.StartTime, _ = time.Parse(time.RFC3339, d[KeyStart])
+	st.EndTime, _ = time.Parse(time.RFC3339, d[KeyEnd])
+	return st
 }
 
 // statusData is the record's status keys for st.

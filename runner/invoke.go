@@ -51,10 +51,13 @@ type Invoker struct {
 	LogOut io.Writer
 	// MinPoll is the first poll delay after a state change.
 	MinPoll time.Duration
+	// S3 is how to reach S3, for jobs that use it.
+	S3 S3Access
 
 	rec     *Record
 	written map[string]string // status keys as last written
 	logOff  int64             // bytes of job output already copied to LogOut
+	s3      *S3Store          // set when the job uses S3
 	result  Result
 }
 
@@ -140,16 +143,22 @@ func (iv *Invoker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	job, err := iv.resolveJob(desc)
-	if err != nil {
-		return err
-	}
-	if v, ok := be.(backends.Validator); ok {
-		if err := v.Validate(job); err != nil {
+	if desc.UsesS3() {
+		iv.s3, err = NewS3Store(S3Config{Endpoint: desc.S3.Endpoint, Secure: desc.S3.Secure, Region: desc.S3.Region,
+			Credentials: DirCredentials{Dir: iv.S3.CredentialsDir, Secrets: iv.Secrets}, CAFile: iv.S3.CAFile, Insecure: iv.S3.Insecure})
+		if err != nil {
 			return err
 		}
 	}
-	iv.result.Job = job.Name
+	iv.result.Job = iv.JobName
+	base := backends.Job{Name: iv.JobName, Key: IdempotencyKey(iv.rec.UID), Properties: desc.Properties}
+	prepare := iv.preparer(ctx, desc, be, base)
+	if iv.rec.Data[KeyID] == "" && iv.rec.Data[KeyIntent] == "" && !killRequested(iv.rec.Data) {
+		// A fresh run: refuse bad input before anything is recorded.
+		if _, err := prepare(); err != nil {
+			return err
+		}
+	}
 	log := iv.Log.With("backend", desc.Backend, "record", iv.Store.Describe())
 
 	// Watch the record from here on: a kill may come at any time.
@@ -157,7 +166,7 @@ func (iv *Invoker) run(ctx context.Context) error {
 	defer stopWatch()
 	watch := iv.Store.Watch(wctx, iv.rec)
 
-	id, err := iv.submitOrAdopt(ctx, be, job, watch, log)
+	id, err := iv.submitOrAdopt(ctx, be, base.Key, prepare, watch, log)
 	if err != nil {
 		return err
 	}
@@ -171,7 +180,48 @@ func (iv *Invoker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return iv.final(ctx, st)
+	if err := iv.final(ctx, st); err != nil {
+		return err
+	}
+	if desc.UploadBucket == "" {
+		return nil
+	}
+	// Uploads run after SIGTERM too, within the grace period.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), iv.uploadTime(ctx))
+	defer cancel()
+	locs, notes, uerr := iv.uploadOutputs(uctx, desc, be, id, base.Key)
+	iv.result.Outputs = locs
+	msg := iv.result.Message
+	if len(notes) > 0 {
+		msg += "; " + strings.Join(notes, "; ")
+	}
+	if uerr != nil {
+		msg += "; " + uerr.Error()
+	}
+	iv.result.Message = truncate(iv.Secrets.Scrub(msg), 4096)
+	werr := retryTransient(context.WithoutCancel(ctx), iv.RetryBudget, func() error {
+		return iv.update(context.WithoutCancel(ctx), func(d map[string]string) (bool, error) {
+			c := set(d, KeyOutputs, strings.Join(locs, "\n"))
+			return set(d, KeyMessage, iv.result.Message) || c, nil
+		})
+	})
+	if uerr != nil {
+		return uerr
+	}
+	if werr != nil && !errors.Is(werr, ErrNoRecord) {
+		return backends.Transient(fmt.Errorf("recording the output locations: %w", werr))
+	}
+	log.Info("outputs uploaded", "locations", len(locs))
+	return nil
+}
+
+// uploadTime is how long uploads may take: the grace period after SIGTERM,
+// else the retry budget.
+func (iv *Invoker) uploadTime(ctx context.Context) time.Duration {
+	if ctx.Err() != nil {
+		return iv.Grace
+	}
+	return iv.RetryBudget
 }
 
 // loadRecord reads the state record, creating it from iv.Spec when given.
@@ -224,28 +274,6 @@ func EnsureRecord(ctx context.Context, store Store, spec Spec, budget time.Durat
 			store.Describe(), strings.Join(diff, ", "))
 	}
 	return rec, nil
-}
-
-// resolveJob turns the description into what the backend submits.
-func (iv *Invoker) resolveJob(desc *Description) (backends.Job, error) {
-	job := backends.Job{Key: IdempotencyKey(iv.rec.UID), Properties: desc.Properties}
-	job.Name = iv.JobName
-	switch desc.ScriptLocation {
-	case Inline:
-		job.Script = desc.Script
-	case Remote:
-		job.ScriptPath = desc.Script
-	case S3:
-		return job, backends.Invalid("jobdata.scriptLocation", "s3 scripts need S3 staging, which this build does not include yet; use inline or remote")
-	}
-	if desc.ExtraLocation == S3 && (desc.Metadata != "" || desc.Parameters != "") {
-		return job, backends.Invalid("jobdata.scriptExtraLocation", "s3 needs S3 staging, which this build does not include yet; give metadata and parameters inline")
-	}
-	if len(desc.AdditionalData) > 0 || desc.UploadBucket != "" {
-		return job, backends.Invalid("s3upload.bucket", "S3 staging is not included in this build yet; remove jobdata.additionalData and s3upload.*")
-	}
-	job.Metadata, job.Parameters = []byte(desc.Metadata), []byte(desc.Parameters)
-	return job, nil
 }
 
 // update applies mutate to the latest record and writes it, re-reading and
@@ -331,7 +359,8 @@ func holderGone(holder string) bool {
 // wait for the id to appear (or find the job by key). A crash between submit
 // and recording the id is healed by finding the job by its key. It returns
 // "" when a kill was requested before anything was submitted.
-func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, job backends.Job, watch <-chan *Record, log *slog.Logger) (string, error) {
+func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, key string, prepare func() (backends.Job, error),
+	watch <-chan *Record, log *slog.Logger) (string, error) {
 	finder, _ := be.(backends.Finder)
 	if finder == nil {
 		log.Warn("this backend cannot find jobs by key: a crash between submit and recording the id could submit twice")
@@ -342,7 +371,7 @@ func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, job b
 		}
 		var id string
 		err := retryTransient(ctx, iv.RetryBudget, func() (err error) {
-			id, err = finder.FindByKey(ctx, job.Key)
+			id, err = finder.FindByKey(ctx, key)
 			return err
 		})
 		return id, err
@@ -364,7 +393,7 @@ func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, job b
 				return "", fmt.Errorf("looking for an earlier submission: %w", err)
 			}
 			if id != "" {
-				log.Info("adopting the job found by its idempotency key", "job_id", id, "key", job.Key)
+				log.Info("adopting the job found by its idempotency key", "job_id", id, "key", key)
 				return id, iv.recordID(ctx, id)
 			}
 			if age := time.Since(cur.at); age < iv.SubmitLease && !holderGone(cur.holder) {
@@ -384,7 +413,7 @@ func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, job b
 					return false, nil // changed under us: look again
 				}
 				d[KeyIntent] = intent{holder: iv.Holder, at: time.Now()}.String()
-				d[KeyKey] = job.Key
+				d[KeyKey] = key
 				return true, nil
 			})
 			if err != nil {
@@ -400,11 +429,15 @@ func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, job b
 			if id, err := find(); err != nil {
 				return "", err
 			} else if id != "" {
-				log.Info("adopting the job found by its idempotency key", "job_id", id, "key", job.Key)
+				log.Info("adopting the job found by its idempotency key", "job_id", id, "key", key)
 				return id, iv.recordID(ctx, id)
 			}
 		}
 		crashPoint("after-intent")
+		job, err := prepare()
+		if err != nil {
+			return "", err
+		}
 		id, err := iv.submit(ctx, be, job, find, log)
 		if err != nil {
 			return "", err

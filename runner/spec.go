@@ -37,8 +37,10 @@ type Spec struct {
 	S3Endpoint          string `key:"s3.endpoint" flag:"s3-endpoint" help:"S3 endpoint, host:port"`
 	S3Secure            string `key:"s3.secure" flag:"s3-secure" default:"true" help:"use TLS for S3: true or false"`
 	S3Secret            string `key:"s3.secret" flag:"s3-secret" help:"name of the Secret mounted as the S3 credentials directory (informational)"`
+	S3Region            string `key:"s3.region" flag:"s3-region" help:"S3 region (default: asked of the server)"`
 	S3UploadBucket      string `key:"s3upload.bucket" flag:"s3-upload-bucket" help:"bucket that receives the job's outputs and logs"`
 	S3UploadFiles       string `key:"s3upload.files" flag:"s3-upload-files" help:"comma-separated files on the remote system to upload after the job"`
+	S3CreateBucket      string `key:"s3upload.createBucket" flag:"s3-create-bucket" default:"false" help:"create s3upload.bucket if it does not exist: true or false"`
 }
 
 // Field describes one Spec field.
@@ -152,8 +154,10 @@ type Description struct {
 
 // S3Settings are the job's S3 connection settings (credentials are mounted).
 type S3Settings struct {
-	Endpoint string
-	Secure   bool
+	Endpoint     string
+	Secure       bool
+	Region       string
+	CreateBucket bool
 }
 
 // ObjectRef is an S3 object named as bucket:object.
@@ -242,17 +246,25 @@ func (s Spec) Parse() (*Description, error) {
 	if d.S3.Secure, err = strconv.ParseBool(strings.TrimSpace(s.S3Secure)); err != nil {
 		return nil, backends.Invalid("s3.secure", "is %q; use true or false", s.S3Secure)
 	}
+	d.S3.Region = strings.TrimSpace(s.S3Region)
+	if d.S3.CreateBucket, err = strconv.ParseBool(strings.TrimSpace(s.S3CreateBucket)); err != nil {
+		return nil, backends.Invalid("s3upload.createBucket", "is %q; use true or false", s.S3CreateBucket)
+	}
 	d.UploadBucket = strings.TrimSpace(s.S3UploadBucket)
 	d.UploadFiles = splitList(s.S3UploadFiles)
-	needsS3 := d.ScriptLocation == S3 || (d.ExtraLocation == S3 && (d.Metadata != "" || d.Parameters != "")) ||
-		len(d.AdditionalData) > 0 || d.UploadBucket != ""
-	if needsS3 && d.S3.Endpoint == "" {
+	if d.UsesS3() && d.S3.Endpoint == "" {
 		return nil, backends.Invalid("s3.endpoint", "is empty but the job uses S3; set --s3-endpoint to host:port")
 	}
 	if len(d.UploadFiles) > 0 && d.UploadBucket == "" {
 		return nil, backends.Invalid("s3upload.bucket", "is empty but s3upload.files names files to upload; set --s3-upload-bucket")
 	}
 	return d, nil
+}
+
+// UsesS3 reports whether the job reads from or writes to S3.
+func (d *Description) UsesS3() bool {
+	return d.ScriptLocation == S3 || (d.ExtraLocation == S3 && (d.Metadata != "" || d.Parameters != "")) ||
+		len(d.AdditionalData) > 0 || d.UploadBucket != ""
 }
 
 func parseInterval(v string) (time.Duration, error) {

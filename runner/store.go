@@ -65,7 +65,8 @@ const (
 	KeyKey       = "status.idempotencyKey"
 	KeyIntent    = "status.submitIntent" // holder@time while a submit is under way
 	KeyLogOffset = "status.logOffset"    // bytes of job output already streamed
+	KeyOutputs   = "status.outputs"      // uploaded output locations, one per line
 )
 
 // StateKeys lists every key the runner owns; a new run starts without them.
-var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset}
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs}

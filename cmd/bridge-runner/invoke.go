@@ -21,6 +21,7 @@ type invokeOptions struct {
 	submitLease    time.Duration
 	retryBudget    time.Duration
 	followLogs     bool
+	s3CredsDir     string
 }
 
 func (a *app) newInvokeCmd() *cobra.Command {
@@ -63,6 +64,7 @@ stderr; stdout carries one JSON summary line.`,
 	fs.DurationVar(&o.grace, "grace-period", defaultGrace(), "after SIGTERM, how long cancelling the remote job may take; defaults to $ARGO_TERMINATION_GRACE_PERIOD_SECONDS minus 5s when that is set")
 	fs.DurationVar(&o.submitLease, "submit-lease", 30*time.Second, "how long another invoker's unfinished submit is waited out before taking it over")
 	fs.DurationVar(&o.retryBudget, "retry-budget", 10*time.Minute, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75")
+	fs.StringVar(&o.s3CredsDir, "s3-credentials-dir", "/s3credentials", "directory of the mounted S3 credentials Secret (accesskey and secretkey)")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
@@ -129,6 +131,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		Grace:       o.grace,
 		SubmitLease: o.submitLease,
 		RetryBudget: o.retryBudget,
+		S3:          runner.S3Access{CredentialsDir: o.s3CredsDir, CAFile: o.backend.CAFile, Insecure: o.backend.Insecure},
 	}
 	if o.followLogs {
 		iv.LogOut = a.stderr

@@ -1,0 +1,172 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// S3Access is how invoke reaches S3 for jobs that use it: the mounted
+// credentials and TLS settings (the endpoint and bucket are in the job
+// description).
+type S3Access struct {
+	CredentialsDir string
+	CAFile         string
+	Insecure       bool
+}
+
+// Limits on objects read whole into memory (scripts, metadata, parameters).
+// Input files (additionalData) are streamed instead.
+const maxSmallObject = 16 << 20
+
+// preparer returns a function that resolves the job's inputs (script,
+// metadata and parameters from S3, input files) and checks it, once. It is
+// called before the intent is recorded on a fresh run, and only when a
+// submit is really needed on a re-attach, so that a re-attach never depends
+// on inputs that may since have been deleted.
+func (iv *Invoker) preparer(ctx context.Context, desc *Description, be backends.Backend, base backends.Job) func() (backends.Job, error) {
+	var (
+		done bool
+		job  backends.Job
+		err  error
+	)
+	return func() (backends.Job, error) {
+		if !done {
+			job, err = iv.prepare(ctx, desc, be, base)
+			done = true
+		}
+		return job, err
+	}
+}
+
+func (iv *Invoker) prepare(ctx context.Context, desc *Description, be backends.Backend, job backends.Job) (backends.Job, error) {
+	if len(desc.AdditionalData) > 0 {
+		if _, ok := be.(backends.InputStager); !ok {
+			return job, backends.Invalid("jobdata.additionalData", "the %s backend cannot make input files available to the job; remove additionalData and have the script fetch its inputs", desc.Backend)
+		}
+	}
+	if len(desc.UploadFiles) > 0 {
+		if _, ok := be.(backends.OutputFetcher); !ok {
+			return job, backends.Invalid("s3upload.files", "the %s backend cannot read files from the remote system; remove s3upload.files and have the script upload its outputs", desc.Backend)
+		}
+	}
+	if iv.s3 != nil {
+		inputs, err := desc.S3Inputs()
+		if err != nil {
+			return job, err
+		}
+		if err := iv.s3.Preflight(ctx, inputs, desc.UploadBucket, desc.S3.CreateBucket); err != nil {
+			return job, err
+		}
+	}
+	read := func(field, v string) (string, error) {
+		ref, err := ParseObjectRef(field, v)
+		if err != nil {
+			return "", err
+		}
+		b, err := iv.s3.ReadSmall(ctx, ref, field, maxSmallObject)
+		return string(b), err
+	}
+	var err error
+	switch desc.ScriptLocation {
+	case Inline:
+		job.Script = desc.Script
+	case Remote:
+		job.ScriptPath = desc.Script
+	case S3:
+		if job.Script, err = read("jobdata.jobScript", desc.Script); err != nil {
+			return job, err
+		}
+	}
+	meta, params := desc.Metadata, desc.Parameters
+	if desc.ExtraLocation == S3 {
+		if meta != "" {
+			if meta, err = read("jobdata.scriptMetadata", meta); err != nil {
+				return job, err
+			}
+		}
+		if params != "" {
+			if params, err = read("jobdata.jobParameters", params); err != nil {
+				return job, err
+			}
+		}
+	}
+	job.Metadata, job.Parameters = []byte(meta), []byte(params)
+	for _, ref := range desc.AdditionalData {
+		ref := ref
+		job.Inputs = append(job.Inputs, backends.InputFile{
+			Name: path.Base(ref.Object),
+			Size: -1,
+			Open: func(ctx context.Context) (io.ReadCloser, error) {
+				rc, _, err := iv.s3.Open(ctx, ref, "jobdata.additionalData")
+				return rc, err
+			},
+		})
+	}
+	if v, ok := be.(backends.Validator); ok {
+		if err := v.Validate(job); err != nil {
+			return job, err
+		}
+	}
+	return job, nil
+}
+
+// uploadOutputs uploads, after the job reached a final state (any of them),
+// the files named in s3upload.files and the job's log to the upload bucket
+// under a prefix unique to this run. A file the job did not write is noted,
+// not fatal; a failed upload is returned as a transient error, so that a
+// retry (which re-attaches) can finish it.
+func (iv *Invoker) uploadOutputs(ctx context.Context, desc *Description, be backends.Backend, id, key string) ([]string, []string, error) {
+	prefix := RunPrefix(iv.JobName, key, id)
+	var locs, notes []string
+	put := func(name string, fetch func(w io.Writer) error) error {
+		return retryTransient(ctx, min(iv.RetryBudget, 2*time.Minute), func() error {
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(fetch(pw)) }()
+			loc, err := iv.s3.Upload(ctx, desc.UploadBucket, prefix+name, pr, -1)
+			pr.Close()
+			if err == nil {
+				locs = append(locs, loc)
+			}
+			return err
+		})
+	}
+	var failed []error
+	if f, ok := be.(backends.OutputFetcher); ok {
+		for _, file := range desc.UploadFiles {
+			err := put(outputName(file), func(w io.Writer) error { return f.FetchOutput(ctx, id, file, w) })
+			switch {
+			case errors.Is(err, backends.ErrNotFound):
+				notes = append(notes, file+" was not found")
+			case err != nil:
+				failed = append(failed, fmt.Errorf("%s: %w", file, err))
+			}
+		}
+	}
+	if lr, ok := be.(backends.LogReader); ok {
+		err := put("job.log", func(w io.Writer) error { _, err := lr.ReadLogs(ctx, id, 0, w); return err })
+		if err != nil && !errors.Is(err, backends.ErrNotFound) {
+			failed = append(failed, fmt.Errorf("job log: %w", err))
+		}
+	}
+	if len(failed) > 0 {
+		// %v, not %w: the job was submitted, so even a "bad input" error of
+		// S3 (the bucket was deleted meanwhile) must not read as exit 2.
+		return locs, notes, backends.Transient(fmt.Errorf("uploading outputs to s3://%s/%s failed: %v", desc.UploadBucket, prefix, errors.Join(failed...)))
+	}
+	return locs, notes, nil
+}
+
+// outputName is where a remote file goes under the run's prefix: its path
+// made relative and free of "..", so two files with one base name in
+// different directories do not collide.
+func outputName(file string) string {
+	clean := path.Clean("/" + strings.ReplaceAll(file, "\\", "/"))
+	return strings.TrimPrefix(clean, "/")
+}
