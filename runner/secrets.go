@@ -56,6 +56,11 @@ func (s *Secrets) Scrub(text string) string {
 	return text
 }
 
+// identityKeys name credentials that say who, not what proves it: a user
+// name or a service CRN is no secret, and scrubbing a user named "bridge"
+// would mangle every log line that mentions a bridge-cm.
+var identityKeys = map[string]bool{"username": true, "user": true, "crn": true, "servicecrn": true, "service_crn": true}
+
 // DirCredentials reads credentials from a mounted Secret directory: one file
 // per key. Files are read on every call, so a rotated Secret (the kubelet
 // swaps the files) is picked up without a restart.
@@ -83,7 +88,9 @@ func (c DirCredentials) Get(names ...string) (string, error) {
 		if v == "" {
 			continue
 		}
-		c.Secrets.Add(v)
+		if !identityKeys[strings.ToLower(n)] {
+			c.Secrets.Add(v)
+		}
 		return v, nil
 	}
 	if _, err := os.Stat(c.Dir); err != nil {

@@ -30,6 +30,7 @@ func TestDirCredentials(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "eyJhbGciOi.secret.part", v)
 	assert.Equal(t, "x [redacted] y", secrets.Scrub("x eyJhbGciOi.secret.part y"), "read values are registered as secrets")
+	assert.Equal(t, "alice-bridge-cm", secrets.Scrub("alice-bridge-cm"), "a user name is an identity, not a secret")
 
 	_, err = c.Get("empty", "apikey")
 	var fe *backends.FieldError

@@ -6,12 +6,14 @@ package builtin
 import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/local"
+	"github.com/bridge-runner/bridge-runner/backends/slurm"
 )
 
 // Registry returns a registry with every built-in backend.
 func Registry() *backends.Registry {
 	r := backends.NewRegistry()
 	must(r.Register(local.Name, local.New))
+	must(r.Register(slurm.Name, slurm.New))
 	return r
 }
 

@@ -1,0 +1,416 @@
+package slurm
+
+// Integration tests against a real Slurm with slurmrestd, as started by
+// hack/slurm-up.sh:
+//
+//	hack/slurm-up.sh && . /tmp/bridge-runner-slurm/env
+//	go test ./backends/slurm/ -run Real -count=1 -v
+//
+// They read BRIDGE_TEST_SLURM_URL and either BRIDGE_TEST_SLURM_USER plus
+// BRIDGE_TEST_SLURM_TOKEN or BRIDGE_TEST_SLURM_CREDS (a directory with
+// username and token files, like a mounted Secret); BRIDGE_TEST_SLURM_JWT_KEY
+// (the cluster's HS256 key) enables the expired-token test. Without them the
+// tests skip, except under CI, where they fail.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// dirCreds reads credentials from files, on every call, as the runner does.
+type dirCreds struct{ dir string }
+
+func (c dirCreds) Get(names ...string) (string, error) {
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(c.dir, n))
+		if err == nil {
+			return strings.TrimSpace(string(b)), nil
+		}
+	}
+	return "", backends.Invalid("credentials", "none of %v in %s", names, c.dir)
+}
+
+// countingTransport counts requests by "METHOD path".
+type countingTransport struct {
+	mu   sync.Mutex
+	n    map[string]int
+	next http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[r.Method+" "+r.URL.Path]++
+	c.mu.Unlock()
+	return c.next.RoundTrip(r)
+}
+
+func (c *countingTransport) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := 0
+	for _, n := range c.n {
+		t += n
+	}
+	return t
+}
+
+type realSlurm struct {
+	url    string
+	creds  backends.Credentials
+	user   string
+	jwtKey string
+	local  bool // slurmrestd on this machine: job files can be read here
+}
+
+func realSlurmEnv(t *testing.T) *realSlurm {
+	t.Helper()
+	rs := &realSlurm{url: os.Getenv("BRIDGE_TEST_SLURM_URL"), jwtKey: os.Getenv("BRIDGE_TEST_SLURM_JWT_KEY")}
+	switch dir := os.Getenv("BRIDGE_TEST_SLURM_CREDS"); {
+	case os.Getenv("BRIDGE_TEST_SLURM_TOKEN") != "":
+		rs.user = os.Getenv("BRIDGE_TEST_SLURM_USER")
+		rs.creds = &memCreds{m: map[string]string{"username": rs.user, "token": os.Getenv("BRIDGE_TEST_SLURM_TOKEN")}}
+	case dir != "":
+		rs.creds = dirCreds{dir}
+		rs.user, _ = rs.creds.Get("username", "user")
+	}
+	if rs.url == "" || rs.creds == nil {
+		msg := "no real Slurm: set BRIDGE_TEST_SLURM_URL and BRIDGE_TEST_SLURM_USER/BRIDGE_TEST_SLURM_TOKEN (or BRIDGE_TEST_SLURM_CREDS); hack/slurm-up.sh starts one and writes them to /tmp/bridge-runner-slurm/env"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if u, err := url.Parse(rs.url); err == nil {
+		ip := net.ParseIP(u.Hostname())
+		rs.local = u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback())
+	}
+	return rs
+}
+
+func (rs *realSlurm) backend(t *testing.T, creds backends.Credentials) (*Backend, *countingTransport) {
+	t.Helper()
+	ct := &countingTransport{n: map[string]int{}, next: http.DefaultTransport}
+	if creds == nil {
+		creds = rs.creds
+	}
+	be, err := New(backends.Config{URL: rs.url, Credentials: creds, HTTPClient: &http.Client{Transport: ct},
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	require.NoError(t, err)
+	return be.(*Backend), ct
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func newKey() string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return "br-" + hex.EncodeToString(b)
+}
+
+// waitFor polls Status until done(st) or the deadline; it returns the last
+// status and how many polls it took.
+func waitFor(t *testing.T, b *Backend, id string, limit time.Duration, done func(backends.Status) bool) (backends.Status, int) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	polls := 0
+	for {
+		st, err := b.Status(context.Background(), id)
+		polls++
+		require.NoError(t, err)
+		if done(st) {
+			return st, polls
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still %s (%s) after %s", id, st.State, st.Raw, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func final(st backends.Status) bool { return st.State.Final() }
+
+// outPath is where a test job writes; /tmp is on the (one-node) cluster.
+func outPath(key, ext string) string { return "/tmp/bridge-slurm-it-" + key + "." + ext }
+
+func readJobFile(t *testing.T, rs *realSlurm, path string) (string, bool) {
+	t.Helper()
+	if !rs.local {
+		t.Logf("slurmrestd is not on this machine: not reading %s", path)
+		return "", false
+	}
+	b, err := os.ReadFile(path)
+	require.NoError(t, err, "the job's file on the cluster")
+	t.Cleanup(func() { os.Remove(path) })
+	return string(b), true
+}
+
+func TestRealSlurm(t *testing.T) {
+	rs := realSlurmEnv(t)
+
+	t.Run("hello", func(t *testing.T) {
+		t.Parallel()
+		b, ct := rs.backend(t, nil)
+		ctx := context.Background()
+		start := time.Now()
+		v, err := b.version(ctx)
+		require.NoError(t, err)
+		discovery, discoveryReqs := time.Since(start), ct.total()
+
+		key := newKey()
+		job := backends.Job{Name: "hello", Key: key, Script: "#!/bin/bash\necho \"hello from slurm as $(id -un) in $PWD\"\n",
+			Properties: json.RawMessage(fmt.Sprintf(`{"standard_output":%q,"time_limit":5}`, outPath(key, "out")))}
+		require.NoError(t, b.Validate(job))
+		start = time.Now()
+		id, err := b.Submit(ctx, job)
+		submitRTT := time.Since(start)
+		require.NoError(t, err)
+		st, polls := waitFor(t, b, id, 60*time.Second, final)
+		total := time.Since(start)
+		require.Equal(t, backends.Done, st.State, st.Message)
+		assert.Equal(t, "COMPLETED", st.Raw)
+		require.NotNil(t, st.ExitCode)
+		assert.Equal(t, 0, *st.ExitCode)
+		assert.False(t, st.SubmitTime.IsZero() || st.StartTime.IsZero() || st.EndTime.IsZero(), "times: %+v", st)
+		if out, ok := readJobFile(t, rs, outPath(key, "out")); ok {
+			assert.Equal(t, "hello from slurm as "+rs.user+" in /tmp\n", out)
+		}
+		t.Logf("API %s; discovery %s in %d requests; submit round trip %s; DONE after %s; requests for the job: 1 submit + %d status (polling every 100 ms) = %d after discovery",
+			v, discovery.Round(time.Millisecond), discoveryReqs, submitRTT.Round(time.Microsecond), total.Round(time.Millisecond), polls, ct.total()-discoveryReqs)
+	})
+
+	t.Run("submit-latency", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		ctx := context.Background()
+		_, err := b.version(ctx)
+		require.NoError(t, err)
+		var rtts []time.Duration
+		for i := 0; i < 10; i++ {
+			job := backends.Job{Name: "latency", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(`{"hold":true}`)}
+			start := time.Now()
+			id, err := b.Submit(ctx, job)
+			rtts = append(rtts, time.Since(start))
+			require.NoError(t, err)
+			require.NoError(t, b.Cancel(ctx, id)) // held: never runs
+		}
+		sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
+		t.Logf("submit round trip over %d jobs: min %s, median %s, max %s", len(rtts), rtts[0], rtts[len(rtts)/2], rtts[len(rtts)-1])
+	})
+
+	t.Run("awkward-script", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		key := newKey()
+		envValue := "quote ' double \" dollar $HOME back \\ tab\t é 中文 🚀 <&>"
+		script := "#!/bin/bash\ncat \"$0\" > " + outPath(key, "script") + "\nprintf '%s' \"$AWKWARD\" > " + outPath(key, "env") + "\n" + strings.TrimPrefix(awkward(), "#!/bin/bash\n")
+		props, _ := json.Marshal(map[string]any{"environment": map[string]string{"AWKWARD": envValue}, "time_limit": 5})
+		id, err := b.Submit(context.Background(), backends.Job{Name: "awkward", Key: key, Script: script, Properties: props})
+		require.NoError(t, err)
+		st, _ := waitFor(t, b, id, 60*time.Second, final)
+		require.Equal(t, backends.Done, st.State, st.Message)
+		if got, ok := readJobFile(t, rs, outPath(key, "script")); ok {
+			assert.Equal(t, len(script), len(got))
+			assert.True(t, got == script, "the script Slurm ran differs from the one sent")
+		}
+		if got, ok := readJobFile(t, rs, outPath(key, "env")); ok {
+			assert.Equal(t, envValue, got)
+		}
+	})
+
+	t.Run("exit-3", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		id, err := b.Submit(context.Background(), backends.Job{Name: "exit3", Key: newKey(), Script: "#!/bin/sh\necho failing\nexit 3\n"})
+		require.NoError(t, err)
+		st, _ := waitFor(t, b, id, 60*time.Second, final)
+		assert.Equal(t, backends.Failed, st.State)
+		assert.Equal(t, "FAILED", st.Raw)
+		assert.Equal(t, "NonZeroExitCode", st.Reason)
+		require.NotNil(t, st.ExitCode)
+		assert.Equal(t, 3, *st.ExitCode)
+		assert.Contains(t, st.Message, "exit code 3")
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("takes over a minute")
+		}
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		id, err := b.Submit(context.Background(), backends.Job{Name: "timeout", Key: newKey(), Script: "#!/bin/sh\nsleep 600\n",
+			Properties: json.RawMessage(`{"time_limit":1}`)})
+		require.NoError(t, err)
+		st, _ := waitFor(t, b, id, 3*time.Minute, final)
+		assert.Equal(t, backends.Failed, st.State)
+		assert.Equal(t, "TIMEOUT", st.Raw)
+		assert.Equal(t, "TIMEOUT", st.Reason)
+		assert.WithinDuration(t, st.StartTime.Add(time.Minute), st.EndTime, 45*time.Second)
+		t.Logf("TIMEOUT: %s", st.Message)
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		ctx := context.Background()
+		id, err := b.Submit(ctx, backends.Job{Name: "cancel", Key: newKey(), Script: "#!/bin/sh\nsleep 600\n", Properties: json.RawMessage(`{"time_limit":15}`)})
+		require.NoError(t, err)
+		waitFor(t, b, id, 60*time.Second, func(st backends.Status) bool { return st.State == backends.Running })
+		require.NoError(t, b.Cancel(ctx, id))
+		st, _ := waitFor(t, b, id, 60*time.Second, final)
+		assert.Equal(t, backends.Killed, st.State)
+		assert.Equal(t, "CANCELLED", st.Raw)
+		require.NoError(t, b.Cancel(ctx, id), "cancelling an ended job is fine")
+	})
+
+	t.Run("find-by-key", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		ctx := context.Background()
+		key := newKey()
+		id, err := b.Submit(ctx, backends.Job{Name: "find", Key: key, Script: "#!/bin/sh\ntrue\n"})
+		require.NoError(t, err)
+		found, err := b.FindByKey(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, id, found)
+		found, err = b.FindByKey(ctx, newKey())
+		require.NoError(t, err)
+		assert.Equal(t, "", found)
+	})
+
+	t.Run("remote-script", func(t *testing.T) {
+		t.Parallel()
+		if !rs.local {
+			t.Skip("needs slurmrestd on this machine to place the script")
+		}
+		b, _ := rs.backend(t, nil)
+		key := newKey()
+		path := outPath(key, "sh")
+		require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\necho remote ok\n"), 0o644)) // not executable: run through its #! line
+		t.Cleanup(func() { os.Remove(path) })
+		id, err := b.Submit(context.Background(), backends.Job{Name: "remote", Key: key, ScriptPath: path,
+			Properties: json.RawMessage(fmt.Sprintf(`{"OutputFileName":%q}`, outPath(key, "out")))})
+		require.NoError(t, err)
+		st, _ := waitFor(t, b, id, 60*time.Second, final)
+		require.Equal(t, backends.Done, st.State, st.Message)
+		out, _ := readJobFile(t, rs, outPath(key, "out"))
+		assert.Equal(t, "remote ok\n", out)
+	})
+
+	t.Run("time-limit-shapes", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		ctx := context.Background()
+		for props, want := range map[string]string{
+			`{"time_limit":"INFINITE"}`:                    "null",
+			`{"time_limit":"0:30"}`:                        "1",
+			`{"time_limit":"1-00:00:00"}`:                  "1440",
+			`{"time_limit":{"set":true,"number":7}}`:       "7",
+			`{"time_limit":{"set":false,"infinite":true}}`: "null",
+		} {
+			props = strings.Replace(props, "{", `{"hold":true,`, 1)
+			id, err := b.Submit(ctx, backends.Job{Name: "tl", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
+			require.NoError(t, err, props)
+			r, err := b.do(ctx, http.MethodGet, b.apiPath("job/"+id), nil)
+			require.NoError(t, err)
+			var rec struct {
+				Jobs []struct {
+					TimeLimit json.RawMessage `json:"time_limit"`
+				} `json:"jobs"`
+			}
+			require.NoError(t, json.Unmarshal(r.body, &rec))
+			require.Len(t, rec.Jobs, 1)
+			if tl := string(rec.Jobs[0].TimeLimit); !strings.HasPrefix(tl, "{") { // v0.0.38: minutes or null
+				assert.Equal(t, want, tl, props)
+			} else if n, ok := number(rec.Jobs[0].TimeLimit); want == "null" {
+				assert.False(t, ok, props)
+			} else {
+				assert.Equal(t, want, fmt.Sprint(n), props)
+			}
+			require.NoError(t, b.Cancel(ctx, id))
+		}
+	})
+
+	t.Run("not-found", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		_, err := b.Status(context.Background(), "99999999")
+		assert.ErrorIs(t, err, backends.ErrNotFound)
+		assert.ErrorIs(t, b.Cancel(context.Background(), "99999999"), backends.ErrNotFound)
+	})
+
+	t.Run("refused-properties", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		for props, want := range map[string]string{
+			`{"no_such_key":1}`:     `Unknown key "no_such_key"`,
+			`{"partition":"nope"}`:  "Invalid partition name specified",
+			`{"time_limit":"soon"}`: "time_limit",
+		} {
+			_, err := b.Submit(context.Background(), backends.Job{Name: "bad", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
+			require.ErrorIs(t, err, backends.ErrInvalid, props)
+			assert.Contains(t, err.Error(), "jobproperties")
+			assert.Contains(t, err.Error(), want)
+		}
+	})
+
+	t.Run("bad-token", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		good, _ := rs.backend(t, nil)
+		id, err := good.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+		require.NoError(t, err)
+
+		forged := mintJWT([]byte("not the cluster's key, 32 bytes."), rs.user, time.Now().Add(time.Hour))
+		creds := &memCreds{m: map[string]string{"username": rs.user, "token": forged}}
+		b, _ := rs.backend(t, creds)
+		_, err = b.Status(ctx, id)
+		assert.ErrorIs(t, err, backends.ErrAuth, "status")
+		_, err = b.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+		assert.ErrorIs(t, err, backends.ErrAuth, "submit")
+		assert.ErrorIs(t, b.Cancel(ctx, id), backends.ErrAuth, "cancel")
+		_, err = b.FindByKey(ctx, "x")
+		assert.ErrorIs(t, err, backends.ErrAuth, "find")
+
+		if rs.jwtKey == "" {
+			t.Log("BRIDGE_TEST_SLURM_JWT_KEY not set: skipping the expired-token half")
+			return
+		}
+		key, err := os.ReadFile(rs.jwtKey)
+		require.NoError(t, err)
+		creds.set("token", mintJWT(key, rs.user, time.Now().Add(-time.Minute)))
+		_, err = b.Status(ctx, id)
+		require.ErrorIs(t, err, backends.ErrAuth)
+		assert.Contains(t, err.Error(), "expired at")
+		_, err = b.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+		require.ErrorIs(t, err, backends.ErrAuth)
+
+		// Rotated to a good token minted with the cluster's key: works again.
+		creds.set("token", mintJWT(key, rs.user, time.Now().Add(time.Hour)))
+		_, err = b.Status(ctx, id)
+		assert.NoError(t, err)
+	})
+}
