@@ -6,6 +6,8 @@ package builtin
 import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/local"
+	"github.com/bridge-runner/bridge-runner/backends/lsf"
+	"github.com/bridge-runner/bridge-runner/backends/quantum"
 	"github.com/bridge-runner/bridge-runner/backends/slurm"
 )
 
@@ -14,6 +16,8 @@ func Registry() *backends.Registry {
 	r := backends.NewRegistry()
 	must(r.Register(local.Name, local.New))
 	must(r.Register(slurm.Name, slurm.New))
+	must(r.Register(lsf.Name, lsf.New))
+	must(r.Register(quantum.Name, quantum.New))
 	return r
 }
 
