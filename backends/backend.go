@@ -106,6 +106,24 @@ type OutputFetcher interface {
 	FetchOutput(ctx context.Context, id, path string, w io.Writer) error
 }
 
+// Upload is one file for a StageOuter to send: the path the job wrote it at
+// and a presigned HTTP PUT URL for its object. The URL grants writing that
+// one object for a short time; it is still treated as a secret.
+type Upload struct {
+	Path string
+	URL  string
+}
+
+// StageOuter is implemented by backends whose API cannot read files (Slurm)
+// but that can run a small job of their own beside the user's: after the
+// job ended, StageOut starts one that uploads the files, and the job's own
+// output when logURL is set, with plain HTTP PUTs. No S3 credential reaches
+// the remote system. The returned id is followed with Status; DONE means
+// every file that existed was uploaded (a missing file is not an error).
+type StageOuter interface {
+	StageOut(ctx context.Context, id string, uploads []Upload, logURL string) (string, error)
+}
+
 // Config is what a backend is constructed with.
 type Config struct {
 	// URL is resourceURL, the base URL of the remote API.

@@ -303,6 +303,29 @@ func (s *S3Store) Upload(ctx context.Context, bucket, key string, r io.Reader, s
 	return "s3://" + bucket + "/" + key, nil
 }
 
+// PresignPut returns a URL that lets its holder PUT bucket/key, and nothing
+// else, until expiry: what a stage-out job on a remote system gets instead
+// of the S3 keys.
+func (s *S3Store) PresignPut(ctx context.Context, bucket, key string, expiry time.Duration) (string, error) {
+	u, err := s.client.PresignedPutObject(ctx, bucket, key, expiry)
+	if err != nil {
+		return "", s.classify(err, "s3upload.bucket", "presigning s3://"+bucket+"/"+key)
+	}
+	return u.String(), nil
+}
+
+// Exists reports whether bucket/key exists, and its location.
+func (s *S3Store) Exists(ctx context.Context, bucket, key string) (string, bool, error) {
+	_, err := s.client.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+	if err == nil {
+		return "s3://" + bucket + "/" + key, true, nil
+	}
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" || minio.ToErrorResponse(err).StatusCode == 404 {
+		return "", false, nil
+	}
+	return "", false, s.classify(err, "s3upload.bucket", "checking s3://"+bucket+"/"+key)
+}
+
 var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // RunPrefix is the key prefix for one run's outputs: "<job>/<key>/", or

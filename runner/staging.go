@@ -52,7 +52,9 @@ func (iv *Invoker) prepare(ctx context.Context, desc *Description, be backends.B
 		}
 	}
 	if len(desc.UploadFiles) > 0 {
-		if _, ok := be.(backends.OutputFetcher); !ok {
+		_, fetches := be.(backends.OutputFetcher)
+		_, stages := be.(backends.StageOuter)
+		if !fetches && !stages {
 			return job, backends.Invalid("s3upload.files", "the %s backend cannot read files from the remote system; remove s3upload.files and have the script upload its outputs", desc.Backend)
 		}
 	}
@@ -124,6 +126,11 @@ func (iv *Invoker) prepare(ctx context.Context, desc *Description, be backends.B
 // retry (which re-attaches) can finish it.
 func (iv *Invoker) uploadOutputs(ctx context.Context, desc *Description, be backends.Backend, id, key string) ([]string, []string, error) {
 	prefix := RunPrefix(iv.JobName, key, id)
+	if so, ok := be.(backends.StageOuter); ok {
+		if _, fetches := be.(backends.OutputFetcher); !fetches {
+			return iv.stageOut(ctx, desc, be, so, id, prefix)
+		}
+	}
 	var locs, notes []string
 	put := func(name string, fetch func(w io.Writer) error) error {
 		return retryTransient(ctx, min(iv.RetryBudget, 2*time.Minute), func() error {
@@ -169,4 +176,73 @@ func (iv *Invoker) uploadOutputs(ctx context.Context, desc *Description, be back
 func outputName(file string) string {
 	clean := path.Clean("/" + strings.ReplaceAll(file, "\\", "/"))
 	return strings.TrimPrefix(clean, "/")
+}
+
+// stageOutURLExpiry bounds the presigned URLs a stage-out job gets: long
+// enough for a small job to wait in a busy queue, short enough to be worth
+// little if leaked.
+const stageOutURLExpiry = 2 * time.Hour
+
+// stageOut has the backend run a job of its own that uploads the outputs to
+// presigned URLs, follows it, and then asks S3 which objects arrived.
+func (iv *Invoker) stageOut(ctx context.Context, desc *Description, be backends.Backend, so backends.StageOuter, id, prefix string) ([]string, []string, error) {
+	presign := func(name string) (string, error) {
+		u, err := iv.s3.PresignPut(ctx, desc.UploadBucket, prefix+name, stageOutURLExpiry)
+		iv.Secrets.Add(u)
+		return u, err
+	}
+	fail := func(err error) ([]string, []string, error) {
+		return nil, nil, backends.Transient(fmt.Errorf("staging outputs out to s3://%s/%s failed: %v", desc.UploadBucket, prefix, err))
+	}
+	var uploads []backends.Upload
+	for _, file := range desc.UploadFiles {
+		u, err := presign(outputName(file))
+		if err != nil {
+			return fail(err)
+		}
+		uploads = append(uploads, backends.Upload{Path: file, URL: u})
+	}
+	logURL, err := presign("job.log")
+	if err != nil {
+		return fail(err)
+	}
+	var sid string
+	if err := retryTransient(ctx, iv.RetryBudget, func() (err error) {
+		sid, err = so.StageOut(ctx, id, uploads, logURL)
+		return err
+	}); err != nil {
+		return fail(err)
+	}
+	iv.Log.Info("stage-out job submitted", "job_id", id, "stage_out_id", sid)
+	poll := &Backoff{Initial: iv.MinPoll, Max: 5 * time.Second, Factor: 1.6, Jitter: 0.1}
+	var st backends.Status
+	for {
+		st, err = be.Status(ctx, sid)
+		if err == nil && st.State.Final() {
+			break
+		}
+		if !sleepCtx(ctx, poll.Next()) {
+			_ = be.Cancel(context.WithoutCancel(ctx), sid)
+			return fail(fmt.Errorf("stage-out job %s did not end in time (last: %s %v)", sid, st.State, err))
+		}
+	}
+	var locs, notes []string
+	for _, file := range desc.UploadFiles {
+		loc, ok, err := iv.s3.Exists(ctx, desc.UploadBucket, prefix+outputName(file))
+		switch {
+		case err != nil:
+			return fail(err)
+		case ok:
+			locs = append(locs, loc)
+		default:
+			notes = append(notes, file+" was not found")
+		}
+	}
+	if loc, ok, err := iv.s3.Exists(ctx, desc.UploadBucket, prefix+"job.log"); err == nil && ok {
+		locs = append(locs, loc)
+	}
+	if st.State != backends.Done {
+		return locs, notes, backends.Transient(fmt.Errorf("stage-out job %s ended %s (%s): some outputs may be missing", sid, st.State, st.Message))
+	}
+	return locs, notes, nil
 }

@@ -61,8 +61,8 @@
 //
 // Cancel is DELETE job/{id}, which ends the whole job as scancel does
 // (SIGTERM, then SIGKILL after KillWait); cancelling a job that has ended is
-// not an error. There is no endpoint for output: the
-// job's files stay on the cluster.
+// not an error. There is no endpoint for files, so outputs leave the cluster
+// through a stage-out job (see StageOut).
 package slurm
 
 import (
@@ -214,32 +214,41 @@ type jobsResponse struct {
 
 // Status reads the job's record.
 func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
-	if !validID(id) {
-		return backends.Status{}, fmt.Errorf("Slurm job id %q is not a number: %w", id, backends.ErrNotFound)
-	}
-	if _, err := b.version(ctx); err != nil {
-		return backends.Status{}, err
-	}
-	r, err := b.do(ctx, http.MethodGet, b.apiPath("job/"+id), nil)
+	j, err := b.getJob(ctx, id)
 	if err != nil {
 		return backends.Status{}, err
 	}
+	return j.status(), nil
+}
+
+// getJob reads the job's record with GET job/{id}.
+func (b *Backend) getJob(ctx context.Context, id string) (*jobInfo, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("Slurm job id %q is not a number: %w", id, backends.ErrNotFound)
+	}
+	if _, err := b.version(ctx); err != nil {
+		return nil, err
+	}
+	r, err := b.do(ctx, http.MethodGet, b.apiPath("job/"+id), nil)
+	if err != nil {
+		return nil, err
+	}
 	if r.status != http.StatusOK {
-		return backends.Status{}, b.classify(ctx, r, "")
+		return nil, b.classify(ctx, r, "")
 	}
 	var jr jobsResponse
 	if err := json.Unmarshal(r.body, &jr); err != nil {
-		return backends.Status{}, fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
+		return nil, fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
 	}
 	for i := range jr.Jobs {
 		if jr.Jobs[i].id() == id {
-			return jr.Jobs[i].status(), nil
+			return &jr.Jobs[i], nil
 		}
 	}
 	if len(jr.Jobs) > 0 { // an array or het job answers with its parts
-		return jr.Jobs[0].status(), nil
+		return &jr.Jobs[0], nil
 	}
-	return backends.Status{}, fmt.Errorf("%s %s: no such job: %w", r.method, r.path, backends.ErrNotFound)
+	return nil, fmt.Errorf("%s %s: no such job: %w", r.method, r.path, backends.ErrNotFound)
 }
 
 // cancelResponse: v0.0.42+ report per-job results in status.

@@ -28,6 +28,10 @@ type jobInfo struct {
 	EndTime          json.RawMessage `json:"end_time"`
 	StandardOutput   string          `json:"standard_output"`
 	StandardError    string          `json:"standard_error"`
+	WorkingDir       string          `json:"current_working_directory"`
+	Partition        string          `json:"partition"`
+	Account          string          `json:"account"`
+	QOS              string          `json:"qos"`
 }
 
 func (j *jobInfo) id() string {

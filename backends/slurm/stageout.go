@@ -1,0 +1,119 @@
+package slurm
+
+import (
+	"context"
+	"encoding/json"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// stageOutMinutes is the stage-out job's time limit: it only copies files.
+const stageOutMinutes = 10
+
+// StageOut implements backends.StageOuter. slurmrestd cannot read files, so
+// after the job ended a small job is submitted beside it, in its working
+// directory, partition, account and QOS, that PUTs each file (and the job's
+// standard output) to its presigned URL with curl. The URLs travel in the
+// stage-out job's environment, never in its script; no S3 key reaches the
+// cluster. The stage-out job exits 1 if an upload failed; a missing file is
+// only reported on its stderr, which goes nowhere: the runner asks S3 which
+// objects arrived.
+func (b *Backend) StageOut(ctx context.Context, id string, uploads []backends.Upload, logURL string) (string, error) {
+	j, err := b.getJob(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	env := map[string]string{}
+	var lines []string
+	for i, u := range uploads {
+		name := "BRIDGE_URL_" + strconv.Itoa(i)
+		env[name] = u.URL
+		lines = append(lines, "put "+shellQuote(u.Path)+` "$`+name+`"`)
+	}
+	if logURL != "" {
+		env["BRIDGE_LOG_URL"] = logURL
+		lines = append(lines, "put "+shellQuote(outputPath(j, id))+` "$BRIDGE_LOG_URL"`)
+	}
+	props := map[string]any{
+		"name":            "stageout-" + id,
+		"standard_output": "/dev/null",
+		"standard_error":  "/dev/null",
+		"time_limit":      stageOutMinutes,
+		"environment":     env,
+	}
+	for k, v := range map[string]string{"current_working_directory": j.WorkingDir, "partition": j.Partition,
+		"account": j.Account, "qos": j.QOS} {
+		if v != "" {
+			props[k] = v
+		}
+	}
+	if _, ok := props["current_working_directory"]; !ok {
+		props["current_working_directory"] = DefaultWorkingDirectory
+	}
+	raw, err := json.Marshal(props)
+	if err != nil {
+		return "", err
+	}
+	key := j.Comment
+	if key == "" {
+		key = "br-" + id
+	}
+	return b.Submit(ctx, backends.Job{Key: key + "-stageout", Name: "stageout", Script: stageOutScript(id, lines), Properties: raw})
+}
+
+func stageOutScript(id string, puts []string) string {
+	return `#!/bin/sh
+# bridge-runner stage-out of Slurm job ` + id + `: PUT each output to its
+# presigned URL (from the environment); exit 1 if an upload failed.
+rc=0
+put() {
+	if [ ! -f "$1" ]; then
+		echo "bridge-runner stage-out: $1: not found" >&2
+		return 0
+	fi
+	curl -fsS --retry 3 --retry-delay 1 -T "$1" "$2" >/dev/null || {
+		echo "bridge-runner stage-out: $1: upload failed" >&2
+		rc=1
+	}
+}
+` + strings.Join(puts, "\n") + `
+exit $rc
+`
+}
+
+// outputPath is where the job's standard output went: its standard_output
+// with the filename patterns Slurm expands (22.05 reports them unexpanded),
+// or Slurm's default slurm-<id>.out.
+func outputPath(j *jobInfo, id string) string {
+	p := j.StandardOutput
+	if p == "" {
+		return "slurm-" + id + ".out"
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' || i+1 == len(p) {
+			b.WriteByte(p[i])
+			continue
+		}
+		i++
+		switch p[i] {
+		case 'j', 'A':
+			b.WriteString(id)
+		case 'u':
+			b.WriteString(j.UserName)
+		case 'x':
+			b.WriteString(j.Name)
+		case '%':
+			b.WriteByte('%')
+		default: // patterns of arrays and steps (%a, %s, %t, %N, ...) are left as they are
+			b.WriteByte('%')
+			b.WriteByte(p[i])
+		}
+	}
+	return path.Clean(b.String())
+}
+
+var _ backends.StageOuter = (*Backend)(nil)
