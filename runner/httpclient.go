@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -41,5 +42,26 @@ func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
 		MaxIdleConnsPerHost:   4,
 		ForceAttemptHTTP2:     true,
 	}
-	return &http.Client{Transport: tr}, nil
+	return &http.Client{Transport: &countingTransport{next: tr}}, nil
+}
+
+// countingTransport counts requests, so that invoke can report how many
+// requests a job cost the remote system.
+type countingTransport struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+// RequestCount returns the number of requests sent through a client made by
+// NewHTTPClient (0 for any other client).
+func RequestCount(c *http.Client) int64 {
+	if ct, ok := c.Transport.(*countingTransport); ok {
+		return ct.n.Load()
+	}
+	return 0
 }

@@ -137,6 +137,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		iv.LogOut = a.stderr
 	}
 	err = iv.Run(cmd.Context())
+	a.log.Info("backend requests", "count", runner.RequestCount(cfg.HTTPClient))
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err
