@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,46 +16,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
-
-type memCreds struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (c *memCreds) Get(names ...string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range names {
-		if v, ok := c.m[n]; ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", backends.Invalid("credentials", "none of %v", names)
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type harness struct {
 	f     *fakePAC
 	b     *Backend
-	creds *memCreds
-	logs  *syncBuffer
+	creds *testutil.Creds
+	logs  *testutil.SyncBuffer
 }
 
 // newHarness runs the fake over TLS, as the samples' https://host:8443 does;
@@ -64,7 +31,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	f := newFakePAC(t, true)
-	h := &harness{f: f, creds: &memCreds{m: map[string]string{"username": f.user, "password": f.pass + "\n"}}, logs: &syncBuffer{}}
+	h := &harness{f: f, creds: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass + "\n"}), logs: &testutil.SyncBuffer{}}
 	h.b = h.newBackend(t)
 	return h
 }
@@ -350,20 +317,21 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 
 func TestBadCredentials(t *testing.T) {
 	h := newHarness(t)
-	h.creds.m["password"] = "wrong-password"
+	h.creds.Set("password", "wrong-password")
 	_, err := h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 	require.ErrorIs(t, err, backends.ErrAuth)
 	assert.NotContains(t, err.Error(), "wrong-password")
 	assert.Empty(t, h.f.submits)
 
-	h.creds.m["username"] = ""
+	h.creds.Set("username", "")
 	_, err = h.b.Status(ctx, "1")
 	assert.ErrorIs(t, err, backends.ErrInvalid)
-	delete(h.creds.m, "password")
+	h.creds.Delete("password")
 	assert.ErrorIs(t, h.b.Validate(testJob("#!/bin/sh\n")), backends.ErrInvalid)
 
 	// A rotated Secret is picked up at the next logon.
-	h.creds.m["username"], h.creds.m["password"] = h.f.user, h.f.pass
+	h.creds.Set("username", h.f.user)
+	h.creds.Set("password", h.f.pass)
 	_, err = h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 	require.NoError(t, err)
 }
@@ -578,7 +546,7 @@ func TestReferenceExamples(t *testing.T) {
 				io.WriteString(w, `{"@total":"1","job":{"jobId":"1234","jobStatus":"RUN","cwd":"/home/u/x"}}`)
 			}))
 			defer srv.Close()
-			be, err := New(backends.Config{URL: srv.URL, Credentials: &memCreds{m: map[string]string{"username": "u", "password": "p"}}})
+			be, err := New(backends.Config{URL: srv.URL, Credentials: testutil.NewCreds(map[string]string{"username": "u", "password": "p"})})
 			require.NoError(t, err)
 			st, err := be.Status(ctx, "1234")
 			require.NoError(t, err, answer)
@@ -612,7 +580,7 @@ func TestReferenceExamples(t *testing.T) {
 				io.WriteString(w, answer)
 			}))
 			defer srv.Close()
-			be, err := New(backends.Config{URL: srv.URL, Credentials: &memCreds{m: map[string]string{"username": "u", "password": "p"}}})
+			be, err := New(backends.Config{URL: srv.URL, Credentials: testutil.NewCreds(map[string]string{"username": "u", "password": "p"})})
 			require.NoError(t, err)
 			id, err := be.Submit(ctx, testJob("#!/bin/sh\n"))
 			require.NoError(t, err, answer)
@@ -637,7 +605,7 @@ func TestReferenceExamples(t *testing.T) {
 	})
 	t.Run("a hand-written submit accepted by the fake", func(t *testing.T) {
 		f := newFakePAC(t, false)
-		be, err := New(backends.Config{URL: f.URL, Credentials: &memCreds{m: map[string]string{"username": f.user, "password": f.pass}}, HTTPClient: f.Client()})
+		be, err := New(backends.Config{URL: f.URL, Credentials: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass}), HTTPClient: f.Client()})
 		require.NoError(t, err)
 		tok, err := be.(*Backend).session(ctx)
 		require.NoError(t, err)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,59 +17,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
-
-type memCreds struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (c *memCreds) Get(names ...string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range names {
-		if v, ok := c.m[n]; ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", backends.Invalid("credentials", "none of %v", names)
-}
-
-func (c *memCreds) set(k, v string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[k] = v
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type harness struct {
 	f     *fakeIQP
 	b     *Backend
-	creds *memCreds
-	logs  *syncBuffer
+	creds *testutil.Creds
+	logs  *testutil.SyncBuffer
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	f := newFakeIQP(t)
-	h := &harness{f: f, logs: &syncBuffer{}, creds: &memCreds{m: map[string]string{
-		"username": f.crn + "\n", "password": f.apikey + "\n", "iam_url": f.URL + "/identity/token"}}}
+	h := &harness{f: f, logs: &testutil.SyncBuffer{}, creds: testutil.NewCreds(map[string]string{
+		"username": f.crn + "\n", "password": f.apikey + "\n", "iam_url": f.URL + "/identity/token"})}
 	h.b = h.newBackend(t)
 	return h
 }
@@ -286,7 +247,7 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 	h.f.mu.Lock()
 	h.f.apikey = "rotated-key-abcdefgh"
 	h.f.mu.Unlock()
-	h.creds.set("password", "rotated-key-abcdefgh")
+	h.creds.Set("password", "rotated-key-abcdefgh")
 	_, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, 4, h.f.iamCalls)
@@ -299,18 +260,18 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 
 func TestBadCredentials(t *testing.T) {
 	h := newHarness(t)
-	h.creds.set("password", "wrong-key-123456")
+	h.creds.Set("password", "wrong-key-123456")
 	_, err := h.b.Submit(ctx, samplerJob())
 	require.ErrorIs(t, err, backends.ErrAuth)
 	assert.Contains(t, err.Error(), "BXNIM0415E")
 	assert.NotContains(t, err.Error(), "wrong-key-123456")
 
-	h.creds.set("password", h.f.apikey)
-	h.creds.set("username", "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:other::")
+	h.creds.Set("password", h.f.apikey)
+	h.creds.Set("username", "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:other::")
 	_, err = h.b.Submit(ctx, samplerJob())
 	assert.ErrorIs(t, err, backends.ErrAuth, "a wrong Service-CRN")
 
-	h.creds.set("username", "not-a-crn")
+	h.creds.Set("username", "not-a-crn")
 	assert.ErrorIs(t, h.b.Validate(samplerJob()), backends.ErrInvalid)
 	assert.Empty(t, h.f.jobs)
 }
@@ -491,7 +452,7 @@ func TestURLAndDefaults(t *testing.T) {
 
 func TestIAMURLAndAPIVersionFromProperties(t *testing.T) {
 	h := newHarness(t)
-	h.creds.set("iam_url", "https://127.0.0.1:1/unused") // jobproperties wins
+	h.creds.Set("iam_url", "https://127.0.0.1:1/unused") // jobproperties wins
 	job := samplerJob()
 	job.Properties = []byte(`{"program_id":"sampler","backend":"ibm_torino","iam_url":"` + h.f.URL + `/identity/token","api_version":"2026-04-15"}`)
 	require.NoError(t, h.b.Validate(job))
@@ -575,7 +536,7 @@ func TestReferenceExamples(t *testing.T) {
 			}
 		}))
 		defer srv.Close()
-		creds := &memCreds{m: map[string]string{"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "k", "iam_url": srv.URL + "/identity/token"}}
+		creds := testutil.NewCreds(map[string]string{"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "k", "iam_url": srv.URL + "/identity/token"})
 		be, err := New(backends.Config{URL: srv.URL + "/api/v1", Credentials: creds})
 		require.NoError(t, err)
 		id, err := be.Submit(ctx, samplerJob())

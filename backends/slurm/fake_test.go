@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -590,24 +589,3 @@ func verboseExit(ws *uint32) map[string]any {
 }
 
 // memCreds is a Credentials over a map; tests rotate values in it.
-type memCreds struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (c *memCreds) Get(names ...string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, n := range names {
-		if v, ok := c.m[n]; ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", errors.New("none of " + strings.Join(names, ", ") + " is in the credentials")
-}
-
-func (c *memCreds) set(k, v string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[k] = v
-}

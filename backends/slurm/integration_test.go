@@ -34,6 +34,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 // dirCreds reads credentials from files, on every call, as the runner does.
@@ -87,7 +88,7 @@ func realSlurmEnv(t *testing.T) *realSlurm {
 	switch dir := os.Getenv("BRIDGE_TEST_SLURM_CREDS"); {
 	case os.Getenv("BRIDGE_TEST_SLURM_TOKEN") != "":
 		rs.user = os.Getenv("BRIDGE_TEST_SLURM_USER")
-		rs.creds = &memCreds{m: map[string]string{"username": rs.user, "token": os.Getenv("BRIDGE_TEST_SLURM_TOKEN")}}
+		rs.creds = testutil.NewCreds(map[string]string{"username": rs.user, "token": os.Getenv("BRIDGE_TEST_SLURM_TOKEN")})
 	case dir != "":
 		rs.creds = dirCreds{dir}
 		rs.user, _ = rs.creds.Get("username", "user")
@@ -385,7 +386,7 @@ func TestRealSlurm(t *testing.T) {
 		require.NoError(t, err)
 
 		forged := mintJWT([]byte("not the cluster's key, 32 bytes."), rs.user, time.Now().Add(time.Hour))
-		creds := &memCreds{m: map[string]string{"username": rs.user, "token": forged}}
+		creds := testutil.NewCreds(map[string]string{"username": rs.user, "token": forged})
 		b, _ := rs.backend(t, creds)
 		_, err = b.Status(ctx, id)
 		assert.ErrorIs(t, err, backends.ErrAuth, "status")
@@ -401,7 +402,7 @@ func TestRealSlurm(t *testing.T) {
 		}
 		key, err := os.ReadFile(rs.jwtKey)
 		require.NoError(t, err)
-		creds.set("token", mintJWT(key, rs.user, time.Now().Add(-time.Minute)))
+		creds.Set("token", mintJWT(key, rs.user, time.Now().Add(-time.Minute)))
 		_, err = b.Status(ctx, id)
 		require.ErrorIs(t, err, backends.ErrAuth)
 		assert.Contains(t, err.Error(), "expired at")
@@ -409,7 +410,7 @@ func TestRealSlurm(t *testing.T) {
 		require.ErrorIs(t, err, backends.ErrAuth)
 
 		// Rotated to a good token minted with the cluster's key: works again.
-		creds.set("token", mintJWT(key, rs.user, time.Now().Add(time.Hour)))
+		creds.Set("token", mintJWT(key, rs.user, time.Now().Add(time.Hour)))
 		_, err = b.Status(ctx, id)
 		assert.NoError(t, err)
 	})

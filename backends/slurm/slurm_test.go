@@ -1,7 +1,6 @@
 package slurm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,37 +15,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 // syncBuffer collects log output from concurrent requests.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type harness struct {
 	f     *fakeSlurm
 	b     *Backend
-	creds *memCreds
-	logs  *syncBuffer
+	creds *testutil.Creds
+	logs  *testutil.SyncBuffer
 }
 
 func newHarness(t *testing.T, release string, urlSuffix string) *harness {
 	t.Helper()
 	f := newFake(t, release)
-	h := &harness{f: f, creds: &memCreds{m: map[string]string{"username": "bridge", "token": f.goodToken()}}, logs: &syncBuffer{}}
+	h := &harness{f: f, creds: testutil.NewCreds(map[string]string{"username": "bridge", "token": f.goodToken()}), logs: &testutil.SyncBuffer{}}
 	be, err := New(backends.Config{URL: f.URL + urlSuffix, Credentials: h.creds, HTTPClient: f.Client(),
 		Logger: slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
@@ -545,7 +528,7 @@ func TestBadTokenIsErrAuth(t *testing.T) {
 		id, err := h.b.Submit(ctx, testJob(hello))
 		require.NoError(t, err)
 		// A token slurmctld does not accept (wrong signature, not expired).
-		h.creds.set("token", mintJWT([]byte("another key, another cluster...."), "bridge", time.Now().Add(time.Hour)))
+		h.creds.Set("token", mintJWT([]byte("another key, another cluster...."), "bridge", time.Now().Add(time.Hour)))
 		_, err = h.b.Status(ctx, id)
 		assert.ErrorIs(t, err, backends.ErrAuth, "status")
 		assert.NotErrorIs(t, err, backends.ErrTransient)
@@ -557,7 +540,7 @@ func TestBadTokenIsErrAuth(t *testing.T) {
 		assert.NotContains(t, err.Error(), "another key", "no token in messages")
 
 		// The Secret is rotated: the next request uses the new token.
-		h.creds.set("token", h.f.goodToken())
+		h.creds.Set("token", h.f.goodToken())
 		_, err = h.b.Status(ctx, id)
 		assert.NoError(t, err)
 	})
@@ -572,7 +555,7 @@ func TestExpiredToken(t *testing.T) {
 	h.f.mu.Lock()
 	h.f.tokens[expired] = true // slurmctld would know it, but exp has passed
 	h.f.mu.Unlock()
-	h.creds.set("token", expired)
+	h.creds.Set("token", expired)
 	n := len(h.f.reqs())
 	_, err = h.b.Submit(ctx, testJob(hello))
 	require.ErrorIs(t, err, backends.ErrAuth)
@@ -590,7 +573,7 @@ func TestTokenExpiringBeforeTimeLimitIsWarned(t *testing.T) {
 	h.f.mu.Lock()
 	h.f.tokens[short] = true
 	h.f.mu.Unlock()
-	h.creds.set("token", short)
+	h.creds.Set("token", short)
 	job := testJob(hello)
 	job.Properties = json.RawMessage(`{"time_limit":60}`)
 	_, err := h.b.Submit(context.Background(), job)
@@ -598,7 +581,7 @@ func TestTokenExpiringBeforeTimeLimitIsWarned(t *testing.T) {
 	assert.Contains(t, h.logs.String(), "level=WARN")
 	assert.Contains(t, h.logs.String(), "expires before the job's time limit")
 
-	h.logs = &syncBuffer{}
+	h.logs = &testutil.SyncBuffer{}
 	h.b.log = slog.New(slog.NewTextHandler(h.logs, nil))
 	job.Properties = json.RawMessage(`{"time_limit":5}`)
 	_, err = h.b.Submit(context.Background(), job)
@@ -700,12 +683,12 @@ func TestCredentials(t *testing.T) {
 		{"username": "bridge", "password": tok}, // the Bridge Operator's keys
 		{"token": tok},                          // the user from the token's sun claim
 	} {
-		be, err := New(backends.Config{URL: f.URL, Credentials: &memCreds{m: m}, HTTPClient: f.Client()})
+		be, err := New(backends.Config{URL: f.URL, Credentials: testutil.NewCreds(m), HTTPClient: f.Client()})
 		require.NoError(t, err)
 		_, err = be.Submit(context.Background(), testJob(hello))
 		assert.NoError(t, err, "%v", m)
 	}
-	be, err := New(backends.Config{URL: f.URL, Credentials: &memCreds{m: map[string]string{"username": "bridge"}}})
+	be, err := New(backends.Config{URL: f.URL, Credentials: testutil.NewCreds(map[string]string{"username": "bridge"})})
 	require.NoError(t, err)
 	assert.Error(t, be.(backends.Validator).Validate(testJob(hello)))
 	be, err = New(backends.Config{URL: f.URL})
