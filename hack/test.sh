@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's whole test suite: starts the real services the tests use (a
-# kube-apiserver with etcd, an S3 server, a Slurm with slurmrestd), runs `go test ./...`
+# kube-apiserver with etcd, an S3 server, a Slurm with slurmrestd, a Ray
+# cluster), runs `go test ./...`
 # against them, and stops the services it started (services that were
 # already up are left up, so a developer's second run is fast).
 #
@@ -18,12 +19,23 @@ cd "$ROOT"
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
 SLURM_DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
 S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
+RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
 started=()
 
-# up NAME UP_SCRIPT DOWN_SCRIPT PID_FILE: start a service unless it is running.
+# alive PID_FILE: the process of a PID file is running.
+alive() { [ -f "$1" ] && kill -0 "$(awk '{print $1; exit}' "$1")" 2>/dev/null; }
+
+# ray_alive: the Ray dashboard of RAY_DIR answers.
+ray_alive() {
+  [ -f "$RAY_DIR/port" ] && curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(head -1 "$RAY_DIR/port")/api/version"
+}
+
+# up NAME UP_SCRIPT DOWN_SCRIPT CHECK...: start a service; if CHECK says it
+# was already running, it is left running afterwards.
 up() {
-  local name=$1 upscript=$2 downscript=$3 pidfile=$4
-  if [ -f "$pidfile" ] && kill -0 "$(awk '{print $1; exit}' "$pidfile")" 2>/dev/null; then
+  local name=$1 upscript=$2 downscript=$3
+  shift 3
+  if "$@"; then
     echo "== $name: already running, will be left running"
   else
     started+=("$downscript")
@@ -42,17 +54,18 @@ down() {
 }
 trap down EXIT
 
-up kube-apiserver hack/kube-up.sh hack/kube-down.sh "$KUBE_DIR/kube-apiserver.pid"
+up kube-apiserver hack/kube-up.sh hack/kube-down.sh alive "$KUBE_DIR/kube-apiserver.pid"
 # shellcheck disable=SC1091
 source "$KUBE_DIR/env"
-up s3 hack/s3-up.sh hack/s3-down.sh "$S3_DIR/versitygw.pid"
+up s3 hack/s3-up.sh hack/s3-down.sh alive "$S3_DIR/versitygw.pid"
 # shellcheck disable=SC1091
 source "$S3_DIR/env"
-if [ -f hack/slurm-up.sh ]; then
-  up slurm hack/slurm-up.sh hack/slurm-down.sh "$SLURM_DIR/slurmctld.pid"
-  # shellcheck disable=SC1091
-  source "$SLURM_DIR/env"
-fi
+up slurm hack/slurm-up.sh hack/slurm-down.sh alive "$SLURM_DIR/slurmctld.pid"
+# shellcheck disable=SC1091
+source "$SLURM_DIR/env"
+up ray hack/ray-up.sh hack/ray-down.sh ray_alive
+# shellcheck disable=SC1091
+source "$RAY_DIR/env"
 
 # shellcheck disable=SC2086
 go test -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...

@@ -8,6 +8,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends/local"
 	"github.com/bridge-runner/bridge-runner/backends/lsf"
 	"github.com/bridge-runner/bridge-runner/backends/quantum"
+	"github.com/bridge-runner/bridge-runner/backends/ray"
 	"github.com/bridge-runner/bridge-runner/backends/slurm"
 )
 
@@ -18,6 +19,7 @@ func Registry() *backends.Registry {
 	must(r.Register(slurm.Name, slurm.New))
 	must(r.Register(lsf.Name, lsf.New))
 	must(r.Register(quantum.Name, quantum.New))
+	must(r.Register(ray.Name, ray.New))
 	return r
 }
 

@@ -1,0 +1,221 @@
+package ray
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// fakeRay speaks the Ray Jobs REST API as the dashboard of Ray 2.60 does
+// (observed against the real one, see integration_test.go), with the
+// variations of older releases where they matter:
+//
+//   - errors are plain text (text/plain), many of them Python tracebacks;
+//   - POST /api/jobs/ only with the slash (/api/jobs is "404: Not Found");
+//   - an unknown job is 404 "Job X does not exist" on every per-job route;
+//   - a duplicate submission_id is 400 with the ValueError traceback (Ray
+//     < 2.9, dupStatus 400) or 500 with the head's RuntimeError traceback
+//     that relays the agent's 400 (Ray >= 2.9, the default);
+//   - a request without entrypoint is 400 with a TypeError traceback;
+//   - token mode (Ray >= 2.52): no Authorization header is 401 "Unauthorized:
+//     Missing authentication token", a wrong one 403 "Forbidden: Invalid
+//     authentication token";
+//   - stop answers {"stopped": false} for a job that has ended;
+//   - logs are {"logs": "<the whole driver log>"}.
+type fakeRay struct {
+	t *testing.T
+	*httptest.Server
+
+	mu        sync.Mutex
+	jobs      map[string]*fakeJob
+	order     []string
+	token     string // token mode when non-empty
+	dupStatus int
+	failNext  []int // statuses to answer the next requests with
+	requests  []string
+	lastAuth  string
+}
+
+type fakeJob struct {
+	req      map[string]any
+	status   string
+	message  string
+	errType  string
+	logs     string
+	exitCode *int
+	start    int64
+	end      int64
+}
+
+func newFakeRay(t *testing.T) *fakeRay {
+	f := &fakeRay{t: t, jobs: map[string]*fakeJob{}, dupStatus: http.StatusInternalServerError}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func plain(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(text))
+}
+
+func jsonOK(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+const tracebackHead = "Traceback (most recent call last):\n  File \"/ray/dashboard/modules/job/job_head.py\", line 419, in submit_job\n    resp = await job_agent_client.submit_job_internal(submit_request)\n"
+
+func (f *fakeRay) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	f.lastAuth = r.Header.Get("Authorization")
+	if f.token != "" {
+		switch h := r.Header.Get("Authorization"); {
+		case h == "":
+			plain(w, 401, "Unauthorized: Missing authentication token")
+			return
+		case h != "Bearer "+f.token:
+			plain(w, 403, "Forbidden: Invalid authentication token")
+			return
+		}
+	}
+	if len(f.failNext) > 0 {
+		st := f.failNext[0]
+		f.failNext = f.failNext[1:]
+		plain(w, st, http.StatusText(st))
+		return
+	}
+	path := r.URL.Path
+	switch {
+	case path == "/api/version" && r.Method == http.MethodGet:
+		jsonOK(w, map[string]string{"version": "4", "ray_version": "2.60.0"})
+	case path == "/api/jobs/" && r.Method == http.MethodPost:
+		f.submit(w, r)
+	case strings.HasPrefix(path, "/api/jobs/"):
+		rest := strings.TrimPrefix(path, "/api/jobs/")
+		id, sub, _ := strings.Cut(rest, "/")
+		j := f.jobs[id]
+		if j == nil {
+			plain(w, 404, fmt.Sprintf("Job %s does not exist", id))
+			return
+		}
+		switch {
+		case sub == "" && r.Method == http.MethodGet:
+			jsonOK(w, f.details(id, j))
+		case sub == "stop" && r.Method == http.MethodPost:
+			stopped := j.status == "PENDING" || j.status == "RUNNING"
+			if stopped {
+				j.status, j.message, j.end = "STOPPED", "Job was intentionally stopped.", time.Now().UnixMilli()
+			}
+			jsonOK(w, map[string]bool{"stopped": stopped})
+		case sub == "logs" && r.Method == http.MethodGet:
+			jsonOK(w, map[string]string{"logs": j.logs})
+		default:
+			plain(w, 405, "405: Method Not Allowed")
+		}
+	default:
+		plain(w, 404, "404: Not Found")
+	}
+}
+
+func (f *fakeRay) submit(w http.ResponseWriter, r *http.Request) {
+	var req map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		plain(w, 400, tracebackHead+"json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)")
+		return
+	}
+	if _, ok := req["entrypoint"]; !ok {
+		plain(w, 400, tracebackHead+"TypeError: JobSubmitRequest.__init__() missing 1 required positional argument: 'entrypoint'")
+		return
+	}
+	id, _ := req["submission_id"].(string)
+	if id == "" {
+		id = fmt.Sprintf("raysubmit_%d", len(f.order)+1)
+	}
+	if f.jobs[id] != nil {
+		dup := fmt.Sprintf("ValueError: Job with submission_id %s already exists. Please use a different submission_id.", id)
+		if f.dupStatus == 400 {
+			plain(w, 400, tracebackHead+dup)
+		} else {
+			plain(w, 500, tracebackHead+"RuntimeError: Request failed with status code 400: Traceback (most recent call last):\n  File \"job_manager.py\", line 553, in submit_job\n    raise ValueError(\n"+dup+"\n.")
+		}
+		return
+	}
+	f.jobs[id] = &fakeJob{req: req, status: "PENDING", message: "Job has not started yet. It may be waiting for resources (CPUs, GPUs, memory, custom resources) to become available.", start: time.Now().UnixMilli()}
+	f.order = append(f.order, id)
+	jsonOK(w, map[string]string{"job_id": id, "submission_id": id})
+}
+
+func (f *fakeRay) details(id string, j *fakeJob) map[string]any {
+	d := map[string]any{
+		"type": "SUBMISSION", "job_id": nil, "submission_id": id, "driver_info": nil,
+		"status": j.status, "entrypoint": j.req["entrypoint"], "message": j.message,
+		"error_type": nil, "start_time": j.start, "end_time": nil,
+		"metadata": j.req["metadata"], "runtime_env": j.req["runtime_env"],
+		"driver_agent_http_address": "http://127.0.0.1:52365", "driver_node_id": "abc",
+		"driver_exit_code": nil,
+	}
+	if j.errType != "" {
+		d["error_type"] = j.errType
+	}
+	if j.end != 0 {
+		d["end_time"] = j.end
+	}
+	if j.exitCode != nil {
+		d["driver_exit_code"] = *j.exitCode
+	}
+	return d
+}
+
+// set changes a job as the cluster would.
+func (f *fakeRay) set(id string, fn func(j *fakeJob)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.jobs[id])
+}
+
+func (f *fakeRay) job(id string) *fakeJob {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.jobs[id]
+}
+
+func (f *fakeRay) fail(statuses ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext = append(f.failNext, statuses...)
+}
+
+// memCreds is a Credentials over a map, absent keys failing as a mounted
+// Secret without the key does (an ErrInvalid).
+type memCreds struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (c *memCreds) Get(names ...string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		if v := strings.TrimSpace(c.m[n]); v != "" {
+			return v, nil
+		}
+	}
+	return "", backends.Invalid("credentials", "none of the keys %s is in the Secret", strings.Join(names, ", "))
+}
+
+func (c *memCreds) set(k, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[k] = v
+}

@@ -1,0 +1,594 @@
+// Package ray runs a job as a Ray job through the Ray Jobs REST API of a Ray
+// cluster's dashboard (https://docs.ray.io/en/latest/cluster/running-applications/job-submission/rest.html):
+//
+//	POST /api/jobs/                submit (the idempotency key is the submission_id)
+//	GET  /api/jobs/{id}            status (also FindByKey: the id is the key)
+//	POST /api/jobs/{id}/stop       cancel
+//	GET  /api/jobs/{id}/logs       the driver's whole output so far (ReadLogs)
+//
+// The job's id is its submission_id, which is the idempotency key Job.Key: a
+// restarted invoke finds the job with GET /api/jobs/{key}, and a second
+// submit with the same key is refused by Ray (400 "... already exists"),
+// which Submit reports as backends.ErrExists. How the script and its
+// parameters reach the driver without ever being pasted into a shell command
+// is explained in entrypoint.go.
+//
+// Credentials (optional): the key "token" of the mounted Secret, sent as
+// "Authorization: Bearer <token>" for Ray's token authentication (Ray >=
+// 2.52, RAY_AUTH_MODE=token). Without the key, requests carry no
+// credentials. The file is re-read for every request, so a rotated Secret
+// is picked up.
+//
+// Logs: Ray serves the driver's output only whole (GET .../logs) or over a
+// websocket (.../logs/tail). To stay on the standard library, ReadLogs polls
+// the whole log and writes the bytes from the offset on: each poll transfers
+// the entire output so far, O(size) per poll. That is fine for the usual
+// progress output; a job that prints megabytes should run with
+// --follow-logs=false (its log is then read once, if at all).
+package ray
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// Name is the backend's registry name.
+const Name = "ray"
+
+// Ray's job states (ray.job_submission.JobStatus).
+const (
+	rayPending   = "PENDING"
+	rayRunning   = "RUNNING"
+	rayStopped   = "STOPPED"
+	raySucceeded = "SUCCEEDED"
+	rayFailed    = "FAILED"
+)
+
+// Backend talks to one Ray cluster's dashboard.
+type Backend struct {
+	base   *url.URL
+	client *http.Client
+	creds  backends.Credentials
+	log    *slog.Logger
+}
+
+// New builds the backend for the dashboard at cfg.URL (http or https, e.g.
+// http://ray-head:8265; a path prefix, as behind a proxy, is kept).
+func New(cfg backends.Config) (backends.Backend, error) {
+	if cfg.URL == "" {
+		return nil, backends.Invalid("resourceURL", "the ray backend needs the URL of the Ray dashboard, e.g. http://ray-head:8265")
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, backends.Invalid("resourceURL", "%q is not an http(s) URL of the Ray dashboard (e.g. http://ray-head:8265)", cfg.URL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, backends.Invalid("resourceURL", "%q: give the dashboard's base URL without a query or fragment", cfg.URL)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	client := cfg.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 60 * time.Second}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{base: u, client: client, creds: cfg.Credentials, log: log}, nil
+}
+
+// Properties are the ray backend's jobproperties. The entrypoint_* fields
+// and metadata are those of Ray's submit request; runtime_env is passed on
+// as given (any Ray runtime_env key: working_dir, py_modules, pip, uv,
+// conda, env_vars, ...), and working_dir, pip and env_vars may also be given
+// at the top level as shorthands. Through the REST API, working_dir and
+// py_modules must be URIs the cluster can fetch (s3://, gs://, https://
+// .zip); a local directory is something only Ray's Python client uploads.
+type Properties struct {
+	RuntimeEnv map[string]json.RawMessage `json:"runtime_env"`
+	WorkingDir string                     `json:"working_dir"`
+	Pip        json.RawMessage            `json:"pip"`
+	EnvVars    map[string]string          `json:"env_vars"`
+
+	EntrypointNumCPUs   *float64           `json:"entrypoint_num_cpus"`
+	EntrypointNumGPUs   *float64           `json:"entrypoint_num_gpus"`
+	EntrypointMemory    *int64             `json:"entrypoint_memory"`
+	EntrypointResources map[string]float64 `json:"entrypoint_resources"`
+
+	// Metadata is added to the job's metadata (beside job_name).
+	Metadata map[string]string `json:"metadata"`
+	// Python is the interpreter the entrypoint runs (default "python", as
+	// Ray's own examples; it must be on the PATH of the cluster's nodes).
+	Python string `json:"python"`
+	// Args are the script's command-line arguments (sys.argv[1:]).
+	Args []string `json:"args"`
+	// Entrypoint replaces the built-in Python entrypoint with a shell
+	// command of the user's, verbatim.
+	Entrypoint string `json:"entrypoint"`
+}
+
+const propertiesHelp = "the ray backend takes runtime_env (object), working_dir (string), pip (array or object), " +
+	"env_vars (object of strings), entrypoint_num_cpus, entrypoint_num_gpus (numbers), entrypoint_memory (bytes, integer), " +
+	"entrypoint_resources (object of numbers), metadata (object of strings), python (string), args (array of strings) " +
+	"and entrypoint (string)"
+
+func parseProperties(raw json.RawMessage) (Properties, error) {
+	var p Properties
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return p, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, backends.Invalid("jobproperties", "%v; %s", err, propertiesHelp)
+	}
+	return p, nil
+}
+
+// request is the body of POST /api/jobs/ (ray.dashboard.modules.job.common.JobSubmitRequest).
+type submitRequest struct {
+	Entrypoint          string             `json:"entrypoint"`
+	SubmissionID        string             `json:"submission_id"`
+	RuntimeEnv          map[string]any     `json:"runtime_env,omitempty"`
+	Metadata            map[string]string  `json:"metadata,omitempty"`
+	EntrypointNumCPUs   *float64           `json:"entrypoint_num_cpus,omitempty"`
+	EntrypointNumGPUs   *float64           `json:"entrypoint_num_gpus,omitempty"`
+	EntrypointMemory    *int64             `json:"entrypoint_memory,omitempty"`
+	EntrypointResources map[string]float64 `json:"entrypoint_resources,omitempty"`
+}
+
+// buildRequest turns the job into Ray's submit request; every refusal is an
+// ErrInvalid naming the field.
+func buildRequest(job backends.Job) (*submitRequest, error) {
+	p, err := parseProperties(job.Properties)
+	if err != nil {
+		return nil, err
+	}
+	if job.Key == "" {
+		return nil, backends.Invalid("idempotency key", "empty; the runner must give every job a key")
+	}
+	if p.Entrypoint == "" && job.Script == "" && job.ScriptPath == "" {
+		return nil, backends.Invalid("jobdata.jobScript", "no script: give a Python script (inline, s3, or a path on the Ray cluster with scriptLocation remote), or a shell command as jobproperties.entrypoint")
+	}
+	if p.Entrypoint != "" && (len(p.Args) > 0 || p.Python != "") {
+		return nil, backends.Invalid("jobproperties", "entrypoint replaces the Python entrypoint: args and python cannot be combined with it (read the script from $BRIDGE_SCRIPT or $BRIDGE_SCRIPT_PATH in your command)")
+	}
+	if strings.ContainsAny(p.Python, "\x00\n") {
+		return nil, backends.Invalid("jobproperties", "python %q is not a command name", p.Python)
+	}
+	for _, a := range p.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, backends.Invalid("jobproperties", "args: an argument contains a NUL byte")
+		}
+	}
+	if p.EntrypointNumCPUs != nil && *p.EntrypointNumCPUs < 0 ||
+		p.EntrypointNumGPUs != nil && *p.EntrypointNumGPUs < 0 ||
+		p.EntrypointMemory != nil && *p.EntrypointMemory < 0 {
+		return nil, backends.Invalid("jobproperties", "entrypoint_num_cpus, entrypoint_num_gpus and entrypoint_memory must not be negative")
+	}
+	for k, v := range p.EntrypointResources {
+		if v < 0 {
+			return nil, backends.Invalid("jobproperties", "entrypoint_resources: %q must not be negative", k)
+		}
+	}
+
+	// runtime_env: the object as given, plus the shorthands, plus our env_vars.
+	rt := map[string]any{}
+	for k, v := range p.RuntimeEnv {
+		rt[k] = v
+	}
+	set := func(key string, v any) error {
+		if _, dup := p.RuntimeEnv[key]; dup {
+			return backends.Invalid("jobproperties", "%s is given both at the top level and in runtime_env; give it once", key)
+		}
+		rt[key] = v
+		return nil
+	}
+	if p.WorkingDir != "" {
+		if err := set("working_dir", p.WorkingDir); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.Pip) > 0 && string(p.Pip) != "null" {
+		if err := set("pip", p.Pip); err != nil {
+			return nil, err
+		}
+	}
+	userEnv := map[string]string{}
+	if raw, ok := p.RuntimeEnv["env_vars"]; ok {
+		if p.EnvVars != nil {
+			return nil, backends.Invalid("jobproperties", "env_vars is given both at the top level and in runtime_env; give it once")
+		}
+		if err := json.Unmarshal(raw, &userEnv); err != nil {
+			return nil, backends.Invalid("jobproperties", "runtime_env.env_vars must be an object of strings: %v", err)
+		}
+	}
+	for k, v := range p.EnvVars {
+		userEnv[k] = v
+	}
+	ours, err := envVars(job.Name, job.Key, job.Script, job.ScriptPath, p.Args, job.Parameters, job.Metadata)
+	if err != nil {
+		field := "jobdata.jobScript"
+		switch {
+		case strings.Contains(err.Error(), envParameters):
+			field = "jobdata.jobParameters"
+		case strings.Contains(err.Error(), envMetadata):
+			field = "jobdata.scriptMetadata"
+		case strings.Contains(err.Error(), envArgs):
+			field = "jobproperties"
+		}
+		return nil, backends.Invalid(field, "%v: put larger code on the Ray cluster (scriptLocation remote) or ship it in runtime_env.working_dir", err)
+	}
+	for _, k := range reservedEnv {
+		if _, ok := userEnv[k]; ok {
+			return nil, backends.Invalid("jobproperties", "env_vars: %s is set by bridge-runner; choose another name", k)
+		}
+	}
+	for k, v := range ours {
+		userEnv[k] = v
+	}
+	rt["env_vars"] = userEnv
+
+	md := map[string]string{}
+	for k, v := range p.Metadata {
+		md[k] = v
+	}
+	if job.Name != "" {
+		md["job_name"] = job.Name
+	}
+	md["submitted_by"] = "bridge-runner"
+
+	return &submitRequest{
+		Entrypoint:          entrypoint(p),
+		SubmissionID:        job.Key,
+		RuntimeEnv:          rt,
+		Metadata:            md,
+		EntrypointNumCPUs:   p.EntrypointNumCPUs,
+		EntrypointNumGPUs:   p.EntrypointNumGPUs,
+		EntrypointMemory:    p.EntrypointMemory,
+		EntrypointResources: p.EntrypointResources,
+	}, nil
+}
+
+// Validate checks the job before anything is submitted.
+func (b *Backend) Validate(job backends.Job) error {
+	_, err := buildRequest(job)
+	return err
+}
+
+// Submit submits the job with submission_id = job.Key and returns that id.
+// A job with this key that already exists is an error wrapping ErrExists.
+func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
+	req, err := buildRequest(job)
+	if err != nil {
+		return "", err
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	resp, err := b.do(ctx, http.MethodPost, "/api/jobs/", body)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case resp.status == http.StatusOK:
+		var out struct {
+			SubmissionID string `json:"submission_id"`
+			JobID        string `json:"job_id"`
+		}
+		if err := json.Unmarshal(resp.body, &out); err != nil {
+			// Ray took the job; the key finds it.
+			b.log.Warn("unreadable submit response from Ray; using the submission id", "err", err)
+			return job.Key, nil
+		}
+		if out.SubmissionID != "" && out.SubmissionID != job.Key {
+			return out.SubmissionID, fmt.Errorf("ray accepted the job as %q, not as the requested submission_id %q", out.SubmissionID, job.Key)
+		}
+		return job.Key, nil
+	case isDuplicate(resp):
+		return "", fmt.Errorf("ray job %s: %s: %w", job.Key, resp.text(), backends.ErrExists)
+	case resp.status == http.StatusBadRequest:
+		return "", backends.Invalid("jobproperties", "the Ray cluster refused the job: %s", resp.text())
+	case resp.status == http.StatusNotFound:
+		return "", backends.Invalid("resourceURL", "%s has no Ray Jobs API (POST /api/jobs/ answered 404: %s); give the Ray dashboard's URL", b.base.Redacted(), resp.text())
+	}
+	return "", b.statusError(resp, "submitting ray job "+job.Key)
+}
+
+// isDuplicate reports whether an answer is Ray's refusal of a used
+// submission_id: "ValueError: Job with submission_id X already exists.
+// Please use a different submission_id." Older Ray answers 400 with it;
+// since Ray 2.9 the head relays the agent's 400 as a 500 whose traceback
+// contains it (observed on 2.60).
+func isDuplicate(r *response) bool {
+	return (r.status == http.StatusBadRequest || r.status == http.StatusInternalServerError) &&
+		bytes.Contains(r.body, []byte("already exists")) && bytes.Contains(r.body, []byte("submission_id"))
+}
+
+// jobDetails is the part of GET /api/jobs/{id} (ray.dashboard.modules.job.pydantic_models.JobDetails) we read.
+type jobDetails struct {
+	Type           string            `json:"type"`
+	JobID          *string           `json:"job_id"`
+	SubmissionID   *string           `json:"submission_id"`
+	Status         string            `json:"status"`
+	Message        *string           `json:"message"`
+	ErrorType      *string           `json:"error_type"`
+	StartTime      *int64            `json:"start_time"` // ms since the epoch; set at submission
+	EndTime        *int64            `json:"end_time"`
+	Metadata       map[string]string `json:"metadata"`
+	DriverExitCode *int              `json:"driver_exit_code"` // Ray >= 2.23
+}
+
+func (b *Backend) details(ctx context.Context, id string) (*jobDetails, error) {
+	resp, err := b.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status == http.StatusNotFound {
+		return nil, fmt.Errorf("ray job %s: %s: %w", id, resp.text(), backends.ErrNotFound)
+	}
+	if resp.status != http.StatusOK {
+		return nil, b.statusError(resp, "reading ray job "+id)
+	}
+	var d jobDetails
+	if err := json.Unmarshal(resp.body, &d); err != nil {
+		return nil, backends.Transient(fmt.Errorf("reading ray job %s: unreadable answer (%v): %s", id, err, clip(string(resp.body), 200)))
+	}
+	return &d, nil
+}
+
+// Status maps Ray's job state onto the seven states.
+func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
+	d, err := b.details(ctx, id)
+	if err != nil {
+		return backends.Status{}, err
+	}
+	st := backends.Status{Raw: d.Status, ExitCode: d.DriverExitCode}
+	if d.Message != nil {
+		st.Message = firstLine(*d.Message)
+	}
+	if d.ErrorType != nil {
+		st.Reason = *d.ErrorType
+	}
+	if d.StartTime != nil && *d.StartTime > 0 {
+		st.SubmitTime = time.UnixMilli(*d.StartTime).UTC()
+	}
+	if d.EndTime != nil && *d.EndTime > 0 {
+		st.EndTime = time.UnixMilli(*d.EndTime).UTC()
+	}
+	switch d.Status {
+	case rayPending:
+		st.State = backends.Pending
+	case rayRunning:
+		st.State = backends.Running
+	case raySucceeded:
+		st.State = backends.Done
+	case rayFailed:
+		st.State = backends.Failed
+		if st.Reason == "" && d.DriverExitCode != nil && *d.DriverExitCode != 0 {
+			st.Reason = "NonZeroExitCode"
+		}
+	case rayStopped:
+		st.State = backends.Killed
+	default:
+		// A state this code does not know (a newer Ray): keep following
+		// unless Ray says the job ended.
+		if !st.EndTime.IsZero() {
+			st.State = backends.Unknown
+		} else {
+			st.State = backends.Running
+		}
+		st.Message = strings.TrimSpace(fmt.Sprintf("unrecognized Ray job state %q. %s", d.Status, st.Message))
+	}
+	// Ray records one time, start_time, set when the job is submitted
+	// (its supervisor starts then; Ray keeps no separate driver start).
+	// It is the submit time, and the start time once the job has left
+	// PENDING: stable across restarts of invoke, unlike a "first seen
+	// running" time would be.
+	if st.State != backends.Pending {
+		st.StartTime = st.SubmitTime
+	}
+	return st, nil
+}
+
+// FindByKey returns key if Ray knows a job with that submission_id.
+func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	d, err := b.details(ctx, key)
+	if errors.Is(err, backends.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	// GET /api/jobs/{x} also answers for a Ray job_id; only a job whose
+	// submission_id is the key is ours.
+	if d.SubmissionID == nil || *d.SubmissionID != key {
+		return "", nil
+	}
+	return key, nil
+}
+
+// Cancel stops the job (POST /api/jobs/{id}/stop). Ray answers
+// {"stopped": false} for a job that has already ended: not an error.
+func (b *Backend) Cancel(ctx context.Context, id string) error {
+	resp, err := b.do(ctx, http.MethodPost, "/api/jobs/"+url.PathEscape(id)+"/stop", nil)
+	if err != nil {
+		return err
+	}
+	switch resp.status {
+	case http.StatusOK:
+		return nil
+	case http.StatusNotFound:
+		return fmt.Errorf("ray job %s: %s: %w", id, resp.text(), backends.ErrNotFound)
+	}
+	return b.statusError(resp, "stopping ray job "+id)
+}
+
+// ReadLogs writes the job's output from byte offset on and returns the new
+// offset. Ray serves the whole log each time (see the package doc).
+func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
+	resp, err := b.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", nil)
+	if err != nil {
+		return offset, err
+	}
+	if resp.status == http.StatusNotFound {
+		return offset, fmt.Errorf("ray job %s: %s: %w", id, resp.text(), backends.ErrNotFound)
+	}
+	if resp.status != http.StatusOK {
+		return offset, b.statusError(resp, "reading the log of ray job "+id)
+	}
+	var out struct {
+		Logs string `json:"logs"`
+	}
+	if err := json.Unmarshal(resp.body, &out); err != nil {
+		return offset, backends.Transient(fmt.Errorf("reading the log of ray job %s: unreadable answer: %v", id, err))
+	}
+	if offset < 0 {
+		offset = 0
+	}
+	if int64(len(out.Logs)) <= offset {
+		// Nothing new (or the log shrank, e.g. the driver's node is gone:
+		// never repeat what was already written).
+		return offset, nil
+	}
+	n, err := io.WriteString(w, out.Logs[offset:])
+	return offset + int64(n), err
+}
+
+// ---------------------------------------------------------------- HTTP
+
+// maxBody bounds what we read of one answer (a whole job log included).
+const maxBody = 256 << 20
+
+type response struct {
+	status int
+	body   []byte
+	// noToken is why no token was sent ("" if one was).
+	noToken string
+}
+
+// text is the answer's body as Ray wrote it (plain text), trimmed. Ray's
+// dashboard answers many failures with a Python traceback; that is
+// shortened to the exception that caused it (the last "XxxError: ..."
+// line: with Ray >= 2.9 the head relays the agent's traceback inside its
+// own, and the agent's exception is the one that says what went wrong).
+func (r *response) text() string {
+	s := strings.TrimSpace(string(r.body))
+	if strings.HasPrefix(s, "Traceback (most recent call last):") {
+		lines := strings.Split(s, "\n")
+		last := strings.TrimSpace(lines[len(lines)-1])
+		for i := len(lines) - 1; i >= 0; i-- {
+			if l := strings.TrimSpace(lines[i]); exceptionLine.MatchString(l) {
+				last = l
+				break
+			}
+		}
+		s = last
+	}
+	if s == "" {
+		s = fmt.Sprintf("HTTP %d with an empty body", r.status)
+	}
+	return clip(s, 2000)
+}
+
+// exceptionLine matches the line of a Python traceback that names the
+// exception, e.g. "ValueError: Job with submission_id x already exists.".
+var exceptionLine = regexp.MustCompile(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: |$)`)
+
+// do sends one request. Transport failures are transient.
+func (b *Backend) do(ctx context.Context, method, path string, body []byte) (*response, error) {
+	u := *b.base
+	u.Path = b.base.Path + path
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp := &response{}
+	if tok, why := b.token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	} else {
+		resp.noToken = why
+	}
+	hr, err := b.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, backends.Transient(fmt.Errorf("%s %s: %w", method, path, err))
+	}
+	defer hr.Body.Close()
+	resp.status = hr.StatusCode
+	resp.body, err = io.ReadAll(io.LimitReader(hr.Body, maxBody))
+	if err != nil {
+		return nil, backends.Transient(fmt.Errorf("%s %s: reading the answer: %w", method, path, err))
+	}
+	b.log.Debug("ray request", "method", method, "path", path, "status", hr.StatusCode, "bytes", len(resp.body))
+	return resp, nil
+}
+
+// token reads the optional bearer token; with none it says why.
+func (b *Backend) token() (string, string) {
+	if b.creds == nil {
+		return "", "no credentials are configured"
+	}
+	tok, err := b.creds.Get("token")
+	if err != nil {
+		return "", err.Error()
+	}
+	return tok, ""
+}
+
+// statusError maps an unexpected HTTP status to the sentinel errors.
+func (b *Backend) statusError(r *response, what string) error {
+	msg := fmt.Sprintf("%s: HTTP %d: %s", what, r.status, r.text())
+	switch {
+	case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden:
+		if r.noToken != "" {
+			msg += " (no token was sent: " + r.noToken + "; put the Ray token in the Secret's key \"token\")"
+		}
+		return fmt.Errorf("%s: %w", msg, backends.ErrAuth)
+	case r.status == http.StatusTooManyRequests || r.status >= 500:
+		return backends.Transient(errors.New(msg))
+	}
+	return errors.New(msg)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
