@@ -6,7 +6,7 @@ IMAGE   ?= bridge-runner:$(VERSION)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: build test unit lint image services-up services-down clean
+.PHONY: build test unit lint image set-image services-up services-down clean
 
 build:
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/bridge-runner ./cmd/bridge-runner
@@ -26,11 +26,20 @@ lint:
 image:
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
+# Point the components, templates and examples at another image.
+set-image:  ## make set-image IMAGE=registry/name:tag
+	@test -n "$(filter command line,$(origin IMAGE))" || { echo 'usage: make set-image IMAGE=NAME:TAG'; exit 2; }
+	bash hack/set-image.sh '$(IMAGE)'
+
 services-up:
 	bash hack/kube-up.sh
 	bash hack/slurm-up.sh
+	bash hack/s3-up.sh
+	bash hack/ray-up.sh
 
 services-down:
+	-bash hack/ray-down.sh
+	-bash hack/s3-down.sh
 	-bash hack/slurm-down.sh
 	-bash hack/kube-down.sh
 

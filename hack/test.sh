@@ -69,3 +69,5 @@ source "$RAY_DIR/env"
 
 # shellcheck disable=SC2086
 go test -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
+# The real KFP SDK loads every component and compiles every example pipeline.
+bash hack/kfp-check.sh

@@ -48,3 +48,23 @@ func TestREADMEContract(t *testing.T) {
 	assert.Contains(t, quick, "go run ./cmd/bridge-runner invoke")
 	assert.Contains(t, quick, "make test")
 }
+
+// TestREADMESnippetsAreTheTestedExamples: a README code block whose first
+// line names a file ("# examples/...") must be a verbatim excerpt of it.
+func TestREADMESnippetsAreTheTestedExamples(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	blocks := strings.Split(string(b), "```")
+	checked := 0
+	for i := 1; i < len(blocks); i += 2 {
+		lines := strings.SplitN(blocks[i], "\n", 3)
+		if len(lines) < 3 || !strings.HasPrefix(lines[1], "# examples/") {
+			continue
+		}
+		src, err := os.ReadFile("../../" + strings.TrimPrefix(lines[1], "# "))
+		require.NoError(t, err, lines[1])
+		assert.True(t, strings.Contains(string(src), strings.TrimRight(lines[2], "\n")), "the README's %s block is not an excerpt of the file", lines[1])
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 2, "the Argo and KFP sections show tested examples")
+}

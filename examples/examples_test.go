@@ -1,0 +1,269 @@
+// Package examples_test checks the per-backend examples that are not Argo
+// objects (those are proved in workflows/workflows_test.go with Argo's own
+// validator, and the KFP pipelines by hack/kfp-check.sh with the real kfp
+// SDK): every backend has the four examples; the Secrets and plain Jobs
+// decode strictly into the Kubernetes types; every Job's command line is
+// accepted by the real binary (the local one runs for real); and a real
+// kube-apiserver accepts the Jobs (server-side dry run, strict fields).
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+)
+
+var backends = []string{"local", "slurm", "lsf", "quantum", "ray"}
+
+var docSep = regexp.MustCompile(`(?m)^---\s*$`)
+
+func docs(t *testing.T, path string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, d := range docSep.Split(string(b), -1) {
+		if strings.TrimSpace(regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(d, "")) != "" {
+			out = append(out, []byte(d))
+		}
+	}
+	return out
+}
+
+func TestEveryBackendHasEveryExample(t *testing.T) {
+	for _, b := range backends {
+		for _, f := range []string{"secret.yaml", "workflow.yaml", "kfp_pipeline.py", "job.yaml"} {
+			if _, err := os.Stat(filepath.Join(b, f)); err != nil {
+				t.Errorf("examples/%s/%s: %v", b, f, err)
+			}
+		}
+	}
+	dirs, _ := filepath.Glob("*/job.yaml")
+	if len(dirs) != len(backends) {
+		t.Errorf("examples for %v, want exactly %v", dirs, backends)
+	}
+}
+
+func secrets(t *testing.T, b string) []corev1.Secret {
+	t.Helper()
+	var out []corev1.Secret
+	for _, d := range docs(t, filepath.Join(b, "secret.yaml")) {
+		var s corev1.Secret
+		if err := yaml.UnmarshalStrict(d, &s); err != nil {
+			t.Fatalf("examples/%s/secret.yaml: %v", b, err)
+		}
+		if s.Kind != "Secret" || s.APIVersion != "v1" {
+			t.Fatalf("examples/%s/secret.yaml: %s %s", b, s.APIVersion, s.Kind)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func job(t *testing.T, b string) *batchv1.Job {
+	t.Helper()
+	d := docs(t, filepath.Join(b, "job.yaml"))
+	if len(d) != 1 {
+		t.Fatalf("examples/%s/job.yaml: %d documents, want one Job", b, len(d))
+	}
+	var j batchv1.Job
+	if err := yaml.UnmarshalStrict(d[0], &j); err != nil {
+		t.Fatalf("examples/%s/job.yaml: %v", b, err)
+	}
+	if j.Kind != "Job" || j.APIVersion != "batch/v1" {
+		t.Fatalf("examples/%s/job.yaml: %s %s", b, j.APIVersion, j.Kind)
+	}
+	return &j
+}
+
+// TestJobsMountTheirSecrets: each Job runs our image as the bridge-runner
+// ServiceAccount, mounts the example's Secrets where the binary reads them,
+// and retries only exit 75.
+func TestJobsMountTheirSecrets(t *testing.T) {
+	for _, b := range backends {
+		j := job(t, b)
+		names := map[string]bool{}
+		for _, s := range secrets(t, b) {
+			names[s.Name] = true
+		}
+		ps := j.Spec.Template.Spec
+		if ps.ServiceAccountName != "bridge-runner" || ps.RestartPolicy != corev1.RestartPolicyNever {
+			t.Errorf("%s: serviceAccountName %q restartPolicy %q", b, ps.ServiceAccountName, ps.RestartPolicy)
+		}
+		if len(ps.Containers) != 1 {
+			t.Fatalf("%s: %d containers", b, len(ps.Containers))
+		}
+		c := ps.Containers[0]
+		if c.Image != pinnedImage(t) || !slices.Equal(c.Command, []string{"/bridge-runner"}) || len(c.Args) == 0 || c.Args[0] != "invoke" {
+			t.Errorf("%s: image %q command %v args %v", b, c.Image, c.Command, c.Args)
+		}
+		vols := map[string]string{}
+		for _, v := range ps.Volumes {
+			if v.Secret != nil {
+				vols[v.Name] = v.Secret.SecretName
+				if !names[v.Secret.SecretName] {
+					t.Errorf("%s: the Job mounts the Secret %s, which secret.yaml does not define", b, v.Secret.SecretName)
+				}
+			}
+		}
+		mounted := map[string]bool{}
+		for _, m := range c.VolumeMounts {
+			if vols[m.Name] != "" {
+				mounted[m.MountPath] = true
+			}
+		}
+		if !mounted["/credentials"] {
+			t.Errorf("%s: no Secret at /credentials", b)
+		}
+		if slices.Contains(c.Args, "--s3-endpoint") && !mounted["/s3credentials"] {
+			t.Errorf("%s: the job uses S3 but no Secret is at /s3credentials", b)
+		}
+		pfp := j.Spec.PodFailurePolicy
+		if pfp == nil || len(pfp.Rules) != 1 || pfp.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
+			pfp.Rules[0].OnExitCodes == nil || pfp.Rules[0].OnExitCodes.Operator != batchv1.PodFailurePolicyOnExitCodesOpNotIn ||
+			!slices.Equal(pfp.Rules[0].OnExitCodes.Values, []int32{75}) {
+			t.Errorf("%s: podFailurePolicy %+v, want: fail the Job on every exit code but 75", b, pfp)
+		}
+	}
+}
+
+func TestPipelinesUseTheComponents(t *testing.T) {
+	re := regexp.MustCompile(`COMPONENTS / "([^"]+)"`)
+	for _, b := range backends {
+		src, err := os.ReadFile(filepath.Join(b, "kfp_pipeline.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := re.FindAllStringSubmatch(string(src), -1)
+		if len(m) == 0 {
+			t.Errorf("%s/kfp_pipeline.py loads no component", b)
+		}
+		for _, x := range m {
+			if _, err := os.Stat(filepath.Join("..", "components", x[1])); err != nil {
+				t.Errorf("%s/kfp_pipeline.py loads %s: %v", b, x[1], err)
+			}
+		}
+		for _, want := range []string{"use_secret_as_volume", "ExitHandler", "set_caching_options(False)", fmt.Sprintf("backend=%q", b)} {
+			if !strings.Contains(strings.ReplaceAll(string(src), "'", `"`), want) {
+				t.Errorf("%s/kfp_pipeline.py has no %s", b, want)
+			}
+		}
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bridge-runner-examples-test-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "bridge-runner")
+		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/bridge-runner").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// TestContractJobs: each Job's command line is accepted by the binary
+// (--help after it fails on any unknown flag or bad value); the local
+// example runs for real.
+func TestContractJobs(t *testing.T) {
+	for _, b := range backends {
+		c := job(t, b).Spec.Template.Spec.Containers[0]
+		args := append(append([]string{}, c.Command[1:]...), c.Args...)
+		if b == "local" {
+			args = append(args, "--state-dir", t.TempDir(), "--store", "file", "--update-interval", "0.2")
+		} else {
+			args = append(args, "--help")
+		}
+		cmd := exec.Command(binary(t), args...)
+		cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBECONFIG=")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Errorf("%s: bridge-runner %q: %v\n%s", b, args, err, stderr.String())
+			continue
+		}
+		if b == "local" && !strings.Contains(stdout.String(), `"status":"DONE"`) {
+			t.Errorf("local: the job did not end DONE: %s", stdout.String())
+		}
+	}
+}
+
+// TestAPIServerAcceptsJobs dry-runs every Job and Secret on the real
+// apiserver with strict field validation.
+func TestAPIServerAcceptsJobs(t *testing.T) {
+	c := testkube.Client(t)
+	ns := testkube.Namespace(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
+	for _, b := range backends {
+		if _, err := c.BatchV1().Jobs(ns).Create(ctx, job(t, b), opts); err != nil {
+			t.Errorf("%s: the apiserver refuses the Job: %v", b, err)
+		}
+		for _, s := range secrets(t, b) {
+			if _, err := c.CoreV1().Secrets(ns).Create(ctx, &s, opts); err != nil {
+				t.Errorf("%s: the apiserver refuses the Secret %s: %v", b, s.Name, err)
+			}
+		}
+	}
+}
+
+// pinnedImage is the image of workflows/kustomization.yaml's images: entry,
+// the one place it is set (make set-image); every other place must agree.
+func pinnedImage(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../workflows/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Images []struct {
+			NewName string `json:"newName"`
+			NewTag  string `json:"newTag"`
+		} `json:"images"`
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil || len(k.Images) != 1 || k.Images[0].NewName == "" || k.Images[0].NewTag == "" {
+		t.Fatalf("workflows/kustomization.yaml: want one images: entry with newName and newTag (%v)", err)
+	}
+	return k.Images[0].NewName + ":" + k.Images[0].NewTag
+}
