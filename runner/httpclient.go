@@ -17,6 +17,15 @@ import (
 // user must ask for it). There is no overall timeout, because downloads may
 // be large: backends bound each request with a context instead.
 func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
+	tr, err := newTransport(caFile, insecure)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &countingTransport{next: tr}}, nil
+}
+
+// newTransport is the TLS-configured transport behind NewHTTPClient.
+func newTransport(caFile string, insecure bool) (*http.Transport, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // only on the user's request
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -42,7 +51,7 @@ func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
 		MaxIdleConnsPerHost:   4,
 		ForceAttemptHTTP2:     true,
 	}
-	return &http.Client{Transport: &countingTransport{next: tr}}, nil
+	return tr, nil
 }
 
 // countingTransport counts requests, so that invoke can report how many

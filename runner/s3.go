@@ -106,15 +106,10 @@ func NewS3Store(cfg S3Config) (*S3Store, error) {
 	// The runner's TLS settings (CA bundle, verification), plus
 	// DisableCompression: Go would otherwise ask for gzip and transparently
 	// unpack it, making object sizes and checksums disagree.
-	hc, err := NewHTTPClient(cfg.CAFile, cfg.Insecure)
+	tr, err := newTransport(cfg.CAFile, cfg.Insecure)
 	if err != nil {
 		return nil, err
 	}
-	base, ok := hc.Transport.(*http.Transport)
-	if !ok {
-		return nil, fmt.Errorf("s3: unexpected transport %T", hc.Transport)
-	}
-	tr := base.Clone()
 	tr.DisableCompression = true
 	tr.MaxIdleConnsPerHost = 16
 	opts := func(retries int) *minio.Options {

@@ -5,11 +5,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/local"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -141,63 +140,6 @@ func TestStagingFailsBeforeSubmit(t *testing.T) {
 	})
 }
 
-// proxy forwards TCP connections to target until cut.
-type proxy struct {
-	addr, target string
-	ln           net.Listener
-	mu           sync.Mutex
-	conns        []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{addr: ln.Addr().String(), target: target}
-	p.serve(ln)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.ln = ln
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-}
-
-// cut closes the listener and every connection: the endpoint is down.
-func (p *proxy) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// restore listens again on the same address.
-func (p *proxy) restore(t *testing.T) {
-	ln, err := net.Listen("tcp", p.addr)
-	require.NoError(t, err)
-	p.serve(ln)
-}
-
 // TestUploadOutageKeepsStateAndRetryFinishes: S3 goes down while the job
 // runs; invoke records the job's real end, reports the failed upload, and
 // exits 75; the retry re-attaches (no second job) and finishes the upload.
@@ -205,15 +147,15 @@ func TestUploadOutageKeepsStateAndRetryFinishes(t *testing.T) {
 	endpoint, _, _, creds := tests3.Env(t)
 	c := tests3.Client(t)
 	out := tests3.Bucket(t, "out")
-	px := newProxy(t, endpoint)
+	px := testutil.NewProxy(t, endpoint)
 	counter := filepath.Join(t.TempDir(), "runs")
 	spec := runner.Spec{Backend: "local", JobScript: "echo run >> " + counter + "; echo result > r.txt; sleep 1",
-		S3Endpoint: px.addr, S3Secure: "false", S3UploadBucket: out, S3UploadFiles: "r.txt"}
+		S3Endpoint: px.Addr, S3Secure: "false", S3UploadBucket: out, S3UploadFiles: "r.txt"}
 	iv, store := stagingInvoker(t, spec, creds)
 	go func() {
 		for {
 			if rec, err := store.Get(context.Background()); err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING" {
-				px.cut()
+				px.Cut()
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -226,7 +168,7 @@ func TestUploadOutageKeepsStateAndRetryFinishes(t *testing.T) {
 	assert.Equal(t, "DONE", rec.Data[runner.KeyJobStatus], "and recorded")
 	assert.Contains(t, rec.Data[runner.KeyMessage], "uploading outputs")
 
-	px.restore(t)
+	px.Restore(t)
 	// A new invoke on the same record and machine, as Argo's retry would be.
 	again := &runner.Invoker{JobName: iv.JobName, Store: iv.Store, Registry: iv.Registry, Backend: iv.Backend,
 		Log: iv.Log, MinPoll: iv.MinPoll, RetryBudget: iv.RetryBudget, S3: iv.S3}
