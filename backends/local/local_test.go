@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -205,4 +206,28 @@ func TestValidate(t *testing.T) {
 	}
 	_, err := New(backends.Config{DataDir: t.TempDir(), URL: "http://x"})
 	assert.ErrorIs(t, err, backends.ErrInvalid)
+}
+
+// TestSupervisorKeepsItsLock: the supervisor's lock must outlive garbage
+// collections. An unreachable *os.File is closed by the collector, which
+// drops its flock: the job would then look like a dead supervisor
+// (UNKNOWN). The supervisor runs in-process here so the test can force
+// collections while the job runs.
+func TestSupervisorKeepsItsLock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gc")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	sp, _ := json.Marshal(spec{Key: "gc", Created: time.Now(), Command: []string{"/bin/sh", "-c", "sleep 1"}})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "job.json"), sp, 0o600))
+	done := make(chan int, 1)
+	go func() { done <- supervise(dir) }()
+	require.Eventually(t, func() bool {
+		b := &Backend{}
+		st, err := b.readState(dir)
+		return err == nil && st.PID > 0
+	}, 5*time.Second, 10*time.Millisecond)
+	runtime.GC()
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond) // let finalizers run
+	assert.True(t, supervisorAlive(dir), "the supervisor still holds its lock after garbage collections")
+	assert.Equal(t, 0, <-done)
 }

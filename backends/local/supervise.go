@@ -39,6 +39,10 @@ func supervise(dir string) int {
 	if err != nil {
 		return 1
 	}
+	// The lock must live as long as this supervisor: without this close at
+	// return, the garbage collector may finalize the unreachable *os.File,
+	// closing its fd and so dropping the lock while the job still runs.
+	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return 0 // another supervisor has it
 	}

@@ -47,10 +47,10 @@ func exitOf(err error) int {
 
 // crashRuns is how many SIGKILL runs TestSIGKILLAnywhereRunsOnce makes.
 func crashRuns() int {
-	if n, err := strconv.Atoi(os.Getenv("BRIDGE_CRASH_RUNS")); err == nil && n > 0 {
+	if n, err := strconv.Atoi(os.Getenv("BRIDGE_TEST_CRASH_RUNS")); err == nil && n > 0 {
 		return n
 	}
-	return 25
+	return 60
 }
 
 // TestSIGKILLAnywhereRunsOnce kills invoke at a random moment of the job's
@@ -105,7 +105,7 @@ func TestCrashPointsRunOnce(t *testing.T) {
 			state := t.TempDir()
 			counter := filepath.Join(state, "runs")
 			args := []string{"--state-dir", state, "--job-name", "cp", "--backend", "local",
-				"--script", "echo run >> " + counter + "; sleep 0.3", "--submit-lease", "3s"}
+				"--script", "echo run >> " + counter + "; sleep 2", "--submit-lease", "3s"}
 			cmd, out := startInvoke(t, []string{"BRIDGE_CRASH_AT=" + point}, args...)
 			err := cmd.Wait()
 			var ee *exec.ExitError

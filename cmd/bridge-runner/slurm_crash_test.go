@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// slurmJobsWithComment counts the jobs slurmctld knows whose comment is key:
+// the check that a crash never made a second job.
+func slurmJobsWithComment(t *testing.T, slurmURL, credsDir, key string) int {
+	t.Helper()
+	read := func(n string) string {
+		b, err := os.ReadFile(filepath.Join(credsDir, n))
+		require.NoError(t, err)
+		return strings.TrimSpace(string(b))
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(slurmURL, "/")+"/slurm/v0.0.38/jobs/", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-SLURM-USER-NAME", read("username"))
+	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var jr struct {
+		Jobs []struct {
+			Comment string `json:"comment"`
+		} `json:"jobs"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jr))
+	n := 0
+	for _, j := range jr.Jobs {
+		if j.Comment == key {
+			n++
+		}
+	}
+	return n
+}
+
+func slurmCrashRuns() int {
+	if n, err := strconv.Atoi(os.Getenv("BRIDGE_TEST_SLURM_CRASH_RUNS")); err == nil && n >= 0 {
+		return n
+	}
+	return 30
+}
+
+// TestSlurmCrashesSubmitOnce kills invoke with SIGKILL at each named point
+// of the exactly-once protocol and at random moments, on the real Slurm,
+// then restarts it: the restart ends DONE and slurmctld knows exactly one
+// job carrying the run's key.
+func TestSlurmCrashesSubmitOnce(t *testing.T) {
+	clearEnv(t)
+	slurmURL, creds := slurmEnv(t)
+	type run struct {
+		point string
+		delay time.Duration
+	}
+	var runs []run
+	for _, p := range runner.CrashPoints {
+		runs = append(runs, run{point: p})
+	}
+	for i := 0; i < slurmCrashRuns(); i++ {
+		runs = append(runs, run{delay: time.Duration(rand.IntN(1500)) * time.Millisecond})
+	}
+	for i, r := range runs {
+		state := t.TempDir()
+		// A named point needs the job to be seen RUNNING ("following"): give
+		// it time enough to be, even on a loaded machine.
+		script := "#!/bin/sh\nsleep 0.5\n"
+		if r.point != "" {
+			script = "#!/bin/sh\nsleep 3\n"
+		}
+		args := []string{"--state-dir", state, "--job-name", "crash", "--backend", "slurm", "--resource-url", slurmURL,
+			"--credentials-dir", creds, "--script", script, "--update-interval", "1", "--submit-lease", "3s"}
+		var env []string
+		if r.point != "" {
+			env = []string{"BRIDGE_CRASH_AT=" + r.point}
+		}
+		cmd, out := startInvoke(t, env, args...)
+		if r.point == "" {
+			time.Sleep(r.delay)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if r.point != "" {
+			require.True(t, errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL,
+				"run %d: invoke must die at %s: %s", i, r.point, out)
+		}
+		again := exec.Command(binary, append([]string{"invoke"}, args...)...)
+		var out2 bytes.Buffer
+		again.Stdout, again.Stderr = &out2, &out2
+		require.Equal(t, 0, exitOf(again.Run()), "run %d (%+v): %s", i, r, out2.String())
+		rec, err := runner.NewFileStore(state, "crash").Get(context.Background())
+		require.NoError(t, err)
+		key := rec.Data[runner.KeyKey]
+		require.NotEmpty(t, key)
+		assert.Equal(t, 1, slurmJobsWithComment(t, slurmURL, creds, key), "run %d (%+v): one Slurm job for the run", i, r)
+	}
+	t.Logf("%d SIGKILLs of invoke on the real Slurm (%d at named points, the rest at random moments): one Slurm job each time", len(runs), len(runner.CrashPoints))
+}
