@@ -66,6 +66,19 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// CountRequests wraps rt so that RequestCounter can report its requests
+// (for the Kubernetes client, whose transport client-go builds).
+func CountRequests(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt} }
+
+// RequestCounter returns a function reporting how many requests went
+// through rt, if rt was made by CountRequests.
+func RequestCounter(rt http.RoundTripper) func() int64 {
+	if ct, ok := rt.(*countingTransport); ok {
+		return ct.n.Load
+	}
+	return func() int64 { return 0 }
+}
+
 // RequestCount returns the number of requests sent through a client made by
 // NewHTTPClient (0 for any other client).
 func RequestCount(c *http.Client) int64 {

@@ -252,8 +252,15 @@ func TestVanishedJobIsUnknownNeverDone(t *testing.T) {
 	h := newHarness(t, nil)
 	iv := h.invoker(h.spec(`{"run":"10s"}`))
 	go func() {
-		time.Sleep(300 * time.Millisecond)
-		h.fake.Vanish("fake-1")
+		// Vanish only after invoke saw the job: before, not-found means
+		// "not visible yet" and is retried.
+		for {
+			if rec, err := h.store.Get(context.Background()); err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING" {
+				h.fake.Vanish("fake-1")
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}()
 	require.NoError(t, iv.Run(context.Background()))
 	assert.Equal(t, "UNKNOWN", iv.Result().Status)

@@ -137,7 +137,11 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		iv.LogOut = a.stderr
 	}
 	err = iv.Run(cmd.Context())
-	a.log.Info("backend requests", "count", runner.RequestCount(cfg.HTTPClient))
+	kube := int64(0)
+	if o.store.kubeRequests != nil {
+		kube = o.store.kubeRequests()
+	}
+	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", kube)
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -18,6 +19,9 @@ import (
 
 // storeOptions select and address the state record; every step has them.
 type storeOptions struct {
+	// kubeRequests reports the requests sent to the Kubernetes API.
+	kubeRequests func() int64
+
 	JobName    string
 	Namespace  string
 	Kubeconfig string
@@ -97,7 +101,7 @@ func (o *storeOptions) kubeConfig() (*rest.Config, string, error) {
 			b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 			ns = strings.TrimSpace(string(b))
 		}
-		return tune(cfg), orDefault(ns), nil
+		return o.tune(cfg), orDefault(ns), nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.Kubeconfig != "" {
@@ -112,10 +116,15 @@ func (o *storeOptions) kubeConfig() (*rest.Config, string, error) {
 	if ns == "" {
 		ns, _, _ = cc.Namespace()
 	}
-	return tune(cfg), orDefault(ns), nil
+	return o.tune(cfg), orDefault(ns), nil
 }
 
-func tune(cfg *rest.Config) *rest.Config {
+func (o *storeOptions) tune(cfg *rest.Config) *rest.Config {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counted := runner.CountRequests(rt)
+		o.kubeRequests = runner.RequestCounter(counted)
+		return counted
+	})
 	cfg.UserAgent = "bridge-runner/" + versionString()
 	// One job's few requests never need client-side throttling.
 	cfg.QPS, cfg.Burst = 20, 40

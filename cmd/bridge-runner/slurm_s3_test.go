@@ -41,6 +41,7 @@ func TestSlurmWithS3EndToEnd(t *testing.T) {
 	c := tests3.Client(t)
 	in, out := tests3.Bucket(t, "in"), tests3.Bucket(t, "out")
 	dir := "/tmp/bridge-e2e-" + strings.ToLower(t.Name()[4:12]) + time.Now().Format("150405")
+	t.Cleanup(func() { os.RemoveAll(dir); os.Remove(dir + ".out") })
 	script := "#!/bin/bash\nmkdir -p " + dir + " && cd " + dir + "\necho \"params: $BRIDGE_JOB_PARAMETERS\"\necho \"result of $BRIDGE_JOB_NAME\" > result.txt\n"
 	for key, body := range map[string]string{"job.sh": script, "params.json": `{"steps":2}`} {
 		_, err := c.PutObject(context.Background(), in, key, strings.NewReader(body), int64(len(body)), minio.PutObjectOptions{})
