@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+func rayURL(t *testing.T) string {
+	u := os.Getenv("BRIDGE_TEST_RAY_URL")
+	if u == "" {
+		msg := "this test needs a real Ray: bash hack/ray-up.sh && source /tmp/bridge-runner-ray/env"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return u
+}
+
+// rayJobs counts the Ray jobs with this submission id.
+func rayJobs(t *testing.T, url, id string) int {
+	resp, err := http.Get(strings.TrimRight(url, "/") + "/api/jobs/")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var jobs []struct {
+		SubmissionID string `json:"submission_id"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jobs))
+	n := 0
+	for _, j := range jobs {
+		if j.SubmissionID == id {
+			n++
+		}
+	}
+	return n
+}
+
+const tickScript = "import time\nfor i in range(10):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n"
+
+// TestRayLiveLogs: the entrypoint's lines reach invoke's stderr while the
+// job runs, not only at its end.
+func TestRayLiveLogs(t *testing.T) {
+	clearEnv(t)
+	url := rayURL(t)
+	state := t.TempDir()
+	cmd := exec.Command(binary, "invoke", "--state-dir", state, "--job-name", "ray-logs", "--backend", "ray",
+		"--resource-url", url, "--credentials-dir", t.TempDir(), "--script", tickScript, "--update-interval", "1")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var ticksWhileRunning, ticks int
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "tick ") {
+			ticks++
+			rec, err := runner.NewFileStore(state, "ray-logs").Get(context.Background())
+			if err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING" {
+				ticksWhileRunning++
+			}
+		}
+	}
+	_, _ = io.Copy(io.Discard, stderr)
+	require.Equal(t, 0, exitOf(cmd.Wait()))
+	assert.Equal(t, 10, ticks, "every line, once")
+	assert.Greater(t, ticksWhileRunning, 3, "lines arrive while the job runs")
+}
+
+func TestRaySIGTERMStopsTheJob(t *testing.T) {
+	clearEnv(t)
+	url := rayURL(t)
+	state := t.TempDir()
+	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "ray-term", "--backend", "ray",
+		"--resource-url", url, "--credentials-dir", t.TempDir(), "--script", "import time\ntime.sleep(60)\n")
+	waitForStatus(t, state, "ray-term", "RUNNING")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	assert.Equal(t, ExitKilled, exitOf(cmd.Wait()), out.String())
+	rec, err := runner.NewFileStore(state, "ray-term").Get(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "KILLED", rec.Data[runner.KeyJobStatus])
+	assert.Equal(t, "STOPPED", rec.Data[runner.KeyRawState])
+}
+
+// TestRayRestartReattaches: invoke dies right after Ray accepted the job and
+// before the id was recorded; the restart finds the submission id and
+// finishes without a second job.
+func TestRayRestartReattaches(t *testing.T) {
+	clearEnv(t)
+	url := rayURL(t)
+	state := t.TempDir()
+	args := []string{"--state-dir", state, "--job-name", "ray-crash", "--backend", "ray", "--resource-url", url,
+		"--credentials-dir", t.TempDir(), "--script", tickScript, "--submit-lease", "3s"}
+	cmd, out := startInvoke(t, []string{"BRIDGE_CRASH_AT=after-submit"}, args...)
+	require.NotEqual(t, 0, exitOf(cmd.Wait()), out.String())
+	start := time.Now()
+	code, out2 := runBinary(t, append([]string{"invoke"}, args...)...)
+	require.Equal(t, 0, code, out2)
+	t.Logf("restart to DONE: %s", time.Since(start).Round(time.Millisecond))
+	rec, err := runner.NewFileStore(state, "ray-crash").Get(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, rec.Data[runner.KeyKey], rec.Data[runner.KeyID], "the submission id is the key")
+	assert.Equal(t, 1, rayJobs(t, url, rec.Data[runner.KeyID]), "one Ray job")
+}
