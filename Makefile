@@ -6,7 +6,7 @@ IMAGE   ?= bridge-runner:$(VERSION)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: build test unit lint image set-image services-up services-down clean
+.PHONY: build test bench unit lint image set-image services-up services-down clean
 
 build:
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/bridge-runner ./cmd/bridge-runner
@@ -14,6 +14,10 @@ build:
 # The whole suite against real services (kube-apiserver + etcd, Slurm).
 test:
 	bash hack/test.sh
+
+# Benchmarks against the real services: figures, not assertions.
+bench:
+	bash hack/bench.sh
 
 # Only what needs no service (the rest skips outside CI).
 unit:

@@ -16,56 +16,8 @@ HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HACK")
 cd "$ROOT"
 
-KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
-SLURM_DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
-S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
-RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
-started=()
-
-# alive PID_FILE: the process of a PID file is running.
-alive() { [ -f "$1" ] && kill -0 "$(awk '{print $1; exit}' "$1")" 2>/dev/null; }
-
-# ray_alive: the Ray dashboard of RAY_DIR answers.
-ray_alive() {
-  [ -f "$RAY_DIR/port" ] && curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(head -1 "$RAY_DIR/port")/api/version"
-}
-
-# up NAME UP_SCRIPT DOWN_SCRIPT CHECK...: start a service; if CHECK says it
-# was already running, it is left running afterwards.
-up() {
-  local name=$1 upscript=$2 downscript=$3
-  shift 3
-  if "$@"; then
-    echo "== $name: already running, will be left running"
-  else
-    started+=("$downscript")
-  fi
-  local t0=$SECONDS
-  bash "$upscript"
-  echo "== $name: up in $((SECONDS - t0)) s"
-}
-
-down() {
-  [ "${KEEP_SERVICES:-0}" = 1 ] && return 0
-  local s
-  for s in "${started[@]}"; do
-    bash "$s" || echo "== $s failed" >&2
-  done
-}
-trap down EXIT
-
-up kube-apiserver hack/kube-up.sh hack/kube-down.sh alive "$KUBE_DIR/kube-apiserver.pid"
-# shellcheck disable=SC1091
-source "$KUBE_DIR/env"
-up s3 hack/s3-up.sh hack/s3-down.sh alive "$S3_DIR/versitygw.pid"
-# shellcheck disable=SC1091
-source "$S3_DIR/env"
-up slurm hack/slurm-up.sh hack/slurm-down.sh alive "$SLURM_DIR/slurmctld.pid"
-# shellcheck disable=SC1091
-source "$SLURM_DIR/env"
-up ray hack/ray-up.sh hack/ray-down.sh ray_alive
-# shellcheck disable=SC1091
-source "$RAY_DIR/env"
+# shellcheck source=hack/services.sh
+source "$HACK/services.sh"
 
 # shellcheck disable=SC2086
 go test -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...

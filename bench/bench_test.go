@@ -1,0 +1,190 @@
+// Package bench holds bridge-runner's benchmarks: figures, not assertions
+// on time. Run them with `make bench` (which starts the real services);
+// BENCHMARKS.md records a run. Each benchmark reports custom metrics:
+//
+//	overhead-ms     invoke's wall time minus the job's own run time
+//	backend-req/op  requests sent to the backend (counted by invoke)
+//	kube-req/op     requests sent to the Kubernetes API (counted by invoke)
+//	maxrss-MiB      peak RSS of the invoke process
+//	cpu-ms/op       user+system CPU of the invoke process
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends/local"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	local.RunSupervisorIfRequested()
+	dir, err := os.MkdirTemp("", "bridge-bench")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "bridge-runner")
+	// Built as `make build` builds it: static, stripped.
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binary, "../cmd/bridge-runner")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var requestsRE = regexp.MustCompile(`msg="requests sent" backend=(\d+) kubernetes=(\d+)`)
+
+// run is one invoke process and what it cost.
+type run struct {
+	wall        time.Duration
+	backendReqs int
+	kubeReqs    int
+	maxRSS      int64 // bytes
+	cpu         time.Duration
+}
+
+func invoke(b *testing.B, env []string, args ...string) run {
+	b.Helper()
+	cmd := exec.Command(binary, append([]string{"invoke"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("invoke %v: %v\n%s", args, err, stderr.String())
+	}
+	r := run{wall: time.Since(start)}
+	if m := requestsRE.FindStringSubmatch(stderr.String()); m != nil {
+		r.backendReqs, _ = strconv.Atoi(m[1])
+		r.kubeReqs, _ = strconv.Atoi(m[2])
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSS = ru.Maxrss * 1024
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return r
+}
+
+// report averages runs into the benchmark's metrics.
+func report(b *testing.B, runs []run, jobTime time.Duration) {
+	var wall, cpu time.Duration
+	var rss int64
+	var breq, kreq int
+	for _, r := range runs {
+		wall += r.wall
+		cpu += r.cpu
+		rss = max(rss, r.maxRSS)
+		breq += r.backendReqs
+		kreq += r.kubeReqs
+	}
+	n := time.Duration(len(runs))
+	b.ReportMetric(float64((wall/n-jobTime).Microseconds())/1000, "overhead-ms")
+	b.ReportMetric(float64((cpu/n).Microseconds())/1000, "cpu-ms/op")
+	b.ReportMetric(float64(rss)/(1<<20), "maxrss-MiB")
+	b.ReportMetric(float64(breq)/float64(len(runs)), "backend-req/op")
+	b.ReportMetric(float64(kreq)/float64(len(runs)), "kube-req/op")
+	b.ReportMetric(0, "ns/op") // wall time per op is meaningless here: see overhead-ms
+}
+
+// jobs are the short and long jobs every backend runs.
+var jobs = []struct {
+	name   string
+	sh     string
+	length time.Duration
+}{
+	{"true", "true", 0},
+	{"sleep1", "sleep 1", time.Second},
+	{"sleep10", "sleep 10", 10 * time.Second},
+}
+
+// intervals are the updateInterval settings (the longest poll delay).
+var intervals = []string{"1", "20"}
+
+func BenchmarkLocal(b *testing.B) {
+	for _, job := range jobs {
+		for _, iv := range intervals {
+			b.Run(fmt.Sprintf("job=%s/interval=%ss", job.name, iv), func(b *testing.B) {
+				var runs []run
+				for i := 0; i < b.N; i++ {
+					runs = append(runs, invoke(b, []string{"XDG_STATE_HOME=" + b.TempDir()}, "--state-dir", b.TempDir(),
+						"--job-name", "bench", "--backend", "local", "--script", job.sh, "--update-interval", iv))
+				}
+				report(b, runs, job.length)
+			})
+		}
+	}
+}
+
+func needEnv(b *testing.B, names ...string) []string {
+	var vals []string
+	for _, n := range names {
+		v := os.Getenv(n)
+		if v == "" {
+			b.Skipf("%s is not set: run `make bench`, which starts the services", n)
+		}
+		vals = append(vals, v)
+	}
+	return vals
+}
+
+func BenchmarkSlurm(b *testing.B) {
+	env := needEnv(b, "BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS")
+	for _, job := range jobs {
+		for _, iv := range intervals {
+			b.Run(fmt.Sprintf("job=%s/interval=%ss", job.name, iv), func(b *testing.B) {
+				var runs []run
+				for i := 0; i < b.N; i++ {
+					runs = append(runs, invoke(b, nil, "--state-dir", b.TempDir(), "--job-name", "bench", "--backend", "slurm",
+						"--resource-url", env[0], "--credentials-dir", env[1], "--script", "#!/bin/sh\n"+job.sh+"\n", "--update-interval", iv))
+				}
+				report(b, runs, job.length)
+			})
+		}
+	}
+}
+
+// BenchmarkConfigMapStore: the record in a real ConfigMap (local jobs).
+func BenchmarkConfigMapStore(b *testing.B) {
+	env := needEnv(b, "BRIDGE_TEST_KUBECONFIG")
+	for _, job := range jobs[:2] {
+		b.Run("job="+job.name, func(b *testing.B) {
+			var runs []run
+			for i := 0; i < b.N; i++ {
+				runs = append(runs, invoke(b, []string{"XDG_STATE_HOME=" + b.TempDir()}, "--kubeconfig", env[0], "--namespace", "default",
+					"--job-name", fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i), "--backend", "local", "--script", job.sh, "--update-interval", "20"))
+			}
+			report(b, runs, job.length)
+		})
+	}
+}
+
+// BenchmarkStartup: how long the binary takes to start and print its version.
+func BenchmarkStartup(b *testing.B) {
+	fi, err := os.Stat(binary)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for i := 0; i < max(b.N, 10); i++ {
+		start := time.Now()
+		if out, err := exec.Command(binary, "version").CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64((total / time.Duration(max(b.N, 10))).Microseconds())/1000, "startup-ms")
+	b.ReportMetric(float64(fi.Size())/(1<<20), "binary-MiB")
+	b.ReportMetric(0, "ns/op")
+}
