@@ -136,6 +136,21 @@ type Config struct {
 	// DataDir is a local directory the backend may keep records in.
 	DataDir string
 	Logger  *slog.Logger
+	// Secrets takes secret values the backend obtains itself (session and
+	// bearer tokens), so they are scrubbed like the mounted ones. May be nil.
+	Secrets Secrets
+}
+
+// Secrets registers secret values for scrubbing.
+type Secrets interface {
+	Add(value string)
+}
+
+// AddSecret registers v with s; a nil s is fine.
+func AddSecret(s Secrets, v string) {
+	if s != nil {
+		s.Add(v)
+	}
 }
 
 // Credentials gives access to named secret values. Get returns the first of

@@ -24,6 +24,8 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 	poll := &Backoff{Initial: min(iv.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}
 	logs, _ := be.(backends.LogReader)
 	iv.logOff, _ = strconv.ParseInt(iv.rec.Data[KeyLogOffset], 10, 64)
+	out := &scrubWriter{w: iv.LogOut, secrets: iv.Secrets}
+	defer func() { _ = out.Flush() }()
 	var (
 		last          backends.Status
 		seen          bool
@@ -58,7 +60,7 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 		if logs == nil {
 			return
 		}
-		next, err := logs.ReadLogs(pctx, id, iv.logOff, iv.LogOut)
+		next, err := logs.ReadLogs(pctx, id, iv.logOff, out)
 		if err != nil {
 			log.Debug("reading job output", "err", err)
 		}
@@ -172,8 +174,18 @@ func (iv *Invoker) recordedStatus() backends.Status {
 	return st
 }
 
+// scrubbed returns st with every text the backend gave scrubbed of secrets:
+// a chatty or hostile server may echo a token in any of them.
+func (iv *Invoker) scrubbed(st backends.Status) backends.Status {
+	st.Message = truncate(iv.Secrets.Scrub(st.Message), 4096)
+	st.Raw = truncate(iv.Secrets.Scrub(st.Raw), 256)
+	st.Reason = truncate(iv.Secrets.Scrub(st.Reason), 1024)
+	return st
+}
+
 // statusData is the record's status keys for st.
 func (iv *Invoker) statusData(st backends.Status) map[string]string {
+	st = iv.scrubbed(st)
 	msg := st.Message
 	if msg == "" {
 		msg = fmt.Sprintf("job %s is %s", iv.result.ID, st.State)
@@ -237,7 +249,7 @@ func (iv *Invoker) final(ctx context.Context, st backends.Status) error {
 	if st.Message == "" {
 		st.Message = iv.statusData(st)[KeyMessage]
 	}
-	st.Message = truncate(iv.Secrets.Scrub(st.Message), 4096)
+	st = iv.scrubbed(st)
 	iv.result.fill(st)
 	wctx := context.WithoutCancel(ctx)
 	iv.written = nil

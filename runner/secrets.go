@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -43,7 +44,10 @@ func (s *Secrets) Add(v string) {
 	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i]) > len(s.values[j]) })
 }
 
-// Scrub replaces every registered secret in text with "[redacted]".
+// Scrub replaces every registered secret in text with "[redacted]", and a
+// secret's beginning where text was cut short ("..."): a backend that clips
+// a long error body may cut a secret in two, and the half left would no
+// longer match.
 func (s *Secrets) Scrub(text string) string {
 	if s == nil {
 		return text
@@ -53,7 +57,67 @@ func (s *Secrets) Scrub(text string) string {
 	for _, v := range s.values {
 		text = strings.ReplaceAll(text, v, "[redacted]")
 	}
+	for _, v := range s.values {
+		text = scrubCut(text, v)
+	}
 	return text
+}
+
+// scrubCut redacts the longest beginning of secret (of minSecretLen bytes
+// or more) that ends right before a "..." in text.
+func scrubCut(text, secret string) string {
+	for from := 0; ; {
+		i := strings.Index(text[from:], "...")
+		if i < 0 {
+			return text
+		}
+		cut := from + i
+		for l := min(len(secret)-1, cut); l >= minSecretLen; l-- {
+			if strings.HasSuffix(text[:cut], secret[:l]) {
+				text = text[:cut-l] + "[redacted]" + text[cut:]
+				cut += len("[redacted]") - l
+				break
+			}
+		}
+		from = cut + 3
+	}
+}
+
+// maxLen is the length of the longest secret.
+func (s *Secrets) maxLen() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.values) == 0 {
+		return 0
+	}
+	return len(s.values[0]) // sorted longest first
+}
+
+// scrubWriter scrubs a stream (the job's output) on its way to w. A secret
+// may be split across two writes, so it holds back as many bytes as the
+// longest secret could need to complete; Flush writes them at the end.
+type scrubWriter struct {
+	w       io.Writer
+	secrets *Secrets
+	buf     []byte
+}
+
+func (s *scrubWriter) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	text := s.secrets.Scrub(string(s.buf))
+	keep := min(max(s.secrets.maxLen()-1, 0), len(text))
+	if _, err := io.WriteString(s.w, text[:len(text)-keep]); err != nil {
+		return 0, err
+	}
+	s.buf = append(s.buf[:0], text[len(text)-keep:]...)
+	return len(p), nil
+}
+
+// Flush writes what was held back.
+func (s *scrubWriter) Flush() error {
+	_, err := io.WriteString(s.w, s.secrets.Scrub(string(s.buf)))
+	s.buf = s.buf[:0]
+	return err
 }
 
 // identityKeys name credentials that say who, not what proves it: a user

@@ -174,6 +174,10 @@ func ParseObjectRef(field, v string) (ObjectRef, error) {
 	return ObjectRef{Bucket: b, Object: o}, nil
 }
 
+// MaxDescriptionBytes bounds the job description: a ConfigMap holds at most
+// 1 MiB of data, and the state keys need room beside the description.
+const MaxDescriptionBytes = 1<<20 - 64<<10
+
 // MaxUpdateInterval bounds updateInterval: slower polling would make a
 // finished job look like a hung step.
 const MaxUpdateInterval = time.Hour
@@ -182,6 +186,9 @@ const MaxUpdateInterval = time.Hour
 // error wraps backends.ErrInvalid and names the ConfigMap key at fault.
 func (s Spec) Parse() (*Description, error) {
 	s = s.WithDefaults()
+	if err := checkSize(s); err != nil {
+		return nil, err
+	}
 	d := &Description{Backend: strings.TrimSpace(s.Backend), ResourceURL: strings.TrimSpace(s.ResourceURL)}
 	if d.Backend == "" {
 		return nil, backends.Invalid("backend", "is empty; set --backend (or BRIDGE_BACKEND) to local, slurm, lsf, ray or quantum")
@@ -265,6 +272,23 @@ func (s Spec) Parse() (*Description, error) {
 func (d *Description) UsesS3() bool {
 	return d.ScriptLocation == S3 || (d.ExtraLocation == S3 && (d.Metadata != "" || d.Parameters != "")) ||
 		len(d.AdditionalData) > 0 || d.UploadBucket != ""
+}
+
+// checkSize refuses a description too big for its ConfigMap, blaming its
+// biggest field (the script, as a rule) and pointing at S3.
+func checkSize(s Spec) error {
+	total, biggest, size := 0, "", 0
+	for k, v := range s.Data() {
+		total += len(k) + len(v)
+		if len(v) > size {
+			biggest, size = k, len(v)
+		}
+	}
+	if total <= MaxDescriptionBytes {
+		return nil
+	}
+	return backends.Invalid(biggest, "the job description is %d bytes (%s alone is %d), more than a ConfigMap holds (%d); put it in S3 (scriptLocation or scriptExtraLocation s3) or on the remote system (remote)",
+		total, biggest, size, MaxDescriptionBytes)
 }
 
 func parseInterval(v string) (time.Duration, error) {

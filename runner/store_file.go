@@ -6,12 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
 )
 
 // FileStore keeps the record as a JSON file. Writes are atomic (temp file and
@@ -64,7 +65,8 @@ func (s *FileStore) read() (*fileRecord, error) {
 	}
 	var fr fileRecord
 	if err := json.Unmarshal(b, &fr); err != nil {
-		return nil, fmt.Errorf("%s is corrupt: %w", s.Path, err)
+		// Invalid, not transient: no retry can mend a file someone edited.
+		return nil, backends.Invalid("state-dir", "%s is not a valid state file (%v); fix or delete it", s.Path, err)
 	}
 	if fr.Data == nil {
 		fr.Data = map[string]string{}

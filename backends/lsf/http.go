@@ -281,8 +281,11 @@ func (b *Backend) logon(ctx context.Context) (cookie string, renew time.Time, er
 	if exp, ok := tokenTime(raw); ok && exp.After(now) {
 		renew = exp.Add(-min(time.Minute, exp.Sub(now)/2))
 	}
+	sent := strings.ReplaceAll(raw, `"`, "#quote#")
+	backends.AddSecret(b.secrets, raw)
+	backends.AddSecret(b.secrets, sent)
 	b.log.Debug("logged on to Application Center", "user", user, "renew_at", renew.UTC().Format(time.RFC3339))
-	return strings.ReplaceAll(raw, `"`, "#quote#"), renew, nil
+	return sent, renew, nil
 }
 
 // tokenTime reads the time between the token's first two quotes.

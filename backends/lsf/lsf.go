@@ -42,6 +42,7 @@ type Backend struct {
 	base           string // scheme://host:port/platform
 	client         *http.Client
 	creds          backends.Credentials
+	secrets        backends.Secrets // session tokens are secrets too
 	log            *slog.Logger
 	requestTimeout time.Duration
 	now            func() time.Time
@@ -58,7 +59,7 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{base: base, client: cfg.HTTPClient, creds: cfg.Credentials, log: cfg.Logger,
+	b := &Backend{base: base, client: cfg.HTTPClient, creds: cfg.Credentials, secrets: cfg.Secrets, log: cfg.Logger,
 		requestTimeout: RequestTimeout, now: time.Now}
 	if b.client == nil {
 		b.client = &http.Client{}

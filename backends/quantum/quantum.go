@@ -118,6 +118,7 @@ type Backend struct {
 	base           string
 	client         *http.Client
 	creds          backends.Credentials
+	secrets        backends.Secrets // session tokens are secrets too
 	log            *slog.Logger
 	requestTimeout time.Duration
 	now            func() time.Time
@@ -140,7 +141,7 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.User != nil {
 		return nil, backends.Invalid("resourceURL", "%q is not a service URL such as %s", cfg.URL, DefaultURL)
 	}
-	b := &Backend{base: strings.TrimRight(u.Scheme+"://"+u.Host+u.Path, "/"), client: cfg.HTTPClient, creds: cfg.Credentials,
+	b := &Backend{base: strings.TrimRight(u.Scheme+"://"+u.Host+u.Path, "/"), client: cfg.HTTPClient, creds: cfg.Credentials, secrets: cfg.Secrets,
 		log: cfg.Logger, requestTimeout: RequestTimeout, now: time.Now}
 	if b.client == nil {
 		b.client = &http.Client{}
@@ -796,6 +797,7 @@ func (b *Backend) bearer(ctx context.Context, apikey string) (string, error) {
 	case t.ExpiresIn > 0:
 		exp = now.Add(time.Duration(t.ExpiresIn) * time.Second)
 	}
+	backends.AddSecret(b.secrets, t.AccessToken)
 	b.token, b.tokenFor = t.AccessToken, iam+"\x00"+apikey
 	b.tokenRenew = exp.Add(-min(5*time.Minute, exp.Sub(now)/2))
 	return b.token, nil

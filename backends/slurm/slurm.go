@@ -161,10 +161,10 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		return "", fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
 	}
 	id := sr.JobID.String()
-	if id == "" || id == "0" {
+	if !validID(id) {
 		id = sr.Result.JobID.String()
 	}
-	if id == "" || id == "0" {
+	if !validID(id) {
 		// Never report a job that may not exist: the runner would follow
 		// job 0 forever (what IBM's implementation did).
 		return "", fmt.Errorf("%s %s: HTTP 200 without a job id: %s", r.method, r.path, r.errorText())
@@ -320,7 +320,7 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	var found []string
 	for i := range jr.Jobs {
 		if jr.Jobs[i].Comment == key {
-			if id := jr.Jobs[i].id(); id != "" && !contains(found, id) {
+			if id := jr.Jobs[i].id(); validID(id) && !contains(found, id) {
 				found = append(found, id)
 			}
 		}

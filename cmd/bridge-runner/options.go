@@ -163,6 +163,7 @@ func (o *backendOptions) config(a *app, dataDir string) (backends.Config, error)
 		Credentials: runner.DirCredentials{Dir: o.CredentialsDir, Secrets: a.secrets},
 		HTTPClient:  hc,
 		DataDir:     dataDir,
+		Secrets:     a.secrets,
 	}, nil
 }
 
