@@ -184,7 +184,7 @@ func BenchmarkStartup(b *testing.B) {
 		}
 		total += time.Since(start)
 	}
-	b.ReportMetric(float64((total / time.Duration(max(b.N, 10))).Microseconds())/1000, "startup-ms")
+	b.ReportMetric(float64((total/time.Duration(max(b.N, 10))).Microseconds())/1000, "startup-ms")
 	b.ReportMetric(float64(fi.Size())/(1<<20), "binary-MiB")
 	b.ReportMetric(0, "ns/op")
 }

@@ -24,6 +24,9 @@
 #   BRIDGE_CACHE         build cache (default ~/.cache/bridge-runner)
 #   VERSITYGW_VERSION    version to build (default v1.8.0)
 #   BRIDGE_S3_TIMEOUT    seconds to wait for the health endpoint (default 30)
+#   BRIDGE_S3_LISTEN     the address of this machine to listen on instead of
+#                        127.0.0.1, e.g. the node's own address so that pods of
+#                        the e2e cluster reach it (default 127.0.0.1)
 #
 # The env file exports:
 #   BRIDGE_TEST_S3_ENDPOINT    host:port (plain HTTP on 127.0.0.1)
@@ -45,6 +48,7 @@ CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
 OUT=$CACHE/versitygw/$VERSION
 BIN=$OUT/versitygw
 TIMEOUT=${BRIDGE_S3_TIMEOUT:-30}
+LISTEN=${BRIDGE_S3_LISTEN:-127.0.0.1}
 t0=$(now_ms)
 
 mkdir -p "$(dirname "$STATE")"
@@ -54,11 +58,17 @@ with_lock "$STATE.lock"
 is_up() {
   [ -f "$STATE/env" ] && [ -f "$STATE/port" ] || return 1
   pidfile_alive "$STATE/versitygw.pid" || return 1
-  wait_for_http 3 "http://127.0.0.1:$(cat "$STATE/port")/health" 2>/dev/null
+  [ "$(cat "$STATE/listen" 2>/dev/null || echo 127.0.0.1)" = "$LISTEN" ] || return 1
+  wait_for_http 3 "http://$LISTEN:$(cat "$STATE/port")/health" 2>/dev/null
 }
 
+if [ "$LISTEN" != 127.0.0.1 ]; then
+  ip -o addr show 2>/dev/null | awk '{split($4, a, "/"); print a[1]}' | grep -qxF "$LISTEN" ||
+    die "BRIDGE_S3_LISTEN=$LISTEN is not an address of this machine"
+fi
+
 if is_up; then
-  log "versitygw already up at 127.0.0.1:$(cat "$STATE/port") (state $STATE)"
+  log "versitygw already up at $LISTEN:$(cat "$STATE/port") (state $STATE)"
   echo "$STATE/env"
   exit 0
 fi
@@ -131,12 +141,13 @@ fi
 start_server() {
   PORT=$(free_ports 1) || return 1
   echo "$PORT" >"$STATE/port"
+  echo "$LISTEN" >"$STATE/listen"
   # The keys go through the environment, not argv, so they do not show in ps.
   # `env` execs versitygw, so the PID in the PID file is versitygw's own.
   start_daemon "$STATE/versitygw.pid" "$STATE/versitygw.log" \
     env ROOT_ACCESS_KEY="$ACCESS_KEY" ROOT_SECRET_KEY="$SECRET_KEY" \
-    "$BIN" --port "127.0.0.1:$PORT" --health /health posix "$STATE/data" || return 1
-  wait_for_http -p "$STATE/versitygw.pid" "$TIMEOUT" "http://127.0.0.1:$PORT/health"
+    "$BIN" --port "$LISTEN:$PORT" --health /health posix "$STATE/data" || return 1
+  wait_for_http -p "$STATE/versitygw.pid" "$TIMEOUT" "http://$LISTEN:$PORT/health"
 }
 
 # A picked port can be taken before versitygw binds it: retry with a new one.
@@ -158,7 +169,7 @@ done
 
 cat >"$STATE/env" <<ENV
 # Written by hack/s3-up.sh; source it before running the tests.
-export BRIDGE_TEST_S3_ENDPOINT=127.0.0.1:$PORT
+export BRIDGE_TEST_S3_ENDPOINT=$LISTEN:$PORT
 export BRIDGE_TEST_S3_ACCESS_KEY=$ACCESS_KEY
 export BRIDGE_TEST_S3_SECRET_KEY=$SECRET_KEY
 export BRIDGE_TEST_S3_CREDS_DIR=$STATE/creds
@@ -166,7 +177,7 @@ export BRIDGE_S3_DIR=$STATE
 ENV
 chmod 600 "$STATE/env"
 
-log "versitygw $VERSION ready at http://127.0.0.1:$PORT: $(elapsed_s "$t0")s total," \
+log "versitygw $VERSION ready at http://$LISTEN:$PORT: $(elapsed_s "$t0")s total," \
   "$(elapsed_s "$t_bin")s from the binary"
 log "to use it: source $STATE/env"
 echo "$STATE/env"

@@ -22,6 +22,11 @@
 #   BRIDGE_SLURM_REST_USER       user of slurmrestd (slurmrest; it refuses root)
 #   BRIDGE_SLURM_TOKEN_LIFESPAN  token lifespan in seconds (86400)
 #   BRIDGE_SLURM_MIN_JOB_AGE     MinJobAge in seconds (600; ended jobs vanish after it)
+#   BRIDGE_SLURM_LISTEN          an extra address of this machine for slurmrestd to
+#                                listen on (same port), e.g. the node's own address
+#                                for pods of the e2e cluster; unset: 127.0.0.1 only.
+#                                The env file then also exports
+#                                BRIDGE_TEST_SLURM_LISTEN_URL=http://<address>:<port>
 set -euo pipefail
 
 DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
@@ -29,6 +34,7 @@ JOB_USER=${BRIDGE_SLURM_JOB_USER:-bridge}
 REST_USER=${BRIDGE_SLURM_REST_USER:-slurmrest}
 LIFESPAN=${BRIDGE_SLURM_TOKEN_LIFESPAN:-86400}
 MIN_JOB_AGE=${BRIDGE_SLURM_MIN_JOB_AGE:-600}
+LISTEN=${BRIDGE_SLURM_LISTEN:-}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CONF=$DIR/etc/slurm.conf
 ENVFILE=$DIR/env
@@ -121,10 +127,16 @@ export BRIDGE_TEST_SLURM_JWT_KEY=$DIR/ctld/jwt_hs256.key
 export BRIDGE_TEST_SLURM_CREDS=$DIR/creds
 export SLURM_CONF=$CONF
 EOF
+	if [ -n "$LISTEN" ]; then
+		echo "export BRIDGE_TEST_SLURM_LISTEN_URL=http://$LISTEN:$REST_PORT" >>"$tmp"
+	fi
 	mv "$tmp" "$ENVFILE"
 }
 
-if [ -f "$CONF" ] && all_alive; then
+# The extra listen address of a running slurmrestd (from its config comment).
+rest_listen() { sed -n 's/^# rest listen //p' "$CONF"; }
+
+if [ -f "$CONF" ] && all_alive && [ "$(rest_listen)" = "$LISTEN" ]; then
 	REST_PORT=$(rest_port)
 	mint_token
 	check_token || die "the daemons run but slurmrestd refuses a fresh token; see $DIR/*/*.log, or run hack/slurm-down.sh and try again"
@@ -188,6 +200,7 @@ MEM_MB=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
 cat >"$CONF" <<EOF
 # Written by hack/slurm-up.sh: a private one-node cluster on 127.0.0.1.
 # rest port $REST_PORT
+# rest listen $LISTEN
 ClusterName=bridge
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
@@ -244,12 +257,18 @@ wait_for() { # wait_for SECONDS WHAT COMMAND...
 node_idle() { [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; }
 wait_for 60 "the node" node_idle
 
-log "starting slurmrestd on 127.0.0.1:$REST_PORT"
+rest_addrs=("127.0.0.1:$REST_PORT")
+if [ -n "$LISTEN" ]; then
+	ip -o addr show 2>/dev/null | awk '{split($4, a, "/"); print a[1]}' | grep -qxF "$LISTEN" ||
+		die "BRIDGE_SLURM_LISTEN=$LISTEN is not an address of this machine"
+	rest_addrs+=("$LISTEN:$REST_PORT")
+fi
+log "starting slurmrestd on ${rest_addrs[*]}"
 (
 	cd "$DIR/rest"
 	SLURM_JWT=daemon exec setsid slurmrestd -u "$REST_USER" -g "$(id -gn "$REST_USER")" \
 		-s openapi/v0.0.36,openapi/v0.0.37,openapi/v0.0.38 -a rest_auth/jwt \
-		"127.0.0.1:$REST_PORT" </dev/null >"$DIR/rest/slurmrestd.log" 2>&1
+		"${rest_addrs[@]}" </dev/null >"$DIR/rest/slurmrestd.log" 2>&1
 ) &
 echo $! >"$DIR/rest/slurmrestd.pid"
 rest_unauth() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$REST_PORT/openapi/v3")" = 401 ]; }
