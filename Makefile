@@ -6,7 +6,7 @@ IMAGE   ?= bridge-runner:$(VERSION)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 export CGO_ENABLED := 0
 
-.PHONY: build test bench unit lint image set-image services-up services-down clean
+.PHONY: build test bench e2e unit lint image set-image services-up services-down clean
 
 build:
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/bridge-runner ./cmd/bridge-runner
@@ -14,6 +14,11 @@ build:
 # The whole suite against real services (kube-apiserver + etcd, Slurm).
 test:
 	bash hack/test.sh
+
+# End to end: Argo runs the shipped templates in real pods of a real
+# single-node Kubernetes, against a real Slurm and S3 on this machine (root).
+e2e:
+	bash hack/e2e.sh
 
 # Benchmarks against the real services: figures, not assertions.
 bench:

@@ -1,0 +1,368 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// env is what the suite needs from hack/e2e.sh (cluster-up, slurm-up and
+// s3-up env files, and the image it loaded). Under CI=true a missing piece
+// fails the suite; elsewhere the suite skips.
+type env struct {
+	kubeconfig string
+	nodeIP     string
+	image      string
+	repo       string // the repository root (for kubectl apply -k workflows)
+	kubectl    string
+
+	slurmURL     string // host side, for checks (127.0.0.1)
+	slurmPodURL  string // what pods use: the node's own address
+	slurmUser    string
+	slurmToken   string
+	s3Endpoint   string // host:port on the node's own address
+	s3AccessKey  string
+	s3SecretKey  string
+	iptablesPods string // the pod CIDR, for the outage test
+	slurmWorkDir string // where the jobs run (writable by the Slurm job user)
+
+	kube *kubernetes.Clientset
+	dyn  dynamic.Interface
+	s3   *minio.Client
+	ns   string
+}
+
+var (
+	theEnv     *env
+	theEnvErr  error
+	theEnvOnce sync.Once
+)
+
+var workflowsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
+
+// setup returns the shared environment, creating the test namespace with the
+// shipped WorkflowTemplates and RBAC (kubectl apply -k workflows), the
+// credentials Secrets and an S3 bucket once.
+func setup(t *testing.T) *env {
+	t.Helper()
+	theEnvOnce.Do(func() { theEnv, theEnvErr = newEnv() })
+	if theEnvErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("e2e environment not available (CI=true, so this fails instead of skipping): %v", theEnvErr)
+		}
+		t.Skipf("e2e environment not available (run bash hack/e2e.sh): %v", theEnvErr)
+	}
+	return theEnv
+}
+
+func newEnv() (*env, error) {
+	e := &env{
+		kubeconfig:   os.Getenv("BRIDGE_E2E_KUBECONFIG"),
+		nodeIP:       os.Getenv("BRIDGE_E2E_NODE_IP"),
+		image:        os.Getenv("BRIDGE_E2E_IMAGE"),
+		repo:         os.Getenv("BRIDGE_E2E_REPO"),
+		slurmURL:     os.Getenv("BRIDGE_TEST_SLURM_URL"),
+		slurmPodURL:  os.Getenv("BRIDGE_TEST_SLURM_LISTEN_URL"),
+		slurmUser:    os.Getenv("BRIDGE_TEST_SLURM_USER"),
+		slurmToken:   os.Getenv("BRIDGE_TEST_SLURM_TOKEN"),
+		s3Endpoint:   os.Getenv("BRIDGE_TEST_S3_ENDPOINT"),
+		s3AccessKey:  os.Getenv("BRIDGE_TEST_S3_ACCESS_KEY"),
+		s3SecretKey:  os.Getenv("BRIDGE_TEST_S3_SECRET_KEY"),
+		iptablesPods: os.Getenv("BRIDGE_E2E_POD_CIDR"),
+		slurmWorkDir: os.Getenv("BRIDGE_E2E_SLURM_WORKDIR"),
+	}
+	var missing []string
+	for k, v := range map[string]string{
+		"BRIDGE_E2E_KUBECONFIG": e.kubeconfig, "BRIDGE_E2E_NODE_IP": e.nodeIP, "BRIDGE_E2E_IMAGE": e.image,
+		"BRIDGE_TEST_SLURM_URL": e.slurmURL, "BRIDGE_TEST_SLURM_LISTEN_URL": e.slurmPodURL,
+		"BRIDGE_TEST_SLURM_USER": e.slurmUser, "BRIDGE_TEST_SLURM_TOKEN": e.slurmToken,
+		"BRIDGE_TEST_S3_ENDPOINT": e.s3Endpoint, "BRIDGE_TEST_S3_ACCESS_KEY": e.s3AccessKey,
+		"BRIDGE_TEST_S3_SECRET_KEY": e.s3SecretKey,
+	} {
+		if v == "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("not set: %s", strings.Join(missing, ", "))
+	}
+	if e.repo == "" {
+		wd, _ := os.Getwd()
+		e.repo = filepath.Dir(wd)
+	}
+	if e.slurmWorkDir == "" {
+		e.slurmWorkDir = "/tmp"
+	}
+	if e.iptablesPods == "" {
+		e.iptablesPods = "10.244.77.0/24"
+	}
+	var err error
+	if e.kubectl, err = exec.LookPath("kubectl"); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if e.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if e.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if e.s3, err = minio.New(e.s3Endpoint, &minio.Options{Creds: credentials.NewStaticV4(e.s3AccessKey, e.s3SecretKey, ""), Secure: false}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := e.kube.Discovery().ServerVersion(); err != nil {
+		return nil, fmt.Errorf("the cluster does not answer: %w", err)
+	}
+	e.ns = "bridge-e2e-" + randHex(3)
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	// The shipped templates and RBAC, the way the README installs them.
+	if out, err := exec.CommandContext(ctx, e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-k",
+		filepath.Join(e.repo, "workflows"), "-n", e.ns).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("kubectl apply -k workflows: %v: %s", err, out)
+	}
+	for name, data := range map[string]map[string]string{
+		"slurm-credentials":     {"username": e.slurmUser + "\n", "token": e.slurmToken + "\n"},
+		"bridge-s3-credentials": {"accesskey": e.s3AccessKey + "\n", "secretkey": e.s3SecretKey + "\n"},
+	} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
+		if _, err := e.kube.CoreV1().Secrets(e.ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	// The default ServiceAccount appears when the controller-manager gets to it;
+	// bridge-runner's is applied above. Wait for its token-less existence.
+	if err := poll(ctx, time.Second, func() (bool, error) {
+		_, err := e.kube.CoreV1().ServiceAccounts(e.ns).Get(ctx, "bridge-runner", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return nil, fmt.Errorf("ServiceAccount bridge-runner: %w", err)
+	}
+	return e, nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// poll calls f every interval until it returns true or an error, or ctx ends.
+func poll(ctx context.Context, interval time.Duration, f func() (bool, error)) error {
+	for {
+		ok, err := f()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+// bucket creates a fresh bucket and returns its name.
+func (e *env) bucket(t *testing.T) string {
+	t.Helper()
+	name := "e2e-" + strings.ToLower(randHex(4))
+	if err := e.s3.MakeBucket(context.Background(), name, minio.MakeBucketOptions{}); err != nil {
+		t.Fatalf("make bucket: %v", err)
+	}
+	return name
+}
+
+func (e *env) putObject(t *testing.T, bucket, key, content string) {
+	t.Helper()
+	_, err := e.s3.PutObject(context.Background(), bucket, key, strings.NewReader(content), int64(len(content)), minio.PutObjectOptions{})
+	if err != nil {
+		t.Fatalf("put %s/%s: %v", bucket, key, err)
+	}
+}
+
+func (e *env) getObject(t *testing.T, bucket, key string) string {
+	t.Helper()
+	o, err := e.s3.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", bucket, key, err)
+	}
+	defer o.Close()
+	b, err := io.ReadAll(o)
+	if err != nil {
+		t.Fatalf("read %s/%s: %v", bucket, key, err)
+	}
+	return string(b)
+}
+
+// slurmJob is what the suite reads of a Slurm job (slurmrestd v0.0.38).
+type slurmJob struct {
+	JobID    int64  `json:"job_id"`
+	Name     string `json:"name"`
+	Comment  string `json:"comment"`
+	JobState string `json:"job_state"`
+}
+
+// slurmJobs lists the jobs slurmctld knows (finished ones stay for MinJobAge).
+func (e *env) slurmJobs(t *testing.T) []slurmJob {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, e.slurmURL+"/slurm/v0.0.38/jobs", nil)
+	req.Header.Set("X-SLURM-USER-NAME", e.slurmUser)
+	req.Header.Set("X-SLURM-USER-TOKEN", e.slurmToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("slurmrestd: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("slurmrestd: %s: %s", resp.Status, body)
+	}
+	var jr struct {
+		Jobs []slurmJob `json:"jobs"`
+	}
+	if err := json.Unmarshal(body, &jr); err != nil {
+		t.Fatalf("slurmrestd: %v", err)
+	}
+	return jr.Jobs
+}
+
+// slurmJob returns the job with the given id.
+func (e *env) slurmJob(t *testing.T, id string) slurmJob {
+	t.Helper()
+	for _, j := range e.slurmJobs(t) {
+		if fmt.Sprint(j.JobID) == id {
+			return j
+		}
+	}
+	t.Fatalf("Slurm knows no job %s", id)
+	return slurmJob{}
+}
+
+// jobsWithKey returns the Slurm jobs (stage-out jobs left out) stamped with key.
+func (e *env) jobsWithKey(t *testing.T, key string) []slurmJob {
+	t.Helper()
+	var out []slurmJob
+	for _, j := range e.slurmJobs(t) {
+		if j.Comment == key && !strings.HasPrefix(j.Name, "stageout-") {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// kubectl runs the cluster's kubectl and returns its combined output.
+func (e *env) kubectlOut(args ...string) string {
+	out, err := exec.Command(e.kubectl, append([]string{"--kubeconfig", e.kubeconfig, "-n", e.ns}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s\n(kubectl %s: %v)", out, strings.Join(args, " "), err)
+	}
+	return string(out)
+}
+
+// dumpOnFailure logs the Workflow or Job, its pods and their logs if t failed.
+func (e *env) dumpOnFailure(t *testing.T, kind, name string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "--- %s %s:\n%s\n", kind, name, e.kubectlOut("get", kind, name, "-o", "yaml"))
+		fmt.Fprintf(&b, "--- pods:\n%s\n", e.kubectlOut("get", "pods", "-o", "wide"))
+		fmt.Fprintf(&b, "--- configmaps:\n%s\n", e.kubectlOut("get", "configmaps", "-o", "yaml"))
+		pods, err := e.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err == nil {
+			for _, p := range pods.Items {
+				if !strings.HasPrefix(p.Name, name) {
+					continue
+				}
+				for _, c := range p.Spec.Containers {
+					fmt.Fprintf(&b, "--- logs %s/%s:\n%s\n", p.Name, c.Name, e.kubectlOut("logs", p.Name, "-c", c.Name, "--tail", "60"))
+				}
+			}
+		}
+		t.Log(b.String())
+	})
+}
+
+// configMap returns the job record, or nil if it does not exist.
+func (e *env) configMap(t *testing.T, job string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := e.kube.CoreV1().ConfigMaps(e.ns).Get(context.Background(), job+"-bridge-cm", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("get configmap: %v", err)
+	}
+	return cm
+}
+
+// waitRunning waits until the job's record says RUNNING with an id, and returns
+// the record's data.
+func (e *env) waitRunning(t *testing.T, job string, timeout time.Duration) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var data map[string]string
+	err := poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		cm := e.configMap(t, job)
+		if cm == nil {
+			return false, nil
+		}
+		data = cm.Data
+		return cm.Data["id"] != "" && cm.Data["status.jobStatus"] == "RUNNING", nil
+	})
+	if err != nil {
+		t.Fatalf("the job %s did not reach RUNNING within %s (record: %v)", job, timeout, data)
+	}
+	return data
+}
+
+// unstructuredWorkflow builds a Workflow of the shipped WorkflowTemplate bridge-job.
+func unstructuredWorkflow(name string, params map[string]string) *unstructured.Unstructured {
+	var ps []any
+	for k, v := range params {
+		ps = append(ps, map[string]any{"name": k, "value": v})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "Workflow",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"workflowTemplateRef": map[string]any{"name": "bridge-job"},
+			"arguments":           map[string]any{"parameters": ps},
+		},
+	}}
+}

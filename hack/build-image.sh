@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the bridge-runner image as a tarball, without a registry or a container
+# engine, and (if the e2e cluster is up) loads it into its containerd.
+#
+# The image is what the Dockerfile makes, the same way: the static binary built
+# with CGO_ENABLED=0 -trimpath and the Dockerfile's -ldflags at /bridge-runner,
+# entrypoint /bridge-runner, user 65532:65532, on an empty base with the few files
+# of distroless/static (/etc/passwd, /etc/group, /tmp). The Dockerfile stays what
+# users build.
+#
+# It is tagged with the image the shipped manifests pin (workflows/kustomization.yaml,
+# so `kubectl apply -k workflows` runs it unchanged; the cluster's containerd can
+# never pull, so nothing is fetched) and as bridge-e2e.local/bridge-runner:e2e.
+#
+#   bash hack/build-image.sh                 # prints the tarball path, then the image ref
+#   BRIDGE_IMAGE_OUT=/tmp/x.tar bash hack/build-image.sh
+#
+# Environment: BRIDGE_CLUSTER_DIR (to find the cluster's containerd; default
+# /tmp/bridge-runner-cluster), BRIDGE_IMAGE_OUT (default <cache>/images/bridge-runner.tar),
+# BRIDGE_CACHE, VERSION, COMMIT.
+set -euo pipefail
+HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$HACK")
+# shellcheck source=hack/lib.sh
+source "$HACK/lib.sh"
+CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
+STATE=${BRIDGE_CLUSTER_DIR:-/tmp/bridge-runner-cluster}
+OUT=${BRIDGE_IMAGE_OUT:-$CACHE/images/bridge-runner.tar}
+t0=$(now_ms)
+mkdir -p "$(dirname "$OUT")" "$CACHE/images"
+
+K=$ROOT/workflows/kustomization.yaml
+pinned="$(awk '$1 == "newName:" {print $2; exit}' "$K"):$(awk '$1 == "newTag:" {print $2; exit}' "$K")"
+[ "$pinned" != ":" ] || die "no image pinned in $K"
+VERSION=${VERSION:-$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo dev)}
+COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/bridge-image.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath \
+  -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
+  -o "$work/bridge-runner" ./cmd/bridge-runner)
+if command -v file >/dev/null; then
+  file "$work/bridge-runner" | grep -q 'statically linked' || die "the bridge-runner binary is not statically linked"
+fi
+t_bin=$(now_ms)
+
+MK=$CACHE/images/mkimage
+if [ ! -x "$MK" ] || [ -n "$(find "$ROOT/e2e/cmd/mkimage" "$ROOT/e2e/go.mod" -newer "$MK" -print -quit)" ]; then
+  (cd "$ROOT/e2e" && CGO_ENABLED=0 go build -trimpath -o "$MK.tmp" ./cmd/mkimage) && mv "$MK.tmp" "$MK"
+fi
+"$MK" -binary "$work/bridge-runner" -path /bridge-runner -entrypoint /bridge-runner -user 65532:65532 \
+  -tag "$pinned,bridge-e2e.local/bridge-runner:e2e" -o "$OUT"
+log "image $pinned built in $(elapsed_s "$t0")s (go build $(( (t_bin - t0) / 1000 ))s; $(du -h "$OUT" | cut -f1))"
+
+SOCK=$STATE/containerd/containerd.sock
+if [ -S "$SOCK" ]; then
+  tl=$(now_ms)
+  ctr --address "$SOCK" -n k8s.io images import "$OUT" >/dev/null
+  log "loaded into the e2e cluster's containerd in $(elapsed_s "$tl")s"
+fi
+echo "$OUT"
+echo "$pinned"
