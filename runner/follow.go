@@ -79,8 +79,11 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 			if st.State.Final() {
 				return st, nil
 			}
+			wstart := time.Now()
 			if werr := iv.writeStatus(pctx, st); werr != nil {
 				log.Warn("could not record the job state; will try again", "err", werr)
+			} else {
+				log.Debug("recorded the job state", "state", st.State, "took", time.Since(wstart).Round(time.Millisecond))
 			}
 			if st.State == backends.Running {
 				crashPoint("following")
@@ -132,36 +135,46 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 		if !cancelAt.IsZero() {
 			d = min(d, 250*time.Millisecond)
 		}
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-		case rec, ok := <-watch:
-			if !ok {
-				watch = nil
-				break
+		// Wait until the next poll is due. A change of the record that is
+		// not a kill (most are our own writes) must not poll early: that
+		// would also advance the backoff, and a short job would be seen late.
+		due := time.Now().Add(d)
+		for wait := true; wait; {
+			timer := time.NewTimer(time.Until(due))
+			select {
+			case <-timer.C:
+				wait = false
+			case rec, ok := <-watch:
+				if !ok {
+					watch = nil
+					break
+				}
+				if rec.UID == iv.rec.UID {
+					iv.rec = rec
+				}
+				if killRequested(rec.Data) && cancelAt.IsZero() {
+					requestCancel("kill=true in " + iv.Store.Describe())
+					wait = false
+				}
+			case <-pctx.Done():
+				wait = false
+				if !terminated && iv.podDeleted(ctx) {
+					timer.Stop()
+					log.Warn("this pod is being deleted (evicted, drained or deleted): the job keeps running for the retry to re-attach")
+					return last, backends.Transient(fmt.Errorf("the pod was deleted while following job %s, which keeps running; a retry re-attaches to it", id))
+				}
+				if !terminated {
+					terminated = true
+					log.Info("stop requested", "cause", context.Cause(ctx), "grace", iv.Grace)
+					var cancel context.CancelFunc
+					pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), iv.Grace)
+					stopGraceTime = cancel
+					cancelled = false // cancel again under the new context if the first try failed
+					requestCancel(context.Cause(ctx).Error())
+				}
 			}
-			if rec.UID == iv.rec.UID {
-				iv.rec = rec
-			}
-			if killRequested(rec.Data) {
-				requestCancel("kill=true in " + iv.Store.Describe())
-			}
-		case <-pctx.Done():
-			if !terminated && iv.podDeleted(ctx) {
-				log.Warn("this pod is being deleted (evicted, drained or deleted): the job keeps running for the retry to re-attach")
-				return last, backends.Transient(fmt.Errorf("the pod was deleted while following job %s, which keeps running; a retry re-attaches to it", id))
-			}
-			if !terminated {
-				terminated = true
-				log.Info("stop requested", "cause", context.Cause(ctx), "grace", iv.Grace)
-				var cancel context.CancelFunc
-				pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), iv.Grace)
-				stopGraceTime = cancel
-				cancelled = false // cancel again under the new context if the first try failed
-				requestCancel(context.Cause(ctx).Error())
-			}
+			timer.Stop()
 		}
-		timer.Stop()
 	}
 }
 

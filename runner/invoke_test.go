@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -397,4 +398,32 @@ func TestSIGTERMOfADeletedPodLeavesTheJob(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecordChangesDoNotDrivePolling: changes of the record that are not a
+// kill (our own writes, someone's annotation) must not make invoke poll
+// early: each early poll also advanced the backoff, so a short job was seen
+// up to a second late.
+func TestRecordChangesDoNotDrivePolling(t *testing.T) {
+	h := newHarness(t, nil)
+	iv := h.invoker(h.spec(`{"run":"10s"}`))
+	iv.MinPoll = 200 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- iv.Run(context.Background()) }()
+	require.Eventually(t, func() bool { return h.fake.Count("status") > 0 }, 5*time.Second, 5*time.Millisecond)
+	start := h.fake.Count("status")
+	ctx := context.Background()
+	for i := 0; i < 20; i++ { // 20 unrelated writes in one second
+		rec, err := h.store.Get(ctx)
+		require.NoError(t, err)
+		rec.Data["note"] = strconv.Itoa(i)
+		if _, err := h.store.Update(ctx, rec); err != nil {
+			require.ErrorIs(t, err, runner.ErrConflict)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	polls := h.fake.Count("status") - start
+	assert.Less(t, polls, 8, "the poll schedule (200, 320, 512 ms ...), not the record's writes, sets the polls")
+	setKill(t, h.store)
+	require.NoError(t, <-done)
 }
