@@ -347,10 +347,16 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 		return backends.Status{}, fmt.Errorf("local job %s: job.json is corrupt: %w", id, err)
 	}
 	out := backends.Status{SubmitTime: sp.Created}
+	// Probe the supervisor before reading its state: it records the end
+	// before it lets go of the lock, so a supervisor found gone here has
+	// either recorded its end in the state read below or died. (Read
+	// first, and a fast job's supervisor could record its end and exit in
+	// between, and look dead.)
+	alive := supervisorAlive(dir)
 	st, err := b.readState(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		// Not launched yet, or the launcher died: launching again is safe.
-		if fi, serr := os.Stat(filepath.Join(dir, "job.json")); serr == nil && time.Since(fi.ModTime()) > time.Second && !supervisorAlive(dir) {
+		if fi, serr := os.Stat(filepath.Join(dir, "job.json")); serr == nil && time.Since(fi.ModTime()) > time.Second && !alive {
 			if lerr := b.launch(dir); lerr != nil {
 				return out, backends.Transient(lerr)
 			}
@@ -363,7 +369,7 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 	}
 	out.StartTime = st.Started
 	if st.Ended == nil {
-		if !supervisorAlive(dir) {
+		if !alive {
 			out.State, out.Raw = backends.Unknown, "LOST"
 			out.Message = "the job's supervisor died without recording an end (machine restart?)"
 			return out, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,4 +231,24 @@ func TestSupervisorKeepsItsLock(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // let finalizers run
 	assert.True(t, supervisorAlive(dir), "the supervisor still holds its lock after garbage collections")
 	assert.Equal(t, 0, <-done)
+}
+
+// TestFastJobsNeverLookLost: a job that ends at once, polled as fast as
+// possible, is never reported UNKNOWN: its supervisor records the end
+// before it lets go of its lock, and Status probes before it reads.
+func TestFastJobsNeverLookLost(t *testing.T) {
+	b := newBackend(t)
+	ctx := context.Background()
+	for i := 0; i < 30; i++ {
+		id, err := b.Submit(ctx, backends.Job{Key: "fast" + strconv.Itoa(i), Script: "true"})
+		require.NoError(t, err)
+		for {
+			st, err := b.Status(ctx, id)
+			require.NoError(t, err)
+			require.NotEqual(t, backends.Unknown, st.State, "run %d: %s", i, st.Message)
+			if st.State.Final() {
+				break
+			}
+		}
+	}
 }
