@@ -13,14 +13,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -228,39 +227,6 @@ func TestInputsAreTheJobDescription(t *testing.T) {
 
 // ---- the contract: expand as KFP would, run the real binary ----
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-func binary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bridge-runner-components-test-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "bridge-runner")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/bridge-runner").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
-
 // expand renders the component's command line as KFP does: inputValue is
 // the given value or the input's default (a required input must be given),
 // outputPath a file under outDir.
@@ -426,22 +392,13 @@ func TestContractBridgeJob(t *testing.T) {
 	}
 }
 
-// pinnedImage is the image of workflows/kustomization.yaml's images: entry,
-// the one place it is set (make set-image); every other place must agree.
-func pinnedImage(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("../workflows/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		Images []struct {
-			NewName string `json:"newName"`
-			NewTag  string `json:"newTag"`
-		} `json:"images"`
-	}
-	if err := yaml.Unmarshal(b, &k); err != nil || len(k.Images) != 1 || k.Images[0].NewName == "" || k.Images[0].NewTag == "" {
-		t.Fatalf("workflows/kustomization.yaml: want one images: entry with newName and newTag (%v)", err)
-	}
-	return k.Images[0].NewName + ":" + k.Images[0].NewTag
+// binary is bridge-runner built from this tree; pinnedImage is the image the
+// project pins (internal/testbin).
+func binary(t *testing.T) string      { return testbin.Path(t, "..") }
+func pinnedImage(t *testing.T) string { return testbin.PinnedImage(t, "..") }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }

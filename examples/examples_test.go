@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 )
 
@@ -169,39 +169,6 @@ func TestPipelinesUseTheComponents(t *testing.T) {
 	}
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-func binary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bridge-runner-examples-test-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "bridge-runner")
-		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/bridge-runner").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
-
 // TestContractJobs: each Job's command line is accepted by the binary
 // (--help after it fails on any unknown flag or bad value); the local
 // example runs for real.
@@ -248,22 +215,13 @@ func TestAPIServerAcceptsJobs(t *testing.T) {
 	}
 }
 
-// pinnedImage is the image of workflows/kustomization.yaml's images: entry,
-// the one place it is set (make set-image); every other place must agree.
-func pinnedImage(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("../workflows/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		Images []struct {
-			NewName string `json:"newName"`
-			NewTag  string `json:"newTag"`
-		} `json:"images"`
-	}
-	if err := yaml.Unmarshal(b, &k); err != nil || len(k.Images) != 1 || k.Images[0].NewName == "" || k.Images[0].NewTag == "" {
-		t.Fatalf("workflows/kustomization.yaml: want one images: entry with newName and newTag (%v)", err)
-	}
-	return k.Images[0].NewName + ":" + k.Images[0].NewTag
+// binary is bridge-runner built from this tree; pinnedImage is the image the
+// project pins (internal/testbin).
+func binary(t *testing.T) string      { return testbin.Path(t, "..") }
+func pinnedImage(t *testing.T) string { return testbin.PinnedImage(t, "..") }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }

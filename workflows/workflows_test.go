@@ -31,7 +31,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +46,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -382,41 +382,6 @@ func TestStepConventions(t *testing.T) {
 }
 
 // ---- the contract: Argo's own argument processing, the real binary ----
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// binary builds bridge-runner from this tree, once per test binary.
-func binary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "bridge-runner-workflows-test-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "bridge-runner")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/bridge-runner").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
 
 // mode says how a step's expanded command line is run.
 type mode int
@@ -970,22 +935,13 @@ func TestAPIServerAcceptsTemplatesAndExamples(t *testing.T) {
 	}
 }
 
-// pinnedImage is the image of workflows/kustomization.yaml's images: entry,
-// the one place it is set (make set-image); every other place must agree.
-func pinnedImage(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k struct {
-		Images []struct {
-			NewName string `json:"newName"`
-			NewTag  string `json:"newTag"`
-		} `json:"images"`
-	}
-	if err := yaml.Unmarshal(b, &k); err != nil || len(k.Images) != 1 || k.Images[0].NewName == "" || k.Images[0].NewTag == "" {
-		t.Fatalf("workflows/kustomization.yaml: want one images: entry with newName and newTag (%v)", err)
-	}
-	return k.Images[0].NewName + ":" + k.Images[0].NewTag
+// binary is bridge-runner built from this tree; pinnedImage is the image the
+// project pins (internal/testbin).
+func binary(t *testing.T) string      { return testbin.Path(t, "..") }
+func pinnedImage(t *testing.T) string { return testbin.PinnedImage(t, "..") }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }
