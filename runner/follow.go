@@ -158,11 +158,6 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 				}
 			case <-pctx.Done():
 				wait = false
-				if !terminated && iv.podDeleted(ctx) {
-					timer.Stop()
-					log.Warn("this pod is being deleted (evicted, drained or deleted): the job keeps running for the retry to re-attach")
-					return last, backends.Transient(fmt.Errorf("the pod was deleted while following job %s, which keeps running; a retry re-attaches to it", id))
-				}
 				if !terminated {
 					terminated = true
 					log.Info("stop requested", "cause", context.Cause(ctx), "grace", iv.Grace)
@@ -189,16 +184,6 @@ func (iv *Invoker) recordedStatus() backends.Status {
 	st.StartTime, _ = time.Parse(time.RFC3339, d[KeyStart])
 	st.EndTime, _ = time.Parse(time.RFC3339, d[KeyEnd])
 	return st
-}
-
-// podDeleted asks, within a few seconds, whether this pod is being deleted.
-func (iv *Invoker) podDeleted(ctx context.Context) bool {
-	if iv.PodDeleted == nil {
-		return false
-	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-	defer cancel()
-	return iv.PodDeleted(qctx)
 }
 
 // scrubbed returns st with every text the backend gave scrubbed of secrets:

@@ -53,11 +53,6 @@ type Invoker struct {
 	MinPoll time.Duration
 	// S3 is how to reach S3, for jobs that use it.
 	S3 S3Access
-	// PodDeleted, when set, tells whether this invoke's own pod is being
-	// deleted (evicted, drained, kubectl delete). SIGTERM then means "this
-	// pod goes away", not "stop the job": the job is left running and
-	// invoke exits 75, so that the retry's new pod re-attaches to it.
-	PodDeleted func(ctx context.Context) bool
 
 	rec     *Record
 	written map[string]string // status keys as last written

@@ -372,34 +372,6 @@ func TestDifferentDescriptionIsRefused(t *testing.T) {
 	assert.Zero(t, h.fake.Count("submit"))
 }
 
-// TestSIGTERMOfADeletedPodLeavesTheJob: when the pod itself is being deleted
-// (evicted, drained), SIGTERM must not cancel the job: invoke exits 75 and
-// the retry's new pod re-attaches. A plain SIGTERM still cancels.
-func TestSIGTERMOfADeletedPodLeavesTheJob(t *testing.T) {
-	for _, deleted := range []bool{true, false} {
-		t.Run(fmt.Sprintf("deleted=%v", deleted), func(t *testing.T) {
-			h := newHarness(t, nil)
-			iv := h.invoker(h.spec(`{"run":"30s"}`))
-			iv.PodDeleted = func(context.Context) bool { return deleted }
-			ctx, cancel := context.WithCancelCause(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- iv.Run(ctx) }()
-			require.Eventually(t, func() bool { return h.fake.Count("status") > 2 }, 5*time.Second, 10*time.Millisecond)
-			cancel(runner.ErrTerminated)
-			err := <-done
-			if deleted {
-				require.ErrorIs(t, err, backends.ErrTransient, "exit 75: the retry re-attaches")
-				assert.Zero(t, h.fake.Count("cancel"), "the job keeps running")
-				assert.Equal(t, "fake-1", h.record()[runner.KeyID], "the id stays for the retry")
-			} else {
-				require.NoError(t, err)
-				assert.Equal(t, "KILLED", iv.Result().Status)
-				assert.Equal(t, 1, h.fake.Count("cancel"))
-			}
-		})
-	}
-}
-
 // TestRecordChangesDoNotDrivePolling: changes of the record that are not a
 // kill (our own writes, someone's annotation) must not make invoke poll
 // early: each early poll also advanced the backoff, so a short job was seen

@@ -53,7 +53,7 @@ import (
 
 const (
 	outputsDir   = "/tmp/outputs"
-	retryExpr    = `asInt(lastRetry.exitCode) == 75 || lastRetry.status == "Error"`
+	retryExpr    = "asInt(lastRetry.exitCode) == 75"
 	library      = "bridge-runner" // the WorkflowTemplate with the reusable steps
 	serviceAcct  = "bridge-runner"
 	credsMount   = "/credentials"

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -71,22 +68,6 @@ stderr; stdout carries one JSON summary line.`,
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
-}
-
-// podDeleted reports whether this pod (POD_NAME, else the host name, which
-// Kubernetes sets to the pod's name) has a deletionTimestamp: it is being
-// evicted, drained or deleted. Argo's stop and terminate and KFP's terminate
-// signal the container without deleting the pod. If the pod cannot be read,
-// the answer is no, and SIGTERM cancels the job as usual.
-func podDeleted(c kubernetes.Interface, ns string) func(context.Context) bool {
-	name := os.Getenv("POD_NAME")
-	if name == "" {
-		name, _ = os.Hostname()
-	}
-	return func(ctx context.Context) bool {
-		pod, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && pod.DeletionTimestamp != nil
-	}
 }
 
 // defaultGrace leaves 5 s of the pod's termination grace period for writing
@@ -155,9 +136,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	if o.followLogs {
 		iv.LogOut = a.stderr
 	}
-	if cm, ok := store.(*runner.ConfigMapStore); ok && inCluster() {
-		iv.PodDeleted = podDeleted(cm.Client, cm.Namespace)
-	}
+
 	err = iv.Run(cmd.Context())
 	kube := int64(0)
 	if o.store.kubeRequests != nil {
