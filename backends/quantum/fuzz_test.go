@@ -21,50 +21,16 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
-type fzCreds map[string]string
+type fzCreds = testutil.MapCreds
 
-func (c fzCreds) Get(names ...string) (string, error) {
-	for _, n := range names {
-		if v := c[n]; v != "" {
-			return v, nil
-		}
-	}
-	return "", backends.Invalid("credentials", "none of %v", names)
-}
+type fzTransport = testutil.RoundTripFunc
 
-type fzTransport func(*http.Request) *http.Response
+var fzResponse = testutil.Response
 
-func (f fzTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
-	return f(r), nil
-}
-
-func fzResponse(status int, ctype string, body []byte) *http.Response {
-	h := http.Header{}
-	if ctype != "" {
-		h.Set("Content-Type", ctype)
-	}
-	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
-}
-
-func fzInvalidField(t *testing.T, err error, fields ...string) {
-	t.Helper()
-	var fe *backends.FieldError
-	if !errors.As(err, &fe) || !errors.Is(err, backends.ErrInvalid) {
-		t.Fatalf("an ErrInvalid that is no FieldError: %v", err)
-	}
-	for _, f := range fields {
-		if fe.Field == f {
-			return
-		}
-	}
-	t.Fatalf("refusal names %q, want one of %v: %v", fe.Field, fields, err)
-}
+var fzInvalidField = testutil.RequireFieldError
 
 const fzKey = "br-0123456789abcdef0123"
 

@@ -3,8 +3,10 @@ package testutil
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -142,4 +144,54 @@ func (p *Proxy) Restore(t testing.TB) {
 		t.Fatal(err)
 	}
 	p.serve(ln)
+}
+
+// MapCreds is a fixed backends.Credentials (values as given, no trimming).
+type MapCreds map[string]string
+
+// Get returns the first of names with a non-empty value.
+func (c MapCreds) Get(names ...string) (string, error) {
+	for _, n := range names {
+		if v := c[n]; v != "" {
+			return v, nil
+		}
+	}
+	return "", backends.Invalid("credentials", "none of %v", names)
+}
+
+// RoundTripFunc answers every request with its response, without a network
+// (the request body is read and closed, as a server would).
+type RoundTripFunc func(*http.Request) *http.Response
+
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return f(r), nil
+}
+
+// Response is a canned HTTP response; ctype may be empty.
+func Response(status int, ctype string, body []byte) *http.Response {
+	h := http.Header{}
+	if ctype != "" {
+		h.Set("Content-Type", ctype)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
+}
+
+// RequireFieldError fails t unless err is an ErrInvalid FieldError naming
+// one of fields.
+func RequireFieldError(t testing.TB, err error, fields ...string) {
+	t.Helper()
+	var fe *backends.FieldError
+	if !errors.As(err, &fe) || !errors.Is(err, backends.ErrInvalid) {
+		t.Fatalf("an ErrInvalid that is no FieldError: %v", err)
+	}
+	for _, f := range fields {
+		if fe.Field == f {
+			return
+		}
+	}
+	t.Fatalf("refusal names %q, want one of %v: %v", fe.Field, fields, err)
 }
