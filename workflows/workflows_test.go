@@ -39,10 +39,8 @@ import (
 	"github.com/argoproj/argo-workflows/v3/workflow/common"
 	"github.com/argoproj/argo-workflows/v3/workflow/templateresolution"
 	"github.com/argoproj/argo-workflows/v3/workflow/validate"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -53,7 +51,7 @@ import (
 
 const (
 	outputsDir   = "/tmp/outputs"
-	retryExpr    = "asInt(lastRetry.exitCode) == 75"
+	retryExpr    = `asInt(lastRetry.exitCode) == 75 || lastRetry.status == "Error"`
 	library      = "bridge-runner" // the WorkflowTemplate with the reusable steps
 	serviceAcct  = "bridge-runner"
 	credsMount   = "/credentials"
@@ -701,75 +699,6 @@ func TestContractCatchesUnknownFlags(t *testing.T) {
 
 // ---- a real kube-apiserver with Argo's CRDs ----
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// argoCRDDir finds the CRDs of the argo-workflows module this test builds with.
-func argoCRDDir(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-workflows/v3").Output()
-	if err != nil {
-		t.Fatalf("go list the argo-workflows module: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "manifests", "base", "crds", "full")
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("Argo's CRDs: %v", err)
-	}
-	return dir
-}
-
-// installCRDs creates (or updates) Argo's full CRDs, whose OpenAPI schemas
-// make the apiserver check every field, and waits until they are served.
-func installCRDs(t *testing.T, dc dynamic.Interface) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir := argoCRDDir(t)
-	for _, name := range []string{"workflowtemplates", "clusterworkflowtemplates", "workflows", "workflowtaskresults"} {
-		var obj unstructured.Unstructured
-		b, err := os.ReadFile(filepath.Join(dir, "argoproj.io_"+name+".yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := yaml.Unmarshal(b, &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		crds := dc.Resource(crdGVR)
-		cur, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = crds.Create(ctx, &obj, metav1.CreateOptions{})
-		case err == nil:
-			obj.SetResourceVersion(cur.GetResourceVersion())
-			_, err = crds.Update(ctx, &obj, metav1.UpdateOptions{})
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("installing the CRD %s: %v", obj.GetName(), err)
-		}
-		for {
-			cur, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
-			established := false
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					established = true
-				}
-			}
-			if established {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("the CRD %s is not established", obj.GetName())
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}
-}
-
 // dryRun creates obj in ns with dryRun=All and strict field validation.
 func dryRun(ctx context.Context, dc dynamic.Interface, ns string, doc []byte) (string, error) {
 	var obj unstructured.Unstructured
@@ -900,13 +829,8 @@ func TestKustomization(t *testing.T) {
 // real test apiserver and dry-runs everything kubectl apply -k workflows
 // would create, plus every example Workflow and Secret.
 func TestAPIServerAcceptsTemplatesAndExamples(t *testing.T) {
-	cfg := testkube.Config(t)
 	c := testkube.Client(t)
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	installCRDs(t, dc)
+	dc := testkube.InstallArgoCRDs(t)
 	ns := testkube.Namespace(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
