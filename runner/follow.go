@@ -158,6 +158,10 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 				}
 			case <-pctx.Done():
 				wait = false
+				if !terminated && iv.detach(ctx, log) {
+					timer.Stop()
+					return last, backends.Transient(fmt.Errorf("this pod was deleted while following job %s, which keeps running for the retry to re-attach", id))
+				}
 				if !terminated {
 					terminated = true
 					log.Info("stop requested", "cause", context.Cause(ctx), "grace", iv.Grace)
@@ -171,6 +175,23 @@ func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, m
 			timer.Stop()
 		}
 	}
+}
+
+// detach asks, within a few seconds of the grace period, whether SIGTERM
+// only took this pod away (see Invoker.Detach).
+func (iv *Invoker) detach(ctx context.Context, log *slog.Logger) bool {
+	if iv.Detach == nil {
+		return false
+	}
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(5*time.Second, iv.Grace/3))
+	defer cancel()
+	ok, why := iv.Detach(qctx)
+	if ok {
+		log.Warn("leaving the job running for the retry to re-attach", "why", why)
+	} else {
+		log.Info("SIGTERM stops the step", "why", why)
+	}
+	return ok
 }
 
 // recordedStatus rebuilds a status from the record's keys.

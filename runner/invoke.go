@@ -53,6 +53,12 @@ type Invoker struct {
 	MinPoll time.Duration
 	// S3 is how to reach S3, for jobs that use it.
 	S3 S3Access
+	// Detach, when set, is asked after SIGTERM whether only this pod is going
+	// away while its step goes on and will run invoke again (see
+	// Disruption). When it says so, the job is left running and Run returns
+	// a transient error (exit 75): the retry's new pod re-attaches. Otherwise,
+	// and when it is not set, SIGTERM cancels the job.
+	Detach func(ctx context.Context) (bool, string)
 
 	rec     *Record
 	written map[string]string // status keys as last written

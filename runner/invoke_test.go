@@ -372,6 +372,43 @@ func TestDifferentDescriptionIsRefused(t *testing.T) {
 	assert.Zero(t, h.fake.Count("submit"))
 }
 
+// TestSIGTERMOfADisruptedPodLeavesTheJob: when Detach says that only this
+// pod is going away (evicted, deleted) while its step goes on, SIGTERM must
+// not cancel the job: invoke exits 75 and the retry's new pod re-attaches.
+// When it says no, or is not set, SIGTERM cancels.
+func TestSIGTERMOfADisruptedPodLeavesTheJob(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		detach func(context.Context) (bool, string)
+	}{
+		{"disrupted", func(context.Context) (bool, string) { return true, "evicted" }},
+		{"stopped", func(context.Context) (bool, string) { return false, "spec.shutdown=Stop" }},
+		{"unset", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			iv := h.invoker(h.spec(`{"run":"30s"}`))
+			iv.Detach = tc.detach
+			ctx, cancel := context.WithCancelCause(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- iv.Run(ctx) }()
+			require.Eventually(t, func() bool { return h.fake.Count("status") > 2 }, 5*time.Second, 10*time.Millisecond)
+			cancel(runner.ErrTerminated)
+			err := <-done
+			if tc.name == "disrupted" {
+				require.ErrorIs(t, err, backends.ErrTransient, "exit 75: the retry re-attaches")
+				assert.Zero(t, h.fake.Count("cancel"), "the job keeps running")
+				assert.Equal(t, "fake-1", h.record()[runner.KeyID], "the id stays for the retry")
+				assert.Equal(t, "RUNNING", h.record()[runner.KeyJobStatus])
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "KILLED", iv.Result().Status)
+			assert.Equal(t, 1, h.fake.Count("cancel"))
+		})
+	}
+}
+
 // TestRecordChangesDoNotDrivePolling: changes of the record that are not a
 // kill (our own writes, someone's annotation) must not make invoke poll
 // early: each early poll also advanced the backoff, so a short job was seen

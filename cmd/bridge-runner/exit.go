@@ -15,7 +15,7 @@ const (
 	ExitInvalid  = 2  // invalid input or configuration; nothing was submitted
 	ExitKilled   = 3  // the job was KILLED (kill flag, SIGTERM, cancelled remotely)
 	ExitUnknown  = 4  // UNKNOWN: we lost track of the job
-	ExitTempFail = 75 // temporary failure after retries; a retry re-attaches
+	ExitTempFail = 75 // temporary failure after retries, or an evicted pod; a retry re-attaches
 )
 
 // exitCode is the one place where outcomes become exit codes.

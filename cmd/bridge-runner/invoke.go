@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -136,7 +137,14 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	if o.followLogs {
 		iv.LogOut = a.stderr
 	}
-
+	if cm, ok := store.(*runner.ConfigMapStore); ok && inCluster() {
+		dc, err := dynamic.NewForConfig(o.store.kube)
+		if err != nil {
+			return fail(err)
+		}
+		d := &runner.Disruption{Client: cm.Client, Dynamic: dc, Namespace: podNamespace(), Pod: runner.PodName()}
+		iv.Detach = d.Detach
+	}
 	err = iv.Run(cmd.Context())
 	kube := int64(0)
 	if o.store.kubeRequests != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,6 +107,24 @@ func TestShippedRoleIsEnoughAndNoMore(t *testing.T) {
 	assert.True(t, apierrors.IsForbidden(err), "listing Secrets must be refused, got %v", err)
 	_, err = sa.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
 	assert.True(t, apierrors.IsForbidden(err), "the Role is namespaced, got %v", err)
+
+	// After SIGTERM invoke reads its pod and the pod's owner (runner.Disruption):
+	// exactly get on pods, Workflows and Jobs, nothing that changes them.
+	for _, check := range []struct {
+		group, resource, verb string
+		allowed               bool
+	}{
+		{"", "pods", "get", true}, {"argoproj.io", "workflows", "get", true}, {"batch", "jobs", "get", true},
+		{"", "pods", "list", false}, {"", "pods", "delete", false}, {"", "pods", "create", false},
+		{"argoproj.io", "workflows", "patch", false}, {"batch", "jobs", "update", false},
+	} {
+		review, err := sa.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: ns, Group: check.group, Resource: check.resource, Verb: check.verb}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, check.allowed, review.Status.Allowed, "%s %s.%s", check.verb, check.resource, check.group)
+	}
 }
 
 // TestKillPatchOnConfigMap: `kubectl patch cm x --type merge -p

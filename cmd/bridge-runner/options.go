@@ -21,6 +21,8 @@ import (
 type storeOptions struct {
 	// kubeRequests reports the requests sent to the Kubernetes API.
 	kubeRequests func() int64
+	// kube is the API server's configuration once a ConfigMap store is built.
+	kube *rest.Config
 
 	JobName    string
 	Namespace  string
@@ -76,6 +78,7 @@ func (o *storeOptions) build() (runner.Store, error) {
 		if err != nil {
 			return nil, backends.Invalid("kubeconfig", "%v", err)
 		}
+		o.kube = cfg
 		return &runner.ConfigMapStore{Client: cs, Namespace: ns, Name: runner.ConfigMapName(o.JobName)}, nil
 	}
 	return nil, backends.Invalid("store", "%q is not a store; use auto, configmap or file", o.Store)
@@ -98,8 +101,7 @@ func (o *storeOptions) kubeConfig() (*rest.Config, string, error) {
 		}
 		ns := o.Namespace
 		if ns == "" {
-			b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-			ns = strings.TrimSpace(string(b))
+			ns = podNamespace()
 		}
 		return o.tune(cfg), orDefault(ns), nil
 	}
@@ -120,15 +122,30 @@ func (o *storeOptions) kubeConfig() (*rest.Config, string, error) {
 }
 
 func (o *storeOptions) tune(cfg *rest.Config) *rest.Config {
+	// client-go builds a transport for each client made from cfg; the count
+	// is the sum over all of them.
+	var counters []func() int64
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		counted := runner.CountRequests(rt)
-		o.kubeRequests = runner.RequestCounter(counted)
+		counters = append(counters, runner.RequestCounter(counted))
 		return counted
 	})
+	o.kubeRequests = func() (n int64) {
+		for _, c := range counters {
+			n += c()
+		}
+		return n
+	}
 	cfg.UserAgent = "bridge-runner/" + versionString()
 	// One job's few requests never need client-side throttling.
 	cfg.QPS, cfg.Burst = 20, 40
 	return cfg
+}
+
+// podNamespace is the namespace of the pod this runs in.
+func podNamespace() string {
+	b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return strings.TrimSpace(string(b))
 }
 
 func orDefault(ns string) string {

@@ -1,0 +1,151 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Disruption tells, after SIGTERM, a stop of the step from a disruption of
+// its pod. Both arrive as SIGTERM, and Argo even deletes a stopped pod that
+// its informer still sees Pending, so the signal alone says nothing; the
+// objects that own the pod do. Only when this pod is being deleted (evicted,
+// drained, kubectl delete pod) while its owner goes on and will run the step
+// again is the job left running for the new pod to re-attach to. Everything
+// else cancels: a stop or terminate (spec.shutdown), a deadline, a deleted
+// or finished owner, no retry, or any doubt (an error, a missing grant).
+//
+// The Role needs get on pods, workflows.argoproj.io and jobs.batch; without
+// them every SIGTERM cancels, which is safe.
+type Disruption struct {
+	Client    kubernetes.Interface
+	Dynamic   dynamic.Interface
+	Namespace string
+	Pod       string
+	// Now is the clock for deadlines (time.Now when nil).
+	Now func() time.Time
+}
+
+var workflowsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
+
+// PodName is this process's pod as Kubernetes names it: Argo's ARGO_POD_NAME,
+// else POD_NAME (downward API), else the host name, which Kubernetes sets to
+// the pod's name.
+func PodName() string {
+	for _, v := range []string{"ARGO_POD_NAME", "POD_NAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// Detach reports whether the job should be left running for a retry, and
+// why (or why not).
+func (d *Disruption) Detach(ctx context.Context) (bool, string) {
+	pod, err := d.Client.CoreV1().Pods(d.Namespace).Get(ctx, d.Pod, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Sprintf("cannot read this pod %s/%s: %v", d.Namespace, d.Pod, err)
+	}
+	if pod.DeletionTimestamp == nil {
+		return false, "the pod is not being deleted: the step itself is stopped"
+	}
+	owner := metav1.GetControllerOf(pod)
+	switch {
+	case owner == nil:
+		return false, "the pod is being deleted and has no owner to run it again"
+	case owner.APIVersion == "argoproj.io/v1alpha1" && owner.Kind == "Workflow":
+		return d.workflowGoesOn(ctx, pod, owner)
+	case owner.APIVersion == "batch/v1" && owner.Kind == "Job":
+		return d.jobGoesOn(ctx, owner)
+	}
+	return false, fmt.Sprintf("the pod is being deleted and its owner %s %s does not retry invoke", owner.Kind, owner.Name)
+}
+
+// workflowGoesOn: the Workflow exists, is not being stopped, deleted or past
+// its deadline, and runs this pod's node under a retry. (Argo does not retry
+// after a shutdown or past the deadline; when the last attempt is used up,
+// the exit handler's cleanup cancels the job.)
+func (d *Disruption) workflowGoesOn(ctx context.Context, pod *corev1.Pod, owner *metav1.OwnerReference) (bool, string) {
+	wf, err := d.Dynamic.Resource(workflowsGVR).Namespace(d.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Sprintf("cannot read workflow %s: %v", owner.Name, err)
+	}
+	name := "workflow " + owner.Name
+	if wf.GetUID() != owner.UID || wf.GetDeletionTimestamp() != nil {
+		return false, name + " is being deleted"
+	}
+	if s, _, _ := unstructured.NestedString(wf.Object, "spec", "shutdown"); s != "" {
+		return false, fmt.Sprintf("%s is being shut down (spec.shutdown=%s)", name, s)
+	}
+	if p, _, _ := unstructured.NestedString(wf.Object, "status", "phase"); p != "" && p != "Running" && p != "Pending" {
+		return false, fmt.Sprintf("%s has ended (%s)", name, p)
+	}
+	if ads, ok, _ := unstructured.NestedInt64(wf.Object, "spec", "activeDeadlineSeconds"); ok {
+		started, _, _ := unstructured.NestedString(wf.Object, "status", "startedAt")
+		t, err := time.Parse(time.RFC3339, started)
+		if ads <= 0 || err != nil || !d.now().Before(t.Add(time.Duration(ads)*time.Second)) {
+			return false, fmt.Sprintf("%s is past its deadline (activeDeadlineSeconds=%d)", name, ads)
+		}
+	}
+	node := pod.Annotations["workflows.argoproj.io/node-id"]
+	nodes, _, _ := unstructured.NestedMap(wf.Object, "status", "nodes")
+	for _, n := range nodes {
+		n, _ := n.(map[string]any)
+		typ, _, _ := unstructured.NestedString(n, "type")
+		children, _, _ := unstructured.NestedStringSlice(n, "children")
+		if typ == "Retry" && node != "" && slices.Contains(children, node) {
+			return true, fmt.Sprintf("the pod is being deleted (evicted, drained or deleted) while %s goes on and retries it", name)
+		}
+	}
+	return false, fmt.Sprintf("the pod is being deleted and %s does not retry its node %q", name, node)
+}
+
+// jobGoesOn: the Job exists, is not being deleted, suspended, finished or
+// past its deadline, and has a retry left for this pod's failure.
+func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference) (bool, string) {
+	job, err := d.Client.BatchV1().Jobs(d.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Sprintf("cannot read job %s: %v", owner.Name, err)
+	}
+	name := "job " + owner.Name
+	switch {
+	case job.UID != owner.UID || job.DeletionTimestamp != nil:
+		return false, name + " is being deleted"
+	case job.Spec.Suspend != nil && *job.Spec.Suspend:
+		return false, name + " is suspended"
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && c.Type != batchv1.JobSuspended {
+			return false, fmt.Sprintf("%s is ending (%s: %s)", name, c.Type, c.Reason)
+		}
+	}
+	if ads := job.Spec.ActiveDeadlineSeconds; ads != nil && job.Status.StartTime != nil &&
+		!d.now().Before(job.Status.StartTime.Add(time.Duration(*ads)*time.Second)) {
+		return false, fmt.Sprintf("%s is past its deadline (activeDeadlineSeconds=%d)", name, *ads)
+	}
+	// This pod's failure is counted too; the Job fails once failures exceed
+	// the backoff limit.
+	if limit := job.Spec.BackoffLimit; limit != nil && job.Status.Failed+1 > *limit {
+		return false, fmt.Sprintf("%s has no retry left (failed %d, backoffLimit %d)", name, job.Status.Failed, *limit)
+	}
+	return true, fmt.Sprintf("the pod is being deleted (evicted, drained or deleted) while %s goes on and retries it", name)
+}
+
+func (d *Disruption) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
