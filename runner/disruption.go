@@ -84,7 +84,7 @@ func (d *Disruption) workflowGoesOn(ctx context.Context, pod *corev1.Pod, owner 
 	}
 	name := "workflow " + owner.Name
 	if wf.GetUID() != owner.UID || wf.GetDeletionTimestamp() != nil {
-		return false, name + " is being deleted"
+		return false, name + " was deleted or is being deleted"
 	}
 	if s, _, _ := unstructured.NestedString(wf.Object, "spec", "shutdown"); s != "" {
 		return false, fmt.Sprintf("%s is being shut down (spec.shutdown=%s)", name, s)
@@ -122,7 +122,7 @@ func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference
 	name := "job " + owner.Name
 	switch {
 	case job.UID != owner.UID || job.DeletionTimestamp != nil:
-		return false, name + " is being deleted"
+		return false, name + " was deleted or is being deleted"
 	case job.Spec.Suspend != nil && *job.Spec.Suspend:
 		return false, name + " is suspended"
 	}
