@@ -188,6 +188,13 @@ func buildRequest(job backends.Job) (*submitRequest, error) {
 	// runtime_env: the object as given, plus the shorthands, plus our env_vars.
 	rt := map[string]any{}
 	for k, v := range p.RuntimeEnv {
+		// Ray's keys are case-sensitive: "Env_Vars" would reach Ray as an
+		// unknown field beside the env_vars we set. Refuse such near misses.
+		for _, known := range []string{"working_dir", "pip", "env_vars"} {
+			if k != known && strings.EqualFold(k, known) {
+				return nil, backends.Invalid("jobproperties", "runtime_env key %q: Ray's keys are case-sensitive; write %s", k, known)
+			}
+		}
 		rt[k] = v
 	}
 	set := func(key string, v any) error {

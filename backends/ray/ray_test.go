@@ -131,6 +131,7 @@ func TestValidate(t *testing.T) {
 		"env twice":         {job: withProps(pyJob("x"), `{"env_vars": {}, "runtime_env": {"env_vars": {}}}`), field: "jobproperties", text: "once"},
 		"working_dir twice": {job: withProps(pyJob("x"), `{"working_dir": "a", "runtime_env": {"working_dir": "b"}}`), field: "jobproperties", text: "once"},
 		"env not strings":   {job: withProps(pyJob("x"), `{"runtime_env": {"env_vars": {"A": 1}}}`), field: "jobproperties"},
+		"key case":          {job: withProps(pyJob("x"), `{"runtime_env": {"Env_Vars": {"A": "1"}}}`), field: "jobproperties", text: "write env_vars"},
 		"args with entrypoint": {job: withProps(pyJob("x"), `{"entrypoint": "true", "args": ["a"]}`),
 			field: "jobproperties", text: "cannot be combined"},
 		"negative cpus": {job: withProps(pyJob("x"), `{"entrypoint_num_cpus": -1}`), field: "jobproperties"},

@@ -72,13 +72,17 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 			return nil, backends.Invalid("jobproperties", "must be a JSON object of Slurm job fields (partition, nodes, time_limit, ...): %v", err)
 		}
 	}
-	for _, reserved := range []string{"script", "comment"} {
-		if _, ok := props[reserved]; ok {
-			what := map[string]string{
-				"script":  "the script comes from jobdata.jobScript",
-				"comment": "bridge-runner stores the job's idempotency key there, to find the job again after a restart",
-			}[reserved]
-			return nil, backends.Invalid("jobproperties", "%q cannot be set: %s", reserved, what)
+	// Matched ignoring case: some slurmrestd versions look fields up that
+	// way, and a "Comment" must not overwrite the key stamped into comment.
+	for k := range props {
+		for _, reserved := range []string{"script", "comment"} {
+			if strings.EqualFold(k, reserved) {
+				what := map[string]string{
+					"script":  "the script comes from jobdata.jobScript",
+					"comment": "bridge-runner stores the job's idempotency key there, to find the job again after a restart",
+				}[reserved]
+				return nil, backends.Invalid("jobproperties", "%q cannot be set: %s", k, what)
+			}
 		}
 	}
 	var userEnv map[string]string

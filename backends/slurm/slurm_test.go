@@ -275,6 +275,7 @@ func TestPropertiesRefused(t *testing.T) {
 		{`[1]`, "must be a JSON object"},
 		{`{"Queue":"a","partition":"b"}`, `both "Queue" and "partition"`},
 		{`{"comment":"mine"}`, "idempotency key"},
+		{`{"Comment":"mine"}`, "idempotency key"},
 		{`{"script":"#!/bin/sh"}`, "jobdata.jobScript"},
 		{`{"environment":"PATH=/bin"}`, "environment must be"},
 		{`{"environment":["PATH"]}`, "not NAME=value"},
