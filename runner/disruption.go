@@ -32,8 +32,6 @@ type Disruption struct {
 	Dynamic   dynamic.Interface
 	Namespace string
 	Pod       string
-	// Now is the clock for deadlines (time.Now when nil).
-	Now func() time.Time
 }
 
 var workflowsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
@@ -95,7 +93,7 @@ func (d *Disruption) workflowGoesOn(ctx context.Context, pod *corev1.Pod, owner 
 	if ads, ok, _ := unstructured.NestedInt64(wf.Object, "spec", "activeDeadlineSeconds"); ok {
 		started, _, _ := unstructured.NestedString(wf.Object, "status", "startedAt")
 		t, err := time.Parse(time.RFC3339, started)
-		if ads <= 0 || err != nil || !d.now().Before(t.Add(time.Duration(ads)*time.Second)) {
+		if ads <= 0 || err != nil || !time.Now().Before(t.Add(time.Duration(ads)*time.Second)) {
 			return false, fmt.Sprintf("%s is past its deadline (activeDeadlineSeconds=%d)", name, ads)
 		}
 	}
@@ -132,7 +130,7 @@ func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference
 		}
 	}
 	if ads := job.Spec.ActiveDeadlineSeconds; ads != nil && job.Status.StartTime != nil &&
-		!d.now().Before(job.Status.StartTime.Add(time.Duration(*ads)*time.Second)) {
+		!time.Now().Before(job.Status.StartTime.Add(time.Duration(*ads)*time.Second)) {
 		return false, fmt.Sprintf("%s is past its deadline (activeDeadlineSeconds=%d)", name, *ads)
 	}
 	// This pod's failure is counted too; the Job fails once failures exceed
@@ -141,11 +139,4 @@ func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference
 		return false, fmt.Sprintf("%s has no retry left (failed %d, backoffLimit %d)", name, job.Status.Failed, *limit)
 	}
 	return true, fmt.Sprintf("the pod is being deleted (evicted, drained or deleted) while %s goes on and retries it", name)
-}
-
-func (d *Disruption) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
 }
