@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 

@@ -27,26 +27,10 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 var backends = []string{"local", "slurm", "lsf", "quantum", "ray"}
-
-var docSep = regexp.MustCompile(`(?m)^---\s*$`)
-
-func docs(t *testing.T, path string) [][]byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, d := range docSep.Split(string(b), -1) {
-		if strings.TrimSpace(regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(d, "")) != "" {
-			out = append(out, []byte(d))
-		}
-	}
-	return out
-}
 
 func TestEveryBackendHasEveryExample(t *testing.T) {
 	for _, b := range backends {
@@ -65,7 +49,7 @@ func TestEveryBackendHasEveryExample(t *testing.T) {
 func secrets(t *testing.T, b string) []corev1.Secret {
 	t.Helper()
 	var out []corev1.Secret
-	for _, d := range docs(t, filepath.Join(b, "secret.yaml")) {
+	for _, d := range testutil.YAMLDocs(t, filepath.Join(b, "secret.yaml")) {
 		var s corev1.Secret
 		if err := yaml.UnmarshalStrict(d, &s); err != nil {
 			t.Fatalf("examples/%s/secret.yaml: %v", b, err)
@@ -80,7 +64,7 @@ func secrets(t *testing.T, b string) []corev1.Secret {
 
 func job(t *testing.T, b string) *batchv1.Job {
 	t.Helper()
-	d := docs(t, filepath.Join(b, "job.yaml"))
+	d := testutil.YAMLDocs(t, filepath.Join(b, "job.yaml"))
 	if len(d) != 1 {
 		t.Fatalf("examples/%s/job.yaml: %d documents, want one Job", b, len(d))
 	}

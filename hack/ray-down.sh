@@ -57,26 +57,27 @@ marked_pids() {
     }'
 }
 
+# wait_gone: wait up to 5 s for the marked processes to end; the ones left
+# are in $left afterwards.
+wait_gone() {
+  for (( i = 0; i < 50; i++ )); do
+    mapfile -t left < <(marked_pids)
+    [ "${#left[@]}" = 0 ] && return
+    sleep 0.1
+  done
+  mapfile -t left < <(marked_pids)
+}
+
 mapfile -t pids < <(marked_pids)
 if [ "${#pids[@]}" -gt 0 ]; then
   log "stopping ${#pids[@]} Ray processes of $STATE: ${pids[*]}"
   kill -TERM "${pids[@]}" 2>/dev/null || true
-  for (( i = 0; i < 50; i++ )); do
-    mapfile -t left < <(marked_pids)
-    [ "${#left[@]}" = 0 ] && break
-    sleep 0.1
-  done
-  mapfile -t left < <(marked_pids)
+  wait_gone
   if [ "${#left[@]}" -gt 0 ]; then
     log "still there after 5s, sending SIGKILL: ${left[*]}"
     kill -KILL "${left[@]}" 2>/dev/null || true
-    for (( i = 0; i < 50; i++ )); do
-      mapfile -t left < <(marked_pids)
-      [ "${#left[@]}" = 0 ] && break
-      sleep 0.1
-    done
+    wait_gone
   fi
-  mapfile -t left < <(marked_pids)
   [ "${#left[@]}" = 0 ] || die "Ray processes of $STATE survived SIGKILL: ${left[*]}"
 fi
 

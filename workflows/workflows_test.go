@@ -28,7 +28,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -46,6 +45,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -57,28 +57,6 @@ const (
 	credsMount   = "/credentials"
 	s3CredsMount = "/s3credentials"
 )
-
-var docSep = regexp.MustCompile(`(?m)^---\s*$`)
-
-// docs splits a multi-document YAML file, dropping empty documents.
-func docs(t *testing.T, path string) [][]byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, d := range docSep.Split(string(b), -1) {
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(d), &m); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(m) > 0 {
-			out = append(out, []byte(d))
-		}
-	}
-	return out
-}
 
 // strict decodes one document, rejecting unknown and duplicate fields.
 func strict(t *testing.T, path string, doc []byte, into any) {
@@ -101,7 +79,7 @@ func loadTemplates(t *testing.T) map[string]*wfv1.WorkflowTemplate {
 	t.Helper()
 	out := map[string]*wfv1.WorkflowTemplate{}
 	for _, f := range templateFiles(t) {
-		for _, d := range docs(t, f) {
+		for _, d := range testutil.YAMLDocs(t, f) {
 			var wt wfv1.WorkflowTemplate
 			strict(t, f, d, &wt)
 			if wt.Kind != "WorkflowTemplate" || wt.APIVersion != "argoproj.io/v1alpha1" {
@@ -130,7 +108,7 @@ func loadExamples(t *testing.T) map[string]*wfv1.Workflow {
 	}
 	out := map[string]*wfv1.Workflow{}
 	for _, f := range files {
-		d := docs(t, f)
+		d := testutil.YAMLDocs(t, f)
 		if len(d) != 1 {
 			t.Fatalf("%s: %d documents, want one Workflow", f, len(d))
 		}
@@ -750,7 +728,7 @@ func kustomizeResources(t *testing.T, dir string) map[string][]byte {
 			}
 			continue
 		}
-		for i, d := range docs(t, p) {
+		for i, d := range testutil.YAMLDocs(t, p) {
 			out[fmt.Sprintf("%s#%d", p, i)] = d
 		}
 	}
@@ -838,7 +816,7 @@ func TestAPIServerAcceptsTemplatesAndExamples(t *testing.T) {
 	files, _ := filepath.Glob("../examples/*/workflow.yaml")
 	secrets, _ := filepath.Glob("../examples/*/secret.yaml")
 	for _, f := range append(files, secrets...) {
-		for i, d := range docs(t, f) {
+		for i, d := range testutil.YAMLDocs(t, f) {
 			objs[fmt.Sprintf("%s#%d", f, i)] = d
 		}
 	}

@@ -1,4 +1,4 @@
-// Package testutil holds small helpers that the backends' tests share.
+// Package testutil holds small helpers that the tests share.
 package testutil
 
 import (
@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -194,4 +196,26 @@ func RequireFieldError(t testing.TB, err error, fields ...string) {
 		}
 	}
 	t.Fatalf("refusal names %q, want one of %v: %v", fe.Field, fields, err)
+}
+
+var (
+	yamlDocSep  = regexp.MustCompile(`(?m)^---\s*$`)
+	yamlComment = regexp.MustCompile(`(?m)^\s*#.*$`)
+)
+
+// YAMLDocs splits the multi-document YAML file at path, dropping documents
+// that hold nothing but comments and blank lines.
+func YAMLDocs(t testing.TB, path string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, d := range yamlDocSep.Split(string(b), -1) {
+		if strings.TrimSpace(yamlComment.ReplaceAllString(d, "")) != "" {
+			out = append(out, []byte(d))
+		}
+	}
+	return out
 }
