@@ -15,177 +15,276 @@ import (
 // given this long to appear before it counts as lost.
 const notFoundGrace = 30 * time.Second
 
+// phase is one step of following a job. Each step does one thing and
+// names the next; follow runs them until phaseDone.
+type phase int
+
+const (
+	phasePoll   phase = iota // ask the backend for the job's state
+	phaseOutput              // copy new job output to LogOut (backends.LogReader); stop at a final state
+	phaseRecord              // mirror the state into the record
+	phaseCancel              // cancel the job when asked; stop waiting for the backend when due
+	phaseWait                // wait for the next poll, a kill or SIGTERM
+	phaseDone                // result and err hold the outcome
+)
+
+// follower is the memory of the machine that follows one job.
+type follower struct {
+	r     *run
+	be    backends.Backend
+	logs  backends.LogReader // nil when the backend cannot read job output
+	out   *scrubWriter       // job output on its way to LogOut
+	id    string
+	log   *slog.Logger
+	watch <-chan *Record
+	poll  *Backoff
+
+	// sig is invoke's context: it ends on SIGTERM. ctx is the requests'
+	// context: sig, and after SIGTERM the grace period's.
+	sig, ctx  context.Context
+	stopGrace context.CancelFunc
+
+	start        time.Time
+	last         backends.Status // the latest state the backend reported
+	seen         bool            // the backend reported a state at least once
+	failingSince time.Time       // first of the current run of failed polls
+	lastErr      error           // the latest failed poll's error
+	cancel       cancellation
+
+	result backends.Status
+	err    error
+}
+
 // follow polls the job until it reaches a final state. Polling is adaptive:
 // fast after each state change, backing off to maxPoll, jittered. A kill
 // request (record watch) or SIGTERM (ctx) cancels the remote job and waits,
 // within CancelWait or Grace, for the backend to confirm.
-func (iv *Invoker) follow(ctx context.Context, be backends.Backend, id string, maxPoll time.Duration,
+func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPoll time.Duration,
 	watch <-chan *Record, log *slog.Logger) (backends.Status, error) {
-	poll := &Backoff{Initial: min(iv.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}
-	logs, _ := be.(backends.LogReader)
-	iv.logOff, _ = strconv.ParseInt(iv.rec.Data[KeyLogOffset], 10, 64)
-	out := &scrubWriter{w: iv.LogOut, secrets: iv.Secrets}
-	defer func() { _ = out.Flush() }()
-	var (
-		last          backends.Status
-		seen          bool
-		start         = time.Now()
-		failingSince  time.Time
-		lastErr       error
-		cancelAt      time.Time
-		cancelled     bool // the backend accepted the cancel
-		terminated    bool
-		pctx          = ctx
-		stopGraceTime = func() {}
-	)
-	defer func() { stopGraceTime() }()
-	requestCancel := func(why string) {
-		if cancelAt.IsZero() {
-			cancelAt = time.Now()
-			log.Info("cancelling the remote job", "why", why)
-		}
-		if cancelled {
-			return
-		}
-		cctx, cancel := context.WithTimeout(pctx, 10*time.Second)
-		defer cancel()
-		if err := be.Cancel(cctx, id); err != nil {
-			log.Warn("cancel failed; will try again", "err", err)
-			return
-		}
-		cancelled = true
-		poll.Reset()
+	f := &follower{r: r, be: be, id: id, log: log, watch: watch, sig: ctx, ctx: ctx, stopGrace: func() {},
+		start: time.Now(), out: &scrubWriter{w: r.LogOut, secrets: r.Secrets},
+		poll: &Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}}
+	f.logs, _ = be.(backends.LogReader)
+	r.logOff, _ = strconv.ParseInt(r.rec.Data[KeyLogOffset], 10, 64)
+	defer func() {
+		_ = f.out.Flush()
+		f.stopGrace()
+	}()
+	for p := phasePoll; p != phaseDone; p = f.step(p) {
 	}
-	readLogs := func() {
-		if logs == nil {
-			return
+	return f.result, f.err
+}
+
+// step runs phase p and returns the next.
+func (f *follower) step(p phase) phase {
+	switch p {
+	case phasePoll:
+		return f.pollStatus()
+	case phaseOutput:
+		return f.readOutput()
+	case phaseRecord:
+		return f.recordState()
+	case phaseCancel:
+		return f.checkCancel()
+	case phaseWait:
+		return f.wait()
+	}
+	panic(fmt.Sprintf("follow: no phase %d", p))
+}
+
+// finish ends following with st and err.
+func (f *follower) finish(st backends.Status, err error) phase {
+	f.result, f.err = st, err
+	return phaseDone
+}
+
+// pollStatus asks the backend for the job's state.
+func (f *follower) pollStatus() phase {
+	st, err := f.be.Status(f.ctx, f.id)
+	if err != nil {
+		return f.pollFailed(err)
+	}
+	f.failingSince, f.lastErr = time.Time{}, nil
+	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
+		f.log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
+		f.poll.Reset()
+	}
+	f.seen, f.last = true, st
+	return phaseOutput
+}
+
+// pollFailed judges a failed status request: a job the backend forgot, or
+// a fault ridden out within the retry budget.
+func (f *follower) pollFailed(err error) phase {
+	notFound := errors.Is(err, backends.ErrNotFound)
+	switch {
+	case notFound && backends.State(f.r.rec.Data[KeyJobStatus]).Final():
+		// A re-attach (say, to finish uploads) after the backend forgot
+		// the job: what we recorded at its end stands.
+		return f.finish(f.r.recordedStatus(), nil)
+	case notFound && (f.seen || time.Since(f.start) > notFoundGrace):
+		msg := fmt.Sprintf("the backend no longer knows job %s", f.id)
+		if f.seen {
+			msg += fmt.Sprintf(" (last seen %s)", f.last.Raw)
 		}
-		next, err := logs.ReadLogs(pctx, id, iv.logOff, out)
+		return f.finish(backends.Status{State: backends.Unknown, Raw: f.last.Raw, Message: msg,
+			SubmitTime: f.last.SubmitTime, StartTime: f.last.StartTime}, nil)
+	case f.ctx.Err() != nil: // stopping: the cancel step decides
+		return phaseCancel
+	}
+	if f.failingSince.IsZero() {
+		f.failingSince = time.Now()
+	}
+	f.lastErr = err
+	if time.Since(f.failingSince) > f.r.RetryBudget {
+		return f.finish(f.last, backends.Transient(fmt.Errorf("lost contact with the backend for %s: %w", f.r.RetryBudget, err)))
+	}
+	f.log.Warn("status request failed; will try again", "err", err)
+	return phaseCancel
+}
+
+// readOutput copies the job's new output to LogOut, and ends following at
+// a final state (after its last output).
+func (f *follower) readOutput() phase {
+	if f.logs != nil {
+		next, err := f.logs.ReadLogs(f.ctx, f.id, f.r.logOff, f.out)
 		if err != nil {
-			log.Debug("reading job output", "err", err)
+			f.log.Debug("reading job output", "err", err)
 		}
-		iv.logOff = max(iv.logOff, next)
+		f.r.logOff = max(f.r.logOff, next)
 	}
+	if f.last.State.Final() {
+		return f.finish(f.last, nil)
+	}
+	return phaseRecord
+}
+
+// recordState mirrors the job's state into the record.
+func (f *follower) recordState() phase {
+	start := time.Now()
+	if err := f.r.writeStatus(f.ctx, f.last); err != nil {
+		f.log.Warn("could not record the job state; will try again", "err", err)
+	} else {
+		f.log.Debug("recorded the job state", "state", f.last.State, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if f.last.State == backends.Running {
+		crashPoint("following")
+	}
+	return phaseCancel
+}
+
+// checkCancel asks the backend again to cancel if it has not accepted yet,
+// and reports KILLED once the wait for its confirmation is over.
+func (f *follower) checkCancel() phase {
+	if !f.cancel.requested() {
+		return phaseWait
+	}
+	if !f.cancel.accepted {
+		f.requestCancel()
+	}
+	if f.cancel.expire(time.Now(), f.r.CancelWait, f.r.Grace, f.ctx.Err() != nil) {
+		return f.finish(f.killedStatus(), nil)
+	}
+	return phaseWait
+}
+
+// requestCancel asks the backend to cancel the job, unless it already
+// accepted.
+func (f *follower) requestCancel() {
+	if f.cancel.accepted {
+		return
+	}
+	cctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	if err := f.be.Cancel(cctx, f.id); err != nil {
+		f.log.Warn("cancel failed; will try again", "err", err)
+		return
+	}
+	f.cancel.accepted = true
+	f.poll.Reset()
+}
+
+// killedStatus is the final status once invoke stops waiting for the
+// cancellation.
+func (f *follower) killedStatus() backends.Status {
+	msg := "cancelled"
+	if !f.cancel.accepted {
+		msg = "cancel requested, but the backend did not accept it"
+		if f.lastErr != nil {
+			msg += ": " + f.lastErr.Error()
+		}
+	} else if f.seen {
+		msg += fmt.Sprintf("; the backend still reported %s when invoke stopped waiting", f.last.Raw)
+	}
+	return backends.Status{State: backends.Killed, Raw: f.last.Raw, Message: msg,
+		SubmitTime: f.last.SubmitTime, StartTime: f.last.StartTime, EndTime: time.Now()}
+}
+
+// wait waits until the next poll is due, a kill is requested or SIGTERM
+// comes. A change of the record that is not a kill (most are our own
+// writes) must not poll early: that would also advance the backoff, and a
+// short job would be seen late.
+func (f *follower) wait() phase {
+	d := f.poll.Next()
+	if f.cancel.requested() {
+		d = min(d, 250*time.Millisecond)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	for {
-		st, err := be.Status(pctx, id)
-		if err == nil {
-			failingSince, lastErr = time.Time{}, nil
-			if !seen || st.State != last.State || st.Raw != last.Raw {
-				log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
-				poll.Reset()
+		select {
+		case <-timer.C:
+			return phasePoll
+		case rec, ok := <-f.watch:
+			if !ok {
+				f.watch = nil
+				continue
 			}
-			seen, last = true, st
-			readLogs()
-			if st.State.Final() {
-				return st, nil
+			f.r.observeWatched(rec)
+			if killRequested(rec.Data) && f.cancel.kill(time.Now()) {
+				f.log.Info("cancelling the remote job", "why", "kill=true in "+f.r.Store.Describe())
+				f.requestCancel()
+				return phasePoll
 			}
-			wstart := time.Now()
-			if werr := iv.writeStatus(pctx, st); werr != nil {
-				log.Warn("could not record the job state; will try again", "err", werr)
-			} else {
-				log.Debug("recorded the job state", "state", st.State, "took", time.Since(wstart).Round(time.Millisecond))
-			}
-			if st.State == backends.Running {
-				crashPoint("following")
-			}
-		} else if errors.Is(err, backends.ErrNotFound) && backends.State(iv.rec.Data[KeyJobStatus]).Final() {
-			// A re-attach (say, to finish uploads) after the backend forgot
-			// the job: what we recorded at its end stands.
-			return iv.recordedStatus(), nil
-		} else if errors.Is(err, backends.ErrNotFound) && (seen || time.Since(start) > notFoundGrace) {
-			msg := fmt.Sprintf("the backend no longer knows job %s", id)
-			if seen {
-				msg += fmt.Sprintf(" (last seen %s)", last.Raw)
-			}
-			return backends.Status{State: backends.Unknown, Raw: last.Raw, Message: msg,
-				SubmitTime: last.SubmitTime, StartTime: last.StartTime}, nil
-		} else if pctx.Err() == nil {
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-			lastErr = err
-			if time.Since(failingSince) > iv.RetryBudget {
-				return last, backends.Transient(fmt.Errorf("lost contact with the backend for %s: %w", iv.RetryBudget, err))
-			}
-			log.Warn("status request failed; will try again", "err", err)
-		}
-		if !cancelAt.IsZero() {
-			if !cancelled {
-				requestCancel("retry")
-			}
-			limit := iv.CancelWait
-			if terminated {
-				limit = iv.Grace
-			}
-			if time.Since(cancelAt) >= limit || (terminated && pctx.Err() != nil) {
-				msg := "cancelled"
-				if !cancelled {
-					msg = "cancel requested, but the backend did not accept it"
-					if lastErr != nil {
-						msg += ": " + lastErr.Error()
-					}
-				} else if seen {
-					msg += fmt.Sprintf("; the backend still reported %s when invoke stopped waiting", last.Raw)
-				}
-				return backends.Status{State: backends.Killed, Raw: last.Raw, Message: msg,
-					SubmitTime: last.SubmitTime, StartTime: last.StartTime, EndTime: time.Now()}, nil
-			}
-		}
-		d := poll.Next()
-		if !cancelAt.IsZero() {
-			d = min(d, 250*time.Millisecond)
-		}
-		// Wait until the next poll is due. A change of the record that is
-		// not a kill (most are our own writes) must not poll early: that
-		// would also advance the backoff, and a short job would be seen late.
-		due := time.Now().Add(d)
-		for wait := true; wait; {
-			timer := time.NewTimer(time.Until(due))
-			select {
-			case <-timer.C:
-				wait = false
-			case rec, ok := <-watch:
-				if !ok {
-					watch = nil
-					break
-				}
-				if rec.UID == iv.rec.UID {
-					iv.rec = rec
-				}
-				if killRequested(rec.Data) && cancelAt.IsZero() {
-					requestCancel("kill=true in " + iv.Store.Describe())
-					wait = false
-				}
-			case <-pctx.Done():
-				wait = false
-				if !terminated && iv.detach(ctx, log) {
-					timer.Stop()
-					return last, backends.Transient(fmt.Errorf("this pod was deleted while following job %s, which keeps running for the retry to re-attach", id))
-				}
-				if !terminated {
-					terminated = true
-					log.Info("stop requested", "cause", context.Cause(ctx), "grace", iv.Grace)
-					var cancel context.CancelFunc
-					pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), iv.Grace)
-					stopGraceTime = cancel
-					cancelled = false // cancel again under the new context if the first try failed
-					requestCancel(context.Cause(ctx).Error())
-				}
-			}
-			timer.Stop()
+		case <-f.ctx.Done():
+			return f.onSignal()
 		}
 	}
 }
 
+// onSignal handles the end of the requests' context. The first time it is
+// SIGTERM: leave the job to the retry when only this pod goes away, else
+// cancel it within the grace period. After that it is the grace period's
+// end, which the cancel step turns into KILLED after one more poll.
+func (f *follower) onSignal() phase {
+	if f.cancel.state == cancelBySignal {
+		return phasePoll
+	}
+	detached := f.r.detach(f.sig, f.log)
+	wasRequested := f.cancel.requested()
+	f.cancel.signal(time.Now(), detached)
+	if f.cancel.state == cancelDetached {
+		return f.finish(f.last, backends.Transient(fmt.Errorf("this pod was deleted while following job %s, which keeps running for the retry to re-attach", f.id)))
+	}
+	cause := context.Cause(f.sig)
+	f.log.Info("stop requested", "cause", cause, "grace", f.r.Grace)
+	if !wasRequested {
+		f.log.Info("cancelling the remote job", "why", cause.Error())
+	}
+	f.ctx, f.stopGrace = context.WithTimeout(context.WithoutCancel(f.sig), f.r.Grace)
+	f.requestCancel()
+	return phasePoll
+}
+
 // detach asks, within a few seconds of the grace period, whether SIGTERM
 // only took this pod away (see Invoker.Detach).
-func (iv *Invoker) detach(ctx context.Context, log *slog.Logger) bool {
-	if iv.Detach == nil {
+func (r *run) detach(ctx context.Context, log *slog.Logger) bool {
+	if r.Detach == nil {
 		return false
 	}
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(5*time.Second, iv.Grace/3))
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(5*time.Second, r.Grace/3))
 	defer cancel()
-	ok, why := iv.Detach(qctx)
+	ok, why := r.Detach(qctx)
 	if ok {
 		log.Warn("leaving the job running for the retry to re-attach", "why", why)
 	} else {
@@ -195,8 +294,8 @@ func (iv *Invoker) detach(ctx context.Context, log *slog.Logger) bool {
 }
 
 // recordedStatus rebuilds a status from the record's keys.
-func (iv *Invoker) recordedStatus() backends.Status {
-	d := iv.rec.Data
+func (r *run) recordedStatus() backends.Status {
+	d := r.rec.Data
 	st := backends.Status{State: backends.State(d[KeyJobStatus]), Raw: d[KeyRawState], Reason: d[KeyReason], Message: d[KeyMessage]}
 	if c, err := strconv.Atoi(d[KeyExitCode]); err == nil {
 		st.ExitCode = &c
@@ -209,26 +308,26 @@ func (iv *Invoker) recordedStatus() backends.Status {
 
 // scrubbed returns st with every text the backend gave scrubbed of secrets:
 // a chatty or hostile server may echo a token in any of them.
-func (iv *Invoker) scrubbed(st backends.Status) backends.Status {
-	st.Message = truncate(iv.Secrets.Scrub(st.Message), 4096)
-	st.Raw = truncate(iv.Secrets.Scrub(st.Raw), 256)
-	st.Reason = truncate(iv.Secrets.Scrub(st.Reason), 1024)
+func (r *run) scrubbed(st backends.Status) backends.Status {
+	st.Message = truncate(r.Secrets.Scrub(st.Message), 4096)
+	st.Raw = truncate(r.Secrets.Scrub(st.Raw), 256)
+	st.Reason = truncate(r.Secrets.Scrub(st.Reason), 1024)
 	return st
 }
 
 // statusData is the record's status keys for st.
-func (iv *Invoker) statusData(st backends.Status) map[string]string {
-	st = iv.scrubbed(st)
+func (r *run) statusData(st backends.Status) map[string]string {
+	st = r.scrubbed(st)
 	msg := st.Message
 	if msg == "" {
-		msg = fmt.Sprintf("job %s is %s", iv.result.ID, st.State)
+		msg = fmt.Sprintf("job %s is %s", r.result.ID, st.State)
 		if st.Raw != "" && st.Raw != string(st.State) {
 			msg += " (" + st.Raw + ")"
 		}
 	}
 	d := map[string]string{
 		KeyJobStatus: string(st.State),
-		KeyMessage:   truncate(iv.Secrets.Scrub(msg), 4096),
+		KeyMessage:   truncate(r.Secrets.Scrub(msg), 4096),
 		KeyRawState:  st.Raw,
 		KeyReason:    st.Reason,
 		KeySubmit:    rfc3339(st.SubmitTime),
@@ -239,19 +338,19 @@ func (iv *Invoker) statusData(st backends.Status) map[string]string {
 	if st.ExitCode != nil {
 		d[KeyExitCode] = strconv.Itoa(*st.ExitCode)
 	}
-	if iv.logOff > 0 {
-		d[KeyLogOffset] = strconv.FormatInt(iv.logOff, 10)
+	if r.logOff > 0 {
+		d[KeyLogOffset] = strconv.FormatInt(r.logOff, 10)
 	}
 	return d
 }
 
 // writeStatus writes the status keys if they changed since the last write.
-func (iv *Invoker) writeStatus(ctx context.Context, st backends.Status) error {
-	want := iv.statusData(st)
-	if iv.written != nil && sameStatus(iv.written, want) {
+func (r *run) writeStatus(ctx context.Context, st backends.Status) error {
+	want := r.statusData(st)
+	if r.written != nil && sameStatus(r.written, want) {
 		return nil
 	}
-	err := iv.update(ctx, func(d map[string]string) (bool, error) {
+	err := r.update(ctx, func(d map[string]string) (bool, error) {
 		changed := false
 		for k, v := range want {
 			changed = set(d, k, v) || changed
@@ -259,7 +358,7 @@ func (iv *Invoker) writeStatus(ctx context.Context, st backends.Status) error {
 		return changed, nil
 	})
 	if err == nil {
-		iv.written = want
+		r.written = want
 	}
 	return err
 }
@@ -278,25 +377,25 @@ func sameStatus(a, b map[string]string) bool {
 // final records the final state; it must land, so it is retried within the
 // retry budget, and failing that invoke exits 75 (a retry re-attaches and
 // records it).
-func (iv *Invoker) final(ctx context.Context, st backends.Status) error {
+func (r *run) final(ctx context.Context, st backends.Status) error {
 	if st.Message == "" {
-		st.Message = iv.statusData(st)[KeyMessage]
+		st.Message = r.statusData(st)[KeyMessage]
 	}
-	st = iv.scrubbed(st)
-	iv.result.fill(st)
+	st = r.scrubbed(st)
+	r.result.fill(st)
 	wctx := context.WithoutCancel(ctx)
-	iv.written = nil
-	err := retryTransient(wctx, iv.RetryBudget, func() error { return iv.writeStatus(wctx, st) })
+	r.written = nil
+	err := retryTransient(wctx, r.RetryBudget, func() error { return r.writeStatus(wctx, st) })
 	if errors.Is(err, ErrNoRecord) {
 		// cleanup deleted the record while we were stopping the job: the
 		// outputs still say what happened.
-		iv.Log.Warn("the record was deleted before the final state could be written", "record", iv.Store.Describe())
+		r.Log.Warn("the record was deleted before the final state could be written", "record", r.Store.Describe())
 		err = nil
 	}
 	if err != nil {
-		return backends.Transient(fmt.Errorf("the job ended %s, but recording that in %s failed: %w", st.State, iv.Store.Describe(), err))
+		return backends.Transient(fmt.Errorf("the job ended %s, but recording that in %s failed: %w", st.State, r.Store.Describe(), err))
 	}
-	iv.Log.Info("job ended", "state", st.State, "backend_state", st.Raw, "message", st.Message)
+	r.Log.Info("job ended", "state", st.State, "backend_state", st.Raw, "message", st.Message)
 	return nil
 }
 

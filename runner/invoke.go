@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,8 +22,19 @@ import (
 // activeDeadlineSeconds). The remote job is then cancelled within Grace.
 var ErrTerminated = errors.New("terminated by signal")
 
+// Defaults of the Invoker's durations: a zero (or negative) setting means
+// the default, and the command's flags show the same values.
+const (
+	DefaultGrace       = 25 * time.Second
+	DefaultSubmitLease = 30 * time.Second
+	DefaultRetryBudget = 10 * time.Minute
+	DefaultCancelWait  = 30 * time.Second
+	DefaultMinPoll     = 200 * time.Millisecond
+)
+
 // Invoker runs the invoke step: submit the job (or re-attach to it), follow
-// it to a final state, and report.
+// it to a final state, and report. It is fixed configuration: Run never
+// changes it, and each Run keeps its own state in a run.
 type Invoker struct {
 	JobName  string
 	Store    Store
@@ -60,15 +72,16 @@ type Invoker struct {
 	// and when it is not set, SIGTERM cancels the job.
 	Detach func(ctx context.Context) (bool, string)
 
-	rec     *Record
-	written map[string]string // status keys as last written
-	logOff  int64             // bytes of job output already copied to LogOut
-	s3      *S3Store          // set when the job uses S3
-	result  Result
+	last *run // the latest Run's state, for Result
 }
 
-// Result returns what invoke has found out so far.
-func (iv *Invoker) Result() *Result { return &iv.result }
+// Result returns what the latest Run found out.
+func (iv *Invoker) Result() *Result {
+	if iv.last == nil {
+		return &Result{}
+	}
+	return &iv.last.result
+}
 
 // Run executes invoke. It returns nil when the job reached a final state
 // (DONE, FAILED, KILLED, UNKNOWN: see Result().Status); an error wrapping
@@ -76,15 +89,16 @@ func (iv *Invoker) Result() *Result { return &iv.result }
 // any other error when the state could not be followed to its end (a retry
 // of invoke re-attaches).
 func (iv *Invoker) Run(ctx context.Context) error {
-	iv.defaults()
-	err := iv.run(ctx)
+	r := &run{Invoker: iv.withDefaults()}
+	iv.last = r
+	err := r.execute(ctx)
 	if err != nil {
-		iv.result.Message = iv.Secrets.Scrub(err.Error())
-		if iv.rec != nil {
+		r.result.Message = r.Secrets.Scrub(err.Error())
+		if r.rec != nil {
 			// Leave a note in the record; best effort, the outputs say it too.
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = iv.update(wctx, func(d map[string]string) (bool, error) {
-				return set(d, KeyMessage, iv.result.Message), nil
+			_ = r.update(wctx, func(d map[string]string) (bool, error) {
+				return set(d, KeyMessage, r.result.Message), nil
 			})
 			cancel()
 		}
@@ -92,34 +106,29 @@ func (iv *Invoker) Run(ctx context.Context) error {
 	return err
 }
 
-func (iv *Invoker) defaults() {
-	if iv.Log == nil {
-		iv.Log = slog.New(slog.DiscardHandler)
+// withDefaults returns a copy of iv with every unset setting at its default.
+func (iv *Invoker) withDefaults() *Invoker {
+	c := *iv
+	c.last = nil
+	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
+	c.Secrets = cmp.Or(c.Secrets, &Secrets{})
+	c.Holder = cmp.Or(c.Holder, DefaultHolder())
+	c.Grace = positiveOr(c.Grace, DefaultGrace)
+	c.SubmitLease = positiveOr(c.SubmitLease, DefaultSubmitLease)
+	c.RetryBudget = positiveOr(c.RetryBudget, DefaultRetryBudget)
+	c.CancelWait = positiveOr(c.CancelWait, DefaultCancelWait)
+	c.MinPoll = positiveOr(c.MinPoll, DefaultMinPoll)
+	if c.LogOut == nil {
+		c.LogOut = io.Discard
 	}
-	if iv.Secrets == nil {
-		iv.Secrets = &Secrets{}
+	return &c
+}
+
+func positiveOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
 	}
-	if iv.Holder == "" {
-		iv.Holder = DefaultHolder()
-	}
-	if iv.Grace <= 0 {
-		iv.Grace = 25 * time.Second
-	}
-	if iv.SubmitLease <= 0 {
-		iv.SubmitLease = 30 * time.Second
-	}
-	if iv.RetryBudget <= 0 {
-		iv.RetryBudget = 10 * time.Minute
-	}
-	if iv.CancelWait <= 0 {
-		iv.CancelWait = 30 * time.Second
-	}
-	if iv.MinPoll <= 0 {
-		iv.MinPoll = 200 * time.Millisecond
-	}
-	if iv.LogOut == nil {
-		iv.LogOut = io.Discard
-	}
+	return d
 }
 
 // DefaultHolder names this process: host, pid and a random suffix.
@@ -134,81 +143,98 @@ func IdempotencyKey(uid string) string {
 	return "br-" + hex.EncodeToString(sum[:10])
 }
 
-func (iv *Invoker) run(ctx context.Context) error {
-	if err := iv.loadRecord(ctx); err != nil {
-		return err
-	}
-	desc, err := SpecFromData(iv.rec.Data).Parse()
+// execute loads the record, submits or adopts the job, follows it to its
+// end, records that, and uploads the outputs.
+func (r *run) execute(ctx context.Context) error {
+	desc, be, err := r.setUp(ctx)
 	if err != nil {
 		return err
 	}
-	cfg := iv.Backend
-	cfg.URL = desc.ResourceURL
-	cfg.Logger = iv.Log.With("backend", desc.Backend)
-	be, err := iv.Registry.New(desc.Backend, cfg)
-	if err != nil {
-		return err
-	}
-	if desc.UsesS3() {
-		iv.s3, err = NewS3Store(S3Config{Endpoint: desc.S3.Endpoint, Secure: desc.S3.Secure, Region: desc.S3.Region,
-			Credentials: DirCredentials{Dir: iv.S3.CredentialsDir, Secrets: iv.Secrets}, CAFile: iv.S3.CAFile, Insecure: iv.S3.Insecure})
-		if err != nil {
-			return err
-		}
-	}
-	iv.result.Job = iv.JobName
-	base := backends.Job{Name: iv.JobName, Key: IdempotencyKey(iv.rec.UID), Properties: desc.Properties}
-	prepare := iv.preparer(ctx, desc, be, base)
-	if iv.rec.Data[KeyID] == "" && iv.rec.Data[KeyIntent] == "" && !killRequested(iv.rec.Data) {
+	r.result.Job = r.JobName
+	base := backends.Job{Name: r.JobName, Key: IdempotencyKey(r.rec.UID), Properties: desc.Properties}
+	prepare := r.preparer(ctx, desc, be, base)
+	if r.rec.Data[KeyID] == "" && r.rec.Data[KeyIntent] == "" && !killRequested(r.rec.Data) {
 		// A fresh run: refuse bad input before anything is recorded.
 		if _, err := prepare(); err != nil {
 			return err
 		}
 	}
-	log := iv.Log.With("backend", desc.Backend, "record", iv.Store.Describe())
+	log := r.Log.With("backend", desc.Backend, "record", r.Store.Describe())
 
 	// Watch the record from here on: a kill may come at any time.
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
-	watch := iv.Store.Watch(wctx, iv.rec)
+	watch := r.Store.Watch(wctx, r.rec)
 
-	id, err := iv.submitOrAdopt(ctx, be, base.Key, prepare, watch, log)
+	id, err := r.submitOrAdopt(ctx, be, base.Key, prepare, watch, log)
 	if err != nil {
 		return err
 	}
 	if id == "" { // killed before anything was submitted
-		iv.result.Status, iv.result.Message = string(backends.Killed), "kill requested before the job was submitted; nothing was submitted"
-		return iv.final(ctx, backends.Status{State: backends.Killed, Message: iv.result.Message})
+		r.result.Status, r.result.Message = string(backends.Killed), "kill requested before the job was submitted; nothing was submitted"
+		return r.final(ctx, backends.Status{State: backends.Killed, Message: r.result.Message})
 	}
-	iv.result.ID = id
+	r.result.ID = id
 	log = log.With("job_id", id)
-	st, err := iv.follow(ctx, be, id, desc.UpdateInterval, watch, log)
+	st, err := r.follow(ctx, be, id, desc.UpdateInterval, watch, log)
 	if err != nil {
 		return err
 	}
-	if err := iv.final(ctx, st); err != nil {
+	if err := r.final(ctx, st); err != nil {
 		return err
 	}
 	if desc.UploadBucket == "" {
 		return nil
 	}
+	return r.upload(ctx, desc, be, id, base.Key, log)
+}
+
+// setUp reads (or creates) the record and builds the backend and, when the
+// job uses S3, the S3 client.
+func (r *run) setUp(ctx context.Context) (*Description, backends.Backend, error) {
+	if err := r.loadRecord(ctx); err != nil {
+		return nil, nil, err
+	}
+	desc, err := SpecFromData(r.rec.Data).Parse()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := r.Backend
+	cfg.URL = desc.ResourceURL
+	cfg.Logger = r.Log.With("backend", desc.Backend)
+	be, err := r.Registry.New(desc.Backend, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if desc.UsesS3() {
+		r.s3, err = NewS3Store(S3Config{Endpoint: desc.S3.Endpoint, Secure: desc.S3.Secure, Region: desc.S3.Region,
+			Credentials: DirCredentials{Dir: r.S3.CredentialsDir, Secrets: r.Secrets}, CAFile: r.S3.CAFile, Insecure: r.S3.Insecure})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return desc, be, nil
+}
+
+// upload uploads the outputs after the job's end and records where they went.
+func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend, id, key string, log *slog.Logger) error {
 	// Uploads run after SIGTERM too, within the grace period.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), iv.uploadTime(ctx))
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.uploadTime(ctx))
 	defer cancel()
-	locs, notes, uerr := iv.uploadOutputs(uctx, desc, be, id, base.Key)
-	iv.result.Outputs = locs
-	msg := iv.result.Message
+	locs, notes, uerr := r.uploadOutputs(uctx, desc, be, id, key)
+	r.result.Outputs = locs
+	msg := r.result.Message
 	if len(notes) > 0 {
 		msg += "; " + strings.Join(notes, "; ")
 	}
 	if uerr != nil {
 		msg += "; " + uerr.Error()
 	}
-	iv.result.Message = truncate(iv.Secrets.Scrub(msg), 4096)
-	werr := retryTransient(context.WithoutCancel(ctx), iv.RetryBudget, func() error {
-		return iv.update(context.WithoutCancel(ctx), func(d map[string]string) (bool, error) {
+	r.result.Message = truncate(r.Secrets.Scrub(msg), 4096)
+	werr := retryTransient(context.WithoutCancel(ctx), r.RetryBudget, func() error {
+		return r.update(context.WithoutCancel(ctx), func(d map[string]string) (bool, error) {
 			c := set(d, KeyOutputs, strings.Join(locs, "\n"))
-			return set(d, KeyMessage, iv.result.Message) || c, nil
+			return set(d, KeyMessage, r.result.Message) || c, nil
 		})
 	})
 	if uerr != nil {
@@ -223,40 +249,40 @@ func (iv *Invoker) run(ctx context.Context) error {
 
 // uploadTime is how long uploads may take: the grace period after SIGTERM,
 // else the retry budget.
-func (iv *Invoker) uploadTime(ctx context.Context) time.Duration {
+func (r *run) uploadTime(ctx context.Context) time.Duration {
 	if ctx.Err() != nil {
-		return iv.Grace
+		return r.Grace
 	}
-	return iv.RetryBudget
+	return r.RetryBudget
 }
 
-// loadRecord reads the state record, creating it from iv.Spec when given.
-func (iv *Invoker) loadRecord(ctx context.Context) error {
+// loadRecord reads the state record, creating it from r.Spec when given.
+func (r *run) loadRecord(ctx context.Context) error {
 	var rec *Record
-	err := retryTransient(ctx, iv.RetryBudget, func() (err error) {
-		rec, err = iv.Store.Get(ctx)
+	err := retryTransient(ctx, r.RetryBudget, func() (err error) {
+		rec, err = r.Store.Get(ctx)
 		return err
 	})
 	switch {
-	case errors.Is(err, ErrNoRecord) && iv.Spec != nil:
-		if _, perr := iv.Spec.Parse(); perr != nil {
+	case errors.Is(err, ErrNoRecord) && r.Spec != nil:
+		if _, perr := r.Spec.Parse(); perr != nil {
 			return perr
 		}
-		rec, err = EnsureRecord(ctx, iv.Store, *iv.Spec, iv.RetryBudget)
+		rec, err = EnsureRecord(ctx, r.Store, *r.Spec, r.RetryBudget)
 		if err != nil {
 			return err
 		}
 	case errors.Is(err, ErrNoRecord):
-		return backends.Invalid("configmap", "%s does not exist; run create-configmap first, or give the job's flags to invoke", iv.Store.Describe())
+		return backends.Invalid("configmap", "%s does not exist; run create-configmap first, or give the job's flags to invoke", r.Store.Describe())
 	case err != nil:
-		return fmt.Errorf("reading %s: %w", iv.Store.Describe(), err)
-	case iv.Spec != nil:
-		if diff := Diff(SpecFromData(rec.Data), *iv.Spec); len(diff) > 0 {
+		return fmt.Errorf("reading %s: %w", r.Store.Describe(), err)
+	case r.Spec != nil:
+		if diff := Diff(SpecFromData(rec.Data), *r.Spec); len(diff) > 0 {
 			return backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name",
-				iv.Store.Describe(), strings.Join(diff, ", "))
+				r.Store.Describe(), strings.Join(diff, ", "))
 		}
 	}
-	iv.rec = rec
+	r.observe(rec)
 	return nil
 }
 
@@ -280,31 +306,6 @@ func EnsureRecord(ctx context.Context, store Store, spec Spec, budget time.Durat
 			store.Describe(), strings.Join(diff, ", "))
 	}
 	return rec, nil
-}
-
-// update applies mutate to the latest record and writes it, re-reading and
-// re-applying on conflict. mutate reports whether it changed anything.
-func (iv *Invoker) update(ctx context.Context, mutate func(d map[string]string) (bool, error)) error {
-	for {
-		next := iv.rec.Clone()
-		changed, err := mutate(next.Data)
-		if err != nil || !changed {
-			return err
-		}
-		rec, err := iv.Store.Update(ctx, next)
-		if err == nil {
-			iv.rec = rec
-			return nil
-		}
-		if !errors.Is(err, ErrConflict) {
-			return err
-		}
-		fresh, err := iv.Store.Get(ctx)
-		if err != nil {
-			return err
-		}
-		iv.rec = fresh
-	}
 }
 
 func set(d map[string]string, k, v string) bool {
@@ -365,103 +366,150 @@ func holderGone(holder string) bool {
 // wait for the id to appear (or find the job by key). A crash between submit
 // and recording the id is healed by finding the job by its key. It returns
 // "" when a kill was requested before anything was submitted.
-func (iv *Invoker) submitOrAdopt(ctx context.Context, be backends.Backend, key string, prepare func() (backends.Job, error),
+func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string, prepare func() (backends.Job, error),
 	watch <-chan *Record, log *slog.Logger) (string, error) {
 	finder, _ := be.(backends.Finder)
 	if finder == nil {
 		log.Warn("this backend cannot find jobs by key: a crash between submit and recording the id could submit twice")
 	}
-	find := func() (string, error) {
-		if finder == nil {
-			return "", nil
-		}
-		var id string
-		err := retryTransient(ctx, iv.RetryBudget, func() (err error) {
-			id, err = finder.FindByKey(ctx, key)
-			return err
-		})
-		return id, err
-	}
+	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
 	for {
-		if id := iv.rec.Data[KeyID]; id != "" {
+		if id := r.rec.Data[KeyID]; id != "" {
 			log.Info("re-attaching to the recorded job", "job_id", id)
 			return id, nil
 		}
-		if killRequested(iv.rec.Data) {
+		if killRequested(r.rec.Data) {
 			return "", nil
 		}
-		cur, hasIntent := parseIntent(iv.rec.Data[KeyIntent])
-		if hasIntent && cur.holder != iv.Holder {
+		cur, hasIntent := parseIntent(r.rec.Data[KeyIntent])
+		if hasIntent && cur.holder != r.Holder {
 			// Someone submitted or is submitting. Whatever state it is in,
 			// a job carrying our key is the job.
-			id, err := find()
-			if err != nil {
-				return "", fmt.Errorf("looking for an earlier submission: %w", err)
-			}
-			if id != "" {
+			id, waited, err := r.othersIntent(ctx, cur, find, watch, log)
+			switch {
+			case err != nil:
+				return "", err
+			case id != "":
 				log.Info("adopting the job found by its idempotency key", "job_id", id, "key", key)
-				return id, iv.recordID(ctx, id)
+				return id, r.recordID(ctx, id)
+			case waited:
+				continue
 			}
-			if age := time.Since(cur.at); age < iv.SubmitLease && !holderGone(cur.holder) {
-				log.Info("another invoker is submitting; waiting for it", "holder", cur.holder)
-				if err := iv.waitChange(ctx, watch, min(iv.SubmitLease-age, time.Second)); err != nil {
+		}
+		if !hasIntent || cur.holder != r.Holder {
+			if ok, err := r.claimIntent(ctx, key); err != nil || !ok {
+				if err != nil {
 					return "", err
 				}
-				continue
-			}
-			log.Info("taking over a stale submit intent", "holder", cur.holder, "since", cur.at)
-		}
-		if !hasIntent || cur.holder != iv.Holder {
-			crashPoint("before-intent")
-			seen := iv.rec.Data[KeyIntent]
-			err := iv.update(ctx, func(d map[string]string) (bool, error) {
-				if d[KeyID] != "" || d[KeyIntent] != seen || killRequested(d) {
-					return false, nil // changed under us: look again
-				}
-				d[KeyIntent] = intent{holder: iv.Holder, at: time.Now()}.String()
-				d[KeyKey] = key
-				return true, nil
-			})
-			if err != nil {
-				return "", fmt.Errorf("recording the submit intent in %s: %w", iv.Store.Describe(), err)
-			}
-			if cur2, _ := parseIntent(iv.rec.Data[KeyIntent]); cur2.holder != iv.Holder {
-				continue
+				continue // changed under us: look again
 			}
 		}
-		// We hold the intent. A job with our key may still exist if we took
-		// over from a crashed holder that got as far as submitting.
-		if hasIntent {
-			if id, err := find(); err != nil {
-				return "", err
-			} else if id != "" {
-				log.Info("adopting the job found by its idempotency key", "job_id", id, "key", key)
-				return id, iv.recordID(ctx, id)
-			}
-		}
-		crashPoint("after-intent")
-		job, err := prepare()
-		if err != nil {
-			return "", err
-		}
-		id, err := iv.submit(ctx, be, job, find, log)
-		if err != nil {
-			return "", err
-		}
-		crashPoint("after-submit")
-		if err := iv.recordID(ctx, id); err != nil {
-			return "", err
-		}
-		crashPoint("after-id")
-		return id, nil
+		return r.submitClaimed(ctx, be, key, hasIntent, prepare, find, log)
 	}
 }
 
-// submit submits the job, retrying transient faults within the submit lease;
-// before each retry it looks for the job by key, because a request that
-// timed out may still have been accepted.
-func (iv *Invoker) submit(ctx context.Context, be backends.Backend, job backends.Job, find func() (string, error), log *slog.Logger) (string, error) {
-	sctx, cancel := context.WithTimeout(ctx, iv.SubmitLease-iv.SubmitLease/5)
+// findByKey looks for the job by its idempotency key, within the retry
+// budget; "" when there is none or the backend cannot look.
+func (r *run) findByKey(ctx context.Context, finder backends.Finder, key string) (string, error) {
+	if finder == nil {
+		return "", nil
+	}
+	var id string
+	err := retryTransient(ctx, r.RetryBudget, func() (err error) {
+		id, err = finder.FindByKey(ctx, key)
+		return err
+	})
+	return id, err
+}
+
+// othersIntent deals with another invoker's submit intent: it returns the
+// job when one with our key exists, or waits a little (waited) while the
+// holder's lease lasts. Neither means the intent is stale: take it over.
+func (r *run) othersIntent(ctx context.Context, cur intent, find func(context.Context) (string, error),
+	watch <-chan *Record, log *slog.Logger) (id string, waited bool, err error) {
+	id, err = find(ctx)
+	if err != nil || id != "" {
+		if err != nil {
+			err = fmt.Errorf("looking for an earlier submission: %w", err)
+		}
+		return id, false, err
+	}
+	if left := r.leaseLeft(cur); left > 0 && !holderGone(cur.holder) {
+		log.Info("another invoker is submitting; waiting for it", "holder", cur.holder)
+		return "", true, r.waitChange(ctx, watch, min(left, time.Second))
+	}
+	log.Info("taking over a stale submit intent", "holder", cur.holder, "since", cur.at)
+	return "", false, nil
+}
+
+// leaseLeft is how much longer the intent cur keeps us waiting: SubmitLease
+// from the moment this process first saw it, on this process's monotonic
+// clock. The intent's own time comes from another machine's clock (or a
+// hand edit): compared with ours, one running ahead would make us wait
+// forever, one running behind would take over a live holder's submit.
+func (r *run) leaseLeft(cur intent) time.Duration {
+	if v := cur.String(); v != r.intentSeen {
+		r.intentSeen, r.intentSeenAt = v, time.Now()
+	}
+	return r.SubmitLease - time.Since(r.intentSeenAt)
+}
+
+// claimIntent records this invoker's submit intent, unless the record
+// changed since it was read (then ok is false: look again).
+func (r *run) claimIntent(ctx context.Context, key string) (ok bool, err error) {
+	crashPoint("before-intent")
+	seen := r.rec.Data[KeyIntent]
+	err = r.update(ctx, func(d map[string]string) (bool, error) {
+		if d[KeyID] != "" || d[KeyIntent] != seen || killRequested(d) {
+			return false, nil // changed under us: look again
+		}
+		d[KeyIntent] = intent{holder: r.Holder, at: time.Now()}.String()
+		d[KeyKey] = key
+		return true, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("recording the submit intent in %s: %w", r.Store.Describe(), err)
+	}
+	cur, _ := parseIntent(r.rec.Data[KeyIntent])
+	return cur.holder == r.Holder, nil
+}
+
+// submitClaimed submits the job once this invoker holds the intent, and
+// records its id. A job with our key may still exist if we took over from a
+// crashed holder that got as far as submitting (tookOver).
+func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string, tookOver bool,
+	prepare func() (backends.Job, error), find func(context.Context) (string, error), log *slog.Logger) (string, error) {
+	if tookOver {
+		if id, err := find(ctx); err != nil {
+			return "", err
+		} else if id != "" {
+			log.Info("adopting the job found by its idempotency key", "job_id", id, "key", key)
+			return id, r.recordID(ctx, id)
+		}
+	}
+	crashPoint("after-intent")
+	job, err := prepare()
+	if err != nil {
+		return "", err
+	}
+	id, err := r.submit(ctx, be, job, find, log)
+	if err != nil {
+		return "", err
+	}
+	crashPoint("after-submit")
+	if err := r.recordID(ctx, id); err != nil {
+		return "", err
+	}
+	crashPoint("after-id")
+	return id, nil
+}
+
+// submit submits the job, retrying transient faults within the submit lease
+// and the retry budget, whichever is shorter, lookups included; before each
+// retry it looks for the job by key, because a request that timed out may
+// still have been accepted.
+func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job, find func(context.Context) (string, error), log *slog.Logger) (string, error) {
+	sctx, cancel := context.WithTimeout(ctx, min(r.SubmitLease-r.SubmitLease/5, r.RetryBudget))
 	defer cancel()
 	b := Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
 	start := time.Now()
@@ -472,7 +520,7 @@ func (iv *Invoker) submit(ctx context.Context, be backends.Backend, job backends
 			log.Info("submitted", "job_id", id, "key", job.Key, "took", time.Since(start).Round(time.Millisecond))
 			return id, nil
 		case errors.Is(err, backends.ErrExists):
-			if id, ferr := find(); ferr == nil && id != "" {
+			if id, ferr := find(ctx); ferr == nil && id != "" {
 				return id, nil
 			}
 			return "", fmt.Errorf("the backend has a job with key %s but cannot find it: %w", job.Key, err)
@@ -488,19 +536,19 @@ func (iv *Invoker) submit(ctx context.Context, be backends.Backend, job backends
 			return "", backends.Transient(fmt.Errorf("submit did not succeed after %d attempts: %w", attempt, err))
 		}
 		log.Warn("submit failed; retrying", "attempt", attempt, "err", err)
-		if id, ferr := find(); ferr == nil && id != "" {
+		if id, ferr := find(sctx); ferr == nil && id != "" {
 			return id, nil
 		}
 	}
 }
 
 // recordID writes the job id into the record right away, clearing the intent.
-func (iv *Invoker) recordID(ctx context.Context, id string) error {
+func (r *run) recordID(ctx context.Context, id string) error {
 	wctx := context.WithoutCancel(ctx) // the id must land even during SIGTERM
-	err := retryTransient(wctx, iv.RetryBudget, func() error {
-		return iv.update(wctx, func(d map[string]string) (bool, error) {
+	err := retryTransient(wctx, r.RetryBudget, func() error {
+		return r.update(wctx, func(d map[string]string) (bool, error) {
 			if d[KeyID] != "" && d[KeyID] != id {
-				return false, fmt.Errorf("%s records job %s, but this invoker has job %s", iv.Store.Describe(), d[KeyID], id)
+				return false, fmt.Errorf("%s records job %s, but this invoker has job %s", r.Store.Describe(), d[KeyID], id)
 			}
 			c := set(d, KeyID, id)
 			c = set(d, KeyIntent, "") || c
@@ -508,24 +556,24 @@ func (iv *Invoker) recordID(ctx context.Context, id string) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("recording job id %s in %s (a retry will find it by key): %w", id, iv.Store.Describe(), err)
+		return fmt.Errorf("recording job id %s in %s (a retry will find it by key): %w", id, r.Store.Describe(), err)
 	}
 	return nil
 }
 
 // waitChange waits for a record change or d, whichever is first.
-func (iv *Invoker) waitChange(ctx context.Context, watch <-chan *Record, d time.Duration) error {
+func (r *run) waitChange(ctx context.Context, watch <-chan *Record, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case rec, ok := <-watch:
-		if ok && rec.UID == iv.rec.UID {
-			iv.rec = rec
+		if ok {
+			r.observeWatched(rec)
 		}
 	case <-t.C:
-		fresh, err := iv.Store.Get(ctx)
+		fresh, err := r.Store.Get(ctx)
 		if err == nil {
-			iv.rec = fresh
+			r.observe(fresh)
 		}
 	case <-ctx.Done():
 		return context.Cause(ctx)

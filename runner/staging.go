@@ -30,7 +30,7 @@ const maxSmallObject = 16 << 20
 // called before the intent is recorded on a fresh run, and only when a
 // submit is really needed on a re-attach, so that a re-attach never depends
 // on inputs that may since have been deleted.
-func (iv *Invoker) preparer(ctx context.Context, desc *Description, be backends.Backend, base backends.Job) func() (backends.Job, error) {
+func (r *run) preparer(ctx context.Context, desc *Description, be backends.Backend, base backends.Job) func() (backends.Job, error) {
 	var (
 		done bool
 		job  backends.Job
@@ -38,41 +38,75 @@ func (iv *Invoker) preparer(ctx context.Context, desc *Description, be backends.
 	)
 	return func() (backends.Job, error) {
 		if !done {
-			job, err = iv.prepare(ctx, desc, be, base)
+			job, err = r.prepare(ctx, desc, be, base)
 			done = true
 		}
 		return job, err
 	}
 }
 
-func (iv *Invoker) prepare(ctx context.Context, desc *Description, be backends.Backend, job backends.Job) (backends.Job, error) {
+func (r *run) prepare(ctx context.Context, desc *Description, be backends.Backend, job backends.Job) (backends.Job, error) {
+	if err := checkCapabilities(desc, be); err != nil {
+		return job, err
+	}
+	if r.s3 != nil {
+		inputs, err := desc.S3Inputs()
+		if err != nil {
+			return job, err
+		}
+		if err := r.s3.Preflight(ctx, inputs, desc.UploadBucket, desc.S3.CreateBucket); err != nil {
+			return job, err
+		}
+	}
+	job, err := r.resolveTexts(ctx, desc, job)
+	if err != nil {
+		return job, err
+	}
+	for _, ref := range desc.AdditionalData {
+		job.Inputs = append(job.Inputs, backends.InputFile{
+			Name: path.Base(ref.Object),
+			Size: -1,
+			Open: func(ctx context.Context) (io.ReadCloser, error) {
+				rc, _, err := r.s3.Open(ctx, ref, "jobdata.additionalData")
+				return rc, err
+			},
+		})
+	}
+	if v, ok := be.(backends.Validator); ok {
+		if err := v.Validate(job); err != nil {
+			return job, err
+		}
+	}
+	return job, nil
+}
+
+// checkCapabilities refuses a job that needs what the backend cannot do:
+// input files it cannot stage, output files it cannot read.
+func checkCapabilities(desc *Description, be backends.Backend) error {
 	if len(desc.AdditionalData) > 0 {
-		if _, ok := be.(backends.InputStager); !ok {
-			return job, backends.Invalid("jobdata.additionalData", "the %s backend cannot make input files available to the job; remove additionalData and have the script fetch its inputs", desc.Backend)
+		if s, ok := be.(backends.InputStager); !ok || !s.StagesInputs() {
+			return backends.Invalid("jobdata.additionalData", "the %s backend cannot make input files available to the job; remove additionalData and have the script fetch its inputs", desc.Backend)
 		}
 	}
 	if len(desc.UploadFiles) > 0 {
 		_, fetches := be.(backends.OutputFetcher)
 		_, stages := be.(backends.StageOuter)
 		if !fetches && !stages {
-			return job, backends.Invalid("s3upload.files", "the %s backend cannot read files from the remote system; remove s3upload.files and have the script upload its outputs", desc.Backend)
+			return backends.Invalid("s3upload.files", "the %s backend cannot read files from the remote system; remove s3upload.files and have the script upload its outputs", desc.Backend)
 		}
 	}
-	if iv.s3 != nil {
-		inputs, err := desc.S3Inputs()
-		if err != nil {
-			return job, err
-		}
-		if err := iv.s3.Preflight(ctx, inputs, desc.UploadBucket, desc.S3.CreateBucket); err != nil {
-			return job, err
-		}
-	}
+	return nil
+}
+
+// resolveTexts fills the job's script, metadata and parameters, reading
+// those given as S3 objects.
+func (r *run) resolveTexts(ctx context.Context, desc *Description, job backends.Job) (backends.Job, error) {
 	read := func(field, v string) (string, error) {
 		ref, err := ParseObjectRef(field, v)
 		if err != nil {
 			return "", err
 		}
-		b, err := iv.s3.ReadSmall(ctx, ref, field, maxSmallObject)
+		b, err := r.s3.ReadSmall(ctx, ref, field, maxSmallObject)
 		return string(b), err
 	}
 	var err error
@@ -100,22 +134,6 @@ func (iv *Invoker) prepare(ctx context.Context, desc *Description, be backends.B
 		}
 	}
 	job.Metadata, job.Parameters = []byte(meta), []byte(params)
-	for _, ref := range desc.AdditionalData {
-		ref := ref
-		job.Inputs = append(job.Inputs, backends.InputFile{
-			Name: path.Base(ref.Object),
-			Size: -1,
-			Open: func(ctx context.Context) (io.ReadCloser, error) {
-				rc, _, err := iv.s3.Open(ctx, ref, "jobdata.additionalData")
-				return rc, err
-			},
-		})
-	}
-	if v, ok := be.(backends.Validator); ok {
-		if err := v.Validate(job); err != nil {
-			return job, err
-		}
-	}
 	return job, nil
 }
 
@@ -124,19 +142,19 @@ func (iv *Invoker) prepare(ctx context.Context, desc *Description, be backends.B
 // under a prefix unique to this run. A file the job did not write is noted,
 // not fatal; a failed upload is returned as a transient error, so that a
 // retry (which re-attaches) can finish it.
-func (iv *Invoker) uploadOutputs(ctx context.Context, desc *Description, be backends.Backend, id, key string) ([]string, []string, error) {
-	prefix := RunPrefix(iv.JobName, key, id)
+func (r *run) uploadOutputs(ctx context.Context, desc *Description, be backends.Backend, id, key string) ([]string, []string, error) {
+	prefix := RunPrefix(r.JobName, key, id)
 	if so, ok := be.(backends.StageOuter); ok {
 		if _, fetches := be.(backends.OutputFetcher); !fetches {
-			return iv.stageOut(ctx, desc, be, so, id, prefix)
+			return r.stageOut(ctx, desc, be, so, id, prefix)
 		}
 	}
 	var locs, notes []string
 	put := func(name string, fetch func(w io.Writer) error) error {
-		return retryTransient(ctx, min(iv.RetryBudget, 2*time.Minute), func() error {
+		return retryTransient(ctx, min(r.RetryBudget, 2*time.Minute), func() error {
 			pr, pw := io.Pipe()
 			go func() { pw.CloseWithError(fetch(pw)) }()
-			loc, err := iv.s3.Upload(ctx, desc.UploadBucket, prefix+name, pr, -1)
+			loc, err := r.s3.Upload(ctx, desc.UploadBucket, prefix+name, pr, -1)
 			pr.Close()
 			if err == nil {
 				locs = append(locs, loc)
@@ -185,10 +203,10 @@ const stageOutURLExpiry = 2 * time.Hour
 
 // stageOut has the backend run a job of its own that uploads the outputs to
 // presigned URLs, follows it, and then asks S3 which objects arrived.
-func (iv *Invoker) stageOut(ctx context.Context, desc *Description, be backends.Backend, so backends.StageOuter, id, prefix string) ([]string, []string, error) {
+func (r *run) stageOut(ctx context.Context, desc *Description, be backends.Backend, so backends.StageOuter, id, prefix string) ([]string, []string, error) {
 	presign := func(name string) (string, error) {
-		u, err := iv.s3.PresignPut(ctx, desc.UploadBucket, prefix+name, stageOutURLExpiry)
-		iv.Secrets.Add(u)
+		u, err := r.s3.PresignPut(ctx, desc.UploadBucket, prefix+name, stageOutURLExpiry)
+		r.Secrets.Add(u)
 		return u, err
 	}
 	fail := func(err error) ([]string, []string, error) {
@@ -207,14 +225,14 @@ func (iv *Invoker) stageOut(ctx context.Context, desc *Description, be backends.
 		return fail(err)
 	}
 	var sid string
-	if err := retryTransient(ctx, iv.RetryBudget, func() (err error) {
+	if err := retryTransient(ctx, r.RetryBudget, func() (err error) {
 		sid, err = so.StageOut(ctx, id, uploads, logURL)
 		return err
 	}); err != nil {
 		return fail(err)
 	}
-	iv.Log.Info("stage-out job submitted", "job_id", id, "stage_out_id", sid)
-	poll := &Backoff{Initial: iv.MinPoll, Max: 5 * time.Second, Factor: 1.6, Jitter: 0.1}
+	r.Log.Info("stage-out job submitted", "job_id", id, "stage_out_id", sid)
+	poll := &Backoff{Initial: r.MinPoll, Max: 5 * time.Second, Factor: 1.6, Jitter: 0.1}
 	var st backends.Status
 	for {
 		st, err = be.Status(ctx, sid)
@@ -228,7 +246,7 @@ func (iv *Invoker) stageOut(ctx context.Context, desc *Description, be backends.
 	}
 	var locs, notes []string
 	for _, file := range desc.UploadFiles {
-		loc, ok, err := iv.s3.Exists(ctx, desc.UploadBucket, prefix+outputName(file))
+		loc, ok, err := r.s3.Exists(ctx, desc.UploadBucket, prefix+outputName(file))
 		switch {
 		case err != nil:
 			return fail(err)
@@ -238,7 +256,7 @@ func (iv *Invoker) stageOut(ctx context.Context, desc *Description, be backends.
 			notes = append(notes, file+" was not found")
 		}
 	}
-	if loc, ok, err := iv.s3.Exists(ctx, desc.UploadBucket, prefix+"job.log"); err == nil && ok {
+	if loc, ok, err := r.s3.Exists(ctx, desc.UploadBucket, prefix+"job.log"); err == nil && ok {
 		locs = append(locs, loc)
 	}
 	if st.State != backends.Done {

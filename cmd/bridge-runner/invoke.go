@@ -63,8 +63,8 @@ stderr; stdout carries one JSON summary line.`,
 	}
 	fs.StringVar(&o.terminationLog, "termination-log", "/dev/termination-log", "write the final message here when the file exists (Kubernetes shows it as the container's termination message)")
 	fs.DurationVar(&o.grace, "grace-period", defaultGrace(), "after SIGTERM, how long cancelling the remote job may take; defaults to $ARGO_TERMINATION_GRACE_PERIOD_SECONDS minus 5s when that is set")
-	fs.DurationVar(&o.submitLease, "submit-lease", 30*time.Second, "how long another invoker's unfinished submit is waited out before taking it over")
-	fs.DurationVar(&o.retryBudget, "retry-budget", 10*time.Minute, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75")
+	fs.DurationVar(&o.submitLease, "submit-lease", runner.DefaultSubmitLease, "how long another invoker's unfinished submit is waited out before taking it over")
+	fs.DurationVar(&o.retryBudget, "retry-budget", runner.DefaultRetryBudget, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75")
 	fs.StringVar(&o.s3CredsDir, "s3-credentials-dir", "/s3credentials", "directory of the mounted S3 credentials Secret (accesskey and secretkey)")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
@@ -77,7 +77,7 @@ func defaultGrace() time.Duration {
 	if s, err := strconv.Atoi(os.Getenv("ARGO_TERMINATION_GRACE_PERIOD_SECONDS")); err == nil && s > 0 {
 		return max(time.Duration(s-5)*time.Second, time.Second)
 	}
-	return 25 * time.Second
+	return runner.DefaultGrace
 }
 
 func (a *app) runInvoke(cmd *cobra.Command, o *invokeOptions) error {
