@@ -12,7 +12,7 @@ BENCH=${BENCH:-.}
 echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version)"
 # Per-job figures are averaged over 3 runs; each scale size runs once.
 if [ "$BENCH" = . ]; then BENCH='^Benchmark(Local|Slurm|ConfigMapStore|Startup)'; SCALE=1; fi
-go test -run '^$' -bench "$BENCH" -benchtime 3x -timeout 30m ./bench/
+go test -tags bridgetest -run '^$' -bench "$BENCH" -benchtime 3x -timeout 30m ./bench/
 if [ -n "${SCALE:-}" ]; then
-  go test -run '^$' -bench '^BenchmarkScale' -benchtime 1x -timeout 30m ./bench/
+  go test -tags bridgetest -run '^$' -bench '^BenchmarkScale' -benchtime 1x -timeout 30m ./bench/
 fi

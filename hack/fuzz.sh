@@ -28,7 +28,7 @@ trap 'rm -f "$log"' EXIT
 for pkg in "${pkgs[@]}"; do
 	# Build the package's test binary once, to list the targets and catch
 	# compile errors before any fuzzing.
-	if ! targets=$(go test -list '^Fuzz' "$pkg" 2>"$log" | grep '^Fuzz'); then
+	if ! targets=$(go test -tags bridgetest -list '^Fuzz' "$pkg" 2>"$log" | grep '^Fuzz'); then
 		if grep -q . "$log"; then
 			echo "FAIL $pkg: cannot list fuzz targets:"
 			cat "$log"
@@ -39,7 +39,7 @@ for pkg in "${pkgs[@]}"; do
 	for target in $targets; do
 		total=$((total + 1))
 		t0=$SECONDS
-		args=(-run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME")
+		args=(-run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -tags=bridgetest)
 		[ -n "$FUZZ_PARALLEL" ] && args+=(-parallel="$FUZZ_PARALLEL")
 		ok=false
 		if go test "${args[@]}" "$pkg" >"$log" 2>&1; then

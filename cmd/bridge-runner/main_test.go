@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "bridge-runner")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	// With the crash hook (see runner.CrashPoints), which releases lack.
+	out, err := exec.Command("go", "build", "-tags", "bridgetest", "-o", binary, ".").CombinedOutput()
 	if err != nil {
 		panic("building bridge-runner: " + err.Error() + "\n" + string(out))
 	}
