@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,7 +58,7 @@ func (e slurmError) text() string {
 	var parts []string
 	for _, s := range []string{e.Description, e.Error} {
 		s = strings.TrimSpace(s)
-		if s != "" && !contains(parts, s) {
+		if s != "" && !slices.Contains(parts, s) {
 			parts = append(parts, s)
 		}
 	}
@@ -66,15 +67,6 @@ func (e slurmError) text() string {
 		msg += fmt.Sprintf(" (error %d)", n)
 	}
 	return msg
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // envelope is what every slurmrestd JSON response carries.

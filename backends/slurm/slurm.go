@@ -66,11 +66,13 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -291,7 +293,7 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 			if code == strconv.Itoa(errInvalidJobID) {
 				return fmt.Errorf("%s %s: %s: %w", r.method, r.path, s.Error.Message, backends.ErrNotFound)
 			}
-			return fmt.Errorf("%s %s: Slurm could not cancel the job: %s (error %s)", r.method, r.path, orDefault(s.Error.Message, s.Error.String), code)
+			return fmt.Errorf("%s %s: Slurm could not cancel the job: %s (error %s)", r.method, r.path, cmp.Or(s.Error.Message, s.Error.String), code)
 		}
 	}
 	return nil
@@ -320,7 +322,7 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	var found []string
 	for i := range jr.Jobs {
 		if jr.Jobs[i].Comment == key {
-			if id := jr.Jobs[i].id(); validID(id) && !contains(found, id) {
+			if id := jr.Jobs[i].id(); validID(id) && !slices.Contains(found, id) {
 				found = append(found, id)
 			}
 		}

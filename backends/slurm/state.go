@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -176,7 +177,7 @@ func mapState(st []string, stateReason string) (state backends.State, reason str
 			if f.state == backends.Running && base == "PENDING" {
 				return backends.Pending, f.flag // a requeue in progress
 			}
-			return f.state, orDefault(stateReason, f.flag)
+			return f.state, cmp.Or(stateReason, f.flag)
 		}
 	}
 	switch base {
@@ -190,18 +191,11 @@ func mapState(st []string, stateReason string) (state backends.State, reason str
 		// rather than end it on a guess.
 		return backends.Running, "unrecognized Slurm state " + strings.Join(st, ",")
 	case "FAILED":
-		return backends.Failed, orDefault(stateReason, base)
+		return backends.Failed, cmp.Or(stateReason, base)
 	case "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY":
 		return backends.Failed, base
 	}
 	return baseStates[base], stateReason
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // exitStatus is a decoded exit code.

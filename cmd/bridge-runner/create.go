@@ -10,9 +10,8 @@ import (
 )
 
 type createOptions struct {
-	store       storeOptions
-	spec        runner.Spec
-	retryBudget string
+	store storeOptions
+	spec  runner.Spec
 }
 
 func (a *app) newCreateCmd() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"os"
@@ -103,7 +104,7 @@ func (o *storeOptions) kubeConfig() (*rest.Config, string, error) {
 		if ns == "" {
 			ns = podNamespace()
 		}
-		return o.tune(cfg), orDefault(ns), nil
+		return o.tune(cfg), cmp.Or(ns, "default"), nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.Kubeconfig != "" {
@@ -118,7 +119,7 @@ func (o *storeOptions) kubeConfig() (*rest.Config, string, error) {
 	if ns == "" {
 		ns, _, _ = cc.Namespace()
 	}
-	return o.tune(cfg), orDefault(ns), nil
+	return o.tune(cfg), cmp.Or(ns, "default"), nil
 }
 
 func (o *storeOptions) tune(cfg *rest.Config) *rest.Config {
@@ -146,13 +147,6 @@ func (o *storeOptions) tune(cfg *rest.Config) *rest.Config {
 func podNamespace() string {
 	b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 	return strings.TrimSpace(string(b))
-}
-
-func orDefault(ns string) string {
-	if ns == "" {
-		return "default"
-	}
-	return ns
 }
 
 // backendOptions configure how backends are reached (invoke, cleanup).
