@@ -203,44 +203,8 @@ func (s Spec) Parse() (*Description, error) {
 		}
 		d.Properties = json.RawMessage(p)
 	}
-	d.ScriptLocation = strings.ToLower(strings.TrimSpace(s.ScriptLocation))
-	d.Script = s.JobScript
-	switch d.ScriptLocation {
-	case Inline:
-		if strings.TrimSpace(d.Script) == "" {
-			return nil, backends.Invalid("jobdata.jobScript", "is empty; give the script's text with --script")
-		}
-	case Remote:
-		d.Script = strings.TrimSpace(d.Script)
-		if d.Script == "" {
-			return nil, backends.Invalid("jobdata.jobScript", "is empty; give the script's path on the remote system with --script")
-		}
-	case S3:
-		if _, err := ParseObjectRef("jobdata.jobScript", d.Script); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, backends.Invalid("jobdata.scriptLocation", "is %q; use inline, remote or s3", s.ScriptLocation)
-	}
-	d.ExtraLocation = strings.ToLower(strings.TrimSpace(s.ScriptExtraLocation))
-	d.Metadata, d.Parameters = strings.TrimSpace(s.ScriptMetadata), strings.TrimSpace(s.JobParameters)
-	switch d.ExtraLocation {
-	case Inline:
-		for key, v := range map[string]string{"jobdata.scriptMetadata": d.Metadata, "jobdata.jobParameters": d.Parameters} {
-			if v != "" && !json.Valid([]byte(v)) {
-				return nil, backends.Invalid(key, "is not valid JSON; give a JSON value, or set jobdata.scriptExtraLocation=s3 and give bucket:object")
-			}
-		}
-	case S3:
-		for key, v := range map[string]string{"jobdata.scriptMetadata": d.Metadata, "jobdata.jobParameters": d.Parameters} {
-			if v != "" {
-				if _, err := ParseObjectRef(key, v); err != nil {
-					return nil, err
-				}
-			}
-		}
-	default:
-		return nil, backends.Invalid("jobdata.scriptExtraLocation", "is %q; use inline or s3", s.ScriptExtraLocation)
+	if err := s.parseScript(d); err != nil {
+		return nil, err
 	}
 	for _, item := range splitList(s.AdditionalData) {
 		ref, err := ParseObjectRef("jobdata.additionalData", item)
@@ -249,23 +213,77 @@ func (s Spec) Parse() (*Description, error) {
 		}
 		d.AdditionalData = append(d.AdditionalData, ref)
 	}
+	if err := s.parseS3(d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// parseScript checks the script and its metadata and parameters, wherever
+// they are (inline, remote, S3), into d.
+func (s Spec) parseScript(d *Description) error {
+	d.ScriptLocation = strings.ToLower(strings.TrimSpace(s.ScriptLocation))
+	d.Script = s.JobScript
+	switch d.ScriptLocation {
+	case Inline:
+		if strings.TrimSpace(d.Script) == "" {
+			return backends.Invalid("jobdata.jobScript", "is empty; give the script's text with --script")
+		}
+	case Remote:
+		d.Script = strings.TrimSpace(d.Script)
+		if d.Script == "" {
+			return backends.Invalid("jobdata.jobScript", "is empty; give the script's path on the remote system with --script")
+		}
+	case S3:
+		if _, err := ParseObjectRef("jobdata.jobScript", d.Script); err != nil {
+			return err
+		}
+	default:
+		return backends.Invalid("jobdata.scriptLocation", "is %q; use inline, remote or s3", s.ScriptLocation)
+	}
+	d.ExtraLocation = strings.ToLower(strings.TrimSpace(s.ScriptExtraLocation))
+	d.Metadata, d.Parameters = strings.TrimSpace(s.ScriptMetadata), strings.TrimSpace(s.JobParameters)
+	switch d.ExtraLocation {
+	case Inline:
+		for key, v := range map[string]string{"jobdata.scriptMetadata": d.Metadata, "jobdata.jobParameters": d.Parameters} {
+			if v != "" && !json.Valid([]byte(v)) {
+				return backends.Invalid(key, "is not valid JSON; give a JSON value, or set jobdata.scriptExtraLocation=s3 and give bucket:object")
+			}
+		}
+	case S3:
+		for key, v := range map[string]string{"jobdata.scriptMetadata": d.Metadata, "jobdata.jobParameters": d.Parameters} {
+			if v != "" {
+				if _, err := ParseObjectRef(key, v); err != nil {
+					return err
+				}
+			}
+		}
+	default:
+		return backends.Invalid("jobdata.scriptExtraLocation", "is %q; use inline or s3", s.ScriptExtraLocation)
+	}
+	return nil
+}
+
+// parseS3 checks the S3 settings and the uploads into d.
+func (s Spec) parseS3(d *Description) error {
+	var err error
 	d.S3.Endpoint = strings.TrimSpace(s.S3Endpoint)
 	if d.S3.Secure, err = strconv.ParseBool(strings.TrimSpace(s.S3Secure)); err != nil {
-		return nil, backends.Invalid("s3.secure", "is %q; use true or false", s.S3Secure)
+		return backends.Invalid("s3.secure", "is %q; use true or false", s.S3Secure)
 	}
 	d.S3.Region = strings.TrimSpace(s.S3Region)
 	if d.S3.CreateBucket, err = strconv.ParseBool(strings.TrimSpace(s.S3CreateBucket)); err != nil {
-		return nil, backends.Invalid("s3upload.createBucket", "is %q; use true or false", s.S3CreateBucket)
+		return backends.Invalid("s3upload.createBucket", "is %q; use true or false", s.S3CreateBucket)
 	}
 	d.UploadBucket = strings.TrimSpace(s.S3UploadBucket)
 	d.UploadFiles = splitList(s.S3UploadFiles)
 	if d.UsesS3() && d.S3.Endpoint == "" {
-		return nil, backends.Invalid("s3.endpoint", "is empty but the job uses S3; set --s3-endpoint to host:port")
+		return backends.Invalid("s3.endpoint", "is empty but the job uses S3; set --s3-endpoint to host:port")
 	}
 	if len(d.UploadFiles) > 0 && d.UploadBucket == "" {
-		return nil, backends.Invalid("s3upload.bucket", "is empty but s3upload.files names files to upload; set --s3-upload-bucket")
+		return backends.Invalid("s3upload.bucket", "is empty but s3upload.files names files to upload; set --s3-upload-bucket")
 	}
-	return d, nil
+	return nil
 }
 
 // UsesS3 reports whether the job reads from or writes to S3.
