@@ -30,6 +30,7 @@ func (c *Cleaner) Run(ctx context.Context) (bool, error) {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	c.Store = WithStatusKeys(c.Store, StatusKeysOurs, c.Log) // reads IBM's KILL as KILLED
 	var rec *Record
 	err := retryTransient(ctx, c.RetryBudget, func() (err error) {
 		rec, err = c.Store.Get(ctx)

@@ -71,6 +71,12 @@ type Invoker struct {
 	// a transient error (exit 75): the retry's new pod re-attaches. Otherwise,
 	// and when it is not set, SIGTERM cancels the job.
 	Detach func(ctx context.Context) (bool, string)
+	// BackendChoice is the backend given on the command line or in the
+	// environment; the record's own backend key wins (see SelectBackend).
+	BackendChoice string
+	// StatusKeys is auto, ibm or ours: whether IBM's status keys and words
+	// are written too (see ibmcompat.go).
+	StatusKeys string
 
 	last *run // the latest Run's state, for Result
 }
@@ -112,6 +118,7 @@ func (iv *Invoker) withDefaults() *Invoker {
 	c.last = nil
 	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
 	c.Secrets = cmp.Or(c.Secrets, &Secrets{})
+	c.Store = WithStatusKeys(c.Store, c.StatusKeys, c.Log)
 	c.Holder = cmp.Or(c.Holder, DefaultHolder())
 	c.Grace = positiveOr(c.Grace, DefaultGrace)
 	c.SubmitLease = positiveOr(c.SubmitLease, DefaultSubmitLease)
@@ -195,7 +202,7 @@ func (r *run) setUp(ctx context.Context) (*Description, backends.Backend, error)
 	if err := r.loadRecord(ctx); err != nil {
 		return nil, nil, err
 	}
-	desc, err := SpecFromData(r.rec.Data).Parse()
+	desc, err := r.description(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

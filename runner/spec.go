@@ -84,10 +84,13 @@ func FieldByKey(key string) (Field, bool) {
 	return Field{}, false
 }
 
-// WithDefaults returns s with every empty field set to its default.
+// WithDefaults returns s with every empty field set to its default; but
+// the backend defaults to local only when no resourceURL is set (with one,
+// SelectBackend decides: a job meant for a remote system must never run on
+// this machine).
 func (s Spec) WithDefaults() Spec {
 	for _, f := range Fields {
-		if p := f.Ptr(&s); *p == "" {
+		if p := f.Ptr(&s); *p == "" && (f.Key != "backend" || strings.TrimSpace(s.ResourceURL) == "") {
 			*p = f.Default
 		}
 	}
@@ -105,22 +108,28 @@ func (s Spec) Data() map[string]string {
 	return d
 }
 
-// SpecFromData reads a Spec out of ConfigMap data; keys that are not Spec
-// fields (the state keys) are ignored.
+// SpecFromData reads a Spec out of ConfigMap data, each key also under its
+// IBM spellings (ibmkeys.go); keys that are not Spec fields (the state keys)
+// are ignored (CheckKeys refuses unknown ones).
 func SpecFromData(d map[string]string) Spec {
 	var s Spec
 	for _, f := range Fields {
-		*f.Ptr(&s) = d[f.Key]
+		*f.Ptr(&s) = dataValue(d, f.Key)
 	}
 	return s
 }
 
 // Diff lists the keys whose values differ between a and b, with defaults
-// applied to both (so an explicit default equals an omitted one).
+// applied to both (so an explicit default equals an omitted one). A backend
+// left open on one side (a resourceURL and no backend, as in IBM's records)
+// does not differ: SelectBackend decides it.
 func Diff(a, b Spec) []string {
 	a, b = a.WithDefaults(), b.WithDefaults()
 	var keys []string
 	for _, f := range Fields {
+		if f.Key == "backend" && (a.Backend == "" || b.Backend == "") {
+			continue
+		}
 		if f.Get(&a) != f.Get(&b) {
 			keys = append(keys, f.Key)
 		}

@@ -12,6 +12,9 @@ type Record struct {
 	UID     string // stable for the record's life; the idempotency key derives from it
 	Version string // changes on every write; Update succeeds only against the latest
 	Data    map[string]string
+	// Owner is the record's controlling owner as apiVersion/Kind (a
+	// ConfigMap's controller ownerReference), "" when none.
+	Owner string
 }
 
 // Clone returns a deep copy of r.

@@ -61,7 +61,11 @@ func (s *ConfigMapStore) Describe() string {
 }
 
 func cmRecord(cm *corev1.ConfigMap) *Record {
-	return (&Record{UID: string(cm.UID), Version: cm.ResourceVersion, Data: cm.Data}).Clone()
+	rec := &Record{UID: string(cm.UID), Version: cm.ResourceVersion, Data: cm.Data}
+	if o := metav1.GetControllerOf(cm); o != nil {
+		rec.Owner = o.APIVersion + "/" + o.Kind
+	}
+	return rec.Clone()
 }
 
 func (s *ConfigMapStore) Get(ctx context.Context) (*Record, error) {

@@ -45,7 +45,7 @@ names the keys that differ.`,
 }
 
 func (a *app) runCreate(cmd *cobra.Command, o *createOptions) (int, error) {
-	if err := a.checkBackend(o.spec.Backend); err != nil {
+	if err := a.chooseBackend(cmd, &o.spec, nil); err != nil {
 		return exitCode(nil, err), err
 	}
 	if _, err := o.spec.Parse(); err != nil {

@@ -23,6 +23,7 @@ type invokeOptions struct {
 	retryBudget    time.Duration
 	followLogs     bool
 	s3CredsDir     string
+	statusKeys     string
 }
 
 func (a *app) newInvokeCmd() *cobra.Command {
@@ -66,6 +67,7 @@ stderr; stdout carries one JSON summary line.`,
 	fs.DurationVar(&o.submitLease, "submit-lease", runner.DefaultSubmitLease, "how long another invoker's unfinished submit is waited out before taking it over")
 	fs.DurationVar(&o.retryBudget, "retry-budget", runner.DefaultRetryBudget, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75")
 	fs.StringVar(&o.s3CredsDir, "s3-credentials-dir", "/s3credentials", "directory of the mounted S3 credentials Secret (accesskey and secretkey)")
+	fs.StringVar(&o.statusKeys, "status-keys", runner.StatusKeysAuto, "also write the status keys and words IBM's Bridge Operator reads (KILL for KILLED, unprefixed jobStatus, ...): auto (when IBM's operator owns the record), ibm or ours")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
@@ -110,29 +112,41 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	if err != nil {
 		return fail(err)
 	}
-	var spec *runner.Spec
-	if specGiven(cmd) {
-		if err := a.checkBackend(o.spec.Backend); err != nil {
-			return fail(err)
-		}
-		spec = &o.spec
-	}
 	cfg, err := o.backend.config(a, o.store.stateDir())
 	if err != nil {
 		return fail(err)
 	}
+	statusKeys, err := runner.ParseStatusKeys(o.statusKeys)
+	if err != nil {
+		return fail(err)
+	}
+	// --backend alone names the backend of an existing record that has none
+	// (IBM's records); with other description flags it is part of the description.
+	var spec *runner.Spec
+	backendChoice := ""
+	if cmd.Flags().Changed("backend") {
+		backendChoice = o.spec.Backend
+	}
+	if specGiven(cmd, "backend") {
+		if err := a.chooseBackend(cmd, &o.spec, cfg.HTTPClient); err != nil {
+			return fail(err)
+		}
+		spec, backendChoice = &o.spec, o.spec.Backend
+	}
 	iv := &runner.Invoker{
-		JobName:     o.store.JobName,
-		Store:       store,
-		Registry:    a.registry,
-		Backend:     cfg,
-		Secrets:     a.secrets,
-		Log:         a.log.With("job", o.store.JobName),
-		Spec:        spec,
-		Grace:       o.grace,
-		SubmitLease: o.submitLease,
-		RetryBudget: o.retryBudget,
-		S3:          runner.S3Access{CredentialsDir: o.s3CredsDir, CAFile: o.backend.CAFile, Insecure: o.backend.Insecure},
+		JobName:       o.store.JobName,
+		Store:         store,
+		Registry:      a.registry,
+		Backend:       cfg,
+		Secrets:       a.secrets,
+		Log:           a.log.With("job", o.store.JobName),
+		Spec:          spec,
+		StatusKeys:    statusKeys,
+		BackendChoice: backendChoice,
+		Grace:         o.grace,
+		SubmitLease:   o.submitLease,
+		RetryBudget:   o.retryBudget,
+		S3:            runner.S3Access{CredentialsDir: o.s3CredsDir, CAFile: o.backend.CAFile, Insecure: o.backend.Insecure},
 	}
 	if o.followLogs {
 		iv.LogOut = a.stderr

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,6 +28,7 @@ type storeOptions struct {
 	kube *rest.Config
 
 	JobName    string
+	ConfigMap  string
 	Namespace  string
 	Kubeconfig string
 	StateDir   string
@@ -34,6 +37,7 @@ type storeOptions struct {
 
 func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.JobName, "job-name", "", "the job's name; its record is the ConfigMap <job-name>-bridge-cm (env JOBNAME too)")
+	fs.StringVar(&o.ConfigMap, "configmap", "", "name of the record's ConfigMap, when it is not <job-name>-bridge-cm (e.g. IBM's <name>-slurm-cm); the job name then defaults to it")
 	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the ConfigMap (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
 	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: "+defaultStateDir()+")")
@@ -50,8 +54,14 @@ func inCluster() bool {
 
 // build returns the store the options select.
 func (o *storeOptions) build() (runner.Store, error) {
+	if o.ConfigMap != "" && (!jobNameRE.MatchString(o.ConfigMap) || len(o.ConfigMap) > 253) {
+		return nil, backends.Invalid("configmap", "%q is not a valid ConfigMap name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters", o.ConfigMap)
+	}
+	if o.JobName == "" && o.ConfigMap != "" {
+		o.JobName = strings.TrimSuffix(o.ConfigMap, "-bridge-cm")
+	}
 	if o.JobName == "" {
-		return nil, backends.Invalid("job-name", "is empty; pass --job-name (or set JOBNAME)")
+		return nil, backends.Invalid("job-name", "is empty; pass --job-name (or set JOBNAME), or --configmap")
 	}
 	if !jobNameRE.MatchString(o.JobName) || len(o.JobName) > 253-len("-bridge-cm") {
 		return nil, backends.Invalid("job-name", "%q is not a valid name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 243 characters", o.JobName)
@@ -69,7 +79,11 @@ func (o *storeOptions) build() (runner.Store, error) {
 	}
 	switch kind {
 	case "file":
-		return runner.NewFileStore(o.stateDir(), o.JobName), nil
+		fs := runner.NewFileStore(o.stateDir(), o.JobName)
+		if o.ConfigMap != "" {
+			fs.Path = filepath.Join(o.stateDir(), o.ConfigMap+".json")
+		}
+		return fs, nil
 	case "configmap":
 		cfg, ns, err := o.kubeConfig()
 		if err != nil {
@@ -80,9 +94,17 @@ func (o *storeOptions) build() (runner.Store, error) {
 			return nil, backends.Invalid("kubeconfig", "%v", err)
 		}
 		o.kube = cfg
-		return &runner.ConfigMapStore{Client: cs, Namespace: ns, Name: runner.ConfigMapName(o.JobName)}, nil
+		return &runner.ConfigMapStore{Client: cs, Namespace: ns, Name: o.configMapName()}, nil
 	}
 	return nil, backends.Invalid("store", "%q is not a store; use auto, configmap or file", o.Store)
+}
+
+// configMapName is --configmap, else <job-name>-bridge-cm.
+func (o *storeOptions) configMapName() string {
+	if o.ConfigMap != "" {
+		return o.ConfigMap
+	}
+	return runner.ConfigMapName(o.JobName)
 }
 
 func (o *storeOptions) stateDir() string {
@@ -186,10 +208,10 @@ func specFlags(fs *pflag.FlagSet, s *runner.Spec) {
 }
 
 // specGiven reports whether any job-description flag was set (on the
-// command line or from the environment).
-func specGiven(cmd *cobra.Command) bool {
+// command line or from the environment), not counting the flags in except.
+func specGiven(cmd *cobra.Command, except ...string) bool {
 	for _, f := range runner.Fields {
-		if cmd.Flags().Changed(f.Flag) {
+		if cmd.Flags().Changed(f.Flag) && !slices.Contains(except, f.Flag) {
 			return true
 		}
 	}
@@ -201,14 +223,23 @@ func (a *app) completeBackends(*cobra.Command, []string, string) ([]string, cobr
 	return a.registry.Names(), cobra.ShellCompDirectiveNoFileComp
 }
 
-// checkBackend refuses an unknown backend before anything is written.
-func (a *app) checkBackend(name string) error {
-	for _, n := range a.registry.Names() {
-		if n == strings.TrimSpace(name) {
-			return nil
-		}
+// chooseBackend settles the backend of a description given by flags before
+// anything is written: --backend (or BRIDGE_BACKEND) if given, else local
+// without a resource URL, else what the URL says (runner.SelectBackend).
+func (a *app) chooseBackend(cmd *cobra.Command, s *runner.Spec, hc *http.Client) error {
+	given := ""
+	if cmd.Flags().Changed("backend") {
+		given = s.Backend
 	}
-	return backends.Invalid("backend", "unknown backend %q; use one of: %s", name, strings.Join(a.registry.Names(), ", "))
+	name, why, err := runner.SelectBackend(cmd.Context(), "", given, s.ResourceURL, a.registry.Names(), hc)
+	if err != nil {
+		return err
+	}
+	if given == "" {
+		a.log.Info("backend chosen", "backend", name, "why", why)
+	}
+	s.Backend = name
+	return nil
 }
 
 func noArgs(cmd *cobra.Command, args []string) error {
