@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"maps"
 	"sort"
 	"strings"
 
@@ -41,6 +42,17 @@ var ibmInertKeys = map[string]string{
 // the operator's failCR) write. bridge-runner writes them too in IBM status
 // mode (see ibmcompat.go) and never reads them.
 var ibmStateKeys = []string{"jobStatus", "submitTime", "startTime", "endTime", "message"}
+
+// IBMKeys returns IBM's spellings of our keys (IBM's to ours) and IBM's keys
+// that mean nothing here, for the documentation's tests.
+func IBMKeys() (aliases map[string]string, inert []string) {
+	aliases = maps.Clone(ibmKeyAliases)
+	for k := range ibmInertKeys {
+		inert = append(inert, k)
+	}
+	sort.Strings(inert)
+	return aliases, inert
+}
 
 // dataValue returns the value of our key in d, falling back to its IBM
 // spellings. When both are set they must agree (checkKeys says so).

@@ -142,3 +142,38 @@ func TestIBMRaySample(t *testing.T) {
 	assert.Contains(t, log, "iteration 3")
 	assert.Contains(t, d["status.outputs"], "s3://"+bucket+"/", "the job's log went to the bucket")
 }
+
+// TestBackendFromFlags: a description given by flags with a resource URL
+// and no --backend gets the backend the URL names, never local.
+func TestBackendFromFlags(t *testing.T) {
+	clearEnv(t)
+	state := t.TempDir()
+	r := run(t, "create-configmap", "--state-dir", state, "--job-name", "inferred", "--resource-url", "https://hpc.example.org:6820/slurm/v0.0.40/",
+		"--script", "#!/bin/bash\ntrue\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "backend chosen")
+	rec, err := os.ReadFile(state + "/inferred-bridge-cm.json")
+	require.NoError(t, err)
+	assert.Contains(t, string(rec), `"backend": "slurm"`)
+
+	r = run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "nowhere", "--resource-url", "http://"+closedPort(t), "--script", "touch never")
+	assert.Equal(t, ExitInvalid, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "does not say which system")
+
+	r = run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "here", "--backend", "local", "--resource-url", "https://hpc.example.org/slurm/v0.0.40", "--script", "touch never")
+	assert.Equal(t, ExitInvalid, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "would run the job on this machine")
+}
+
+// TestUnknownRecordKey: a misspelt key in a record is exit 2 naming it and
+// the key meant; nothing runs.
+func TestUnknownRecordKey(t *testing.T) {
+	clearEnv(t)
+	state := t.TempDir()
+	writeRecord(t, state, "typo", map[string]string{"backend": "local", "jobdata.jobScript": "touch " + state + "/ran", "updateIntervall": "1"})
+	r := run(t, "invoke", "--state-dir", state, "--job-name", "typo")
+	assert.Equal(t, ExitInvalid, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "updateIntervall")
+	assert.Contains(t, r.stderr, "did you mean updateInterval?")
+	assert.NoFileExists(t, state+"/ran")
+}

@@ -29,6 +29,16 @@ func TestREADMEContract(t *testing.T) {
 		}
 		has(row)
 	}
+	aliases, inert := runner.IBMKeys()
+	for ibm := range aliases {
+		has("`" + ibm + "`")
+	}
+	for _, k := range inert {
+		has("`" + k + "`")
+	}
+	for _, flag := range []string{"--configmap", "--status-keys", "BRIDGE_CONFIGMAP", "BRIDGE_STATUS_KEYS", "BRIDGE_BACKEND"} {
+		has("`" + flag)
+	}
 	for _, k := range runner.StateKeys {
 		has("`" + k + "`")
 	}
