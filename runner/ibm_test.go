@@ -206,3 +206,19 @@ func TestIBMStatusKeys(t *testing.T) {
 	assert.NotContains(t, h3.record(), "jobStatus")
 	assert.False(t, strings.Contains(h3.logs.String(), "IBM's Bridge Operator"))
 }
+
+// TestCleanupReadsIBMKill: a job recorded as IBM's KILL is over; cleanup
+// neither asks for a kill nor cancels it, and deletes the record.
+func TestCleanupReadsIBMKill(t *testing.T) {
+	h := newHarness(t, nil)
+	iv := h.invoker(h.spec(`{"run":"50ms","final":"KILLED"}`))
+	iv.StatusKeys = runner.StatusKeysIBM
+	require.NoError(t, iv.Run(context.Background()))
+	require.Equal(t, "KILL", h.record()[runner.KeyJobStatus])
+	cancelled, err := h.cleaner().Run(context.Background())
+	require.NoError(t, err)
+	assert.False(t, cancelled)
+	assert.Equal(t, 0, h.fake.Count("cancel"))
+	_, err = h.store.Get(context.Background())
+	assert.ErrorIs(t, err, runner.ErrNoRecord)
+}
