@@ -134,20 +134,19 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		spec, backendChoice = &o.spec, o.spec.Backend
 	}
 	iv := &runner.Invoker{
-		JobName:       o.store.JobName,
-		Store:         store,
-		Registry:      a.registry,
-		Backend:       cfg,
-		Secrets:       a.secrets,
-		Log:           a.log.With("job", o.store.JobName),
-		Spec:          spec,
-		StatusKeys:    statusKeys,
-		BackendChoice: backendChoice,
-		Grace:         o.grace,
-		SubmitLease:   o.submitLease,
-		RetryBudget:   o.retryBudget,
-		S3:            runner.S3Access{CredentialsDir: o.s3CredsDir, CAFile: o.backend.CAFile, Insecure: o.backend.Insecure},
+		JobName:     o.store.JobName,
+		Store:       store,
+		Registry:    a.registry,
+		Backend:     cfg,
+		Secrets:     a.secrets,
+		Log:         a.log.With("job", o.store.JobName),
+		Spec:        spec,
+		Grace:       o.grace,
+		SubmitLease: o.submitLease,
+		RetryBudget: o.retryBudget,
+		S3:          runner.S3Access{CredentialsDir: o.s3CredsDir, CAFile: o.backend.CAFile, Insecure: o.backend.Insecure},
 	}
+	iv.StatusKeys, iv.BackendChoice = statusKeys, backendChoice
 	if o.followLogs {
 		iv.LogOut = a.stderr
 	}
