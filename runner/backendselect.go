@@ -51,7 +51,7 @@ func SelectBackend(ctx context.Context, recorded, given, rawURL string, names []
 	case given != "":
 		name, why = given, "--backend (or BRIDGE_BACKEND)"
 	case rawURL == "":
-		name, why = "local", "no resourceURL: the job runs on this machine"
+		name, why = LocalBackend, "no resourceURL: the job runs on this machine"
 	default:
 		if name, why = inferBackend(ctx, rawURL, hc); name == "" {
 			return "", "", backends.Invalid("backend", "is not set and resourceURL %q does not say which system it is (%s); set backend in the record to one of %s, or pass --backend (BRIDGE_BACKEND)",
@@ -61,7 +61,7 @@ func SelectBackend(ctx context.Context, recorded, given, rawURL string, names []
 	if !slices.Contains(names, name) {
 		return "", "", backends.Invalid("backend", "unknown backend %q (from %s); use one of: %s", name, why, strings.Join(names, ", "))
 	}
-	if name == "local" && rawURL != "" {
+	if name == LocalBackend && rawURL != "" {
 		return "", "", backends.Invalid("backend", "is local (from %s), which would run the job on this machine, but resourceURL %q names a remote system; set backend to the system at that URL: one of %s",
 			why, rawURL, choices)
 	}
@@ -71,7 +71,7 @@ func SelectBackend(ctx context.Context, recorded, given, rawURL string, names []
 func remoteNames(names []string) []string {
 	var out []string
 	for _, n := range names {
-		if n != "local" {
+		if n != LocalBackend {
 			out = append(out, n)
 		}
 	}

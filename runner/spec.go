@@ -23,7 +23,7 @@ import (
 // All values are strings because that is what a ConfigMap holds; Parse turns
 // them into a checked Job.
 type Spec struct {
-	Backend             string `key:"backend" flag:"backend" default:"local" help:"the remote system, e.g. local or slurm (bridge-runner version lists the built-in ones)"`
+	Backend             string `key:"backend" flag:"backend" help:"the remote system: local, slurm, lsf, ray or quantum; default local without a resource URL, else what the URL says"`
 	ResourceURL         string `key:"resourceURL" flag:"resource-url" help:"base URL of the remote system's API (not needed for local)"`
 	ResourceSecret      string `key:"resourcesecret" flag:"resource-secret" help:"name of the Secret mounted as the credentials directory (informational)"`
 	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m"`
@@ -84,18 +84,25 @@ func FieldByKey(key string) (Field, bool) {
 	return Field{}, false
 }
 
-// WithDefaults returns s with every empty field set to its default; but
-// the backend defaults to local only when no resourceURL is set (with one,
-// SelectBackend decides: a job meant for a remote system must never run on
-// this machine).
+// WithDefaults returns s with every empty field set to its default. The
+// backend defaults to local only when no resourceURL is set: with one,
+// SelectBackend decides, since a job meant for a remote system must never
+// run on this machine.
 func (s Spec) WithDefaults() Spec {
 	for _, f := range Fields {
-		if p := f.Ptr(&s); *p == "" && (f.Key != "backend" || strings.TrimSpace(s.ResourceURL) == "") {
+		if p := f.Ptr(&s); *p == "" {
 			*p = f.Default
 		}
 	}
+	if s.Backend == "" && strings.TrimSpace(s.ResourceURL) == "" {
+		s.Backend = LocalBackend
+	}
 	return s
 }
+
+// LocalBackend is the backend of a job without a resourceURL and without a
+// backend: the job runs on this machine.
+const LocalBackend = "local"
 
 // Data returns the ConfigMap data for s: every non-empty field under its key.
 func (s Spec) Data() map[string]string {

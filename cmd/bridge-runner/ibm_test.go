@@ -156,6 +156,14 @@ func TestBackendFromFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(rec), `"backend": "slurm"`)
 
+	// KFP and Argo pass every input: an empty backend is no backend.
+	r = run(t, "create-configmap", "--state-dir", state, "--job-name", "kfp", "--backend", "", "--resource-url", "https://pac.example.org:8443/platform/",
+		"--script", "#!/bin/sh\ntrue\n")
+	require.Equal(t, 0, r.code, r.stderr)
+	rec, err = os.ReadFile(state + "/kfp-bridge-cm.json")
+	require.NoError(t, err)
+	assert.Contains(t, string(rec), `"backend": "lsf"`)
+
 	r = run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "nowhere", "--resource-url", "http://"+closedPort(t), "--script", "touch never")
 	assert.Equal(t, ExitInvalid, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "does not say which system")
