@@ -12,9 +12,12 @@ package runner
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -363,9 +366,22 @@ func FuzzScrub(f *testing.F) {
 				t.Fatalf("secret %q survives Scrub(%q) = %q", s, text, out)
 			}
 		}
-		// Clean: no secret, and no beginning of one cut short by "..."
-		// (which Scrub redacts on purpose: see scrubCut).
-		clean := true
+		// Every wire form of a secret, inserted into the text, is gone.
+		for _, s := range secrets {
+			for name, form := range fzWireForms(s) {
+				if strings.HasPrefix(name, "basic") && len(s) < 8 {
+					continue // shorter: too few base64 characters are its own
+				}
+				in := text + " " + form + " " + text
+				if out := sec.Scrub(in); strings.Contains(out, form) {
+					t.Fatalf("the %s form %q of secret %q survives Scrub(%q) = %q", name, form, s, in, out)
+				}
+			}
+		}
+		// Clean: no secret in any form, and no beginning of one cut short
+		// (which Scrub redacts on purpose: see scrubCut). Texts with escape
+		// characters may hold an encoded form; they are not judged here.
+		clean := !strings.ContainsAny(text, "%&\\+…")
 		for _, s := range []string{s1, s2} {
 			if len(s) >= minSecretLen && strings.Contains(text, s) {
 				clean = false
@@ -374,6 +390,9 @@ func FuzzScrub(f *testing.F) {
 				if strings.Contains(text, s[:l]+"...") {
 					clean = false
 				}
+			}
+			if len(s) >= minSecretLen && fzHasBase64Of(text, s) {
+				clean = false
 			}
 		}
 		if clean && out != text {
@@ -393,6 +412,34 @@ func FuzzScrub(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fzWireForms: the secret as servers echo it: JSON, XML, URL-encoded, and
+// inside the base64 of a Basic auth header.
+func fzWireForms(s string) map[string]string {
+	j, _ := json.Marshal(s)
+	var x strings.Builder
+	_ = xml.EscapeText(&x, []byte(s))
+	return map[string]string{
+		"json": strings.Trim(string(j), `"`), "xml": x.String(), "query": url.QueryEscape(s), "path": url.PathEscape(s),
+		"basic": base64.StdEncoding.EncodeToString([]byte("user:" + s)), "basic url": base64.URLEncoding.EncodeToString([]byte("u:" + s)),
+	}
+}
+
+// fzHasBase64Of: text holds 6 characters or more that base64 encodings of s
+// produce (Scrub may redact those, rightly or not).
+func fzHasBase64Of(text, s string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for pad := 0; pad < 3; pad++ {
+			e := enc.EncodeToString(append(make([]byte, pad), s...))
+			for i := 0; i+6 <= len(e); i++ {
+				if strings.Contains(text, e[i:i+6]) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // fzRecorder is a slog.Handler that keeps every message and attribute value

@@ -17,10 +17,11 @@ import (
 
 // Secrets is the set of secret values read so far. Everything the runner
 // writes where people can read it (logs, ConfigMap, outputs, messages) goes
-// through Scrub, so a secret that a backend echoes in an error cannot leak.
+// through Scrub, so a secret that a backend echoes in an error cannot leak,
+// in whatever encoding the server echoed it (see secretforms.go).
 type Secrets struct {
 	mu     sync.RWMutex
-	values []string
+	values []secret
 }
 
 // minSecretLen: shorter values are not scrubbed, because replacing every "a"
@@ -35,19 +36,19 @@ func (s *Secrets) Add(v string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, have := range s.values {
-		if have == v {
+		if have.value == v {
 			return
 		}
 	}
-	s.values = append(s.values, v)
+	s.values = append(s.values, newSecret(v))
 	// Longest first, so a secret that contains another is replaced whole.
-	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i]) > len(s.values[j]) })
+	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i].value) > len(s.values[j].value) })
 }
 
-// Scrub replaces every registered secret in text with "[redacted]", and a
-// secret's beginning where text was cut short ("..."): a backend that clips
-// a long error body may cut a secret in two, and the half left would no
-// longer match.
+// Scrub replaces every registered secret in text with "[redacted]", in any
+// encoding, and a secret's beginning where text was cut short ("..."): a
+// backend that clips a long error body may cut a secret in two, and the half
+// left would no longer match.
 func (s *Secrets) Scrub(text string) string {
 	if s == nil {
 		return text
@@ -55,19 +56,33 @@ func (s *Secrets) Scrub(text string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, v := range s.values {
-		text = strings.ReplaceAll(text, v, "[redacted]")
+		text = strings.ReplaceAll(text, v.value, "[redacted]")
+		text = v.pattern.ReplaceAllLiteralString(text, "[redacted]")
+		for _, e := range v.exact {
+			text = strings.ReplaceAll(text, e, "[redacted]")
+		}
 	}
 	for _, v := range s.values {
-		text = scrubCut(text, v)
+		text = v.cut.ReplaceAllString(text, "[redacted]${mark}")
+		for _, f := range v.cuttable {
+			text = scrubCut(text, f)
+		}
 	}
 	return text
 }
 
 // scrubCut redacts the longest beginning of secret (of minSecretLen bytes
-// or more) that ends right before a "..." in text.
+// or more) that ends right before a "..." or "…" in text.
 func scrubCut(text, secret string) string {
+	for _, mark := range []string{"...", "…"} {
+		text = scrubCutAt(text, secret, mark)
+	}
+	return text
+}
+
+func scrubCutAt(text, secret, mark string) string {
 	for from := 0; ; {
-		i := strings.Index(text[from:], "...")
+		i := strings.Index(text[from:], mark)
 		if i < 0 {
 			return text
 		}
@@ -79,18 +94,19 @@ func scrubCut(text, secret string) string {
 				break
 			}
 		}
-		from = cut + 3
+		from = cut + len(mark)
 	}
 }
 
-// maxLen is the length of the longest secret.
+// maxLen bounds the length of the longest text a secret's forms match.
 func (s *Secrets) maxLen() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if len(s.values) == 0 {
-		return 0
+	n := 0
+	for _, v := range s.values {
+		n = max(n, v.maxLen)
 	}
-	return len(s.values[0]) // sorted longest first
+	return n
 }
 
 // scrubWriter scrubs a stream (the job's output) on its way to w. A secret

@@ -1,0 +1,219 @@
+package runner
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// A secret leaves this process in the encoding of the request that carries
+// it (a JSON body, an XML logon, a form, a Basic header) and comes back from a
+// server that echoes the request in the encoding of its answer. Scrubbing the
+// literal value alone misses all of these, so each secret is scrubbed in
+// every form it can take on the wire.
+
+// secret is one registered value with the forms Scrub looks for.
+type secret struct {
+	value string
+	// pattern matches the value with each character written literally or
+	// in any escape a wire format uses for it (JSON, XML/HTML entities,
+	// percent-encoding, "+" for a space), mixed freely and nested a few
+	// levels deep (an echoed body escaped once more by the answer).
+	pattern *regexp.Regexp
+	// cut matches the value's beginning (minSecretLen runes or more), in
+	// the same mix of encodings, right before a "..." or "…": a text cut
+	// short there, perhaps in the middle of an escape.
+	cut *regexp.Regexp
+	// exact are fixed strings: the cores of the value's base64 encodings
+	// (see base64Cores), which a pattern cannot describe.
+	exact []string
+	// cuttable are the whole-value forms whose beginning is redacted when a
+	// text was cut short right after it (see scrubCut).
+	cuttable []string
+	// maxLen bounds the length of the longest text this secret's forms can
+	// match, for the stream scrubber's hold-back.
+	maxLen int
+}
+
+// Nesting bounds: an escape escaped again (&amp;lt;, %253C, \\\") is still
+// recognized, up to this many extra levels.
+const (
+	maxNest = 3
+	// maxRuneForm is the longest text one rune can match in pattern:
+	// "&" + "amp;"×maxNest + "#x" + 8 digits + ";", or a 4-byte UTF-8
+	// rune percent-encoded with "25"×maxNest each.
+	maxRuneForm = 4 * (3 + 2*maxNest)
+	// minBase64Core: shorter base64 cores are not scrubbed; they would
+	// match ordinary words in a base64-heavy text.
+	minBase64Core = 6
+)
+
+func newSecret(v string) secret {
+	s := secret{value: v, pattern: regexp.MustCompile(runePatterns(v)), cut: regexp.MustCompile(cutPattern(v))}
+	s.maxLen = maxRuneForm * utf8.RuneCountInString(v)
+	s.exact = base64Cores(v)
+	s.cuttable = append([]string{v}, encodedForms(v)...)
+	s.cuttable = append(s.cuttable, s.exact...)
+	for _, f := range s.cuttable {
+		s.maxLen = max(s.maxLen, len(f))
+	}
+	return s
+}
+
+// runePatterns builds the pattern that matches v in any mix of encodings.
+func runePatterns(v string) string {
+	var b strings.Builder
+	for _, r := range v {
+		b.WriteString("(?:")
+		b.WriteString(strings.Join(runeForms(r), "|"))
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// cutPattern matches a beginning of v in any encoding, perhaps ending in half
+// an escape, followed by a mark of truncation (kept in submatch "mark").
+func cutPattern(v string) string {
+	runes := []rune(v)
+	need := min(minSecretLen, len(runes))
+	var b strings.Builder
+	for i, r := range runes {
+		if i >= need {
+			b.WriteString("(?:")
+		}
+		b.WriteString("(?:" + strings.Join(runeForms(r), "|") + ")")
+	}
+	b.WriteString(strings.Repeat(")?", len(runes)-need))
+	b.WriteString(`(?:[%&\\][#\w]{0,12})?(?P<mark>\.\.\.|…)`)
+	return b.String()
+}
+
+// runeForms lists the regular expressions that match r in each encoding.
+func runeForms(r rune) []string {
+	nest := fmt.Sprintf("{0,%d}", maxNest)
+	amp := "&(?:amp;)" + nest
+	forms := []string{regexp.QuoteMeta(string(r))}
+	// Percent-encoding, byte by byte (UTF-8), with %25 for a nested "%".
+	var pct strings.Builder
+	for _, c := range []byte(string(r)) {
+		fmt.Fprintf(&pct, "%%(?:25)%s(?i:%02x)", nest, c)
+	}
+	forms = append(forms, pct.String())
+	if r == ' ' {
+		forms = append(forms, `\+`, `%(?:25)`+nest+`(?i:2b)`)
+	}
+	// JSON: \uXXXX (a surrogate pair beyond the BMP), short escapes; each
+	// backslash may itself be escaped again.
+	bs := `\\{1,` + fmt.Sprint(1<<maxNest) + `}`
+	if r > 0xffff {
+		r1, r2 := utf16Pair(r)
+		forms = append(forms, fmt.Sprintf(`%su(?i:%04x)%su(?i:%04x)`, bs, r1, bs, r2))
+	} else {
+		forms = append(forms, fmt.Sprintf(`%su(?i:%04x)`, bs, r))
+	}
+	if short, ok := jsonShort[r]; ok {
+		forms = append(forms, bs+regexp.QuoteMeta(short))
+	}
+	// XML/HTML character references and named entities.
+	forms = append(forms, fmt.Sprintf(`%s#0{0,4}%d;`, amp, r), fmt.Sprintf(`%s#[xX]0{0,4}(?i:%x);`, amp, r))
+	for _, name := range htmlNamed[r] {
+		forms = append(forms, amp+name+";")
+	}
+	return forms
+}
+
+var jsonShort = map[rune]string{'"': `"`, '\\': `\`, '/': `/`, '\n': "n", '\t': "t", '\r': "r", '\b': "b", '\f': "f"}
+
+var htmlNamed = map[rune][]string{'<': {"lt"}, '>': {"gt"}, '&': {"amp"}, '"': {"quot"}, '\'': {"apos"}, ' ': {"nbsp"}}
+
+func utf16Pair(r rune) (rune, rune) {
+	r -= 0x10000
+	return 0xd800 + (r>>10)&0x3ff, 0xdc00 + r&0x3ff
+}
+
+// encodedForms are the whole-value encodings the usual encoders produce,
+// for redacting a form cut short by "..." (the pattern cannot match half).
+func encodedForms(v string) []string {
+	forms := []string{
+		jsonEscape(v, true), jsonEscape(v, false),
+		strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(v),
+		strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;").Replace(v),
+		strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(v),
+		url.QueryEscape(v), url.PathEscape(v), strings.ReplaceAll(url.QueryEscape(v), "+", "%20"),
+	}
+	var out []string
+	for _, f := range forms {
+		if f != v && !contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonEscape writes v as a JSON string's content, with or without the HTML
+// escapes (\u003c) that Go's and other encoders add by default.
+func jsonEscape(v string, html bool) string {
+	var b strings.Builder
+	for _, r := range v {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || (html && (r == '<' || r == '>' || r == '&')):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// base64Cores returns, for the standard and URL alphabets and each of the
+// three alignments a value can have inside a longer encoded text (as in
+// Basic auth's base64("user:" + secret)), the characters that depend on the
+// value's bytes alone. Any base64 text that encodes the value at that
+// alignment contains the core, whatever surrounds it.
+func base64Cores(v string) []string {
+	var cores []string
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for pad := 0; pad < 3; pad++ {
+			full := enc.EncodeToString(append(make([]byte, pad), v...))
+			// Character j holds bits 6j..6j+5, i.e. bytes 6j/8..(6j+5)/8;
+			// keep the ones whose bytes all belong to v.
+			first, last := -1, -1
+			for j := 0; j*6 < (pad+len(v))*8; j++ {
+				if j*6/8 >= pad && (j*6+5)/8 < pad+len(v) {
+					if first < 0 {
+						first = j
+					}
+					last = j
+				}
+			}
+			if first < 0 || last-first+1 < minBase64Core {
+				continue
+			}
+			if core := full[first : last+1]; !contains(cores, core) && core != v {
+				cores = append(cores, core)
+			}
+		}
+	}
+	return cores
+}

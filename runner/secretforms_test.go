@@ -1,0 +1,89 @@
+package runner_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"encoding/xml"
+	"html"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// hostileSecret has every character that some wire encoding changes.
+const hostileSecret = `p<a&s>s"w\o/r+d%x=y z'Ünï`
+
+// wireForms are the secret as servers echo it back: each encoder as a
+// server would run it, and nested (an echoed request escaped once more).
+func wireForms(secret string) map[string]string {
+	jsonOf := func(s string) string { b, _ := json.Marshal(s); return strings.Trim(string(b), `"`) }
+	jsonRaw := func(s string) string {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		return strings.Trim(strings.TrimSpace(b.String()), `"`)
+	}
+	xmlOf := func(s string) string { var b strings.Builder; _ = xml.EscapeText(&b, []byte(s)); return b.String() }
+	basic := "alice:" + secret
+	return map[string]string{
+		"literal":           secret,
+		"json":              jsonOf(secret),
+		"json no html":      jsonRaw(secret),
+		"json slashes":      strings.ReplaceAll(jsonRaw(secret), "/", `\/`),
+		"json in json":      jsonOf(jsonOf(secret)),
+		"xml":               xmlOf(secret),
+		"html":              html.EscapeString(secret),
+		"xml in xml":        xmlOf(xmlOf(secret)),
+		"python html":       strings.ReplaceAll(html.EscapeString(secret), "&#39;", "&#x27;"),
+		"query":             url.QueryEscape(secret),
+		"path":              url.PathEscape(secret),
+		"query lower hex":   strings.ToLower(url.QueryEscape(secret)),
+		"query twice":       url.QueryEscape(url.QueryEscape(secret)),
+		"basic std":         base64.StdEncoding.EncodeToString([]byte(basic)),
+		"basic url":         base64.URLEncoding.EncodeToString([]byte(basic)),
+		"basic raw url":     base64.RawURLEncoding.EncodeToString([]byte(basic)),
+		"base64 std offset": base64.StdEncoding.EncodeToString([]byte("ab:" + secret + ":cd")),
+		"base64 alone":      base64.StdEncoding.EncodeToString([]byte(secret)),
+	}
+}
+
+func TestScrubEveryWireForm(t *testing.T) {
+	secrets := &runner.Secrets{}
+	secrets.Add(hostileSecret)
+	for name, form := range wireForms(hostileSecret) {
+		for _, text := range []string{
+			"error: " + form + " refused",
+			form,
+			`{"detail":"` + form + `"}`,
+			"echo: " + form[:len(form)*2/3] + "...",
+			"echo: " + form[:len(form)*2/3] + "…",
+		} {
+			out := secrets.Scrub(text)
+			assert.NotContains(t, out, form, "%s: %q → %q", name, text, out)
+			if strings.HasSuffix(text, "...") || strings.HasSuffix(text, "…") {
+				cut := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(text, "echo: "), "..."), "…")
+				assert.NotContains(t, out, cut[:len(cut)*3/4], "%s cut short: %q → %q", name, text, out)
+			} else {
+				assert.Contains(t, out, "[redacted]", "%s: %q", name, text)
+			}
+		}
+	}
+}
+
+func TestScrubLeavesOrdinaryText(t *testing.T) {
+	secrets := &runner.Secrets{}
+	secrets.Add("hunter2-long")
+	secrets.Add(hostileSecret)
+	for _, text := range []string{
+		"HTTP 401: Unauthorized; check the key token",
+		"a+b=c %20 &amp; &lt; \\u003c dGhpcyBpcyBiYXNlNjQ=",
+		"hunter2-lon and hunter2_long",
+	} {
+		assert.Equal(t, text, secrets.Scrub(text))
+	}
+}
