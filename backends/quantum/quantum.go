@@ -88,12 +88,12 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Name is the backend's registry name.
@@ -648,7 +648,7 @@ type apiError struct {
 	code       string
 	msg        string
 	trace      string
-	retryAfter string
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string {
@@ -670,9 +670,8 @@ func (e *apiError) Error() string {
 // readAPIError reads the {"errors":[…],"trace"} body (or IAM's
 // {"errorCode","errorMessage"}, or text).
 func readAPIError(op string, resp *http.Response) *apiError {
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	e := &apiError{op: op, status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+	buf := httpx.ReadError(resp)
+	e := &apiError{op: op, status: resp.StatusCode, retryAfter: httpx.RetryAfter(resp.Header, time.Now())}
 	var body struct {
 		Errors []struct {
 			Code     json.RawMessage `json:"code"`
@@ -727,17 +726,13 @@ func firstNonEmpty(s ...string) string {
 func classify(e *apiError) error {
 	switch {
 	case e.status == http.StatusTooManyRequests:
-		rl := &RateLimitError{Err: e}
-		if n, err := strconv.Atoi(strings.TrimSpace(e.retryAfter)); err == nil {
-			rl.RetryAfter = time.Duration(n) * time.Second
-		} else if t, err := http.ParseTime(e.retryAfter); err == nil {
-			rl.RetryAfter = time.Until(t).Round(time.Second)
-		}
-		return backends.Transient(rl)
+		return backends.Transient(&RateLimitError{Err: e, RetryAfter: e.retryAfter})
 	case e.status >= 500 || e.status == http.StatusRequestTimeout:
 		return backends.Transient(e)
-	case e.status == http.StatusUnauthorized || e.status == http.StatusForbidden:
-		return fmt.Errorf("%w: %w", backends.ErrAuth, e)
+	case httpx.IsAuth(e.status):
+		// Never the server's words: an echo of the request would carry the
+		// bearer token (see httpx.AuthError).
+		return httpx.AuthError(e.op, e.status, "IBM Quantum refused the IAM token made from the API key, or the service CRN"+httpx.Code(e.code), "apikey", "crn")
 	}
 	return e
 }
@@ -775,12 +770,12 @@ func (b *Backend) bearer(ctx context.Context, apikey string) (string, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := b.client.Do(req)
 	if err != nil {
-		return "", transport(ctx, "POST IAM token", err)
+		return "", httpx.Transport(ctx, "POST IAM token", err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := readAPIError("POST IAM token", resp)
 		if e.status == http.StatusBadRequest || e.status == http.StatusUnauthorized || e.status == http.StatusForbidden {
-			return "", fmt.Errorf("%w: IAM refused the API key: %w; check apikey in the Secret", backends.ErrAuth, e)
+			return "", httpx.AuthError(e.op, e.status, "IAM refused the API key"+httpx.Code(e.code), "apikey")
 		}
 		return "", classify(e)
 	}
@@ -811,28 +806,6 @@ func (b *Backend) dropToken(tok string) {
 	}
 }
 
-func transport(ctx context.Context, op string, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return backends.Transient(fmt.Errorf("%s: %w", op, err))
-}
-
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
-}
-
 // open sends one service request (JSON body when body is not nil); a 401
 // makes a new IAM token and sends it once more. A 2xx answer comes back
 // open; any other status is a classified error.
@@ -858,15 +831,10 @@ func (b *Backend) open(ctx context.Context, method, path string, query url.Value
 		if len(query) > 0 {
 			u += "?" + query.Encode()
 		}
-		rctx, cancel := context.WithTimeout(ctx, b.requestTimeout)
-		var rd io.Reader
+		req := httpx.Request{Method: method, URL: u, Timeout: b.requestTimeout, Header: http.Header{}}
 		if payload != nil {
-			rd = bytes.NewReader(payload)
-		}
-		req, err := http.NewRequestWithContext(rctx, method, u, rd)
-		if err != nil {
-			cancel()
-			return nil, backends.Invalid("resourceURL", "%v", err)
+			req.Body = func() (io.Reader, error) { return bytes.NewReader(payload), nil }
+			req.Header.Set("Content-Type", "application/json")
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Service-CRN", crn)
@@ -874,15 +842,10 @@ func (b *Backend) open(ctx context.Context, method, path string, query url.Value
 		req.Header.Set("IBM-API-Version", orDefault(b.apiVersion, DefaultAPIVersion))
 		b.mu.Unlock()
 		req.Header.Set("Accept", "application/json")
-		if payload != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := b.client.Do(req)
+		resp, err := httpx.Open(ctx, b.client, req)
 		if err != nil {
-			cancel()
-			return nil, transport(ctx, op, err)
+			return nil, err
 		}
-		resp.Body = cancelOnClose{resp.Body, cancel}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, nil
 		}
@@ -902,12 +865,7 @@ func (b *Backend) do(ctx context.Context, method, path string, query url.Values,
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, transport(ctx, method+" "+path, err)
-	}
-	return buf, nil
+	return httpx.ReadAll(ctx, method+" "+path, resp, httpx.MaxBody)
 }
 
 func orDefault(s, d string) string {

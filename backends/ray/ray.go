@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Name is the backend's registry name.
@@ -353,7 +354,7 @@ func (b *Backend) details(ctx context.Context, id string) (*jobDetails, error) {
 	}
 	var d jobDetails
 	if err := json.Unmarshal(resp.body, &d); err != nil {
-		return nil, backends.Transient(fmt.Errorf("reading ray job %s: unreadable answer (%v): %s", id, err, clip(string(resp.body), 200)))
+		return nil, backends.Transient(fmt.Errorf("reading ray job %s: unreadable answer (%v): %s", id, err, httpx.Clip(string(resp.body), 200)))
 	}
 	return &d, nil
 }
@@ -481,9 +482,6 @@ func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Wr
 
 // ---------------------------------------------------------------- HTTP
 
-// maxBody bounds what we read of one answer (a whole job log included).
-const maxBody = 256 << 20
-
 type response struct {
 	status int
 	body   []byte
@@ -512,47 +510,36 @@ func (r *response) text() string {
 	if s == "" {
 		s = fmt.Sprintf("HTTP %d with an empty body", r.status)
 	}
-	return clip(s, 2000)
+	return httpx.Clip(s, 2000)
 }
 
 // exceptionLine matches the line of a Python traceback that names the
 // exception, e.g. "ValueError: Job with submission_id x already exists.".
 var exceptionLine = regexp.MustCompile(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: |$)`)
 
-// do sends one request. Transport failures are transient.
+// do sends one request and reads the whole answer. Transport failures are
+// transient.
 func (b *Backend) do(ctx context.Context, method, path string, body []byte) (*response, error) {
 	u := *b.base
 	u.Path = b.base.Path + path
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return nil, err
-	}
+	req := httpx.Request{Method: method, URL: u.String(), Header: http.Header{"Accept": {"application/json"}}}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+		req.Body = func() (io.Reader, error) { return bytes.NewReader(body), nil }
 	}
-	req.Header.Set("Accept", "application/json")
 	resp := &response{}
 	if tok, why := b.token(); tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	} else {
 		resp.noToken = why
 	}
-	hr, err := b.client.Do(req)
+	hr, err := httpx.Open(ctx, b.client, req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, backends.Transient(fmt.Errorf("%s %s: %w", method, path, err))
+		return nil, err
 	}
-	defer hr.Body.Close()
 	resp.status = hr.StatusCode
-	resp.body, err = io.ReadAll(io.LimitReader(hr.Body, maxBody))
-	if err != nil {
-		return nil, backends.Transient(fmt.Errorf("%s %s: reading the answer: %w", method, path, err))
+	if resp.body, err = httpx.ReadAll(ctx, method+" "+path, hr, httpx.MaxBody); err != nil {
+		return nil, err
 	}
 	b.log.Debug("ray request", "method", method, "path", path, "status", hr.StatusCode, "bytes", len(resp.body))
 	return resp, nil
@@ -572,13 +559,16 @@ func (b *Backend) token() (string, string) {
 
 // statusError maps an unexpected HTTP status to the sentinel errors.
 func (b *Backend) statusError(r *response, what string) error {
+	if httpx.IsAuth(r.status) {
+		// Never the server's words: an echo of the request would carry the
+		// token (see httpx.AuthError).
+		if r.noToken != "" {
+			return httpx.AuthError(what, r.status, "the Ray dashboard wants a token and none was sent ("+r.noToken+")", "token")
+		}
+		return httpx.AuthError(what, r.status, "the Ray dashboard refused the token", "token")
+	}
 	msg := fmt.Sprintf("%s: HTTP %d: %s", what, r.status, r.text())
 	switch {
-	case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden:
-		if r.noToken != "" {
-			msg += " (no token was sent: " + r.noToken + "; put the Ray token in the Secret's key \"token\")"
-		}
-		return fmt.Errorf("%s: %w", msg, backends.ErrAuth)
 	case r.status == http.StatusTooManyRequests || r.status >= 500:
 		return backends.Transient(errors.New(msg))
 	}
@@ -591,11 +581,4 @@ func firstLine(s string) string {
 		s = strings.TrimSpace(s[:i])
 	}
 	return s
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
