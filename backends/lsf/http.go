@@ -15,9 +15,8 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
-
-const maxErrorBody = 1 << 20
 
 // request is one call to Application Center. body is a factory so the call
 // can be sent again after a new logon.
@@ -59,64 +58,25 @@ func asStatus(err error) *statusError {
 	return nil
 }
 
-// cancelOnClose ends the request's timeout context when the body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
-}
-
 // roundTrip sends r once with the given cookie.
 func (b *Backend) roundTrip(ctx context.Context, r request, cookie string) (*http.Response, error) {
-	var body io.Reader
-	if r.body != nil {
-		var err error
-		if body, err = r.body(); err != nil {
-			return nil, err
-		}
-	}
 	u := b.base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	rctx, cancel := context.WithTimeout(ctx, b.requestTimeout)
-	req, err := http.NewRequestWithContext(rctx, r.method, u, body)
-	if err != nil {
-		cancel()
-		return nil, backends.Invalid("resourceURL", "%v", err)
-	}
+	req := httpx.Request{Method: r.method, URL: u, Body: r.body, Timeout: b.requestTimeout, Header: http.Header{"Accept": {r.accept}}}
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}
-	req.Header.Set("Accept", r.accept)
 	if cookie != "" {
 		req.Header.Set("Cookie", "platform_token="+cookie)
 	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, backends.Transient(fmt.Errorf("%s: %w", r, err))
-	}
-	resp.Body = cancelOnClose{resp.Body, cancel}
-	return resp, nil
+	return httpx.Open(ctx, b.client, req)
 }
 
 // readError reads a non-2xx answer into a statusError.
 func readError(r request, resp *http.Response) *statusError {
-	defer resp.Body.Close()
-	buf, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	buf := httpx.ReadError(resp)
 	return &statusError{req: r.String(), status: resp.StatusCode, msg: errorMessage(buf), retryAfter: resp.Header.Get("Retry-After")}
 }
 
@@ -161,7 +121,7 @@ func (b *Backend) open(ctx context.Context, r request) (*http.Response, error) {
 		}
 		b.dropSession(tok)
 		if attempt == 2 {
-			return nil, fmt.Errorf("%w: %v: Application Center refused a fresh logon token; check that the user may use web services (RBAC)", backends.ErrAuth, se)
+			return nil, httpx.AuthError(r.String(), se.status, "Application Center refused a fresh logon token (may the user use web services? RBAC)", "username", "password")
 		}
 		b.log.Debug("Application Center refused the session token; logging on again", "request", r.String(), "status", se.status)
 	}
@@ -173,15 +133,7 @@ func (b *Backend) do(ctx context.Context, r request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, backends.Transient(fmt.Errorf("%s: reading the answer: %w", r, err))
-	}
-	return buf, nil
+	return httpx.ReadAll(ctx, r.String(), resp, maxAnswer)
 }
 
 // transientOr classifies a status error: 429, 5xx (and 409 at logon) are
@@ -230,6 +182,9 @@ type logonUser struct {
 // tokenLifetime is used when the token's embedded time is not an expiry.
 const tokenLifetime = 55 * time.Minute
 
+// maxAnswer bounds a data answer read whole (job lists, job records).
+const maxAnswer = 64 << 20
+
 // logon gets a new token: POST ws/logon with <User><name/><pass/></User>.
 func (b *Backend) logon(ctx context.Context) (cookie string, renew time.Time, err error) {
 	user, pass, err := b.credentials()
@@ -252,16 +207,18 @@ func (b *Backend) logon(ctx context.Context) (cookie string, renew time.Time, er
 		case http.StatusBadRequest:
 			return "", time.Time{}, backends.Invalid("credentials", "Application Center refused the logon of user %q: %s", user, orText(se.msg, "bad request (an empty user name?)"))
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return "", time.Time{}, fmt.Errorf("%w: %v (user %q; check the username and password in the Secret, and that the user may use web services)", backends.ErrAuth, se, user)
+			// Never the server's words: an echo of the logon would carry
+			// the password (see httpx.AuthError).
+			return "", time.Time{}, httpx.AuthError(r.String(), se.status,
+				fmt.Sprintf("Application Center refused the logon of user %q (is the user allowed to use web services?)", user), "username", "password")
 		case http.StatusConflict:
 			return "", time.Time{}, backends.Transient(fmt.Errorf("%v (the user is already logged on; retrying)", se))
 		}
 		return "", time.Time{}, transientOr(se)
 	}
-	defer resp.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	buf, err := httpx.ReadAll(ctx, r.String(), resp, httpx.MaxErrorBody)
 	if err != nil {
-		return "", time.Time{}, backends.Transient(fmt.Errorf("%s: reading the answer: %w", r, err))
+		return "", time.Time{}, err
 	}
 	doc, err := decodeDoc(buf)
 	if err != nil {

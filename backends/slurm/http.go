@@ -10,24 +10,23 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Slurm error numbers this package tells apart (slurm/slurm_errno.h).
 const (
-	errUnspecified       = -1   // SLURM_ERROR: slurmrestd lost the real errno
-	errProtocolAuth      = 1007 // SLURM_PROTOCOL_AUTHENTICATION_ERROR
-	errInvalidJobID      = 2017 // ESLURM_INVALID_JOB_ID
-	errAlreadyDone       = 2021 // ESLURM_ALREADY_DONE
-	errZeroBytes         = 5005 // SLURM_PROTOCOL_SOCKET_ZERO_BYTES_SENT: slurmctld hung up (22.05: refused token)
-	errRestAuthFail      = 9008 // ESLURM_REST_AUTH_FAIL
-	probeJobID           = "67108864"
-	maxResponseBodyBytes = 256 << 20
+	errUnspecified  = -1   // SLURM_ERROR: slurmrestd lost the real errno
+	errProtocolAuth = 1007 // SLURM_PROTOCOL_AUTHENTICATION_ERROR
+	errInvalidJobID = 2017 // ESLURM_INVALID_JOB_ID
+	errAlreadyDone  = 2021 // ESLURM_ALREADY_DONE
+	errZeroBytes    = 5005 // SLURM_PROTOCOL_SOCKET_ZERO_BYTES_SENT: slurmctld hung up (22.05: refused token)
+	errRestAuthFail = 9008 // ESLURM_REST_AUTH_FAIL
+	probeJobID      = "67108864"
 )
 
 // probeJobID is 1<<26: federation cluster 1, local id 0. Slurm never assigns
@@ -128,9 +127,7 @@ func (r *response) errorText() string {
 	if len(msgs) == 0 {
 		body := strings.TrimSpace(string(r.body))
 		if !r.json && body != "" {
-			if len(body) > 300 {
-				body = body[:300] + "..."
-			}
+			body = httpx.Clip(body, 300)
 			msgs = append(msgs, body)
 		}
 	}
@@ -138,6 +135,21 @@ func (r *response) errorText() string {
 		return http.StatusText(r.status)
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// errorNumbers names the Slurm error numbers of the answer, " (errors
+// 1007, 9008)", or "" when it has none.
+func (r *response) errorNumbers() string {
+	var ns []string
+	for _, e := range r.env.Errors {
+		if n := e.number(); n != 0 {
+			ns = append(ns, fmt.Sprint(n))
+		}
+	}
+	if len(ns) == 0 {
+		return ""
+	}
+	return " (error " + strings.Join(ns, ", ") + ")"
 }
 
 func (r *response) hasError(numbers ...int) bool {
@@ -180,32 +192,21 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*respo
 		}
 		rd = &buf
 	}
-	rctx, cancel := context.WithTimeout(ctx, b.requestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, method, b.base+path, rd)
-	if err != nil {
-		return nil, backends.Invalid("resourceURL", "%v", err)
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
+	req := httpx.Request{Method: method, URL: b.base + path, Timeout: b.requestTimeout, Header: http.Header{}}
+	if rd != nil {
+		req.Body = func() (io.Reader, error) { return rd, nil }
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-SLURM-USER-NAME", user)
 	req.Header.Set("X-SLURM-USER-TOKEN", token)
-	resp, err := b.client.Do(req)
+	resp, err := httpx.Open(ctx, b.client, req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, backends.Transient(fmt.Errorf("%s %s: %w", method, path, unwrapURLError(err)))
+		return nil, err
 	}
-	defer resp.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBodyBytes))
+	buf, err := httpx.ReadAll(ctx, method+" "+path, resp, httpx.MaxBody)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, backends.Transient(fmt.Errorf("%s %s: reading the response: %w", method, path, err))
+		return nil, err
 	}
 	r := &response{method: method, path: path, status: resp.StatusCode, body: buf}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" || (mt == "" && len(buf) > 0 && buf[0] == '{') {
@@ -214,16 +215,6 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*respo
 		}
 	}
 	return r, nil
-}
-
-// unwrapURLError drops net/url's "Get \"URL\": " prefix: the caller
-// already names the method and path.
-func unwrapURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // classify turns a non-200 response into an error the runner understands.
@@ -304,8 +295,8 @@ func (b *Backend) authProbe(ctx context.Context, orig *response) error {
 		return err
 	}
 	if c, ok := parseJWT(token); ok && c.Exp > 0 && !time.Unix(c.Exp, 0).After(time.Now()) {
-		return fmt.Errorf("%v: %w: the token expired at %s; mint a new one (scontrol token username=... lifespan=...) and update the Secret",
-			orig, backends.ErrAuth, time.Unix(c.Exp, 0).UTC().Format(time.RFC3339))
+		return httpx.AuthError(orig.method+" "+orig.path, orig.status, "the token expired at "+
+			time.Unix(c.Exp, 0).UTC().Format(time.RFC3339)+"; mint a new one (scontrol token username=... lifespan=...)", "token")
 	}
 	p, err := b.do(ctx, http.MethodDelete, b.apiPath("job/"+probeJobID), nil)
 	if err != nil {
@@ -331,7 +322,9 @@ func (b *Backend) authError(r *response) error {
 			hint = fmt.Sprintf("the token was minted for %q but is used as %q (only root and SlurmUser tokens may act for others)", c.Sun, user)
 		}
 	}
-	return fmt.Errorf("%v: %w: slurmctld refused the credentials of user %q: %s", r, backends.ErrAuth, user, hint)
+	// Never the server's words: an echo of the request would carry the
+	// token (see httpx.AuthError). Slurm's error numbers are safe to name.
+	return httpx.AuthError(r.method+" "+r.path, r.status, fmt.Sprintf("slurmctld refused the credentials of user %q%s: %s", user, r.errorNumbers(), hint), "token", "username")
 }
 
 // jwtClaims are the claims slurmctld puts into its HS256 tokens.
