@@ -1,0 +1,224 @@
+package lsf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// jobInfo reads GET ws/jobs/{id}; nil, nil when Application Center no
+// longer lists the job.
+func (b *Backend) jobInfo(ctx context.Context, id string) (node, error) {
+	r := request{method: http.MethodGet, path: "/ws/jobs/" + id, accept: "application/json"}
+	buf, err := b.do(ctx, r)
+	if se := asStatus(err); se != nil && se.status == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, transientOr(err)
+	}
+	doc, err := decodeDoc(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read the answer: %w", r, err)
+	}
+	entries := jobEntries(doc)
+	for _, e := range entries {
+		if entryID(e) == id {
+			return e, nil
+		}
+	}
+	if len(entries) == 1 && entryID(entries[0]) == "" {
+		return entries[0], nil
+	}
+	return nil, nil
+}
+
+// Status reads the job, falling back to its history once it has left
+// mbatchd.
+func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
+	if !validID(id) {
+		return backends.Status{}, fmt.Errorf("LSF job id %q is not a job id: %w", id, backends.ErrNotFound)
+	}
+	e, err := b.jobInfo(ctx, id)
+	if err != nil {
+		return backends.Status{}, err
+	}
+	if e != nil {
+		return mapJob(e)
+	}
+	return b.history(ctx, id)
+}
+
+var (
+	exitCodeRE = regexp.MustCompile(`(?i)exit(?:ed with exit)? code (\d+)`)
+	killRE     = regexp.MustCompile(`<KILL>|(?i)signal <?KILL>?`)
+)
+
+// history reads GET ws/jobhistory?ids={id} (bhist's text).
+func (b *Backend) history(ctx context.Context, id string) (backends.Status, error) {
+	r := request{method: http.MethodGet, path: "/ws/jobhistory", query: url.Values{"ids": {id}}, accept: "application/xml, application/json"}
+	buf, err := b.do(ctx, r)
+	if se := asStatus(err); se != nil && se.status == http.StatusNotFound {
+		return backends.Status{}, fmt.Errorf("LSF job %s: neither the job list nor the job history knows it: %w", id, backends.ErrNotFound)
+	}
+	if err != nil {
+		return backends.Status{}, transientOr(err)
+	}
+	doc, err := decodeDoc(buf)
+	if err != nil {
+		return backends.Status{}, fmt.Errorf("%s: cannot read the answer: %w", r, err)
+	}
+	if inner := firstMap(get(doc, "jobHistory")); inner != nil {
+		doc = inner
+	}
+	var texts []string
+	hv := get(doc, "history")
+	if s := str(hv); s != "" {
+		texts = append(texts, s)
+	}
+	if l, ok := hv.([]any); ok {
+		for _, x := range l {
+			if s := str(x); s != "" {
+				texts = append(texts, s)
+			}
+		}
+	}
+	for _, h := range list(hv) {
+		if s := str(get(h, "content")); s != "" {
+			texts = append(texts, s)
+		}
+	}
+	if len(texts) == 0 {
+		return backends.Status{}, fmt.Errorf("LSF job %s: not in the job list, and its history is empty: %w", id, backends.ErrNotFound)
+	}
+	text := strings.Join(texts, "\n")
+	st := backends.Status{Reason: "history"}
+	if m := exitCodeRE.FindStringSubmatch(text); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		st.ExitCode = &n
+	}
+	switch {
+	case strings.Contains(text, "Done successfully"):
+		st.State, st.Raw, st.Message = backends.Done, "DONE", "done successfully (from the job history)"
+		if st.ExitCode == nil {
+			z := 0
+			st.ExitCode = &z
+		}
+	case strings.Contains(text, "Completed <exit>") || strings.Contains(text, "Exited"):
+		st.Raw = "EXIT"
+		if killRE.MatchString(text) {
+			st.State, st.Message = backends.Killed, "killed (from the job history)"
+		} else {
+			st.State, st.Message = backends.Failed, "exited (from the job history)"
+			if st.ExitCode != nil {
+				st.Message = fmt.Sprintf("exited with code %d (from the job history)", *st.ExitCode)
+			}
+		}
+	default:
+		st.State, st.Raw = backends.Unknown, "UNKNOWN"
+		st.Message = "the job has left LSF's job list and its history shows no end"
+	}
+	return st, nil
+}
+
+// Killing exit reasons (LSF TERM_* names and numbers from lsbatch.h).
+var killedInfo = map[string]bool{
+	"TERM_OWNER": true, "TERM_ADMIN": true, "TERM_FORCE_OWNER": true, "TERM_FORCE_ADMIN": true,
+	"TERM_REQUEUE_OWNER": true, "TERM_REQUEUE_ADMIN": true,
+	"8": true, "9": true, "10": true, "11": true, "14": true, "15": true,
+}
+
+// mapJob maps one job element to a Status.
+func mapJob(e node) (backends.Status, error) {
+	raw := strings.ToUpper(str(get(e, "jobStatus", "status", "stat")))
+	st := backends.Status{Raw: raw}
+	st.SubmitTime = parseTime(get(e, "submitTimeGMT", "submitTime"))
+	st.StartTime = parseTime(get(e, "startTimeGMT", "startTime"))
+	st.EndTime = parseTime(get(e, "endTimeGMT", "endTime", "finishTime"))
+	if n, ok := parseInt(get(e, "exitStatus", "exitCode")); ok {
+		if n > 255 && n%256 == 0 {
+			n >>= 8 // a wait status
+		}
+		st.ExitCode = &n
+	}
+	info := strings.ToUpper(str(get(e, "exitInfo", "exitReason", "termReason", "terminationReason")))
+	switch raw {
+	case "PEND", "WAIT", "PROV":
+		st.State = backends.Pending
+		st.Message = str(get(e, "pendReason", "pendingReason"))
+		st.Reason = st.Message
+	case "RUN":
+		st.State = backends.Running
+	case "PSUSP", "USUSP", "SSUSP":
+		st.State = backends.Suspended
+		st.Message = str(get(e, "suspendReason", "suspReason", "pendReason"))
+	case "DONE":
+		st.State, st.Message = backends.Done, "done"
+		if st.ExitCode == nil {
+			z := 0
+			st.ExitCode = &z
+		}
+	case "EXIT":
+		st.Reason = info
+		switch {
+		case killedInfo[info]:
+			st.State, st.Message = backends.Killed, "killed ("+info+")"
+		case info == "" && st.ExitCode != nil && *st.ExitCode == 130:
+			st.State, st.Message = backends.Killed, "killed (exit code 130: SIGINT, as bkill sends)"
+		default:
+			st.State = backends.Failed
+			st.Message = "exited"
+			if st.ExitCode != nil {
+				st.Message = fmt.Sprintf("exited with code %d", *st.ExitCode)
+				if st.Reason == "" {
+					st.Reason = "NonZeroExitCode"
+				}
+			}
+			if info != "" {
+				st.Message += " (" + info + ")"
+			}
+		}
+	case "ZOMBI":
+		st.State, st.Message = backends.Killed, "killed while its execution host was unreachable (ZOMBI)"
+	case "UNKWN":
+		st.State, st.Message = backends.Unknown, "mbatchd lost contact with the job's sbatchd (UNKWN)"
+	case "":
+		return st, errors.New("Application Center answered a job without a jobStatus")
+	default:
+		return st, fmt.Errorf("unknown LSF job status %q", raw)
+	}
+	return st, nil
+}
+
+var timeLayouts = []string{
+	time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006/01/02 15:04:05",
+	"Mon Jan _2 15:04:05 2006", "Jan _2 15:04:05 2006", "Mon Jan _2 15:04:05 MST 2006",
+}
+
+// parseTime reads LSF times in the forms seen in the wild; zero if none fits.
+func parseTime(v any) time.Time {
+	s := str(v)
+	if s == "" || s == "-" || s == "0" {
+		return time.Time{}
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
+		if n > 1e12 {
+			return time.UnixMilli(n).UTC()
+		}
+		return time.Unix(n, 0).UTC()
+	}
+	for _, l := range timeLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
