@@ -1,12 +1,10 @@
 package lsf
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -64,131 +62,193 @@ func knownKeys() string {
 	return strings.Join(s, ", ")
 }
 
+// propAliases maps every accepted key to its application parameter.
+var propAliases = func() map[string]string {
+	m := map[string]string{}
+	for _, pk := range propKeys {
+		for _, n := range pk.names {
+			m[n] = pk.param
+		}
+	}
+	return m
+}()
+
+// props is jobproperties sorted out: application parameters, bsub options
+// for EXTRA_PARAMS, the application, and the user's own parameters.
+type props struct {
+	vals   map[string]string
+	extra  []string
+	app    string
+	custom map[string]string
+}
+
 // buildSpec turns the job into application parameters and files.
 func buildSpec(job backends.Job) (*spec, error) {
-	sp := &spec{app: "generic"}
-	vals := map[string]string{}
-	var extra []string
-	custom := map[string]string{}
-	if len(bytes.TrimSpace(job.Properties)) > 0 {
-		var raw map[string]json.RawMessage
-		if err := json.Unmarshal(job.Properties, &raw); err != nil {
-			return nil, backends.Invalid("jobproperties", "not a JSON object: %v", err)
-		}
-		seen := map[string]string{}
-		keys := make([]string, 0, len(raw))
-		for k := range raw {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			v := raw[k]
-			param := ""
-			for _, pk := range propKeys {
-				for _, n := range pk.names {
-					if n == k {
-						param = pk.param
-					}
-				}
-			}
-			switch k {
-			case "kill":
-				return nil, backends.Invalid("jobproperties", "kill is not a job property here; set kill=true in the record (or run cleanup) to cancel the job")
-			case "pastid", "inputfiledirectory":
-				return nil, backends.Invalid("jobproperties", "%s is not needed: jobdata.additionalData files are uploaded with the job", k)
-			case "COMMANDTORUN":
-				return nil, backends.Invalid("jobproperties", "COMMANDTORUN comes from jobdata.jobScript (a remote path or a script); remove it")
-			}
-			if param == "" {
-				return nil, backends.Invalid("jobproperties", "unknown key %q; the lsf backend takes %s (and the Bridge Operator's Queue, RunLimitHour, RunLimitMinute, OutputFileName, ErrorFileName, NodesNumber)", k, knownKeys())
-			}
-			if other, dup := seen[param]; dup {
-				return nil, backends.Invalid("jobproperties", "%q and %q set the same thing; keep one", other, k)
-			}
-			seen[param] = k
-			if param == "params" {
-				var m map[string]json.RawMessage
-				if err := json.Unmarshal(v, &m); err != nil {
-					return nil, backends.Invalid("jobproperties", "params must be an object of application parameter ids to values: %v", err)
-				}
-				for id, pv := range m {
-					if !paramID.MatchString(id) {
-						return nil, backends.Invalid("jobproperties", "params: %q is not an application parameter id", id)
-					}
-					s, err := scalar(pv)
-					if err != nil {
-						return nil, backends.Invalid("jobproperties", "params.%s: %v", id, err)
-					}
-					custom[id] = s
-				}
-				continue
-			}
-			s, err := scalar(v)
-			if err != nil {
-				return nil, backends.Invalid("jobproperties", "%s: %v", k, err)
-			}
-			switch param {
-			case "RUNLIMITHOUR", "RUNLIMITMINUTE", "-nnodes":
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 0 || (param == "RUNLIMITMINUTE" && n > 59) || (param == "-nnodes" && n < 1) {
-					want := "a whole number of hours >= 0"
-					switch param {
-					case "RUNLIMITMINUTE":
-						want = "a whole number of minutes from 0 to 59"
-					case "-nnodes":
-						want = "a whole number of nodes >= 1"
-					}
-					return nil, backends.Invalid("jobproperties", "%s must be %s, not %q", k, want, s)
-				}
-				s = strconv.Itoa(n)
-			}
-			switch param {
-			case "-nnodes":
-				extra = append(extra, "-nnodes "+s)
-			case "AppName":
-				if s == "" || strings.ContainsAny(s, "\r\n") {
-					return nil, backends.Invalid("jobproperties", "%s must name an application, e.g. generic", k)
-				}
-				sp.app = s
-			case "EXTRA_PARAMS":
-				if s != "" {
-					extra = append([]string{s}, extra...)
-				}
-			default:
-				if strings.ContainsAny(s, "\r\n") {
-					return nil, backends.Invalid("jobproperties", "%s must be one line", k)
-				}
-				vals[param] = s
-			}
-		}
+	p, err := parseProps(job.Properties)
+	if err != nil {
+		return nil, err
 	}
 	if !validKey(job.Key) {
 		return nil, backends.Invalid("idempotency key", "%q is not a plain name", job.Key)
 	}
-	sp.jobName = job.Key
-	if n := vals["JOB_NAME"]; n != "" {
+	sp := &spec{app: p.app, jobName: job.Key}
+	if n := p.vals["JOB_NAME"]; n != "" {
 		sp.jobName = job.Key + "-" + n
 	} else if job.Name != "" {
 		sp.jobName = job.Key + "-" + job.Name
 	}
-	var cmd string
+	cmd, err := sp.addScript(job)
+	if err != nil {
+		return nil, err
+	}
+	names, err := sp.addInputs(job)
+	if err != nil {
+		return nil, err
+	}
+	sp.params = append(sp.params, [2]string{"COMMANDTORUN", cmd}, [2]string{"JOB_NAME", sp.jobName})
+	for _, k := range []string{"QUEUE", "OUTPUT_FILE", "ERROR_FILE", "RUNLIMITHOUR", "RUNLIMITMINUTE"} {
+		if v := p.vals[k]; v != "" {
+			sp.params = append(sp.params, [2]string{k, v})
+		}
+	}
+	if len(p.extra) > 0 {
+		sp.params = append(sp.params, [2]string{"EXTRA_PARAMS", strings.Join(p.extra, " ")})
+	}
+	for _, id := range backends.SortedKeys(p.custom) {
+		if reservedParams[id] {
+			return nil, backends.Invalid("jobproperties", "params.%s is set from jobdata.jobScript or a jobproperties key of its own; remove it from params", id)
+		}
+		if names[id] {
+			return nil, backends.Invalid("jobproperties", "params.%s collides with a file of the same name", id)
+		}
+		sp.params = append(sp.params, [2]string{id, p.custom[id]})
+	}
+	return sp, nil
+}
+
+// parseProps reads jobproperties strictly.
+func parseProps(raw json.RawMessage) (*props, error) {
+	p := &props{vals: map[string]string{}, app: "generic", custom: map[string]string{}}
+	vals, given, err := backends.PropertyObject(raw, propAliases)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]string{} // key as given → parameter: check in the user's order
+	for param, k := range given {
+		byKey[k] = param
+	}
+	for _, k := range backends.SortedKeys(byKey) {
+		if err := p.set(byKey[k], k, vals[byKey[k]]); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// set takes one property: param is its application parameter (or the key
+// itself when unknown), k the key as the user wrote it.
+func (p *props) set(param, k string, v json.RawMessage) error {
+	switch k {
+	case "kill":
+		return backends.Invalid("jobproperties", "kill is not a job property here; set kill=true in the record (or run cleanup) to cancel the job")
+	case "pastid", "inputfiledirectory":
+		return backends.Invalid("jobproperties", "%s is not needed: jobdata.additionalData files are uploaded with the job", k)
+	case "COMMANDTORUN":
+		return backends.Invalid("jobproperties", "COMMANDTORUN comes from jobdata.jobScript (a remote path or a script); remove it")
+	}
+	if _, known := propAliases[k]; !known {
+		return backends.Invalid("jobproperties", "unknown key %q; the lsf backend takes %s (and the Bridge Operator's Queue, RunLimitHour, RunLimitMinute, OutputFileName, ErrorFileName, NodesNumber)", k, knownKeys())
+	}
+	if param == "params" {
+		return p.setCustom(v)
+	}
+	s, err := scalar(v)
+	if err != nil {
+		return backends.Invalid("jobproperties", "%s: %v", k, err)
+	}
+	if s, err = checkNumber(param, k, s); err != nil {
+		return err
+	}
+	switch param {
+	case "-nnodes":
+		p.extra = append(p.extra, "-nnodes "+s)
+	case "AppName":
+		if s == "" || strings.ContainsAny(s, "\r\n") {
+			return backends.Invalid("jobproperties", "%s must name an application, e.g. generic", k)
+		}
+		p.app = s
+	case "EXTRA_PARAMS":
+		if s != "" {
+			p.extra = append([]string{s}, p.extra...)
+		}
+	default:
+		if strings.ContainsAny(s, "\r\n") {
+			return backends.Invalid("jobproperties", "%s must be one line", k)
+		}
+		p.vals[param] = s
+	}
+	return nil
+}
+
+// setCustom takes params: application parameter ids to values.
+func (p *props) setCustom(v json.RawMessage) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		return backends.Invalid("jobproperties", "params must be an object of application parameter ids to values: %v", err)
+	}
+	for id, pv := range m {
+		if !paramID.MatchString(id) {
+			return backends.Invalid("jobproperties", "params: %q is not an application parameter id", id)
+		}
+		s, err := scalar(pv)
+		if err != nil {
+			return backends.Invalid("jobproperties", "params.%s: %v", id, err)
+		}
+		p.custom[id] = s
+	}
+	return nil
+}
+
+// checkNumber checks and normalizes the properties that are whole numbers.
+func checkNumber(param, k, s string) (string, error) {
+	want := map[string]string{
+		"RUNLIMITHOUR":   "a whole number of hours >= 0",
+		"RUNLIMITMINUTE": "a whole number of minutes from 0 to 59",
+		"-nnodes":        "a whole number of nodes >= 1",
+	}[param]
+	if want == "" {
+		return s, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || (param == "RUNLIMITMINUTE" && n > 59) || (param == "-nnodes" && n < 1) {
+		return "", backends.Invalid("jobproperties", "%s must be %s, not %q", k, want, s)
+	}
+	return strconv.Itoa(n), nil
+}
+
+// addScript adds the job script (when it is sent along) and returns the
+// command that runs it.
+func (sp *spec) addScript(job backends.Job) (string, error) {
 	switch {
 	case job.ScriptPath != "":
 		if strings.ContainsAny(job.ScriptPath, "\r\n") {
-			return nil, backends.Invalid("jobdata.jobScript", "a remote script path must be one line")
+			return "", backends.Invalid("jobdata.jobScript", "a remote script path must be one line")
 		}
-		cmd = job.ScriptPath
+		return job.ScriptPath, nil
 	case job.Script != "":
 		name := job.Key + ".sh"
 		sp.files = append(sp.files, file{name: name, data: []byte(job.Script)})
 		if strings.HasPrefix(job.Script, "#!") {
-			cmd = "chmod 755 ./" + name + " && ./" + name
-		} else {
-			cmd = "/bin/sh ./" + name
+			return "chmod 755 ./" + name + " && ./" + name, nil
 		}
-	default:
-		return nil, backends.Invalid("jobdata.jobScript", "the lsf backend needs a script (inline or s3) or a remote path to run")
+		return "/bin/sh ./" + name, nil
 	}
+	return "", backends.Invalid("jobdata.jobScript", "the lsf backend needs a script (inline or s3) or a remote path to run")
+}
+
+// addInputs adds the parameter and metadata files and the input files, and
+// returns the names of all files.
+func (sp *spec) addInputs(job backends.Job) (map[string]bool, error) {
 	if len(job.Parameters) > 0 {
 		sp.files = append(sp.files, file{name: "bridge-parameters.json", data: job.Parameters})
 	}
@@ -211,30 +271,7 @@ func buildSpec(job backends.Job) (*spec, error) {
 		names[name] = true
 		sp.files = append(sp.files, file{name: name, in: in})
 	}
-	sp.params = append(sp.params, [2]string{"COMMANDTORUN", cmd}, [2]string{"JOB_NAME", sp.jobName})
-	for _, p := range []string{"QUEUE", "OUTPUT_FILE", "ERROR_FILE", "RUNLIMITHOUR", "RUNLIMITMINUTE"} {
-		if v := vals[p]; v != "" {
-			sp.params = append(sp.params, [2]string{p, v})
-		}
-	}
-	if len(extra) > 0 {
-		sp.params = append(sp.params, [2]string{"EXTRA_PARAMS", strings.Join(extra, " ")})
-	}
-	ids := make([]string, 0, len(custom))
-	for id := range custom {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if reservedParams[id] {
-			return nil, backends.Invalid("jobproperties", "params.%s is set from jobdata.jobScript or a jobproperties key of its own; remove it from params", id)
-		}
-		if names[id] {
-			return nil, backends.Invalid("jobproperties", "params.%s collides with a file of the same name", id)
-		}
-		sp.params = append(sp.params, [2]string{id, custom[id]})
-	}
-	return sp, nil
+	return names, nil
 }
 
 func scalar(v json.RawMessage) (string, error) {

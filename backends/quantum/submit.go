@@ -45,21 +45,9 @@ func parseProperties(raw json.RawMessage) (Properties, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return p, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return p, backends.Invalid("jobproperties", "not a JSON object: %v", err)
-	}
-	norm := map[string]json.RawMessage{}
-	from := map[string]string{}
-	for k, v := range m {
-		c := k
-		if a, ok := aliases[k]; ok {
-			c = a
-		}
-		if prev, dup := from[c]; dup {
-			return p, backends.Invalid("jobproperties", "%q and %q set the same thing; keep one", prev, k)
-		}
-		from[c], norm[c] = k, v
+	norm, _, err := backends.PropertyObject(raw, aliases)
+	if err != nil {
+		return p, err
 	}
 	buf, _ := json.Marshal(norm)
 	dec := json.NewDecoder(bytes.NewReader(buf))
