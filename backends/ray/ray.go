@@ -158,35 +158,72 @@ func buildRequest(job backends.Job) (*submitRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkJob(job, p); err != nil {
+		return nil, err
+	}
+	rt, err := runtimeEnv(p)
+	if err != nil {
+		return nil, err
+	}
+	if rt["env_vars"], err = jobEnv(job, p); err != nil {
+		return nil, err
+	}
+	md := map[string]string{}
+	for k, v := range p.Metadata {
+		md[k] = v
+	}
+	if job.Name != "" {
+		md["job_name"] = job.Name
+	}
+	md["submitted_by"] = "bridge-runner"
+
+	return &submitRequest{
+		Entrypoint:          entrypoint(p),
+		SubmissionID:        job.Key,
+		RuntimeEnv:          rt,
+		Metadata:            md,
+		EntrypointNumCPUs:   p.EntrypointNumCPUs,
+		EntrypointNumGPUs:   p.EntrypointNumGPUs,
+		EntrypointMemory:    p.EntrypointMemory,
+		EntrypointResources: p.EntrypointResources,
+	}, nil
+}
+
+// checkJob refuses what Ray would refuse or misread.
+func checkJob(job backends.Job, p Properties) error {
 	if job.Key == "" {
-		return nil, backends.Invalid("idempotency key", "empty; the runner must give every job a key")
+		return backends.Invalid("idempotency key", "empty; the runner must give every job a key")
 	}
 	if p.Entrypoint == "" && job.Script == "" && job.ScriptPath == "" {
-		return nil, backends.Invalid("jobdata.jobScript", "no script: give a Python script (inline, s3, or a path on the Ray cluster with scriptLocation remote), or a shell command as jobproperties.entrypoint")
+		return backends.Invalid("jobdata.jobScript", "no script: give a Python script (inline, s3, or a path on the Ray cluster with scriptLocation remote), or a shell command as jobproperties.entrypoint")
 	}
 	if p.Entrypoint != "" && (len(p.Args) > 0 || p.Python != "") {
-		return nil, backends.Invalid("jobproperties", "entrypoint replaces the Python entrypoint: args and python cannot be combined with it (read the script from $BRIDGE_SCRIPT or $BRIDGE_SCRIPT_PATH in your command)")
+		return backends.Invalid("jobproperties", "entrypoint replaces the Python entrypoint: args and python cannot be combined with it (read the script from $BRIDGE_SCRIPT or $BRIDGE_SCRIPT_PATH in your command)")
 	}
 	if strings.ContainsAny(p.Python, "\x00\n") {
-		return nil, backends.Invalid("jobproperties", "python %q is not a command name", p.Python)
+		return backends.Invalid("jobproperties", "python %q is not a command name", p.Python)
 	}
 	for _, a := range p.Args {
 		if strings.IndexByte(a, 0) >= 0 {
-			return nil, backends.Invalid("jobproperties", "args: an argument contains a NUL byte")
+			return backends.Invalid("jobproperties", "args: an argument contains a NUL byte")
 		}
 	}
 	if p.EntrypointNumCPUs != nil && *p.EntrypointNumCPUs < 0 ||
 		p.EntrypointNumGPUs != nil && *p.EntrypointNumGPUs < 0 ||
 		p.EntrypointMemory != nil && *p.EntrypointMemory < 0 {
-		return nil, backends.Invalid("jobproperties", "entrypoint_num_cpus, entrypoint_num_gpus and entrypoint_memory must not be negative")
+		return backends.Invalid("jobproperties", "entrypoint_num_cpus, entrypoint_num_gpus and entrypoint_memory must not be negative")
 	}
 	for k, v := range p.EntrypointResources {
 		if v < 0 {
-			return nil, backends.Invalid("jobproperties", "entrypoint_resources: %q must not be negative", k)
+			return backends.Invalid("jobproperties", "entrypoint_resources: %q must not be negative", k)
 		}
 	}
+	return nil
+}
 
-	// runtime_env: the object as given, plus the shorthands, plus our env_vars.
+// runtimeEnv is runtime_env as given plus the shorthands (working_dir,
+// pip); env_vars is jobEnv's.
+func runtimeEnv(p Properties) (map[string]any, error) {
 	rt := map[string]any{}
 	for k, v := range p.RuntimeEnv {
 		// Ray's keys are case-sensitive: "Env_Vars" would reach Ray as an
@@ -215,6 +252,12 @@ func buildRequest(job backends.Job) (*submitRequest, error) {
 			return nil, err
 		}
 	}
+	return rt, nil
+}
+
+// jobEnv is the job's environment: the user's env_vars (top level or in
+// runtime_env, not both) and ours, which carry the script and its data.
+func jobEnv(job backends.Job, p Properties) (map[string]string, error) {
 	userEnv := map[string]string{}
 	if raw, ok := p.RuntimeEnv["env_vars"]; ok {
 		if p.EnvVars != nil {
@@ -248,27 +291,7 @@ func buildRequest(job backends.Job) (*submitRequest, error) {
 	for k, v := range ours {
 		userEnv[k] = v
 	}
-	rt["env_vars"] = userEnv
-
-	md := map[string]string{}
-	for k, v := range p.Metadata {
-		md[k] = v
-	}
-	if job.Name != "" {
-		md["job_name"] = job.Name
-	}
-	md["submitted_by"] = "bridge-runner"
-
-	return &submitRequest{
-		Entrypoint:          entrypoint(p),
-		SubmissionID:        job.Key,
-		RuntimeEnv:          rt,
-		Metadata:            md,
-		EntrypointNumCPUs:   p.EntrypointNumCPUs,
-		EntrypointNumGPUs:   p.EntrypointNumGPUs,
-		EntrypointMemory:    p.EntrypointMemory,
-		EntrypointResources: p.EntrypointResources,
-	}, nil
+	return userEnv, nil
 }
 
 // Validate checks the job before anything is submitted.
