@@ -59,6 +59,12 @@ func (j *jobResponse) status() (backends.Status, error) {
 	if t, err := time.Parse(time.RFC3339Nano, j.Created); err == nil {
 		st.SubmitTime = t.UTC()
 	}
+	return mapState(st)
+}
+
+// mapState sets st.State from st.Raw: IBM Quantum's job status.
+func mapState(st backends.Status) (backends.Status, error) {
+	raw := st.Raw
 	l := strings.ToLower(strings.TrimSpace(raw))
 	switch {
 	case l == "queued" || l == "initializing" || l == "validating":

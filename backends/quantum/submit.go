@@ -55,28 +55,33 @@ func parseProperties(raw json.RawMessage) (Properties, error) {
 	if err := dec.Decode(&p); err != nil {
 		return p, backends.Invalid("jobproperties", "%v; the quantum backend takes program_id, backend, iam_url, api_version, log_level, cost, session_id, private, calibration_id, tags and shots", err)
 	}
+	return p, p.check()
+}
+
+// check refuses values the service would refuse, with the fix.
+func (p Properties) check() error {
 	switch {
 	case p.ProgramID != "" && p.ProgramID != "sampler" && p.ProgramID != "estimator":
-		return p, backends.Invalid("jobproperties", "program_id must be sampler or estimator (custom programs are no longer supported), not %q", p.ProgramID)
+		return backends.Invalid("jobproperties", "program_id must be sampler or estimator (custom programs are no longer supported), not %q", p.ProgramID)
 	case p.IAMURL != "" && !httpURL(p.IAMURL):
-		return p, backends.Invalid("jobproperties", "iam_url %q is not an http(s) URL such as %s", p.IAMURL, DefaultIAMURL)
+		return backends.Invalid("jobproperties", "iam_url %q is not an http(s) URL such as %s", p.IAMURL, DefaultIAMURL)
 	case p.APIVersion != "" && !dateRE.MatchString(p.APIVersion):
-		return p, backends.Invalid("jobproperties", "api_version must be a date YYYY-MM-DD such as %s, not %q", DefaultAPIVersion, p.APIVersion)
+		return backends.Invalid("jobproperties", "api_version must be a date YYYY-MM-DD such as %s, not %q", DefaultAPIVersion, p.APIVersion)
 	case p.LogLevel != "" && !logLevels[p.LogLevel]:
-		return p, backends.Invalid("jobproperties", "log_level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, not %q", p.LogLevel)
+		return backends.Invalid("jobproperties", "log_level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, not %q", p.LogLevel)
 	case p.Cost != nil && (*p.Cost < 1 || *p.Cost > 10800):
-		return p, backends.Invalid("jobproperties", "cost is the maximum execution time in seconds, 1 to 10800, not %d", *p.Cost)
+		return backends.Invalid("jobproperties", "cost is the maximum execution time in seconds, 1 to 10800, not %d", *p.Cost)
 	case p.Shots != nil && *p.Shots < 1:
-		return p, backends.Invalid("jobproperties", "shots must be positive")
+		return backends.Invalid("jobproperties", "shots must be positive")
 	case strings.ContainsAny(p.Backend, " \t\r\n/"):
-		return p, backends.Invalid("jobproperties", "backend %q is not a backend name such as ibm_torino", p.Backend)
+		return backends.Invalid("jobproperties", "backend %q is not a backend name such as ibm_torino", p.Backend)
 	}
 	for _, t := range p.Tags {
 		if strings.TrimSpace(t) == "" {
-			return p, backends.Invalid("jobproperties", "tags must not be empty strings")
+			return backends.Invalid("jobproperties", "tags must not be empty strings")
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func httpURL(s string) bool {
@@ -102,60 +107,16 @@ func buildSubmit(job backends.Job) (*submitBody, Properties, error) {
 	if err != nil {
 		return nil, p, err
 	}
-	program := p.ProgramID
-	if job.ScriptPath != "" {
-		sp := strings.TrimSpace(job.ScriptPath)
-		if sp != "sampler" && sp != "estimator" {
-			return nil, p, backends.Invalid("jobdata.jobScript", "%q is not a primitive: with scriptLocation remote the script names the program, sampler or estimator (custom programs are no longer supported)", job.ScriptPath)
-		}
-		if program != "" && program != sp {
-			return nil, p, backends.Invalid("jobproperties", "program_id %q contradicts jobdata.jobScript %q", program, sp)
-		}
-		program = sp
-	}
-	if program == "" {
-		return nil, p, backends.Invalid("jobproperties", "program_id is required: sampler or estimator")
-	}
-	if p.Backend == "" {
-		return nil, p, backends.Invalid("jobproperties", "backend is required: the QPU to run on, e.g. ibm_torino")
+	program, err := programOf(job, p)
+	if err != nil {
+		return nil, p, err
 	}
 	if !validKey(job.Key) {
 		return nil, p, backends.Invalid("idempotency key", "%q is not a plain name", job.Key)
 	}
-	params := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(job.Parameters)) > 0 {
-		if err := json.Unmarshal(job.Parameters, &params); err != nil {
-			return nil, p, backends.Invalid("jobdata.jobParameters", "must be a JSON object (the primitive's params: pubs, options, version): %v", err)
-		}
-		if inner, ok := params["params"]; ok && len(params) == 1 {
-			params = map[string]json.RawMessage{}
-			if err := json.Unmarshal(inner, &params); err != nil {
-				return nil, p, backends.Invalid("jobdata.jobParameters", "params must be a JSON object: %v", err)
-			}
-		}
-	}
-	_, hasPubs := params["pubs"]
-	circuit := strings.TrimSpace(job.Script)
-	switch {
-	case circuit != "" && hasPubs:
-		return nil, p, backends.Invalid("jobdata.jobScript", "give the circuit either as the script or inside jobdata.jobParameters' pubs, not both")
-	case circuit != "" && !strings.Contains(circuit, "OPENQASM"):
-		return nil, p, backends.Invalid("jobdata.jobScript", "an inline script for the quantum backend is an OpenQASM 3 circuit (it starts with OPENQASM 3.0;)")
-	case circuit != "" && program != "sampler":
-		return nil, p, backends.Invalid("jobdata.jobParameters", "the estimator needs observables: give pubs in jobdata.jobParameters")
-	case circuit != "":
-		pub := []any{job.Script}
-		if p.Shots != nil {
-			pub = append(pub, []any{}, *p.Shots)
-		}
-		params["pubs"], _ = json.Marshal([]any{pub})
-		if _, ok := params["version"]; !ok {
-			params["version"] = json.RawMessage("2")
-		}
-	case !hasPubs:
-		return nil, p, backends.Invalid("jobdata.jobParameters", "no pubs: give the primitive's params ({\"pubs\":[...],\"version\":2}) or an OpenQASM 3 circuit as the script")
-	case p.Shots != nil:
-		return nil, p, backends.Invalid("jobproperties", "shots applies only to a circuit given as the script; put shots in the pubs")
+	params, err := primitiveParams(job, p, program)
+	if err != nil {
+		return nil, p, err
 	}
 	pbuf, _ := json.Marshal(params)
 	tags := []string{job.Key}
@@ -166,6 +127,70 @@ func buildSubmit(job backends.Job) (*submitBody, Properties, error) {
 	}
 	return &submitBody{ProgramID: program, Backend: p.Backend, Params: pbuf, Tags: tags, LogLevel: p.LogLevel, Cost: p.Cost,
 		SessionID: p.SessionID, Private: p.Private, CalibrationID: p.CalibrationID}, p, nil
+}
+
+// programOf is the primitive to run (program_id, or the remote script's
+// name) after checking that a backend is named too.
+func programOf(job backends.Job, p Properties) (string, error) {
+	program := p.ProgramID
+	if job.ScriptPath != "" {
+		sp := strings.TrimSpace(job.ScriptPath)
+		if sp != "sampler" && sp != "estimator" {
+			return "", backends.Invalid("jobdata.jobScript", "%q is not a primitive: with scriptLocation remote the script names the program, sampler or estimator (custom programs are no longer supported)", job.ScriptPath)
+		}
+		if program != "" && program != sp {
+			return "", backends.Invalid("jobproperties", "program_id %q contradicts jobdata.jobScript %q", program, sp)
+		}
+		program = sp
+	}
+	if program == "" {
+		return "", backends.Invalid("jobproperties", "program_id is required: sampler or estimator")
+	}
+	if p.Backend == "" {
+		return "", backends.Invalid("jobproperties", "backend is required: the QPU to run on, e.g. ibm_torino")
+	}
+	return program, nil
+}
+
+// primitiveParams is the primitive's params: jobParameters (bare or under
+// "params"), with an inline OpenQASM circuit made into the one pub.
+func primitiveParams(job backends.Job, p Properties, program string) (map[string]json.RawMessage, error) {
+	params := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(job.Parameters)) > 0 {
+		if err := json.Unmarshal(job.Parameters, &params); err != nil {
+			return nil, backends.Invalid("jobdata.jobParameters", "must be a JSON object (the primitive's params: pubs, options, version): %v", err)
+		}
+		if inner, ok := params["params"]; ok && len(params) == 1 {
+			params = map[string]json.RawMessage{}
+			if err := json.Unmarshal(inner, &params); err != nil {
+				return nil, backends.Invalid("jobdata.jobParameters", "params must be a JSON object: %v", err)
+			}
+		}
+	}
+	_, hasPubs := params["pubs"]
+	circuit := strings.TrimSpace(job.Script)
+	switch {
+	case circuit != "" && hasPubs:
+		return nil, backends.Invalid("jobdata.jobScript", "give the circuit either as the script or inside jobdata.jobParameters' pubs, not both")
+	case circuit != "" && !strings.Contains(circuit, "OPENQASM"):
+		return nil, backends.Invalid("jobdata.jobScript", "an inline script for the quantum backend is an OpenQASM 3 circuit (it starts with OPENQASM 3.0;)")
+	case circuit != "" && program != "sampler":
+		return nil, backends.Invalid("jobdata.jobParameters", "the estimator needs observables: give pubs in jobdata.jobParameters")
+	case circuit != "":
+		pub := []any{job.Script}
+		if p.Shots != nil {
+			pub = append(pub, []any{}, *p.Shots)
+		}
+		params["pubs"], _ = json.Marshal([]any{pub})
+		if _, ok := params["version"]; !ok {
+			params["version"] = json.RawMessage("2")
+		}
+	case !hasPubs:
+		return nil, backends.Invalid("jobdata.jobParameters", "no pubs: give the primitive's params ({\"pubs\":[...],\"version\":2}) or an OpenQASM 3 circuit as the script")
+	case p.Shots != nil:
+		return nil, backends.Invalid("jobproperties", "shots applies only to a circuit given as the script; put shots in the pubs")
+	}
+	return params, nil
 }
 
 func validKey(k string) bool { return jobIDRE.MatchString(k) }
