@@ -25,19 +25,9 @@ func (b *Backend) FetchOutput(ctx context.Context, id, p string, w io.Writer) er
 	if p == "" || strings.ContainsAny(p, ",|\r\n") {
 		return backends.Invalid("s3upload.files", "%q is not a file path Application Center can download (no ',' or '|')", p)
 	}
-	if !strings.HasPrefix(p, "/") {
-		e, err := b.jobInfo(ctx, id)
-		if err != nil {
-			return err
-		}
-		cwd := ""
-		if e != nil {
-			cwd = str(get(e, "cwd", "execCwd"))
-		}
-		if cwd == "" {
-			return fmt.Errorf("output %s: the job's working directory is unknown (the job left LSF's job list); give an absolute path", p)
-		}
-		p = path.Join(cwd, p)
+	p, err := b.absPath(ctx, id, p)
+	if err != nil {
+		return err
 	}
 	form := []byte("dir=" + strings.ReplaceAll(url.QueryEscape(p), "%2F", "/"))
 	r := request{method: http.MethodPost, path: "/ws/jobfiles/download/" + id, contentType: "application/x-www-form-urlencoded",
@@ -50,6 +40,31 @@ func (b *Backend) FetchOutput(ctx context.Context, id, p string, w io.Writer) er
 		return transientOr(err)
 	}
 	defer resp.Body.Close()
+	return b.copyDownload(ctx, r, resp, p, w)
+}
+
+// absPath makes a path relative to the job's working directory absolute.
+func (b *Backend) absPath(ctx context.Context, id, p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		return p, nil
+	}
+	e, err := b.jobInfo(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	cwd := ""
+	if e != nil {
+		cwd = str(get(e, "cwd", "execCwd"))
+	}
+	if cwd == "" {
+		return "", fmt.Errorf("output %s: the job's working directory is unknown (the job left LSF's job list); give an absolute path", p)
+	}
+	return path.Join(cwd, p), nil
+}
+
+// copyDownload copies the file p out of a download answer: the body itself,
+// or of a multipart answer the part named after the file (else the first).
+func (b *Backend) copyDownload(ctx context.Context, r request, resp *http.Response, p string, w io.Writer) error {
 	mt, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if !strings.HasPrefix(mt, "multipart/") {
 		_, err := io.Copy(w, resp.Body)
@@ -83,7 +98,7 @@ func (b *Backend) FetchOutput(ctx context.Context, id, p string, w io.Writer) er
 	if !havePart {
 		return fmt.Errorf("output %s: the download answer has no file: %w", p, backends.ErrNotFound)
 	}
-	_, err = w.Write(first)
+	_, err := w.Write(first)
 	return err
 }
 

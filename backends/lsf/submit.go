@@ -45,37 +45,8 @@ func writeSubmit(ctx context.Context, w io.Writer, sp *spec, outer, inner string
 	if _, err := io.WriteString(pw, sp.app); err != nil {
 		return err
 	}
-	var data bytes.Buffer
-	dw := multipart.NewWriter(&data)
-	if err := dw.SetBoundary(inner); err != nil {
-		return err
-	}
-	addParam := func(p appParam) error {
-		ph := textproto.MIMEHeader{}
-		ph.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"`, p.ID))
-		ph.Set("Content-Type", "application/xml; charset=UTF-8")
-		part, err := dw.CreatePart(ph)
-		if err != nil {
-			return err
-		}
-		x, err := xml.Marshal(p)
-		if err != nil {
-			return err
-		}
-		_, err = part.Write(x)
-		return err
-	}
-	for _, p := range sp.params {
-		if err := addParam(appParam{ID: p[0], Value: p[1]}); err != nil {
-			return err
-		}
-	}
-	for _, f := range sp.files {
-		if err := addParam(appParam{ID: f.name, Value: f.name + ",upload", Type: "file"}); err != nil {
-			return err
-		}
-	}
-	if err := dw.Close(); err != nil {
+	data, err := dataPart(sp, inner)
+	if err != nil {
 		return err
 	}
 	h = textproto.MIMEHeader{}
@@ -85,32 +56,12 @@ func writeSubmit(ctx context.Context, w io.Writer, sp *spec, outer, inner string
 	if pw, err = mw.CreatePart(h); err != nil {
 		return err
 	}
-	if _, err := pw.Write(data.Bytes()); err != nil {
+	if _, err := pw.Write(data); err != nil {
 		return err
 	}
 	for _, f := range sp.files {
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"; filename="%s"`, f.name, f.name))
-		h.Set("Content-Type", "application/octet-stream")
-		h.Set("Content-ID", "<"+f.name+">")
-		pw, err := mw.CreatePart(h)
-		if err != nil {
+		if err := writeFile(ctx, mw, f); err != nil {
 			return err
-		}
-		if f.in == nil {
-			if _, err := pw.Write(f.data); err != nil {
-				return err
-			}
-			continue
-		}
-		rc, err := f.in.Open(ctx)
-		if err != nil {
-			return fmt.Errorf("opening input %s: %w", f.in.Name, err)
-		}
-		_, err = io.Copy(pw, rc)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("sending input %s: %w", f.in.Name, err)
 		}
 	}
 	return mw.Close()
@@ -164,4 +115,68 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		return "", fmt.Errorf("%s: HTTP 200 without a job id: %s", r, orText(errorMessage(buf), string(bytes.TrimSpace(buf))))
 	}
 	return id, nil
+}
+
+// dataPart is the "data" part: the application parameters as XML parts.
+func dataPart(sp *spec, inner string) ([]byte, error) {
+	var data bytes.Buffer
+	dw := multipart.NewWriter(&data)
+	if err := dw.SetBoundary(inner); err != nil {
+		return nil, err
+	}
+	addParam := func(p appParam) error {
+		ph := textproto.MIMEHeader{}
+		ph.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"`, p.ID))
+		ph.Set("Content-Type", "application/xml; charset=UTF-8")
+		part, err := dw.CreatePart(ph)
+		if err != nil {
+			return err
+		}
+		x, err := xml.Marshal(p)
+		if err != nil {
+			return err
+		}
+		_, err = part.Write(x)
+		return err
+	}
+	for _, p := range sp.params {
+		if err := addParam(appParam{ID: p[0], Value: p[1]}); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range sp.files {
+		if err := addParam(appParam{ID: f.name, Value: f.name + ",upload", Type: "file"}); err != nil {
+			return nil, err
+		}
+	}
+	if err := dw.Close(); err != nil {
+		return nil, err
+	}
+	return data.Bytes(), nil
+}
+
+// writeFile writes one file part, streaming an input file.
+func writeFile(ctx context.Context, mw *multipart.Writer, f file) error {
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="%s"; filename="%s"`, f.name, f.name))
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-ID", "<"+f.name+">")
+	pw, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if f.in == nil {
+		_, err := pw.Write(f.data)
+		return err
+	}
+	rc, err := f.in.Open(ctx)
+	if err != nil {
+		return fmt.Errorf("opening input %s: %w", f.in.Name, err)
+	}
+	_, err = io.Copy(pw, rc)
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("sending input %s: %w", f.in.Name, err)
+	}
+	return nil
 }
