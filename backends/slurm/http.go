@@ -222,7 +222,7 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*respo
 // carried no user input, so a 400 is this package's bug or an old server).
 func (b *Backend) classify(ctx context.Context, r *response, onInvalid string) error {
 	switch {
-	case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden || r.status == 511 || r.hasError(errProtocolAuth, errRestAuthFail) || r.hasAuthRangeError():
+	case r.authFailed():
 		return b.authError(r)
 	case r.notFound() && onInvalid == "":
 		return fmt.Errorf("%v: %w", r, backends.ErrNotFound)
@@ -261,6 +261,12 @@ func (r *response) hasTransientError() bool {
 		}
 	}
 	return false
+}
+
+// authFailed: slurmrestd or slurmctld refused the credentials.
+func (r *response) authFailed() bool {
+	return httpx.IsAuth(r.status) || r.status == http.StatusNetworkAuthenticationRequired ||
+		r.hasError(errProtocolAuth, errRestAuthFail) || r.hasAuthRangeError()
 }
 
 func (r *response) hasAuthRangeError() bool {
