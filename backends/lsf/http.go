@@ -133,7 +133,7 @@ func (b *Backend) do(ctx context.Context, r request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpx.ReadAll(ctx, r.String(), resp, maxAnswer)
+	return httpx.ReadAll(ctx, r.String(), resp, httpx.MaxBody)
 }
 
 // transientOr classifies a status error: 429, 5xx (and 409 at logon) are
@@ -181,9 +181,6 @@ type logonUser struct {
 
 // tokenLifetime is used when the token's embedded time is not an expiry.
 const tokenLifetime = 55 * time.Minute
-
-// maxAnswer bounds a data answer read whole (job lists, job records).
-const maxAnswer = 64 << 20
 
 // logon gets a new token: POST ws/logon with <User><name/><pass/></User>.
 func (b *Backend) logon(ctx context.Context) (cookie string, renew time.Time, err error) {

@@ -79,7 +79,7 @@ func (b *Backend) bearer(ctx context.Context, apikey string) (string, error) {
 	}
 	defer resp.Body.Close()
 	var t tokenAnswer
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&t); err != nil || t.AccessToken == "" {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, httpx.MaxErrorBody)).Decode(&t); err != nil || t.AccessToken == "" {
 		return "", fmt.Errorf("POST IAM token: an answer without access_token (%v)", err)
 	}
 	now := b.now()
