@@ -217,3 +217,50 @@ func base64Cores(v string) []string {
 	}
 	return cores
 }
+
+// nextEscape finds the next character that begins an encoded form: every
+// form other than the literal value holds one ("%", "\\", "&", or "+" for a
+// space), so a text without them can hold the value literally only.
+func nextEscape(text string) int { return strings.IndexAny(text, "%\\&+") }
+
+// nextCut finds the next mark of a text cut short.
+func nextCut(text string) int {
+	i, j := strings.Index(text, "..."), strings.Index(text, "…")
+	if i < 0 || (j >= 0 && j < i) {
+		return j
+	}
+	return i
+}
+
+// replaceNear applies replace to the parts of text within maxLen bytes of a
+// mark that next finds, leaving the rest untouched: a match must hold a
+// mark, and running the patterns over the whole of a long job log would cost
+// a thousand times more than looking for the marks.
+func replaceNear(text string, next func(string) int, maxLen int, replace func(string) string) string {
+	var out strings.Builder
+	done := 0 // text[:done] is in out
+	for done < len(text) {
+		i := next(text[done:])
+		if i < 0 {
+			break
+		}
+		start := max(done+i-maxLen, done)
+		end := min(done+i+maxLen+4, len(text))
+		// Extend the window over marks that follow closely.
+		for end < len(text) {
+			j := next(text[end:min(end+maxLen, len(text))])
+			if j < 0 {
+				break
+			}
+			end = min(end+j+maxLen+4, len(text))
+		}
+		out.WriteString(text[done:start])
+		out.WriteString(replace(text[start:end]))
+		done = end
+	}
+	if out.Len() == 0 && done == 0 {
+		return text
+	}
+	out.WriteString(text[done:])
+	return out.String()
+}

@@ -57,13 +57,17 @@ func (s *Secrets) Scrub(text string) string {
 	defer s.mu.RUnlock()
 	for _, v := range s.values {
 		text = strings.ReplaceAll(text, v.value, "[redacted]")
-		text = v.pattern.ReplaceAllLiteralString(text, "[redacted]")
+		text = replaceNear(text, nextEscape, v.maxLen, func(seg string) string {
+			return v.pattern.ReplaceAllLiteralString(seg, "[redacted]")
+		})
 		for _, e := range v.exact {
 			text = strings.ReplaceAll(text, e, "[redacted]")
 		}
 	}
 	for _, v := range s.values {
-		text = v.cut.ReplaceAllString(text, "[redacted]${mark}")
+		text = replaceNear(text, nextCut, v.maxLen, func(seg string) string {
+			return v.cut.ReplaceAllString(seg, "[redacted]${mark}")
+		})
 		for _, f := range v.cuttable {
 			text = scrubCut(text, f)
 		}
