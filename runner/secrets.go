@@ -102,6 +102,20 @@ func scrubCutAt(text, secret, mark string) string {
 	}
 }
 
+// starts returns the bytes a secret's form can begin with.
+func (s *Secrets) starts() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var b strings.Builder
+	b.WriteString("%\\&+")
+	for _, v := range s.values {
+		for _, f := range v.cuttable {
+			b.WriteByte(f[0])
+		}
+	}
+	return b.String()
+}
+
 // maxLen bounds the length of the longest text a secret's forms match.
 func (s *Secrets) maxLen() int {
 	s.mu.RLock()
@@ -126,6 +140,14 @@ func (s *scrubWriter) Write(p []byte) (int, error) {
 	s.buf = append(s.buf, p...)
 	text := s.secrets.Scrub(string(s.buf))
 	keep := min(max(s.secrets.maxLen()-1, 0), len(text))
+	// Hold back only from where a secret's form could begin: the encoded
+	// forms are long, and holding back that much of a live log for nothing
+	// would delay its last lines.
+	if i := strings.IndexAny(text[len(text)-keep:], s.secrets.starts()); i >= 0 {
+		keep -= i
+	} else {
+		keep = 0
+	}
 	if _, err := io.WriteString(s.w, text[:len(text)-keep]); err != nil {
 		return 0, err
 	}
