@@ -159,46 +159,12 @@ func fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 }
 
 func (f *fakePAC) serve(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-	for _, fl := range f.faults {
-		if fl.times >= 0 && (fl.method == "" || fl.method == r.Method) && strings.HasSuffix(r.URL.Path, fl.path) {
-			if fl.times > 0 {
-				fl.times--
-				if fl.times == 0 {
-					fl.times = -1
-				}
-			}
-			f.mu.Unlock()
-			if fl.delay > 0 {
-				select {
-				case <-time.After(fl.delay):
-				case <-r.Context().Done():
-					return
-				}
-			}
-			if fl.drop {
-				hj, _ := w.(http.Hijacker)
-				conn, _, _ := hj.Hijack()
-				conn.Close()
-				return
-			}
-			if fl.retryAfter != "" {
-				w.Header().Set("Retry-After", fl.retryAfter)
-			}
-			w.Header().Set("Content-Type", orText(fl.contentType, "application/json"))
-			w.WriteHeader(fl.status)
-			io.WriteString(w, fl.body)
-			return
-		}
+	if f.injectFault(w, r) {
+		return
 	}
-	f.mu.Unlock()
-
 	p, ok := strings.CutPrefix(r.URL.Path, "/platform/ws/")
 	if !ok {
-		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, "<html><body>Not Found</body></html>")
+		notFoundPage(w)
 		return
 	}
 	if p == "logon" && r.Method == http.MethodPost {
@@ -208,32 +174,18 @@ func (f *fakePAC) serve(w http.ResponseWriter, r *http.Request) {
 	if !f.authorized(w, r) {
 		return
 	}
+	f.route(w, r, p)
+}
+
+// route serves an authorized request for ws/<p>.
+func (f *fakePAC) route(w http.ResponseWriter, r *http.Request, p string) {
 	switch {
 	case p == "jobs/submit" && r.Method == http.MethodPost:
 		f.submit(w, r)
 	case p == "jobs/kill" && r.Method == http.MethodPost && f.jacsKill:
-		body, _ := io.ReadAll(r.Body)
-		q, err := url.ParseQuery(string(body))
-		if err != nil || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
-			fail(w, r, 400, "bad form")
-			return
-		}
-		f.kill(w, r, q.Get("ids"))
+		f.jobsKill(w, r)
 	case p == "userCmd" && r.Method == http.MethodPost && f.userCmdKill:
-		var uc struct {
-			XMLName xml.Name `xml:"UserCmd"`
-			Cmd     string   `xml:"cmd"`
-		}
-		if err := xml.NewDecoder(r.Body).Decode(&uc); err != nil {
-			fail(w, r, 400, "bad UserCmd: "+err.Error())
-			return
-		}
-		id, ok := strings.CutPrefix(uc.Cmd, "bkill ")
-		if !ok {
-			fail(w, r, 400, "unsupported command")
-			return
-		}
-		f.kill(w, r, id)
+		f.userCmd(w, r)
 	case p == "jobs" && r.Method == http.MethodGet:
 		f.list(w, r)
 	case strings.HasPrefix(p, "jobs/") && r.Method == http.MethodGet:
@@ -243,10 +195,86 @@ func (f *fakePAC) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "jobfiles/download/") && r.Method == http.MethodPost:
 		f.download(w, r, strings.TrimPrefix(p, "jobfiles/download/"))
 	default:
-		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, "<html><body>Not Found</body></html>")
+		notFoundPage(w)
 	}
+}
+
+func notFoundPage(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html")
+	w.WriteHeader(http.StatusNotFound)
+	io.WriteString(w, "<html><body>Not Found</body></html>")
+}
+
+// injectFault answers r with the first matching fault, if any.
+func (f *fakePAC) injectFault(w http.ResponseWriter, r *http.Request) bool {
+	f.mu.Lock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	var fl *fault
+	for _, c := range f.faults {
+		if c.times >= 0 && (c.method == "" || c.method == r.Method) && strings.HasSuffix(r.URL.Path, c.path) {
+			fl = c
+			if fl.times > 0 {
+				fl.times--
+				if fl.times == 0 {
+					fl.times = -1
+				}
+			}
+			break
+		}
+	}
+	f.mu.Unlock()
+	if fl == nil {
+		return false
+	}
+	if fl.delay > 0 {
+		select {
+		case <-time.After(fl.delay):
+		case <-r.Context().Done():
+			return true
+		}
+	}
+	if fl.drop {
+		hj, _ := w.(http.Hijacker)
+		conn, _, _ := hj.Hijack()
+		conn.Close()
+		return true
+	}
+	if fl.retryAfter != "" {
+		w.Header().Set("Retry-After", fl.retryAfter)
+	}
+	w.Header().Set("Content-Type", orText(fl.contentType, "application/json"))
+	w.WriteHeader(fl.status)
+	io.WriteString(w, fl.body)
+	return true
+}
+
+// jobsKill serves POST ws/jobs/kill (ids=... form).
+func (f *fakePAC) jobsKill(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	q, err := url.ParseQuery(string(body))
+	if err != nil || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+		fail(w, r, 400, "bad form")
+		return
+	}
+	f.kill(w, r, q.Get("ids"))
+}
+
+// userCmd serves POST ws/userCmd with <UserCmd><cmd>bkill ID</cmd>.
+func (f *fakePAC) userCmd(w http.ResponseWriter, r *http.Request) {
+	var uc struct {
+		XMLName xml.Name `xml:"UserCmd"`
+		Cmd     string   `xml:"cmd"`
+	}
+	if err := xml.NewDecoder(r.Body).Decode(&uc); err != nil {
+		fail(w, r, 400, "bad UserCmd: "+err.Error())
+		return
+	}
+	id, ok := strings.CutPrefix(uc.Cmd, "bkill ")
+	if !ok {
+		fail(w, r, 400, "unsupported command")
+		return
+	}
+	f.kill(w, r, id)
 }
 
 func (f *fakePAC) logon(w http.ResponseWriter, r *http.Request) {
