@@ -363,17 +363,27 @@ func parseSubmit(r *http.Request) (*pacSubmit, error) {
 	if err != nil || dmt != "multipart/mixed" || dparams["boundary"] == "" || dparams["boundary"] == params["boundary"] {
 		return nil, fmt.Errorf("the data part must be multipart/mixed with its own boundary")
 	}
-	dr := multipart.NewReader(part, dparams["boundary"])
+	if err := s.readParams(multipart.NewReader(part, dparams["boundary"])); err != nil {
+		return nil, err
+	}
+	if err := s.readFiles(mr); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// readParams reads the data part: one <AppParam> per part.
+func (s *pacSubmit) readParams(dr *multipart.Reader) error {
 	for {
 		sub, err := dr.NextPart()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("data: %v", err)
+			return fmt.Errorf("data: %v", err)
 		}
 		if smt, _, _ := mime.ParseMediaType(sub.Header.Get("Content-Type")); smt != "application/xml" {
-			return nil, fmt.Errorf("parameter %s: Content-Type must be application/xml", sub.FormName())
+			return fmt.Errorf("parameter %s: Content-Type must be application/xml", sub.FormName())
 		}
 		var ap struct {
 			XMLName xml.Name `xml:"AppParam"`
@@ -384,40 +394,44 @@ func parseSubmit(r *http.Request) (*pacSubmit, error) {
 		dec := xml.NewDecoder(sub)
 		dec.Strict = true
 		if err := dec.Decode(&ap); err != nil {
-			return nil, fmt.Errorf("parameter %s: %v", sub.FormName(), err)
+			return fmt.Errorf("parameter %s: %v", sub.FormName(), err)
 		}
 		if ap.ID != sub.FormName() || ap.Type == nil {
-			return nil, fmt.Errorf("parameter %s: id %q and a <type> element are required", sub.FormName(), ap.ID)
+			return fmt.Errorf("parameter %s: id %q and a <type> element are required", sub.FormName(), ap.ID)
 		}
 		s.params[ap.ID] = pacParam{value: ap.Value, typ: *ap.Type}
 		s.order = append(s.order, ap.ID)
 	}
+}
+
+// readFiles reads the file parts, each declared by a file parameter.
+func (s *pacSubmit) readFiles(mr *multipart.Reader) error {
 	for {
 		fp, err := mr.NextPart()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		name := fp.FormName()
 		decl, ok := s.params[name]
 		if !ok || decl.typ != "file" || decl.value != name+",upload" {
-			return nil, fmt.Errorf("file part %q has no file parameter %q", name, name+",upload")
+			return fmt.Errorf("file part %q has no file parameter %q", name, name+",upload")
 		}
 		if fp.Header.Get("Content-Type") != "application/octet-stream" || fp.Header.Get("Content-ID") != "<"+name+">" {
-			return nil, fmt.Errorf("file part %q: needs application/octet-stream and Content-ID <%s>", name, name)
+			return fmt.Errorf("file part %q: needs application/octet-stream and Content-ID <%s>", name, name)
 		}
 		s.files[name], _ = io.ReadAll(fp)
 	}
 	for id, p := range s.params {
 		if p.typ == "file" {
 			if _, ok := s.files[id]; !ok {
-				return nil, fmt.Errorf("file parameter %s without a file part", id)
+				return fmt.Errorf("file parameter %s without a file part", id)
 			}
 		}
 	}
-	return s, nil
+	return nil
 }
 
 func (f *fakePAC) submit(w http.ResponseWriter, r *http.Request) {
