@@ -119,32 +119,9 @@ func apiErr(w http.ResponseWriter, status int, code any, msg string) {
 }
 
 func (f *fakeIQP) serve(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-	f.headers = append(f.headers, r.Header.Clone())
-	for _, fl := range f.faults {
-		if fl.times >= 0 && (fl.method == "" || fl.method == r.Method) && strings.HasSuffix(r.URL.Path, fl.path) {
-			if fl.times > 0 {
-				if fl.times--; fl.times == 0 {
-					fl.times = -1
-				}
-			}
-			f.mu.Unlock()
-			if fl.drop {
-				conn, _, _ := w.(http.Hijacker).Hijack()
-				conn.Close()
-				return
-			}
-			if fl.retryAfter != "" {
-				w.Header().Set("Retry-After", fl.retryAfter)
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(fl.status)
-			io.WriteString(w, fl.body)
-			return
-		}
+	if f.injectFault(w, r) {
+		return
 	}
-	f.mu.Unlock()
 	if r.URL.Path == "/identity/token" {
 		f.iam(w, r)
 		return
@@ -157,26 +134,70 @@ func (f *fakeIQP) serve(w http.ResponseWriter, r *http.Request) {
 	if !f.authorized(w, r) {
 		return
 	}
-	parts := strings.Split(strings.Trim(p, "/"), "/")
+	f.route(w, r, strings.Split(strings.Trim(p, "/"), "/"))
+}
+
+// route serves an authorized request for /api/v1/<parts>.
+func (f *fakeIQP) route(w http.ResponseWriter, r *http.Request, parts []string) {
+	if parts[0] != "jobs" {
+		apiErr(w, http.StatusNotFound, 1200, "Not found")
+		return
+	}
 	switch {
-	case len(parts) == 1 && parts[0] == "jobs" && r.Method == http.MethodPost:
+	case len(parts) == 1 && r.Method == http.MethodPost:
 		f.submit(w, r)
-	case len(parts) == 1 && parts[0] == "jobs" && r.Method == http.MethodGet:
+	case len(parts) == 1 && r.Method == http.MethodGet:
 		f.list(w, r)
-	case len(parts) == 2 && parts[0] == "jobs" && r.Method == http.MethodGet:
+	case len(parts) == 2 && r.Method == http.MethodGet:
 		f.get(w, r, parts[1])
-	case len(parts) == 2 && parts[0] == "jobs" && r.Method == http.MethodDelete:
+	case len(parts) == 2 && r.Method == http.MethodDelete:
 		f.mu.Lock()
 		delete(f.jobs, parts[1])
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
-	case len(parts) == 3 && parts[0] == "jobs" && parts[2] == "cancel" && r.Method == http.MethodPost:
+	case len(parts) == 3 && parts[2] == "cancel" && r.Method == http.MethodPost:
 		f.cancel(w, r, parts[1])
-	case len(parts) == 3 && parts[0] == "jobs" && r.Method == http.MethodGet:
+	case len(parts) == 3 && r.Method == http.MethodGet:
 		f.output(w, r, parts[1], parts[2])
 	default:
 		apiErr(w, http.StatusNotFound, 1200, "Not found")
 	}
+}
+
+// injectFault records r and answers it with the first matching fault, if
+// any.
+func (f *fakeIQP) injectFault(w http.ResponseWriter, r *http.Request) bool {
+	f.mu.Lock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	f.headers = append(f.headers, r.Header.Clone())
+	var fl *fault
+	for _, c := range f.faults {
+		if c.times >= 0 && (c.method == "" || c.method == r.Method) && strings.HasSuffix(r.URL.Path, c.path) {
+			fl = c
+			if fl.times > 0 {
+				if fl.times--; fl.times == 0 {
+					fl.times = -1
+				}
+			}
+			break
+		}
+	}
+	f.mu.Unlock()
+	if fl == nil {
+		return false
+	}
+	if fl.drop {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+		return true
+	}
+	if fl.retryAfter != "" {
+		w.Header().Set("Retry-After", fl.retryAfter)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(fl.status)
+	io.WriteString(w, fl.body)
+	return true
 }
 
 func (f *fakeIQP) iam(w http.ResponseWriter, r *http.Request) {
