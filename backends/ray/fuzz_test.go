@@ -81,66 +81,15 @@ func FuzzRayAnswers(f *testing.F) {
 			t.Fatalf("error text of %d bytes", len(txt))
 		}
 
-		job := backends.Job{Name: "fuzz", Key: fzKey, Script: "print('hi')"}
-		id, err := b.Submit(ctx, job)
-		switch {
-		case err == nil:
-			if id != fzKey || status != 200 {
-				t.Fatalf("Submit reported %q from HTTP %d", id, status)
-			}
-		case errors.Is(err, backends.ErrInvalid):
-			fzInvalidField(t, err, "jobproperties", "resourceURL")
-		case errors.Is(err, backends.ErrExists):
-			if !isDuplicate(r) {
-				t.Fatalf("ErrExists without Ray's duplicate message: %v", err)
-			}
-		}
-		if err != nil && (status == 429 || status >= 500) && !errors.Is(err, backends.ErrTransient) && !errors.Is(err, backends.ErrExists) {
-			t.Fatalf("HTTP %d on submit is not transient: %v", status, err)
-		}
-
-		st, err := b.Status(ctx, fzKey)
-		if err == nil {
-			if !st.State.Valid() {
-				t.Fatalf("state %q", st.State)
-			}
-			var d jobDetails
-			_ = json.Unmarshal(body, &d)
-			if st.State == backends.Done && d.Status != raySucceeded {
-				t.Fatalf("DONE from %q", d.Status)
-			}
-			if st.State == backends.Pending && !st.StartTime.IsZero() {
-				t.Fatal("a pending job with a start time")
-			}
-			if st.State.Final() && d.Status != raySucceeded && d.Status != rayFailed && d.Status != rayStopped && st.EndTime.IsZero() {
-				t.Fatalf("unknown state %q made final without an end time", d.Status)
-			}
-			if strings.Contains(st.Message, "\n") {
-				t.Fatalf("a multi-line message %q", st.Message)
-			}
-		} else if status == 404 && !errors.Is(err, backends.ErrNotFound) {
-			t.Fatalf("404 is not ErrNotFound: %v", err)
-		}
-
+		fzCheckSubmit(t, ctx, b, status, r)
+		fzCheckStatus(t, ctx, b, status, body)
 		found, err := b.FindByKey(ctx, fzKey)
 		if err == nil && found != "" && found != fzKey {
 			t.Fatalf("FindByKey adopted %q", found)
 		}
 		_ = b.Cancel(ctx, fzKey)
 
-		var out bytes.Buffer
-		next, err := b.ReadLogs(ctx, fzKey, offset, &out)
-		if err == nil {
-			from := max(offset, 0)
-			if next < from {
-				t.Fatalf("log offset went back from %d to %d", offset, next)
-			}
-			if next-from != int64(out.Len()) {
-				t.Fatalf("offset moved %d but %d bytes were written", next-from, out.Len())
-			}
-		} else if next != offset {
-			t.Fatalf("a failed ReadLogs moved the offset from %d to %d", offset, next)
-		}
+		fzCheckLogs(t, ctx, b, offset)
 	})
 }
 
@@ -191,4 +140,70 @@ func FuzzRayJobProperties(f *testing.F) {
 			t.Fatalf("request %s", raw)
 		}
 	})
+}
+
+// fzCheckSubmit: a submit reports Ray's id only from a 200, names the field
+// it refuses, and calls 429/5xx transient.
+func fzCheckSubmit(t *testing.T, ctx context.Context, b *Backend, status uint16, r *response) {
+	job := backends.Job{Name: "fuzz", Key: fzKey, Script: "print('hi')"}
+	id, err := b.Submit(ctx, job)
+	switch {
+	case err == nil:
+		if id != fzKey || status != 200 {
+			t.Fatalf("Submit reported %q from HTTP %d", id, status)
+		}
+	case errors.Is(err, backends.ErrInvalid):
+		fzInvalidField(t, err, "jobproperties", "resourceURL")
+	case errors.Is(err, backends.ErrExists):
+		if !isDuplicate(r) {
+			t.Fatalf("ErrExists without Ray's duplicate message: %v", err)
+		}
+	}
+	if err != nil && (status == 429 || status >= 500) && !errors.Is(err, backends.ErrTransient) && !errors.Is(err, backends.ErrExists) {
+		t.Fatalf("HTTP %d on submit is not transient: %v", status, err)
+	}
+}
+
+// fzCheckStatus: a status maps Ray's states faithfully.
+func fzCheckStatus(t *testing.T, ctx context.Context, b *Backend, status uint16, body []byte) {
+	st, err := b.Status(ctx, fzKey)
+	if err == nil {
+		if !st.State.Valid() {
+			t.Fatalf("state %q", st.State)
+		}
+		var d jobDetails
+		_ = json.Unmarshal(body, &d)
+		if st.State == backends.Done && d.Status != raySucceeded {
+			t.Fatalf("DONE from %q", d.Status)
+		}
+		if st.State == backends.Pending && !st.StartTime.IsZero() {
+			t.Fatal("a pending job with a start time")
+		}
+		if st.State.Final() && d.Status != raySucceeded && d.Status != rayFailed && d.Status != rayStopped && st.EndTime.IsZero() {
+			t.Fatalf("unknown state %q made final without an end time", d.Status)
+		}
+		if strings.Contains(st.Message, "\n") {
+			t.Fatalf("a multi-line message %q", st.Message)
+		}
+	} else if status == 404 && !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("404 is not ErrNotFound: %v", err)
+	}
+}
+
+// fzCheckLogs: the log offset moves by what was written, and not at all on
+// failure.
+func fzCheckLogs(t *testing.T, ctx context.Context, b *Backend, offset int64) {
+	var out bytes.Buffer
+	next, err := b.ReadLogs(ctx, fzKey, offset, &out)
+	if err == nil {
+		from := max(offset, 0)
+		if next < from {
+			t.Fatalf("log offset went back from %d to %d", offset, next)
+		}
+		if next-from != int64(out.Len()) {
+			t.Fatalf("offset moved %d but %d bytes were written", next-from, out.Len())
+		}
+	} else if next != offset {
+		t.Fatalf("a failed ReadLogs moved the offset from %d to %d", offset, next)
+	}
 }
