@@ -102,22 +102,7 @@ func FuzzQuantumAnswers(f *testing.F) {
 		if status < 100 || status > 999 {
 			status = 200
 		}
-		tr := fzTransport(func(r *http.Request) *http.Response {
-			if r.URL.Host == "iam.test" {
-				return fzResponse(200, "application/json", []byte(`{"access_token":"tok-abc","expires_in":3600}`))
-			}
-			resp := fzResponse(int(status), ctype, body)
-			if retryAfter != "" {
-				resp.Header.Set("Retry-After", retryAfter)
-			}
-			return resp
-		})
-		be, err := New(backends.Config{URL: "https://quantum.test/api/v1", HTTPClient: &http.Client{Transport: tr},
-			Credentials: fzCreds{"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "SECRET-quantum-key-9f8e7d", "iam_url": "https://iam.test/identity/token"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := be.(*Backend)
+		b := fzAnswering(t, status, ctype, body, retryAfter)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		job := backends.Job{Name: "fuzz", Key: fzKey, Properties: json.RawMessage(`{"program_id":"sampler","backend":"ibm_torino"}`),
@@ -141,13 +126,7 @@ func FuzzQuantumAnswers(f *testing.F) {
 		}
 		fzCheckClass(t, int(status), err)
 		_ = b.Cancel(ctx, "c5dge2d3rn7breq27i9g")
-		found, err := b.FindByKey(ctx, fzKey)
-		if err == nil && found != "" && !jobIDRE.MatchString(found) {
-			t.Fatalf("FindByKey adopted %q", found)
-		}
-		if err == nil && found != "" && !bytes.Contains(body, []byte(fzKey)) {
-			t.Fatalf("FindByKey adopted %q, which does not carry the key", found)
-		}
+		fzCheckFind(t, ctx, b, body)
 		_ = b.FetchOutput(ctx, "c5dge2d3rn7breq27i9g", "results", io.Discard)
 	})
 }
@@ -227,4 +206,37 @@ func FuzzQuantumJobProperties(f *testing.F) {
 			t.Fatalf("params without pubs: %s (%v)", raw, err)
 		}
 	})
+}
+
+// fzAnswering is a backend whose every service request is answered with
+// status, ctype and body (IAM hands out a token).
+func fzAnswering(t *testing.T, status uint16, ctype string, body []byte, retryAfter string) *Backend {
+	tr := fzTransport(func(r *http.Request) *http.Response {
+		if r.URL.Host == "iam.test" {
+			return fzResponse(200, "application/json", []byte(`{"access_token":"tok-abc","expires_in":3600}`))
+		}
+		resp := fzResponse(int(status), ctype, body)
+		if retryAfter != "" {
+			resp.Header.Set("Retry-After", retryAfter)
+		}
+		return resp
+	})
+	be, err := New(backends.Config{URL: "https://quantum.test/api/v1", HTTPClient: &http.Client{Transport: tr},
+		Credentials: fzCreds{"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "SECRET-quantum-key-9f8e7d", "iam_url": "https://iam.test/identity/token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be.(*Backend)
+}
+
+// fzCheckFind: FindByKey adopts only a well-formed id from an answer that
+// carries the key.
+func fzCheckFind(t *testing.T, ctx context.Context, b *Backend, body []byte) {
+	found, err := b.FindByKey(ctx, fzKey)
+	if err == nil && found != "" && !jobIDRE.MatchString(found) {
+		t.Fatalf("FindByKey adopted %q", found)
+	}
+	if err == nil && found != "" && !bytes.Contains(body, []byte(fzKey)) {
+		t.Fatalf("FindByKey adopted %q, which does not carry the key", found)
+	}
 }
