@@ -49,20 +49,7 @@ func FuzzLocalRecords(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, jobJSON, stateJSON []byte) {
-		root := t.TempDir()
-		// /bin/true as the supervisor: a record without state.json must not
-		// start anything real (and, being fresh, is not relaunched anyway).
-		b := &Backend{root: root, exe: "/bin/true"}
-		dir := b.dir("k")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "job.json"), jobJSON, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "state.json"), stateJSON, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		b := fzRecord(t, jobJSON, stateJSON)
 		ctx := context.Background()
 		out, err := b.Status(ctx, "k")
 		var sp spec
@@ -95,21 +82,7 @@ func FuzzLocalRecords(f *testing.F) {
 			t.Fatalf("an end time at %s", out.State)
 		}
 		if st != nil {
-			switch out.State {
-			case backends.Done:
-				if st.Cancelled || st.Signal != "" || st.Error != "" || st.ExitCode == nil || *st.ExitCode != 0 {
-					t.Fatalf("DONE from %s", stateJSON)
-				}
-			case backends.Killed:
-				if !st.Cancelled && st.Signal == "" {
-					t.Fatalf("KILLED from %s", stateJSON)
-				}
-			case backends.Running:
-				t.Fatalf("RUNNING without a live supervisor, from %s", stateJSON)
-			}
-			if st.Ended == nil && out.State != backends.Unknown {
-				t.Fatalf("no end and no supervisor gave %s, want UNKNOWN", out.State)
-			}
+			fzCheckState(t, out.State, st, stateJSON)
 		}
 		if id, _ := b.FindByKey(ctx, "k"); id != "k" {
 			t.Fatalf("FindByKey does not find a job with a job.json: %q", id)
@@ -155,4 +128,41 @@ func FuzzLocalJobProperties(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fzRecord is a backend with job "k" recorded as jobJSON and stateJSON.
+func fzRecord(t *testing.T, jobJSON, stateJSON []byte) *Backend {
+	// /bin/true as the supervisor: a record without state.json must not
+	// start anything real (and, being fresh, is not relaunched anyway).
+	b := &Backend{root: t.TempDir(), exe: "/bin/true"}
+	dir := b.dir("k")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "job.json"), jobJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), stateJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fzCheckState: the state read agrees with the recorded state.
+func fzCheckState(t *testing.T, got backends.State, st *state, stateJSON []byte) {
+	switch got {
+	case backends.Done:
+		if st.Cancelled || st.Signal != "" || st.Error != "" || st.ExitCode == nil || *st.ExitCode != 0 {
+			t.Fatalf("DONE from %s", stateJSON)
+		}
+	case backends.Killed:
+		if !st.Cancelled && st.Signal == "" {
+			t.Fatalf("KILLED from %s", stateJSON)
+		}
+	case backends.Running:
+		t.Fatalf("RUNNING without a live supervisor, from %s", stateJSON)
+	}
+	if st.Ended == nil && got != backends.Unknown {
+		t.Fatalf("no end and no supervisor gave %s, want UNKNOWN", got)
+	}
 }
