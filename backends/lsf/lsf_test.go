@@ -514,132 +514,156 @@ func TestURL(t *testing.T) {
 // TestReferenceExamples feeds the literal examples of backend-apis.md §2 to
 // the fake and to the client.
 func TestReferenceExamples(t *testing.T) {
-	t.Run("logon request accepted by the fake", func(t *testing.T) {
-		f := newFakePAC(t, false)
-		f.user, f.pass = "u", "p"
-		req, _ := http.NewRequest("POST", f.URL+"/platform/ws/logon", strings.NewReader(`<User><name>u</name><pass>p</pass></User>`))
-		req.Header.Set("Content-Type", "application/xml")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, 200, resp.StatusCode)
-		assert.Regexp(t, `^<User><token>u&#34;\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ&#34;[A-Za-z0-9+/=]+</token></User>$`, string(body))
-		req, _ = http.NewRequest("POST", f.URL+"/platform/ws/logon", strings.NewReader(`<User><name></name><pass>p</pass></User>`))
-		req.Header.Set("Content-Type", "application/xml")
-		resp, err = http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 400, resp.StatusCode, "empty user")
-	})
-	t.Run("logon answers read by the client", func(t *testing.T) {
-		for _, answer := range []string{
-			`<User><token>u"2015-12-08T14:35:51Z"57hG==</token></User>`,
-			`{"token":"u\"2015-12-08T14:35:51Z\"57hG=="}`,
-		} {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/platform/ws/logon" {
-					io.WriteString(w, answer)
-					return
-				}
-				assert.Equal(t, "platform_token=u#quote#2015-12-08T14:35:51Z#quote#57hG==", r.Header.Get("Cookie"))
-				io.WriteString(w, `{"@total":"1","job":{"jobId":"1234","jobStatus":"RUN","cwd":"/home/u/x"}}`)
-			}))
-			defer srv.Close()
-			be, err := New(backends.Config{URL: srv.URL, Credentials: testutil.NewCreds(map[string]string{"username": "u", "password": "p"})})
-			require.NoError(t, err)
-			st, err := be.Status(ctx, "1234")
-			require.NoError(t, err, answer)
-			assert.Equal(t, backends.Running, st.State)
-		}
-	})
-	t.Run("status answers", func(t *testing.T) {
-		for _, body := range []string{
-			`{"@total":"1","job":{"jobId":"1234","jobStatus":"RUN","cwd":"/home/u/…"}}`,
-			`{"@total":"1","Job":{"jobId":1234,"jobStatus":"RUN","cwd":"/home/u/…"}}`,
-			`<jobs total="1"><job><jobId>1234</jobId><jobName>x</jobName><jobStatus>RUN</jobStatus><exitStatus/><cwd>/home/u</cwd><outfile/><pendReason/><submitTimeGMT/><startTime/><endTime/></job></jobs>`,
-			`<jobs total="1"><atom:link rel="self" href="http://www.example.org/platfom/ws/jobs/1234"/><job><jobId>1234</jobId><jobStatus>RUN</jobStatus></job></jobs>`,
-		} {
-			doc, err := decodeDoc([]byte(body))
-			require.NoError(t, err, body)
-			e := jobEntries(doc)
-			require.Len(t, e, 1, body)
-			assert.Equal(t, "1234", entryID(e[0]))
-			st, err := mapJob(e[0])
-			require.NoError(t, err)
-			assert.Equal(t, backends.Running, st.State, body)
-		}
-	})
-	t.Run("submit answers", func(t *testing.T) {
-		for _, answer := range []string{`{"id":"1234"}`, `{"id":1234}`, `<job><id>1234</id></job>`} {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/platform/ws/logon" {
-					io.WriteString(w, `{"token":"u\"2099-01-01T00:00:00Z\"x"}`)
-					return
-				}
+	t.Run("logon request accepted by the fake", refLogonRequest)
+	t.Run("logon answers read by the client", refLogonAnswers)
+	t.Run("status answers", refStatusAnswers)
+	t.Run("submit answers", refSubmitAnswers)
+	t.Run("error bodies", refErrorBodies)
+	t.Run("AppParam shape", refAppParamShape)
+	t.Run("a hand-written submit accepted by the fake", refHandWrittenSubmit)
+	t.Run("the fake refuses a raw quote in the cookie", refRawQuoteInCookie)
+}
+
+// refLogonRequest: logon request accepted by the fake.
+func refLogonRequest(t *testing.T) {
+	f := newFakePAC(t, false)
+	f.user, f.pass = "u", "p"
+	req, _ := http.NewRequest("POST", f.URL+"/platform/ws/logon", strings.NewReader(`<User><name>u</name><pass>p</pass></User>`))
+	req.Header.Set("Content-Type", "application/xml")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	assert.Regexp(t, `^<User><token>u&#34;\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ&#34;[A-Za-z0-9+/=]+</token></User>$`, string(body))
+	req, _ = http.NewRequest("POST", f.URL+"/platform/ws/logon", strings.NewReader(`<User><name></name><pass>p</pass></User>`))
+	req.Header.Set("Content-Type", "application/xml")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 400, resp.StatusCode, "empty user")
+}
+
+// refLogonAnswers: logon answers read by the client.
+func refLogonAnswers(t *testing.T) {
+	for _, answer := range []string{
+		`<User><token>u"2015-12-08T14:35:51Z"57hG==</token></User>`,
+		`{"token":"u\"2015-12-08T14:35:51Z\"57hG=="}`,
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/platform/ws/logon" {
 				io.WriteString(w, answer)
-			}))
-			defer srv.Close()
-			be, err := New(backends.Config{URL: srv.URL, Credentials: testutil.NewCreds(map[string]string{"username": "u", "password": "p"})})
-			require.NoError(t, err)
-			id, err := be.Submit(ctx, testJob("#!/bin/sh\n"))
-			require.NoError(t, err, answer)
-			assert.Equal(t, "1234", id)
-		}
-	})
-	t.Run("error bodies", func(t *testing.T) {
-		assert.Equal(t, "boom", errorMessage([]byte(`<error><message>boom</message></error>`)))
-		assert.Equal(t, "boom", errorMessage([]byte(`{"message":"boom"}`)))
-	})
-	t.Run("AppParam shape", func(t *testing.T) {
-		var buf bytes.Buffer
-		sp := &spec{app: "generic", params: [][2]string{{"COMMANDTORUN", "a<b"}}, files: []file{{name: "s.sh", data: []byte("x")}}}
-		require.NoError(t, writeSubmit(ctx, &buf, sp, "B", "B2"))
-		s := buf.String()
-		assert.Contains(t, s, "--B\r\nContent-Disposition: form-data; name=\"AppName\"\r\nContent-Id: <AppName>\r\n\r\ngeneric\r\n")
-		assert.Contains(t, s, "Content-Type: multipart/mixed; boundary=B2\r\n")
-		assert.Contains(t, s, "<AppParam><id>COMMANDTORUN</id><value>a&lt;b</value><type></type></AppParam>")
-		assert.Contains(t, s, "<AppParam><id>s.sh</id><value>s.sh,upload</value><type>file</type></AppParam>")
-		assert.Contains(t, s, "Content-Type: application/octet-stream\r\n")
-		assert.True(t, strings.HasSuffix(s, "--B--\r\n"))
-	})
-	t.Run("a hand-written submit accepted by the fake", func(t *testing.T) {
-		f := newFakePAC(t, false)
-		be, err := New(backends.Config{URL: f.URL, Credentials: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass}), HTTPClient: f.Client()})
+				return
+			}
+			assert.Equal(t, "platform_token=u#quote#2015-12-08T14:35:51Z#quote#57hG==", r.Header.Get("Cookie"))
+			io.WriteString(w, `{"@total":"1","job":{"jobId":"1234","jobStatus":"RUN","cwd":"/home/u/x"}}`)
+		}))
+		defer srv.Close()
+		be, err := New(backends.Config{URL: srv.URL, Credentials: testutil.NewCreds(map[string]string{"username": "u", "password": "p"})})
 		require.NoError(t, err)
-		tok, err := be.(*Backend).session(ctx)
+		st, err := be.Status(ctx, "1234")
+		require.NoError(t, err, answer)
+		assert.Equal(t, backends.Running, st.State)
+	}
+}
+
+// refStatusAnswers: status answers.
+func refStatusAnswers(t *testing.T) {
+	for _, body := range []string{
+		`{"@total":"1","job":{"jobId":"1234","jobStatus":"RUN","cwd":"/home/u/…"}}`,
+		`{"@total":"1","Job":{"jobId":1234,"jobStatus":"RUN","cwd":"/home/u/…"}}`,
+		`<jobs total="1"><job><jobId>1234</jobId><jobName>x</jobName><jobStatus>RUN</jobStatus><exitStatus/><cwd>/home/u</cwd><outfile/><pendReason/><submitTimeGMT/><startTime/><endTime/></job></jobs>`,
+		`<jobs total="1"><atom:link rel="self" href="http://www.example.org/platfom/ws/jobs/1234"/><job><jobId>1234</jobId><jobStatus>RUN</jobStatus></job></jobs>`,
+	} {
+		doc, err := decodeDoc([]byte(body))
+		require.NoError(t, err, body)
+		e := jobEntries(doc)
+		require.Len(t, e, 1, body)
+		assert.Equal(t, "1234", entryID(e[0]))
+		st, err := mapJob(e[0])
 		require.NoError(t, err)
-		// The layout of the reference (and of the Bridge Operator's request).
-		body := "--B\r\nContent-Disposition: form-data; name=\"AppName\"\r\nContent-ID: <AppName>\r\n\r\ngeneric\r\n" +
-			"--B\r\nContent-Disposition: form-data; name=\"data\"\r\nContent-ID: <data>\r\nContent-Type: multipart/mixed; boundary=B2\r\n\r\n" +
-			"--B2\r\nContent-Disposition: form-data; name=\"COMMANDTORUN\"\r\nContent-Type: application/xml; charset=UTF-8\r\n\r\n" +
-			"<AppParam><id>COMMANDTORUN</id><value>./script</value><type></type></AppParam>\r\n" +
-			"--B2\r\nContent-Disposition: form-data; name=\"script\"\r\nContent-Type: application/xml; charset=UTF-8\r\n\r\n" +
-			"<AppParam><id>script</id><value>script,upload</value><type>file</type></AppParam>\r\n" +
-			"--B2--\r\n\r\n" +
-			"--B\r\nContent-Disposition: form-data; name=\"script\"\r\nContent-Type: application/octet-stream\r\nContent-ID: <script>\r\n\r\necho hi\r\n" +
-			"--B--"
-		req, _ := http.NewRequest("POST", f.URL+"/platform/ws/jobs/submit", strings.NewReader(body))
-		req.Header.Set("Content-Type", "multipart/mixed; boundary=B")
-		req.Header.Set("Accept", "application/json")
-		req.Header.Set("Cookie", "platform_token="+tok)
-		resp, err := f.Client().Do(req)
+		assert.Equal(t, backends.Running, st.State, body)
+	}
+}
+
+// refSubmitAnswers: submit answers.
+func refSubmitAnswers(t *testing.T) {
+	for _, answer := range []string{`{"id":"1234"}`, `{"id":1234}`, `<job><id>1234</id></job>`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/platform/ws/logon" {
+				io.WriteString(w, `{"token":"u\"2099-01-01T00:00:00Z\"x"}`)
+				return
+			}
+			io.WriteString(w, answer)
+		}))
+		defer srv.Close()
+		be, err := New(backends.Config{URL: srv.URL, Credentials: testutil.NewCreds(map[string]string{"username": "u", "password": "p"})})
 		require.NoError(t, err)
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, 200, resp.StatusCode, string(out))
-		assert.JSONEq(t, `{"id":1234}`, string(out))
-		assert.Equal(t, "echo hi", string(f.submits[0].files["script"]))
-	})
-	t.Run("the fake refuses a raw quote in the cookie", func(t *testing.T) {
-		f := newFakePAC(t, false)
-		req, _ := http.NewRequest("GET", f.URL+"/platform/ws/jobs/1", nil)
-		req.Header.Set("Cookie", `platform_token=u"2015-12-08T14:35:51Z"x`)
-		resp, err := f.Client().Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 401, resp.StatusCode)
-	})
+		id, err := be.Submit(ctx, testJob("#!/bin/sh\n"))
+		require.NoError(t, err, answer)
+		assert.Equal(t, "1234", id)
+	}
+}
+
+// refErrorBodies: error bodies.
+func refErrorBodies(t *testing.T) {
+	assert.Equal(t, "boom", errorMessage([]byte(`<error><message>boom</message></error>`)))
+	assert.Equal(t, "boom", errorMessage([]byte(`{"message":"boom"}`)))
+}
+
+// refAppParamShape: AppParam shape.
+func refAppParamShape(t *testing.T) {
+	var buf bytes.Buffer
+	sp := &spec{app: "generic", params: [][2]string{{"COMMANDTORUN", "a<b"}}, files: []file{{name: "s.sh", data: []byte("x")}}}
+	require.NoError(t, writeSubmit(ctx, &buf, sp, "B", "B2"))
+	s := buf.String()
+	assert.Contains(t, s, "--B\r\nContent-Disposition: form-data; name=\"AppName\"\r\nContent-Id: <AppName>\r\n\r\ngeneric\r\n")
+	assert.Contains(t, s, "Content-Type: multipart/mixed; boundary=B2\r\n")
+	assert.Contains(t, s, "<AppParam><id>COMMANDTORUN</id><value>a&lt;b</value><type></type></AppParam>")
+	assert.Contains(t, s, "<AppParam><id>s.sh</id><value>s.sh,upload</value><type>file</type></AppParam>")
+	assert.Contains(t, s, "Content-Type: application/octet-stream\r\n")
+	assert.True(t, strings.HasSuffix(s, "--B--\r\n"))
+}
+
+// refHandWrittenSubmit: a hand-written submit accepted by the fake.
+func refHandWrittenSubmit(t *testing.T) {
+	f := newFakePAC(t, false)
+	be, err := New(backends.Config{URL: f.URL, Credentials: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass}), HTTPClient: f.Client()})
+	require.NoError(t, err)
+	tok, err := be.(*Backend).session(ctx)
+	require.NoError(t, err)
+	// The layout of the reference (and of the Bridge Operator's request).
+	body := "--B\r\nContent-Disposition: form-data; name=\"AppName\"\r\nContent-ID: <AppName>\r\n\r\ngeneric\r\n" +
+		"--B\r\nContent-Disposition: form-data; name=\"data\"\r\nContent-ID: <data>\r\nContent-Type: multipart/mixed; boundary=B2\r\n\r\n" +
+		"--B2\r\nContent-Disposition: form-data; name=\"COMMANDTORUN\"\r\nContent-Type: application/xml; charset=UTF-8\r\n\r\n" +
+		"<AppParam><id>COMMANDTORUN</id><value>./script</value><type></type></AppParam>\r\n" +
+		"--B2\r\nContent-Disposition: form-data; name=\"script\"\r\nContent-Type: application/xml; charset=UTF-8\r\n\r\n" +
+		"<AppParam><id>script</id><value>script,upload</value><type>file</type></AppParam>\r\n" +
+		"--B2--\r\n\r\n" +
+		"--B\r\nContent-Disposition: form-data; name=\"script\"\r\nContent-Type: application/octet-stream\r\nContent-ID: <script>\r\n\r\necho hi\r\n" +
+		"--B--"
+	req, _ := http.NewRequest("POST", f.URL+"/platform/ws/jobs/submit", strings.NewReader(body))
+	req.Header.Set("Content-Type", "multipart/mixed; boundary=B")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Cookie", "platform_token="+tok)
+	resp, err := f.Client().Do(req)
+	require.NoError(t, err)
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, string(out))
+	assert.JSONEq(t, `{"id":1234}`, string(out))
+	assert.Equal(t, "echo hi", string(f.submits[0].files["script"]))
+}
+
+// refRawQuoteInCookie: the fake refuses a raw quote in the cookie.
+func refRawQuoteInCookie(t *testing.T) {
+	f := newFakePAC(t, false)
+	req, _ := http.NewRequest("GET", f.URL+"/platform/ws/jobs/1", nil)
+	req.Header.Set("Cookie", `platform_token=u"2015-12-08T14:35:51Z"x`)
+	resp, err := f.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 401, resp.StatusCode)
 }
 
 func TestErrorsDoNotLeakThePassword(t *testing.T) {

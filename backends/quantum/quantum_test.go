@@ -472,88 +472,97 @@ func TestIAMURLAndAPIVersionFromProperties(t *testing.T) {
 // the fake and to the client.
 func TestReferenceExamples(t *testing.T) {
 	h := newHarness(t)
-	t.Run("IAM request accepted by the fake, answer read by the client", func(t *testing.T) {
-		resp, err := h.f.Client().Post(h.f.URL+"/identity/token", "application/x-www-form-urlencoded",
-			strings.NewReader("grant_type=urn:ibm:params:oauth:grant-type:apikey&apikey="+h.f.apikey))
-		require.NoError(t, err)
-		var tok map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
-		resp.Body.Close()
-		for _, k := range []string{"access_token", "refresh_token", "token_type", "expires_in", "expiration", "scope"} {
-			assert.Contains(t, tok, k)
-		}
-		var t2 tokenAnswer
-		require.NoError(t, json.Unmarshal([]byte(`{"access_token":"…","refresh_token":"not_supported","token_type":"Bearer","expires_in":3600,"expiration":1900000000,"scope":"ibm_openid"}`), &t2))
-		assert.Equal(t, int64(3600), t2.ExpiresIn)
-		assert.Equal(t, int64(1900000000), t2.Expiration)
-	})
-	t.Run("submit example accepted by the fake", func(t *testing.T) {
-		b, err := h.b.bearer(ctx, h.f.apikey)
-		require.NoError(t, err)
-		body := `{"program_id":"sampler","backend":"ibm_torino",
+	t.Run("IAM request accepted by the fake, answer read by the client", func(t *testing.T) { refIAMToken(t, h) })
+	t.Run("submit example accepted by the fake", func(t *testing.T) { refSubmitExample(t, h) })
+	t.Run("answers read by the client", refAnswers)
+}
+
+// refIAMToken: IAM request accepted by the fake, answer read by the client.
+func refIAMToken(t *testing.T, h *harness) {
+	resp, err := h.f.Client().Post(h.f.URL+"/identity/token", "application/x-www-form-urlencoded",
+		strings.NewReader("grant_type=urn:ibm:params:oauth:grant-type:apikey&apikey="+h.f.apikey))
+	require.NoError(t, err)
+	var tok map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
+	resp.Body.Close()
+	for _, k := range []string{"access_token", "refresh_token", "token_type", "expires_in", "expiration", "scope"} {
+		assert.Contains(t, tok, k)
+	}
+	var t2 tokenAnswer
+	require.NoError(t, json.Unmarshal([]byte(`{"access_token":"…","refresh_token":"not_supported","token_type":"Bearer","expires_in":3600,"expiration":1900000000,"scope":"ibm_openid"}`), &t2))
+	assert.Equal(t, int64(3600), t2.ExpiresIn)
+	assert.Equal(t, int64(1900000000), t2.Expiration)
+}
+
+// refSubmitExample: submit example accepted by the fake.
+func refSubmitExample(t *testing.T, h *harness) {
+	b, err := h.b.bearer(ctx, h.f.apikey)
+	require.NoError(t, err)
+	body := `{"program_id":"sampler","backend":"ibm_torino",
  "params":{"pubs":[["OPENQASM 3.0; include \"stdgates.inc\"; bit[2] c; h $0; cx $0,$1; c[0]=measure $0; c[1]=measure $1;",[],1024]],
            "options":{},"version":2}}`
-		req, _ := http.NewRequest("POST", h.f.URL+"/api/v1/jobs", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+b)
-		req.Header.Set("Service-CRN", h.f.crn)
-		req.Header.Set("IBM-API-Version", "2025-05-01")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := h.f.Client().Do(req)
-		require.NoError(t, err)
-		var out map[string]string
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		resp.Body.Close()
-		assert.Equal(t, 200, resp.StatusCode)
-		assert.Equal(t, "ibm_torino", out["backend"])
-		assert.NotEmpty(t, out["id"])
-		// Without the optional IBM-API-Version the latest is used.
-		req, _ = http.NewRequest("GET", h.f.URL+"/api/v1/jobs/"+out["id"], nil)
-		req.Header.Set("Authorization", "Bearer "+b)
-		req.Header.Set("Service-CRN", h.f.crn)
-		resp, err = h.f.Client().Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 200, resp.StatusCode)
-	})
-	t.Run("answers read by the client", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch {
-			case r.URL.Path == "/identity/token":
-				io.WriteString(w, `{"access_token":"tok","refresh_token":"not_supported","token_type":"Bearer","expires_in":3600,"expiration":`+
-					jsonInt(time.Now().Add(time.Hour).Unix())+`,"scope":"ibm_openid"}`)
-			case r.Method == "POST" && r.URL.Path == "/api/v1/jobs":
-				io.WriteString(w, `{"id":"c5dge2d3rn7breq27i9g","backend":"ibm_torino"}`)
-			case r.URL.Path == "/api/v1/jobs/c5dge2d3rn7breq27i9g/cancel":
-				w.WriteHeader(204)
-			case r.URL.Path == "/api/v1/jobs/c5dge2d3rn7breq27i9g":
-				io.WriteString(w, `{"id":"c5dge2d3rn7breq27i9g","backend":"ibm_torino","state":{"status":"Cancelled","reason":"Ran too long","reason_code":1305,"reason_solution":"Increase the max execution time"},"status":"Cancelled","program":{"id":"sampler"},"created":"2026-01-02T03:04:05.678Z","tags":["br-0123456789abcdef0123"],"usage":{"seconds":10800}}`)
-			case r.URL.Path == "/api/v1/jobs/c5dge2d3rn7breq27i9g/metrics":
-				io.WriteString(w, `{"timestamps":{"created":"2026-01-02T03:04:05.678Z","running":"2026-01-02T03:05:00Z","finished":"2026-01-02T06:05:00Z"},"usage":{"quantum_seconds":10800,"seconds":10800}}`)
-			default:
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(404)
-				io.WriteString(w, `{"errors":[{"code":1291,"message":"Job not found. Job ID: x","solution":"…","more_info":"https://cloud.ibm.com/apidocs/quantum-computing#error-handling"}],"trace":"<uuid>"}`)
-			}
-		}))
-		defer srv.Close()
-		creds := testutil.NewCreds(map[string]string{"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "k", "iam_url": srv.URL + "/identity/token"})
-		be, err := New(backends.Config{URL: srv.URL + "/api/v1", Credentials: creds})
-		require.NoError(t, err)
-		id, err := be.Submit(ctx, samplerJob())
-		require.NoError(t, err)
-		assert.Equal(t, "c5dge2d3rn7breq27i9g", id)
-		st, err := be.Status(ctx, id)
-		require.NoError(t, err)
-		assert.Equal(t, backends.Failed, st.State)
-		assert.Equal(t, "1305", st.Reason)
-		assert.Equal(t, "Ran too long (Increase the max execution time)", st.Message)
-		assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC), st.SubmitTime)
-		assert.Equal(t, time.Date(2026, 1, 2, 6, 5, 0, 0, time.UTC), st.EndTime)
-		require.NoError(t, be.Cancel(ctx, id))
-		_, err = be.Status(ctx, "x1")
-		require.ErrorIs(t, err, backends.ErrNotFound)
-		assert.Equal(t, "GET /jobs/x1: HTTP 404: Job not found. Job ID: x (…) (code 1291) [trace <uuid>]: job not found", err.Error())
-	})
+	req, _ := http.NewRequest("POST", h.f.URL+"/api/v1/jobs", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+b)
+	req.Header.Set("Service-CRN", h.f.crn)
+	req.Header.Set("IBM-API-Version", "2025-05-01")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.f.Client().Do(req)
+	require.NoError(t, err)
+	var out map[string]string
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "ibm_torino", out["backend"])
+	assert.NotEmpty(t, out["id"])
+	// Without the optional IBM-API-Version the latest is used.
+	req, _ = http.NewRequest("GET", h.f.URL+"/api/v1/jobs/"+out["id"], nil)
+	req.Header.Set("Authorization", "Bearer "+b)
+	req.Header.Set("Service-CRN", h.f.crn)
+	resp, err = h.f.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+}
+
+// refAnswers: answers read by the client.
+func refAnswers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/identity/token":
+			io.WriteString(w, `{"access_token":"tok","refresh_token":"not_supported","token_type":"Bearer","expires_in":3600,"expiration":`+
+				jsonInt(time.Now().Add(time.Hour).Unix())+`,"scope":"ibm_openid"}`)
+		case r.Method == "POST" && r.URL.Path == "/api/v1/jobs":
+			io.WriteString(w, `{"id":"c5dge2d3rn7breq27i9g","backend":"ibm_torino"}`)
+		case r.URL.Path == "/api/v1/jobs/c5dge2d3rn7breq27i9g/cancel":
+			w.WriteHeader(204)
+		case r.URL.Path == "/api/v1/jobs/c5dge2d3rn7breq27i9g":
+			io.WriteString(w, `{"id":"c5dge2d3rn7breq27i9g","backend":"ibm_torino","state":{"status":"Cancelled","reason":"Ran too long","reason_code":1305,"reason_solution":"Increase the max execution time"},"status":"Cancelled","program":{"id":"sampler"},"created":"2026-01-02T03:04:05.678Z","tags":["br-0123456789abcdef0123"],"usage":{"seconds":10800}}`)
+		case r.URL.Path == "/api/v1/jobs/c5dge2d3rn7breq27i9g/metrics":
+			io.WriteString(w, `{"timestamps":{"created":"2026-01-02T03:04:05.678Z","running":"2026-01-02T03:05:00Z","finished":"2026-01-02T06:05:00Z"},"usage":{"quantum_seconds":10800,"seconds":10800}}`)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(404)
+			io.WriteString(w, `{"errors":[{"code":1291,"message":"Job not found. Job ID: x","solution":"…","more_info":"https://cloud.ibm.com/apidocs/quantum-computing#error-handling"}],"trace":"<uuid>"}`)
+		}
+	}))
+	defer srv.Close()
+	creds := testutil.NewCreds(map[string]string{"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "k", "iam_url": srv.URL + "/identity/token"})
+	be, err := New(backends.Config{URL: srv.URL + "/api/v1", Credentials: creds})
+	require.NoError(t, err)
+	id, err := be.Submit(ctx, samplerJob())
+	require.NoError(t, err)
+	assert.Equal(t, "c5dge2d3rn7breq27i9g", id)
+	st, err := be.Status(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, backends.Failed, st.State)
+	assert.Equal(t, "1305", st.Reason)
+	assert.Equal(t, "Ran too long (Increase the max execution time)", st.Message)
+	assert.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC), st.SubmitTime)
+	assert.Equal(t, time.Date(2026, 1, 2, 6, 5, 0, 0, time.UTC), st.EndTime)
+	require.NoError(t, be.Cancel(ctx, id))
+	_, err = be.Status(ctx, "x1")
+	require.ErrorIs(t, err, backends.ErrNotFound)
+	assert.Equal(t, "GET /jobs/x1: HTTP 404: Job not found. Job ID: x (…) (code 1291) [trace <uuid>]: job not found", err.Error())
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
