@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -146,20 +147,11 @@ func encodedForms(v string) []string {
 	}
 	var out []string
 	for _, f := range forms {
-		if f != v && !contains(out, f) {
+		if f != v && !slices.Contains(out, f) {
 			out = append(out, f)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // jsonEscape writes v as a JSON string's content, with or without the HTML
@@ -210,7 +202,7 @@ func base64Cores(v string) []string {
 			if first < 0 || last-first+1 < minBase64Core {
 				continue
 			}
-			if core := full[first : last+1]; !contains(cores, core) && core != v {
+			if core := full[first : last+1]; !slices.Contains(cores, core) && core != v {
 				cores = append(cores, core)
 			}
 		}

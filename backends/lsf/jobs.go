@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,7 +70,7 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	var found []string
 	for _, e := range jobEntries(doc) {
 		name, id := str(get(e, "jobName", "name")), entryID(e)
-		if (name == key || strings.HasPrefix(name, key+"-")) && validID(id) && !contains(found, id) {
+		if (name == key || strings.HasPrefix(name, key+"-")) && validID(id) && !slices.Contains(found, id) {
 			found = append(found, id)
 		}
 	}
@@ -88,15 +89,6 @@ func idNum(id string) int64 {
 	base, _, _ := strings.Cut(id, "[")
 	n, _ := strconv.ParseInt(base, 10, 64)
 	return n
-}
-
-func contains(l []string, s string) bool {
-	for _, v := range l {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 type userCmd struct {

@@ -2,6 +2,7 @@ package quantum
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -161,7 +162,7 @@ func (b *Backend) open(ctx context.Context, method, path string, query url.Value
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Service-CRN", crn)
 		b.mu.Lock()
-		req.Header.Set("IBM-API-Version", orDefault(b.apiVersion, DefaultAPIVersion))
+		req.Header.Set("IBM-API-Version", cmp.Or(b.apiVersion, DefaultAPIVersion))
 		b.mu.Unlock()
 		req.Header.Set("Accept", "application/json")
 		resp, err := httpx.Open(ctx, b.client, req)
@@ -188,11 +189,4 @@ func (b *Backend) do(ctx context.Context, method, path string, query url.Values,
 		return nil, err
 	}
 	return httpx.ReadAll(ctx, method+" "+path, resp, httpx.MaxBody)
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

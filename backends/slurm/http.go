@@ -137,8 +137,9 @@ func (r *response) errorText() string {
 	return strings.Join(msgs, "; ")
 }
 
-// errorNumbers names the Slurm error numbers of the answer, " (errors
-// 1007, 9008)", or "" when it has none.
+// errorNumbers names the Slurm error numbers of the answer, " (error
+// 1007, 9008)", or "" when it has none: numbers are safe to repeat, the
+// descriptions beside them may quote the request.
 func (r *response) errorNumbers() string {
 	var ns []string
 	for _, e := range r.env.Errors {
