@@ -129,6 +129,8 @@ func (f *follower) pollFailed(err error) phase {
 		}
 		return f.finish(backends.Status{State: backends.Unknown, Raw: f.last.Raw, Message: msg,
 			SubmitTime: f.last.SubmitTime, StartTime: f.last.StartTime}, nil)
+	case Permanent(err): // no retry mends it (a TLS verification failure, say)
+		return f.finish(f.last, err)
 	case f.ctx.Err() != nil: // stopping: the cancel step decides
 		return phaseCancel
 	}

@@ -21,7 +21,7 @@ func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: &countingTransport{next: tr}}, nil
+	return &http.Client{Transport: &countingTransport{next: tlsFaultTransport{next: tr}}}, nil
 }
 
 // newTransport is the TLS-configured transport behind NewHTTPClient.

@@ -65,7 +65,7 @@ func retryTransient(ctx context.Context, budget time.Duration, fn func() error) 
 	var deadline time.Time
 	for {
 		err := fn()
-		if err == nil || !errors.Is(err, backends.ErrTransient) {
+		if err == nil || !errors.Is(err, backends.ErrTransient) || Permanent(err) {
 			return err
 		}
 		if deadline.IsZero() {
@@ -83,6 +83,9 @@ func retryTransient(ctx context.Context, budget time.Duration, fn func() error) 
 func kubeErr(err error) error {
 	if err == nil {
 		return nil
+	}
+	if f := kubeFault(err); f != nil {
+		return f
 	}
 	if apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) ||

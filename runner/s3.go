@@ -86,6 +86,13 @@ type S3Input struct {
 // request; Preflight checks that the endpoint and credentials work.
 func NewS3Store(cfg S3Config) (*S3Store, error) {
 	ep := strings.TrimSpace(cfg.Endpoint)
+	if err := checkS3Endpoint(ep); err != nil {
+		return nil, err
+	}
+	if dc, ok := cfg.Credentials.(DirCredentials); ok && dc.Flag == "" {
+		dc.Flag = "--s3-credentials-dir" // name the flag that sets this directory
+		cfg.Credentials = dc
+	}
 	if ep == "" {
 		return nil, backends.Invalid("s3.endpoint", "is empty; set --s3-endpoint to host:port")
 	}

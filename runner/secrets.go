@@ -173,6 +173,8 @@ var identityKeys = map[string]bool{"username": true, "user": true, "crn": true, 
 type DirCredentials struct {
 	Dir     string
 	Secrets *Secrets
+	// Flag is the flag that sets Dir, for messages (default --credentials-dir).
+	Flag string
 }
 
 // Get returns the first of names present in the directory, trimmed (a Secret
@@ -180,12 +182,15 @@ type DirCredentials struct {
 // expected keys, when none is present or the directory cannot be read.
 func (c DirCredentials) Get(names ...string) (string, error) {
 	if c.Dir == "" {
-		return "", backends.Invalid("credentials", "no credentials directory is set; mount the Secret and pass --credentials-dir")
+		return "", backends.Invalid("credentials", "no credentials directory is set; mount the Secret and pass %s", c.flag())
 	}
 	for _, n := range names {
-		b, err := os.ReadFile(filepath.Join(c.Dir, n))
+		b, err := readCredentialFile(filepath.Join(c.Dir, n))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
+		}
+		if err != nil && FaultClass(err) != "" {
+			return "", err
 		}
 		if err != nil {
 			return "", backends.Invalid("credentials", "cannot read %s: %v; check the Secret's mount and file permissions", filepath.Join(c.Dir, n), unwrapPathErr(err))
@@ -200,7 +205,7 @@ func (c DirCredentials) Get(names ...string) (string, error) {
 		return v, nil
 	}
 	if _, err := os.Stat(c.Dir); err != nil {
-		return "", backends.Invalid("credentials", "cannot read the credentials directory %s: %v; mount the Secret there or pass --credentials-dir", c.Dir, unwrapPathErr(err))
+		return "", backends.Invalid("credentials", "cannot read the credentials directory %s: %v; mount the Secret there or pass %s", c.Dir, unwrapPathErr(err), c.flag())
 	}
 	return "", backends.Invalid("credentials", "none of the keys %s is in %s; add one to the Secret", strings.Join(names, ", "), c.Dir)
 }

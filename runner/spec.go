@@ -232,6 +232,9 @@ func (s Spec) Parse() (*Description, error) {
 	if err := s.parseS3(d); err != nil {
 		return nil, err
 	}
+	if err := checkAddresses(d); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -329,7 +332,9 @@ func parseInterval(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	var d time.Duration
 	if n, err := strconv.ParseFloat(v, 64); err == nil {
-		d = time.Duration(n * float64(time.Second))
+		if d, err = secondsDuration("updateInterval", v, n); err != nil {
+			return 0, err
+		}
 	} else if d, err = time.ParseDuration(v); err != nil {
 		return 0, backends.Invalid("updateInterval", "is %q; give seconds (20) or a duration (1m30s)", v)
 	}

@@ -42,15 +42,15 @@ func (s *FileStore) Describe() string { return "state file " + s.Path }
 
 func (s *FileStore) lock() (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
-		return nil, err
+		return nil, fileFault(filepath.Dir(s.Path), err)
 	}
 	f, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, fileFault(s.Path+".lock", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fileFault(s.Path+".lock", err)
 	}
 	return func() { f.Close() }, nil
 }
@@ -61,7 +61,7 @@ func (s *FileStore) read() (*fileRecord, error) {
 		return nil, ErrNoRecord
 	}
 	if err != nil {
-		return nil, err
+		return nil, fileFault(s.Path, err)
 	}
 	var fr fileRecord
 	if err := json.Unmarshal(b, &fr); err != nil {
@@ -81,9 +81,10 @@ func (s *FileStore) write(fr *fileRecord) error {
 	}
 	tmp := s.Path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
+		_ = os.Remove(tmp) // a full disk may have left half a file
+		return fileFault(tmp, err)
 	}
-	return os.Rename(tmp, s.Path)
+	return fileFault(s.Path, os.Rename(tmp, s.Path))
 }
 
 func (fr *fileRecord) record() *Record {
@@ -151,7 +152,7 @@ func (s *FileStore) Delete(context.Context) error {
 	}
 	defer unlock()
 	if err := os.Remove(s.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+		return fileFault(s.Path, err)
 	}
 	return nil
 }

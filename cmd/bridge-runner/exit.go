@@ -18,13 +18,11 @@ const (
 	ExitTempFail = 75 // temporary failure after retries, or an evicted pod; a retry re-attaches
 )
 
-// exitCode is the one place where outcomes become exit codes.
+// exitCode is the one place where outcomes become exit codes: a job's final
+// state, or a fault through faultTable.
 func exitCode(res *runner.Result, err error) int {
 	if err != nil {
-		if errors.Is(err, backends.ErrInvalid) {
-			return ExitInvalid
-		}
-		return ExitTempFail
+		return faultRowOf(err).Exit
 	}
 	if res == nil {
 		return ExitDone
@@ -47,3 +45,59 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string   { return e.err.Error() }
 func (e usageError) Unwrap() []error { return []error{e.err, backends.ErrInvalid} }
+
+// faultRow is one class of fault: what the README's fault table says about
+// it, how to recognize it, and its exit code.
+type faultRow struct {
+	Fault string // the README's words for it
+	Exit  int
+	Do    string // what to do about it
+	Match func(error) bool
+}
+
+func classIs(class string) func(error) bool {
+	return func(err error) bool { return runner.FaultClass(err) == class }
+}
+
+// faultTable classifies every failure that stops a step: the first row that
+// matches decides. Permanent faults (no retry can mend them) exit 2, at
+// once; transient ones exit 75 after the retry budget, and a retry
+// re-attaches. The README's fault table is this table (TestFaultTableInREADME).
+var faultTable = []faultRow{
+	{"Kubernetes forbids a request (RBAC); the message names the verb and resource", ExitInvalid,
+		"bind the Role in `workflows/rbac` to the pod's ServiceAccount (`kubectl apply -k workflows/rbac`, `serviceAccountName: bridge-runner`)",
+		classIs(runner.FaultForbidden)},
+	{"the namespace is not a valid name or does not exist", ExitInvalid,
+		"fix `--namespace` (or `NAMESPACE`)", classIs(runner.FaultNamespace)},
+	{"the job name cannot name the ConfigMap `<job>-bridge-cm` or the state file", ExitInvalid,
+		"lower-case letters, digits, `-` and `.`, a letter or digit at both ends and around every `.`, at most 235 characters",
+		classIs(runner.FaultJobName)},
+	{"the state dir, the record or its lock is not a writable directory or file", ExitInvalid,
+		"point `--state-dir` at a writable directory", classIs(runner.FaultStateDir)},
+	{"`resourceURL` or `s3.endpoint` carries `user:password@`, or a port that is empty or out of range", ExitInvalid,
+		"remove the user info (credentials belong in the mounted Secret); give a port from 1 to 65535", classIs(runner.FaultURL)},
+	{"TLS verification failed; the message and the record name the certificate problem", ExitInvalid,
+		"give the CA with `--ca-file`, or fix the server's certificate", classIs(runner.FaultTLS)},
+	{"a negative, NaN, overflowing or absurd duration (`--grace-period`, `--submit-lease`, `--retry-budget`, `--wait`, `updateInterval`)", ExitInvalid,
+		"give a duration within the range the message names", classIs(runner.FaultDuration)},
+	{"a credentials file is unreadable or larger than 64 KiB", ExitInvalid,
+		"mount the right Secret; a credential is a short value", classIs(runner.FaultCredentials)},
+	{"the record's `id` is not the job this record submitted (edited by hand)", ExitInvalid,
+		"restore the `id`, or run cleanup and start again", classIs(runner.FaultRecordID)},
+	{"any other invalid flag, job description or record key; the message names it", ExitInvalid,
+		"fix what the message names; nothing was submitted", func(err error) bool { return errors.Is(err, backends.ErrInvalid) }},
+	{"connection refused, timeout, HTTP 5xx or 429, Kubernetes API unavailable, disk full, pod evicted", ExitTempFail,
+		"nothing: retry the step (a retry re-attaches, never resubmits)", func(err error) bool { return errors.Is(err, backends.ErrTransient) }},
+	{"anything else that stopped invoke before the job's end", ExitTempFail,
+		"read the message; a retry re-attaches", func(error) bool { return true }},
+}
+
+// faultRowOf returns the row of faultTable that err falls in.
+func faultRowOf(err error) faultRow {
+	for _, r := range faultTable {
+		if r.Match(err) {
+			return r
+		}
+	}
+	return faultTable[len(faultTable)-1]
+}

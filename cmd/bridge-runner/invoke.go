@@ -77,7 +77,7 @@ stderr; stdout carries one JSON summary line.`,
 // outputs and exiting.
 func defaultGrace() time.Duration {
 	if s, err := strconv.Atoi(os.Getenv("ARGO_TERMINATION_GRACE_PERIOD_SECONDS")); err == nil && s > 0 {
-		return max(time.Duration(s-5)*time.Second, time.Second)
+		return max(time.Duration(min(s, int(maxGrace/time.Second))-5)*time.Second, time.Second)
 	}
 	return runner.DefaultGrace
 }

@@ -6,12 +6,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,9 +44,6 @@ func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Store, "store", "auto", "where the record is kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 }
 
-// jobNameRE: the ConfigMap name <job>-bridge-cm must be a DNS subdomain.
-var jobNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
-
 func inCluster() bool {
 	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
 	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && err == nil
@@ -54,8 +51,8 @@ func inCluster() bool {
 
 // build returns the store the options select.
 func (o *storeOptions) build() (runner.Store, error) {
-	if o.ConfigMap != "" && (!jobNameRE.MatchString(o.ConfigMap) || len(o.ConfigMap) > 253) {
-		return nil, backends.Invalid("configmap", "%q is not a valid ConfigMap name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters", o.ConfigMap)
+	if o.ConfigMap != "" && len(validation.IsDNS1123Subdomain(o.ConfigMap)) > 0 {
+		return nil, backends.Invalid("configmap", "%q is not a valid ConfigMap name: use lower-case letters, digits, '-' and '.', a letter or digit at both ends and around every '.', at most 253 characters", o.ConfigMap)
 	}
 	if o.JobName == "" && o.ConfigMap != "" {
 		o.JobName = strings.TrimSuffix(o.ConfigMap, "-bridge-cm")
@@ -63,8 +60,8 @@ func (o *storeOptions) build() (runner.Store, error) {
 	if o.JobName == "" {
 		return nil, backends.Invalid("job-name", "is empty; pass --job-name (or set JOBNAME), or --configmap")
 	}
-	if !jobNameRE.MatchString(o.JobName) || len(o.JobName) > 253-len("-bridge-cm") {
-		return nil, backends.Invalid("job-name", "%q is not a valid name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 243 characters", o.JobName)
+	if err := runner.ValidateJobName(o.JobName); err != nil {
+		return nil, err
 	}
 	kind := o.Store
 	if kind == "auto" {
@@ -93,6 +90,9 @@ func (o *storeOptions) build() (runner.Store, error) {
 		if err != nil {
 			return nil, backends.Invalid("kubeconfig", "%v", err)
 		}
+		if err := runner.ValidateNamespace(ns); err != nil {
+			return nil, err
+		}
 		o.kube = cfg
 		return &runner.ConfigMapStore{Client: cs, Namespace: ns, Name: o.configMapName()}, nil
 	}
@@ -107,11 +107,17 @@ func (o *storeOptions) configMapName() string {
 	return runner.ConfigMapName(o.JobName)
 }
 
+// stateDir is absolute: a local job's supervisor runs in its job
+// directory, where a relative path would name nothing.
 func (o *storeOptions) stateDir() string {
-	if o.StateDir != "" {
-		return o.StateDir
+	d := o.StateDir
+	if d == "" {
+		d = defaultStateDir()
 	}
-	return defaultStateDir()
+	if abs, err := filepath.Abs(d); err == nil {
+		return abs
+	}
+	return d
 }
 
 // kubeConfig finds the API server: in-cluster config inside a pod, else the

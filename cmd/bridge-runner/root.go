@@ -102,6 +102,9 @@ name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL).`,
 			if err := applyEnv(cmd); err != nil {
 				return err
 			}
+			if err := checkDurations(cmd); err != nil {
+				return err
+			}
 			return a.setupLogging()
 		},
 	}

@@ -1,0 +1,139 @@
+package runner
+
+import (
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// recordSuffixes are what the stores append to a job name: the ConfigMap
+// name, and the file store's record, its lock and its temporary file.
+const (
+	cmSuffix       = "-bridge-cm"
+	longFileSuffix = cmSuffix + ".json.lock"
+	// nameMax is the longest file name Linux file systems take (NAME_MAX).
+	nameMax = 255
+)
+
+// MaxJobNameLen is the longest job name that works in both stores: the
+// ConfigMap name <job>-bridge-cm is at most 253 characters, and the state
+// file's lock <job>-bridge-cm.json.lock at most 255.
+const MaxJobNameLen = min(validation.DNS1123SubdomainMaxLength-len(cmSuffix), nameMax-len(longFileSuffix))
+
+// ValidateJobName refuses a job name that would fail in either store, so
+// that whatever is accepted works with a ConfigMap and with a file.
+func ValidateJobName(name string) error {
+	if name == "" {
+		return fault(FaultJobName, "job-name", "is empty; pass --job-name (or set JOBNAME)")
+	}
+	if len(name) > MaxJobNameLen {
+		return fault(FaultJobName, "job-name", "is %d characters long; use at most %d (the record is the ConfigMap <job-name>%s, or the file <job-name>%s)",
+			len(name), MaxJobNameLen, cmSuffix, longFileSuffix)
+	}
+	// The name itself too: it also names the job on the remote system and
+	// in labels, where "job-" would be an odd name.
+	if len(validation.IsDNS1123Subdomain(name)) > 0 || len(validation.IsDNS1123Subdomain(name+cmSuffix)) > 0 {
+		return fault(FaultJobName, "job-name", "%q is not a valid name: use lower-case letters, digits, '-' and '.', "+
+			"starting and ending with a letter or digit, and with a letter or digit on both sides of every '.' "+
+			"(the ConfigMap <job-name>%s must be a valid Kubernetes name)", name, cmSuffix)
+	}
+	return nil
+}
+
+// ValidateNamespace refuses a namespace name the API server cannot have.
+func ValidateNamespace(ns string) error {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fault(FaultNamespace, "namespace", "%q is not a valid namespace name (%s); pass --namespace (or NAMESPACE) naming an existing namespace",
+			ns, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkAddresses checks the description's URLs.
+func checkAddresses(d *Description) error {
+	if err := checkResourceURL(d.ResourceURL); err != nil {
+		return err
+	}
+	return checkS3Endpoint(d.S3.Endpoint)
+}
+
+// checkResourceURL refuses what no backend can use safely: user info (a
+// password in a ConfigMap, where anyone who may read ConfigMaps reads it)
+// and a port out of range. The value is never echoed when it has user info.
+func checkResourceURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if hasUserInfo(raw) {
+		return fault(FaultURL, "resourceURL", "carries user info (user:password@); remove it, and put the credentials "+
+			"in the Secret mounted as --credentials-dir")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil // each backend explains its own URL format
+	}
+	return checkPort("resourceURL", raw, u.Port(), false)
+}
+
+// checkS3Endpoint checks s3.endpoint (host or host:port, no scheme) the way
+// checkResourceURL checks resourceURL; an empty port ("host:") is refused,
+// because the client would quietly dial port 80.
+func checkS3Endpoint(ep string) error {
+	if ep == "" {
+		return nil
+	}
+	if hasUserInfo(ep) {
+		return fault(FaultURL, "s3.endpoint", "carries user info (user:password@); give host:port only, and put the keys "+
+			"in the Secret mounted as --s3-credentials-dir")
+	}
+	if strings.Contains(ep, "://") || strings.Contains(ep, "/") {
+		return nil // NewS3Store explains the format
+	}
+	if !strings.Contains(ep, ":") || (strings.HasPrefix(ep, "[") && strings.HasSuffix(ep, "]")) {
+		return nil // a host alone: the scheme's port
+	}
+	_, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		return fault(FaultURL, "s3.endpoint", "is %q (%v); give host:port, e.g. minio:9000", ep, err)
+	}
+	return checkPort("s3.endpoint", ep, port, true)
+}
+
+// checkPort refuses a port that is not 1..65535; an empty one only when
+// required (a URL's scheme implies one).
+func checkPort(field, raw, port string, required bool) error {
+	if port == "" {
+		if required {
+			return fault(FaultURL, field, "%q has no port after the ':'; give host:port, e.g. minio:9000", raw)
+		}
+		return nil
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fault(FaultURL, field, "%q has port %q, which is not a port number (1 to 65535); fix the port", raw, port)
+	}
+	return nil
+}
+
+// CheckDuration refuses a duration flag outside [lo, hi]: a negative,
+// overflowing or absurd value is a typo that no retry mends.
+func CheckDuration(flag string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return fault(FaultDuration, "--"+flag, "is %s; give a duration from %s to %s", d, lo, hi)
+	}
+	return nil
+}
+
+// secondsDuration converts seconds to a duration, refusing NaN, infinities
+// and values that do not fit (time.Duration would wrap to -2562047h).
+func secondsDuration(field, raw string, secs float64) (time.Duration, error) {
+	if math.IsNaN(secs) || math.IsInf(secs, 0) || math.Abs(secs) > float64(math.MaxInt64/int64(time.Second)) {
+		return 0, fault(FaultDuration, field, "is %q, not a usable number of seconds; give seconds (20) or a duration (1m30s)", raw)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
