@@ -37,4 +37,3 @@ func (c DirCredentials) flag() string {
 	}
 	return "--credentials-dir"
 }
-
