@@ -97,6 +97,9 @@ func (c *Cleaner) cancel(ctx context.Context, rec *Record) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if err := checkRecordedID(rec); err != nil {
+		return false, err // never cancel a job this record did not submit
+	}
 	id := rec.Data[KeyID]
 	if id == "" {
 		// A submit may have happened without the id being recorded.

@@ -382,6 +382,9 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
 	for {
 		if id := r.rec.Data[KeyID]; id != "" {
+			if err := checkRecordedID(r.rec); err != nil {
+				return "", err
+			}
 			log.Info("re-attaching to the recorded job", "job_id", id)
 			return id, nil
 		}
@@ -558,6 +561,7 @@ func (r *run) recordID(ctx context.Context, id string) error {
 				return false, fmt.Errorf("%s records job %s, but this invoker has job %s", r.Store.Describe(), d[KeyID], id)
 			}
 			c := set(d, KeyID, id)
+			c = set(d, KeyIDFingerprint, idFingerprint(r.rec.UID, id)) || c
 			c = set(d, KeyIntent, "") || c
 			return c, nil
 		})

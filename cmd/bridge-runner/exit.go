@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/runner"
@@ -70,7 +71,7 @@ var faultTable = []faultRow{
 	{"the namespace is not a valid name or does not exist", ExitInvalid,
 		"fix `--namespace` (or `NAMESPACE`)", classIs(runner.FaultNamespace)},
 	{"the job name cannot name the ConfigMap `<job>-bridge-cm` or the state file", ExitInvalid,
-		"lower-case letters, digits, `-` and `.`, a letter or digit at both ends and around every `.`, at most 235 characters",
+		fmt.Sprintf("lower-case letters, digits, `-` and `.`, a letter or digit at both ends and around every `.`, at most %d characters", runner.MaxJobNameLen),
 		classIs(runner.FaultJobName)},
 	{"the state dir, the record or its lock is not a writable directory or file", ExitInvalid,
 		"point `--state-dir` at a writable directory", classIs(runner.FaultStateDir)},
@@ -80,7 +81,7 @@ var faultTable = []faultRow{
 		"give the CA with `--ca-file`, or fix the server's certificate", classIs(runner.FaultTLS)},
 	{"a negative, NaN, overflowing or absurd duration (`--grace-period`, `--submit-lease`, `--retry-budget`, `--wait`, `updateInterval`)", ExitInvalid,
 		"give a duration within the range the message names", classIs(runner.FaultDuration)},
-	{"a credentials file is unreadable or larger than 64 KiB", ExitInvalid,
+	{fmt.Sprintf("a credentials file is larger than %d KiB", runner.MaxCredentialFileBytes>>10), ExitInvalid,
 		"mount the right Secret; a credential is a short value", classIs(runner.FaultCredentials)},
 	{"the record's `id` is not the job this record submitted (edited by hand)", ExitInvalid,
 		"restore the `id`, or run cleanup and start again", classIs(runner.FaultRecordID)},

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// faultTableMarkdown is faultTable as the README's rows.
+func faultTableMarkdown() string {
+	var b strings.Builder
+	for _, r := range faultTable {
+		fmt.Fprintf(&b, "| %s | %d | %s |\n", r.Fault, r.Exit, r.Do)
+	}
+	return b.String()
+}
+
+// TestFaultTableInREADME: the README's fault table is faultTable, row for row.
+func TestFaultTableInREADME(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "|---|---|---|\n"+faultTableMarkdown(), "update the README's Faults table to:\n%s", faultTableMarkdown())
+}
+
+// TestFaultTableEveryRow: each row of the fault table is the first to match
+// a fault of its class, and gives its exit code. The classes are made here
+// by the runner's own validators where they are exported; how the runner
+// recognizes the others (RBAC, TLS, file system, ...) is tested in runner,
+// and every class end to end in the hostile-input suite.
+func TestFaultTableEveryRow(t *testing.T) {
+	mk := func(class string) error { return &runner.Fault{Class: class, Field: "f", Msg: "m"} }
+	samples := []error{
+		mk(runner.FaultForbidden),
+		runner.ValidateNamespace("Bad_NS"),
+		runner.ValidateJobName("a..b"),
+		mk(runner.FaultStateDir),
+		mk(runner.FaultURL),
+		backends.Transient(fmt.Errorf("GET /x: %w", mk(runner.FaultTLS))), // TLS wins over the transport's "transient"
+		runner.CheckDuration("grace-period", -time.Second, time.Second, time.Hour),
+		mk(runner.FaultCredentials),
+		mk(runner.FaultRecordID),
+		backends.Invalid("jobproperties", "bad"),
+		backends.Transient(errors.New("connection refused")),
+		errors.New("something nobody foresaw"),
+	}
+	require.Len(t, samples, len(faultTable), "one sample per row")
+	for i, err := range samples {
+		require.Error(t, err, "row %d", i)
+		got := faultRowOf(err)
+		assert.Equal(t, faultTable[i].Fault, got.Fault, "sample %d (%v) falls in the wrong row", i, err)
+		assert.Equal(t, faultTable[i].Exit, exitCode(nil, err), "sample %d", i)
+		if faultTable[i].Exit == ExitInvalid {
+			var fe *backends.FieldError
+			assert.True(t, errors.As(err, &fe) && fe.Field != "", "a permanent fault names its field: %v", err)
+		}
+	}
+	assert.Equal(t, ExitInvalid, exitCode(nil, usageError{runner.ValidateJobName("x.-y")}), "a usage error keeps its class")
+}

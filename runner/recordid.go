@@ -1,0 +1,30 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// KeyIDFingerprint records a fingerprint of the id the backend returned,
+// bound to the record's UID, so that an id edited by hand (which would make
+// invoke report, and cleanup cancel, some other job) is refused.
+const KeyIDFingerprint = "status.idFingerprint"
+
+// idFingerprint binds a job id to the record (by UID) it was recorded in.
+func idFingerprint(uid, id string) string {
+	sum := sha256.Sum256([]byte("bridge-runner/id/" + uid + "\x00" + id))
+	return hex.EncodeToString(sum[:12])
+}
+
+// checkRecordedID refuses a record whose id does not match its fingerprint.
+// A record without a fingerprint (written before fingerprints, or by IBM's
+// Bridge Operator) is taken as it is.
+func checkRecordedID(rec *Record) error {
+	id, fp := rec.Data[KeyID], rec.Data[KeyIDFingerprint]
+	if id == "" || fp == "" || fp == idFingerprint(rec.UID, id) {
+		return nil
+	}
+	return fault(FaultRecordID, KeyID, "%q is not the job this record submitted (%s does not match it: edited by hand?); "+
+		"put back the id the backend returned, or delete the record (bridge-runner cleanup) and run the step again",
+		id, KeyIDFingerprint)
+}
