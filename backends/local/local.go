@@ -55,7 +55,12 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local backend: cannot find this program's path to start jobs: %w", err)
 	}
-	root := filepath.Join(cfg.DataDir, "local-jobs")
+	// Absolute: the supervisor runs in the job's directory, where a relative
+	// root would name nothing and the job would stay PENDING.
+	root, err := filepath.Abs(filepath.Join(cfg.DataDir, "local-jobs"))
+	if err != nil {
+		return nil, backends.Invalid("state-dir", "%v", err)
+	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, backends.Invalid("state-dir", "cannot create %s: %v", root, err)
 	}
@@ -320,13 +325,21 @@ func (b *Backend) FindByKey(_ context.Context, key string) (string, error) {
 	return "", nil
 }
 
+// readState reads state.json, or the end the supervisor kept in its
+// reservation when the disk was full (see reserve.go).
 func (b *Backend) readState(dir string) (*state, error) {
 	buf, err := os.ReadFile(filepath.Join(dir, "state.json"))
-	if err != nil {
-		return nil, err
-	}
 	var st state
-	if err := json.Unmarshal(buf, &st); err != nil {
+	if err == nil {
+		err = json.Unmarshal(buf, &st)
+	}
+	if err == nil && st.Ended != nil {
+		return &st, nil
+	}
+	if end := readReserved(dir); end != nil {
+		return end, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &st, nil
@@ -367,11 +380,15 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 	if err != nil {
 		return out, fmt.Errorf("local job %s: state.json: %w", id, err)
 	}
+	if st.Ended == nil && !alive {
+		st, alive = b.recheck(dir, st)
+	}
 	out.StartTime = st.Started
 	if st.Ended == nil {
 		if !alive {
 			out.State, out.Raw = backends.Unknown, "LOST"
-			out.Message = "the job's supervisor died without recording an end (machine restart?)"
+			out.Message = "the job's supervisor died without recording the job's end, so its exit code is unknown " +
+				"(the machine restarted, the supervisor was killed, or the disk was full even for the space reserved for it)"
 			return out, nil
 		}
 		out.State, out.Raw = backends.Running, "RUNNING"
@@ -400,6 +417,19 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 		out.Message = fmt.Sprintf("the job exited %d", derefOr(st.ExitCode, -1))
 	}
 	return out, nil
+}
+
+// recheck probes the supervisor again after a state without an end was
+// read while no supervisor seemed alive: it may have started between the
+// probe and the read. One found gone now recorded its end before it went.
+func (b *Backend) recheck(dir string, st *state) (*state, bool) {
+	if supervisorAlive(dir) {
+		return st, true
+	}
+	if again, err := b.readState(dir); err == nil {
+		return again, false
+	}
+	return st, false
 }
 
 func derefOr(p *int, d int) int {

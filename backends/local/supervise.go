@@ -55,10 +55,12 @@ func supervise(dir string) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
 	st := &state{SupervisorPID: os.Getpid(), Started: time.Now().UTC()}
+	// Reserve room for the end before the job can fill the disk.
+	_ = reserveEnd(dir)
 	end := func(code int) int {
 		now := time.Now().UTC()
 		st.Ended = &now
-		if err := writeState(dir, st); err != nil {
+		if !writeEnd(dir, st) {
 			return 1
 		}
 		return code
