@@ -120,7 +120,9 @@ func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 	for _, p := range results { // highest first
 		switch {
 		case p.err != nil:
-			if errors.Is(p.err, backends.ErrTransient) {
+			// Transient, unless also invalid: a certificate that does not
+			// verify fails every version the same way.
+			if errors.Is(p.err, backends.ErrTransient) && !errors.Is(p.err, backends.ErrInvalid) {
 				failed = append(failed, p.err.Error())
 				continue
 			}

@@ -1,0 +1,342 @@
+package main
+
+// The hostile-input suite: inputs and servers that nobody here wrote, one
+// case per fault class of the fault table (README "Faults"). Each permanent
+// fault exits 2 at once, naming the field and the fix, and submits nothing;
+// connection refused and timeouts stay 75. The RBAC and namespace cases run
+// against the real kube-apiserver.
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// hostileSecret is a password that must never appear anywhere.
+const hostileSecret = "pw-Hostile-9f3a"
+
+// refused asserts exit 2, that the output names field, that nothing was
+// submitted and that the secret is in no output, output file or record.
+func refused(t *testing.T, r cliResult, state, field string, scanFiles bool) {
+	t.Helper()
+	assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	assert.Contains(t, r.stdout+r.stderr, field, "the message names the field")
+	entries, _ := os.ReadDir(filepath.Join(state, "local-jobs"))
+	assert.Empty(t, entries, "nothing was submitted")
+	assert.NotContains(t, r.stdout+r.stderr, hostileSecret)
+	if !scanFiles {
+		return
+	}
+	_ = filepath.Walk(state, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			b, _ := os.ReadFile(p)
+			assert.NotContains(t, string(b), hostileSecret, "stored in %s", p)
+		}
+		return nil
+	})
+}
+
+func TestHostileInputPermanentFaults(t *testing.T) {
+	clearEnv(t)
+	srv := recordingServer(t)
+	creds := credsDir(t, map[string]string{"username": "u", "token": "tok-abcdef"})
+	bigCreds := credsDir(t, map[string]string{"username": "u", "token": strings.Repeat("t", 200<<10)})
+	s3Creds := credsDir(t, map[string]string{"accesskey": "ak-abcdef", "secretkey": "sk-abcdef"})
+	slurm := func(url string, extra ...string) []string {
+		return append([]string{"invoke", "--job-name", "j", "--backend", "slurm", "--resource-url", url, "--credentials-dir", creds,
+			"--script", "#!/bin/sh\nhostname\n"}, extra...)
+	}
+	local := func(extra ...string) []string {
+		return append([]string{"invoke", "--job-name", "j", "--backend", "local", "--script", "true"}, extra...)
+	}
+	cases := []struct {
+		name, field string
+		args        []string
+		record      map[string]string // a record edited by hand, written first
+	}{
+		// URLs with user info: refused, never printed or stored.
+		{"resource URL with a password", "resourceURL", slurm("https://u:" + hostileSecret + "@" + strings.TrimPrefix(srv.URL, "http://")), nil},
+		{"resource URL with a password and a bad port", "resourceURL", slurm("http://u:" + hostileSecret + "@host:port/x"), nil},
+		{"create-configmap with a password in the URL", "resourceURL", []string{"create-configmap", "--job-name", "j", "--backend", "slurm",
+			"--resource-url", "https://u:" + hostileSecret + "@slurm:6820", "--script", "#!/bin/sh\n"}, nil},
+		{"record with a password in the URL", "resourceURL", []string{"invoke", "--job-name", "j"},
+			map[string]string{"backend": "slurm", "resourceURL": "https://u:" + hostileSecret + "@slurm:6820", "jobdata.jobScript": "#!/bin/sh\n"}},
+		{"S3 endpoint with user info", "s3.endpoint", local("--s3-endpoint", "ak:"+hostileSecret+"@127.0.0.1:9000", "--s3-upload-bucket", "out",
+			"--s3-credentials-dir", s3Creds), nil},
+		// Ports.
+		{"resource URL port out of range", "resourceURL", slurm("http://127.0.0.1:70000"), nil},
+		{"resource URL port zero", "resourceURL", slurm("http://127.0.0.1:0"), nil},
+		{"S3 endpoint with an empty port", "s3.endpoint", local("--s3-endpoint", "127.0.0.1:", "--s3-upload-bucket", "out", "--s3-credentials-dir", s3Creds), nil},
+		{"S3 endpoint port out of range", "s3.endpoint", local("--s3-endpoint", "127.0.0.1:65536", "--s3-upload-bucket", "out", "--s3-credentials-dir", s3Creds), nil},
+		// Durations.
+		{"negative grace period", "--grace-period", local("--grace-period", "-5s"), nil},
+		{"absurd grace period", "--grace-period", local("--grace-period", "100000h"), nil},
+		{"negative submit lease", "--submit-lease", local("--submit-lease", "-1s"), nil},
+		{"zero retry budget", "--retry-budget", local("--retry-budget", "0s"), nil},
+		{"negative wait", "--wait", []string{"cleanup", "--job-name", "j", "--wait", "-1s"}, nil},
+		{"update interval NaN", "updateInterval", local("--update-interval", "NaN"), nil},
+		{"update interval overflowing", "updateInterval", local("--update-interval", "1e300"), nil},
+		{"update interval negative", "updateInterval", local("--update-interval", "-20"), nil},
+		{"record: update interval Inf", "updateInterval", []string{"invoke", "--job-name", "j"},
+			map[string]string{"backend": "local", "jobdata.jobScript": "true", "updateInterval": "Inf"}},
+		// Job names that one store or the other cannot take.
+		{"job name a..b", "job-name", []string{"invoke", "--job-name", "a..b", "--backend", "local", "--script", "true"}, nil},
+		{"job name x.-y", "job-name", []string{"create-configmap", "--job-name", "x.-y", "--backend", "local", "--script", "true"}, nil},
+		{"job name too long for a file", "job-name", []string{"invoke", "--job-name", strings.Repeat("a", runner.MaxJobNameLen+1), "--backend", "local", "--script", "true"}, nil},
+		{"cleanup of job name a..b", "job-name", []string{"cleanup", "--job-name", "a..b"}, nil},
+		// Credentials.
+		{"credential file of 200 KiB", "credentials", slurm(srv.URL, "--credentials-dir", bigCreds), nil},
+		{"S3 credentials missing", "--s3-credentials-dir", local("--s3-endpoint", "127.0.0.1:9", "--s3-upload-bucket", "out",
+			"--s3-credentials-dir", filepath.Join(t.TempDir(), "absent")), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			state := t.TempDir()
+			if c.record != nil {
+				writeRecord(t, state, "j", c.record)
+			}
+			outFile := filepath.Join(t.TempDir(), "message")
+			args := append(c.args, "--state-dir", state)
+			if c.args[0] == "invoke" {
+				args = append(args, "--output-message", outFile)
+			}
+			before := srv.submitted()
+			r := run(t, args...)
+			refused(t, r, state, c.field, c.record == nil)
+			if c.record != nil {
+				rec, err := runner.NewFileStore(state, "j").Get(context.Background())
+				require.NoError(t, err)
+				assert.NotContains(t, rec.Data[runner.KeyMessage], hostileSecret)
+			}
+			b, _ := os.ReadFile(outFile)
+			assert.NotContains(t, string(b), hostileSecret)
+			assert.NotContains(t, r.stdout+r.stderr, "2562047h", "an overflow is not printed")
+			assert.Equal(t, before, srv.submitted(), "nothing reached the remote system")
+		})
+	}
+	assert.Zero(t, srv.submitted())
+}
+
+// TestHostileInputStateDirs: a state dir, record or lock path that cannot
+// be a writable directory or file is exit 2 naming --state-dir, not 75.
+func TestHostileInputStateDirs(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	recDir := filepath.Join(dir, "rec")
+	require.NoError(t, os.MkdirAll(filepath.Join(recDir, "j-bridge-cm.json"), 0o700))
+	lockDir := filepath.Join(dir, "lock")
+	require.NoError(t, os.MkdirAll(filepath.Join(lockDir, "j-bridge-cm.json.lock"), 0o700))
+	for name, state := range map[string]string{"a file": file, "below a file": filepath.Join(file, "sub"),
+		"record is a directory": recDir, "lock is a directory": lockDir} {
+		for _, step := range []string{"create-configmap", "invoke", "cleanup"} {
+			t.Run(name+"/"+step, func(t *testing.T) {
+				args := []string{step, "--state-dir", state, "--job-name", "j", "--retry-budget", "30s"}
+				switch step {
+				case "create-configmap":
+					args = []string{step, "--state-dir", state, "--job-name", "j", "--backend", "local", "--script", "true"}
+				case "cleanup":
+					args = []string{step, "--state-dir", state, "--job-name", "j"}
+				default:
+					args = append(args, "--backend", "local", "--script", "true")
+				}
+				r := run(t, args...)
+				assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+				assert.Contains(t, r.stdout+r.stderr, "state-dir")
+			})
+		}
+	}
+}
+
+// TestHostileInputTLSFailureIsNamedAndFinal: a backend whose certificate
+// does not verify ends invoke with exit 2 after a handful of handshakes, not
+// after the retry budget, and the final message and the record name the
+// certificate problem.
+func TestHostileInputTLSFailureIsNamedAndFinal(t *testing.T) {
+	clearEnv(t)
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Config.ErrorLog = nil
+	srv.StartTLS()
+	defer srv.Close()
+	creds := credsDir(t, map[string]string{"username": "u", "token": "tok-abcdef", "password": "pass-abcdef",
+		"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "key-abcdef", "iam_url": srv.URL + "/iam/token"})
+	for _, backend := range []string{"slurm", "ray", "lsf", "quantum"} {
+		t.Run(backend, func(t *testing.T) {
+			state := t.TempDir()
+			conns.Store(0)
+			args := []string{"--script", "#!/bin/sh\nhostname\n"}
+			if backend == "quantum" {
+				args = []string{"--script", "OPENQASM 3.0; qubit q; bit c; h q; c = measure q;", "--job-properties", `{"program_id":"sampler","backend":"ibm_torino"}`}
+			}
+			r := run(t, append([]string{"invoke", "--state-dir", state, "--job-name", "j", "--backend", backend, "--resource-url", srv.URL,
+				"--credentials-dir", creds, "--retry-budget", "3m", "--submit-lease", "3m"}, args...)...)
+			assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+			msg, _ := r.summary["message"].(string)
+			assert.Contains(t, msg, "TLS verification")
+			assert.Contains(t, msg, "not trust", "the final message names the certificate problem")
+			assert.Contains(t, msg, "--ca-file")
+			assert.LessOrEqual(t, conns.Load(), int64(10), "a certificate that does not verify is not retried (slurm probes 6 API versions at once)")
+			rec, err := runner.NewFileStore(state, "j").Get(context.Background())
+			require.NoError(t, err)
+			assert.Contains(t, rec.Data[runner.KeyMessage], "not trust", "the record names the certificate problem")
+		})
+	}
+}
+
+// TestHostileInputTransientStaysTransient: connection refused is exit 75.
+func TestHostileInputTransientStaysTransient(t *testing.T) {
+	clearEnv(t)
+	creds := credsDir(t, map[string]string{"username": "u", "token": "tok-abcdef"})
+	r := run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "j", "--backend", "slurm", "--resource-url", "http://"+closedPort(t),
+		"--credentials-dir", creds, "--script", "#!/bin/sh\n", "--retry-budget", "1s", "--submit-lease", "2s")
+	assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+}
+
+// TestHostileInputHandEditedID: an id edited by hand in the record is
+// refused by invoke and by cleanup (which must not cancel another job).
+func TestHostileInputHandEditedID(t *testing.T) {
+	clearEnv(t)
+	state := t.TempDir()
+	r := run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "local", "--script", "true")
+	require.Equal(t, ExitDone, r.code, r.stderr)
+	store := runner.NewFileStore(state, "j")
+	rec, err := store.Get(context.Background())
+	require.NoError(t, err)
+	require.NotEmpty(t, rec.Data[runner.KeyIDFingerprint])
+	rec.Data[runner.KeyID] = "someone-elses-job"
+	rec.Data[runner.KeyJobStatus] = "RUNNING" // so that cleanup would cancel it
+	_, err = store.Update(context.Background(), rec)
+	require.NoError(t, err)
+	r = run(t, "invoke", "--state-dir", state, "--job-name", "j")
+	assert.Equal(t, ExitInvalid, r.code, r.stderr)
+	assert.Contains(t, r.stdout+r.stderr, "someone-elses-job")
+	assert.Contains(t, r.stdout+r.stderr, runner.KeyIDFingerprint)
+	r = run(t, "cleanup", "--state-dir", state, "--job-name", "j")
+	assert.Equal(t, ExitInvalid, r.code, r.stderr)
+	_, err = store.Get(context.Background())
+	assert.NoError(t, err, "the record is kept for a person to look at")
+}
+
+// TestHostileInputRelativeStateDir: a relative --state-dir works with the
+// local backend (its supervisor runs in the job's directory).
+func TestHostileInputRelativeStateDir(t *testing.T) {
+	clearEnv(t)
+	t.Chdir(t.TempDir())
+	r := run(t, "invoke", "--state-dir", "rel/state", "--job-name", "j", "--backend", "local", "--script", "echo rel", "--update-interval", "0.2")
+	require.Equal(t, ExitDone, r.code, r.stderr)
+	assert.FileExists(t, filepath.Join("rel", "state", "j-bridge-cm.json"))
+}
+
+// TestHostileInputLongestJobName: the longest accepted job name works in the
+// file store end to end.
+func TestHostileInputLongestJobName(t *testing.T) {
+	clearEnv(t)
+	name := strings.Repeat("n", runner.MaxJobNameLen)
+	r := run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", name, "--backend", "local", "--script", "true", "--update-interval", "0.2")
+	require.Equal(t, ExitDone, r.code, r.stderr)
+}
+
+// TestHostileInputDiskFullKeepsExitCode: a local job that fills the disk
+// keeps its exit code; once space is back a re-invoke reports it.
+func TestHostileInputDiskFullKeepsExitCode(t *testing.T) {
+	clearEnv(t)
+	state := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, os.MkdirAll(state, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", state).CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mounting a small tmpfs: %v: %s", err, out)
+		}
+		t.Skipf("cannot mount a small tmpfs here: %v: %s", err, out)
+	}
+	// Lazy: the job's supervisor may still be retrying in its directory.
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", state).Run() })
+	fill := filepath.Join(state, "fill")
+	script := "dd if=/dev/zero of=" + fill + " bs=64k 2>/dev/null; exit 7"
+	r := run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "local", "--script", script,
+		"--update-interval", "0.2", "--retry-budget", "2s")
+	t.Logf("with the disk full: exit %d: %s", r.code, r.summary["message"])
+	assert.NotEqual(t, ExitInvalid, r.code, "a full disk is not a permanent fault")
+	require.NoError(t, os.Remove(fill))
+	r = run(t, "invoke", "--state-dir", state, "--job-name", "j", "--retry-budget", "10s")
+	assert.Equal(t, ExitFailed, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	assert.Equal(t, "7", r.summary["jobExitCode"], "the exit code survived the full disk")
+}
+
+// TestHostileInputKubernetes: RBAC and namespace faults against the real
+// kube-apiserver are exit 2 with the verb, resource and the Role to bind.
+func TestHostileInputKubernetes(t *testing.T) {
+	clearEnv(t)
+	admin := testkube.Client(t)
+	ns := testkube.Namespace(t, admin)
+	ctx := context.Background()
+	// A ServiceAccount with no Role at all, and one that may only read.
+	bare := writeKubeconfig(t, testkube.ServiceAccountConfig(t, admin, ns, "bare"), ns)
+	readerCfg := testkube.ServiceAccountConfig(t, admin, ns, "reader")
+	_, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	reader := writeKubeconfig(t, readerCfg, ns)
+	adminKC := writeKubeconfig(t, testkube.Config(t), ns)
+
+	job := []string{"--backend", "local", "--script", "true", "--retry-budget", "30s"}
+	cases := []struct {
+		name  string
+		args  []string
+		wants []string
+	}{
+		{"create without any Role", append([]string{"create-configmap", "--kubeconfig", bare, "--job-name", "r1"}, job[:4]...),
+			[]string{"rbac", "create configmaps", "workflows/rbac", "ServiceAccount", "system:serviceaccount:" + ns + ":bare"}},
+		{"invoke without any Role", append([]string{"invoke", "--kubeconfig", bare, "--job-name", "r2"}, job...),
+			[]string{"rbac", "get configmaps", "workflows/rbac"}},
+		{"invoke with a read-only Role", append([]string{"invoke", "--kubeconfig", reader, "--job-name", "r3"}, job...),
+			[]string{"rbac", "create configmaps", "workflows/rbac"}},
+		{"cleanup without any Role", []string{"cleanup", "--kubeconfig", bare, "--job-name", "r4"},
+			[]string{"rbac", "get configmaps"}},
+		{"namespace that does not exist", append([]string{"invoke", "--kubeconfig", adminKC, "--namespace", "no-such-ns-" + ns, "--job-name", "n1"}, job...),
+			[]string{"namespace", "no-such-ns-" + ns}},
+		{"namespace not a valid name", append([]string{"invoke", "--kubeconfig", adminKC, "--namespace", "Bad_NS", "--job-name", "n2"}, job...),
+			[]string{"namespace", "Bad_NS"}},
+		{"job name a..b with a ConfigMap", append([]string{"invoke", "--kubeconfig", adminKC, "--job-name", "a..b"}, job...),
+			[]string{"job-name"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, c.args...)
+			assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+			for _, w := range c.wants {
+				assert.Contains(t, r.stdout+r.stderr, w)
+			}
+		})
+	}
+	// A kube-apiserver that is not there stays transient.
+	down := *testkube.Config(t)
+	down.Host = "https://" + closedPort(t)
+	r := run(t, append([]string{"invoke", "--kubeconfig", writeKubeconfig(t, &down, ns), "--job-name", "down"}, "--backend", "local", "--script", "true", "--retry-budget", "1s")...)
+	assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+}
