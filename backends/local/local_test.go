@@ -252,3 +252,25 @@ func TestFastJobsNeverLookLost(t *testing.T) {
 		}
 	}
 }
+
+// TestReservedEndIsRead: when state.json could not record the end (a full
+// disk), the end kept in the reservation is the job's state, exit code
+// included; a reservation without an end is ignored.
+func TestReservedEndIsRead(t *testing.T) {
+	b := newBackend(t)
+	dir := t.TempDir()
+	require.NoError(t, reserveEnd(dir))
+	started := time.Now().UTC()
+	require.NoError(t, writeState(dir, &state{Started: started, PID: 1}))
+	assert.Nil(t, readReserved(dir), "spaces only")
+	code := 7
+	ended := started.Add(time.Second)
+	require.NoError(t, writeReserved(dir, &state{Started: started, Ended: &ended, ExitCode: &code}))
+	fi, err := os.Stat(filepath.Join(dir, endFile))
+	require.NoError(t, err)
+	assert.EqualValues(t, endReserve, fi.Size(), "written in place, not grown")
+	st, err := b.readState(dir)
+	require.NoError(t, err)
+	require.NotNil(t, st.Ended)
+	assert.Equal(t, 7, *st.ExitCode)
+}

@@ -41,6 +41,9 @@ func writeEnd(dir string, st *state) bool {
 		if writeState(dir, st) == nil {
 			return true
 		}
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			break // the job's directory was deleted: nobody will ask
+		}
 	}
 	return reserved
 }

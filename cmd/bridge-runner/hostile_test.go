@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -334,9 +335,25 @@ func TestHostileInputKubernetes(t *testing.T) {
 			}
 		})
 	}
+	// An API server whose certificate does not verify: exit 2 naming the problem.
+	wrongCA := *testkube.Config(t)
+	wrongCA.CAData, wrongCA.CAFile = selfSignedPEM(t), ""
+	r := run(t, "invoke", "--kubeconfig", writeKubeconfig(t, &wrongCA, ns), "--job-name", "tls", "--backend", "local", "--script", "true", "--retry-budget", "1m")
+	assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	assert.Contains(t, r.stdout+r.stderr, "TLS verification of the Kubernetes API server failed")
+	assert.Contains(t, r.stdout+r.stderr, "kubeconfig")
+
 	// A kube-apiserver that is not there stays transient.
 	down := *testkube.Config(t)
 	down.Host = "https://" + closedPort(t)
-	r := run(t, append([]string{"invoke", "--kubeconfig", writeKubeconfig(t, &down, ns), "--job-name", "down"}, "--backend", "local", "--script", "true", "--retry-budget", "1s")...)
+	r = run(t, append([]string{"invoke", "--kubeconfig", writeKubeconfig(t, &down, ns), "--job-name", "down"}, "--backend", "local", "--script", "true", "--retry-budget", "1s")...)
 	assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+}
+
+// selfSignedPEM is the certificate of a throwaway TLS server: a CA that
+// signed nothing the test apiserver presents.
+func selfSignedPEM(t *testing.T) []byte {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
