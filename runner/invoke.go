@@ -382,7 +382,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
 	for {
 		if id := r.rec.Data[KeyID]; id != "" {
-			if err := checkRecordedID(r.rec); err != nil {
+			if err := r.checkID(ctx, be, id); err != nil {
 				return "", err
 			}
 			log.Info("re-attaching to the recorded job", "job_id", id)

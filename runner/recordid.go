@@ -1,8 +1,12 @@
 package runner
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+
+	"github.com/bridge-runner/bridge-runner/backends"
 )
 
 // KeyIDFingerprint records a fingerprint of the id the backend returned,
@@ -27,4 +31,23 @@ func checkRecordedID(rec *Record) error {
 	return fault(FaultRecordID, KeyID, "%q is not the job this record submitted (%s does not match it: edited by hand?); "+
 		"put back the id the backend returned, or delete the record (bridge-runner cleanup) and run the step again",
 		id, KeyIDFingerprint)
+}
+
+// checkID refuses a recorded id that this record did not submit: one whose
+// fingerprint does not match, or one without a fingerprint (put there by
+// hand, or by an older version) that the backend does not know while the
+// record says the job has not ended. Anything else is followed as before.
+func (r *run) checkID(ctx context.Context, be backends.Backend, id string) error {
+	if err := checkRecordedID(r.rec); err != nil {
+		return err
+	}
+	if r.rec.Data[KeyIDFingerprint] != "" || backends.State(r.rec.Data[KeyJobStatus]).Final() {
+		return nil
+	}
+	if _, err := be.Status(ctx, id); errors.Is(err, backends.ErrNotFound) {
+		return fault(FaultRecordID, KeyID, "%q is not a job the backend knows, and nothing shows that bridge-runner recorded it "+
+			"(no %s); put back the id the backend returned, or delete the record (bridge-runner cleanup) and run the step again",
+			id, KeyIDFingerprint)
+	}
+	return nil
 }

@@ -238,6 +238,15 @@ func TestHostileInputHandEditedID(t *testing.T) {
 	assert.Equal(t, ExitInvalid, r.code, r.stderr)
 	_, err = store.Get(context.Background())
 	assert.NoError(t, err, "the record is kept for a person to look at")
+
+	// An id put into a record by hand, without a fingerprint, that the
+	// backend does not know: refused at once, not followed into UNKNOWN.
+	other := t.TempDir()
+	writeRecord(t, other, "j", map[string]string{"backend": "local", "jobdata.jobScript": "true", "id": "no-such-job"})
+	r = run(t, "invoke", "--state-dir", other, "--job-name", "j")
+	assert.Equal(t, ExitInvalid, r.code, r.stderr)
+	assert.Contains(t, r.stdout+r.stderr, "no-such-job")
+	assert.Contains(t, r.stdout+r.stderr, "not a job the backend knows")
 }
 
 // TestHostileInputRelativeStateDir: a relative --state-dir works with the
