@@ -224,13 +224,17 @@ func TestDurations(t *testing.T) {
 func TestCredentialFilesAreCapped(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), make([]byte, MaxCredentialFileBytes+1), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "apikey"), []byte(strings.Repeat("k", MaxCredentialFileBytes)), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "whole"), []byte(strings.Repeat("k", MaxCredentialFileBytes)), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "apikey"), []byte(strings.Repeat("k", 300)+"\n"), 0o600))
 	_, err := DirCredentials{Dir: dir, Secrets: &Secrets{}}.Get("token")
 	f := requireFault(t, err, FaultCredentials, "credentials")
 	assert.Contains(t, f.Error(), filepath.Join(dir, "token"))
+	b, err := readCredentialFile(filepath.Join(dir, "whole"))
+	require.NoError(t, err, "a file of exactly the cap is read")
+	assert.Len(t, b, MaxCredentialFileBytes)
 	v, err := DirCredentials{Dir: dir, Secrets: &Secrets{}}.Get("apikey")
 	require.NoError(t, err)
-	assert.Len(t, v, MaxCredentialFileBytes)
+	assert.Len(t, v, 300)
 }
 
 func TestS3CredentialErrorsNameTheS3Flag(t *testing.T) {
