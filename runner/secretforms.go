@@ -19,15 +19,18 @@ import (
 // secret is one registered value with the forms Scrub looks for.
 type secret struct {
 	value string
-	// pattern matches the value with each character written literally or
+	// patterns match the value with each character written literally or
 	// in any escape a wire format uses for it (JSON, XML/HTML entities,
 	// percent-encoding, "+" for a space), mixed freely and nested a few
-	// levels deep (an echoed body escaped once more by the answer).
-	pattern *regexp.Regexp
-	// cut matches the value's beginning (minSecretLen runes or more), in
-	// the same mix of encodings, right before a "..." or "…": a text cut
-	// short there, perhaps in the middle of an escape.
-	cut *regexp.Regexp
+	// levels deep (an echoed body escaped once more by the answer). A long
+	// value (an IAM token is ~1 KB) has one pattern per chunk of it: one
+	// pattern for the whole would exceed what regexp compiles, and every
+	// chunk of a secret is secret itself.
+	patterns []*regexp.Regexp
+	// cuts match a chunk's beginning (minSecretLen runes or more), in the
+	// same mix of encodings, right before a "..." or "…": a text cut short
+	// there, perhaps in the middle of an escape.
+	cuts []*regexp.Regexp
 	// exact are fixed strings: the cores of the value's base64 encodings
 	// (see base64Cores), which a pattern cannot describe.
 	exact []string
@@ -50,10 +53,17 @@ const (
 	// minBase64Core: shorter base64 cores are not scrubbed; they would
 	// match ordinary words in a base64-heavy text.
 	minBase64Core = 6
+	// chunkRunes: values longer than this get one pattern per chunk of at
+	// most this many runes (regexp refuses a program for ~500 runes).
+	chunkRunes = 96
 )
 
 func newSecret(v string) secret {
-	s := secret{value: v, pattern: regexp.MustCompile(runePatterns(v)), cut: regexp.MustCompile(cutPattern(v))}
+	s := secret{value: v}
+	for _, c := range chunks(v) {
+		s.patterns = append(s.patterns, regexp.MustCompile(runePatterns(c)))
+		s.cuts = append(s.cuts, regexp.MustCompile(cutPattern(c)))
+	}
 	s.maxLen = maxRuneForm * utf8.RuneCountInString(v)
 	s.exact = base64Cores(v)
 	s.cuttable = append([]string{v}, encodedForms(v)...)
@@ -62,6 +72,18 @@ func newSecret(v string) secret {
 		s.maxLen = max(s.maxLen, len(f))
 	}
 	return s
+}
+
+// chunks splits v into pieces of at most chunkRunes runes, none shorter than
+// chunkRunes/2 unless v itself is (a short last piece joins the one before).
+func chunks(v string) []string {
+	runes := []rune(v)
+	var out []string
+	for len(runes) > chunkRunes+chunkRunes/2 {
+		out = append(out, string(runes[:chunkRunes]))
+		runes = runes[chunkRunes:]
+	}
+	return append(out, string(runes))
 }
 
 // runePatterns builds the pattern that matches v in any mix of encodings.
@@ -88,7 +110,7 @@ func cutPattern(v string) string {
 		b.WriteString("(?:" + strings.Join(runeForms(r), "|") + ")")
 	}
 	b.WriteString(strings.Repeat(")?", len(runes)-need))
-	b.WriteString(`(?:[%&\\][#\w]{0,12})?(?P<mark>\.\.\.|…)`)
+	b.WriteString(`(?:[%&\\]{1,9}[#\w]{0,12})?(?P<mark>\.\.\.|…)`)
 	return b.String()
 }
 
@@ -222,6 +244,45 @@ func nextCut(text string) int {
 		return j
 	}
 	return i
+}
+
+// redactMatches replaces what any of res matches in text with "[redacted]".
+// The matches are found in the unchanged text and merged first: the chunks
+// of a long secret may overlap (a value that repeats itself), and replacing
+// one chunk's match before looking for the next would hide the next. A
+// submatch named "mark" (the "..." of a cut) is kept.
+func redactMatches(text string, res []*regexp.Regexp) string {
+	type span struct{ from, to int }
+	var spans []span
+	for _, re := range res {
+		mark := re.SubexpIndex("mark")
+		for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
+			to := m[1]
+			if mark > 0 && m[2*mark] >= 0 {
+				to = m[2*mark]
+			}
+			if to > m[0] {
+				spans = append(spans, span{m[0], to})
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return text
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var b strings.Builder
+	done := 0
+	for i := 0; i < len(spans); {
+		from, to := spans[i].from, spans[i].to
+		for i++; i < len(spans) && spans[i].from <= to; i++ {
+			to = max(to, spans[i].to)
+		}
+		b.WriteString(text[done:max(from, done)])
+		b.WriteString("[redacted]")
+		done = to
+	}
+	b.WriteString(text[done:])
+	return b.String()
 }
 
 // replaceNear applies replace to the parts of text within maxLen bytes of a

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"html"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,5 +102,36 @@ func BenchmarkScrub(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		_ = secrets.Scrub(text)
+	}
+}
+
+// An IAM access token is about 1 KB: a secret that long must register
+// without a panic and be scrubbed in every wire form, whole or cut short.
+func TestScrubLongSecrets(t *testing.T) {
+	hostile := []rune(hostileSecret)
+	for _, n := range []int{400, 512, 1100, 4096} {
+		var b strings.Builder
+		for i := 0; b.Len() < n; i++ {
+			b.WriteRune(hostile[i%len(hostile)])
+			b.WriteString(strconv.Itoa(i))
+		}
+		secret := b.String()
+		secrets := &runner.Secrets{}
+		assert.NotPanics(t, func() { secrets.Add(secret) }, "len %d", n)
+		for name, form := range wireForms(secret) {
+			got := secrets.Scrub("error: " + form + " refused")
+			if strings.Contains(name, "base64") || strings.Contains(name, "basic") {
+				// The edges of a base64 text also encode what surrounds
+				// the secret; its middle must be gone.
+				assert.NotContains(t, got, form[len(form)/2-20:len(form)/2+20], "len %d, form %s", n, name)
+				continue
+			}
+			// What is left between the redactions may be a stray escape
+			// character of a chunk boundary, never a character of the value.
+			left := strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(got, "error: "), " refused"), "[redacted]", "")
+			assert.Empty(t, strings.Trim(left, `\%&;#+`), "len %d, form %s: %q", n, name, got)
+			cut := secrets.Scrub("error: " + form[:len(form)/2] + "...")
+			assert.NotContains(t, cut, form[len(form)/2-40:len(form)/2], "len %d, form %s cut", n, name)
+		}
 	}
 }
