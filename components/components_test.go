@@ -62,6 +62,10 @@ type component struct {
 
 var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
+// parameterTypes are the KFP types we use; any other type would make an
+// input an artifact.
+var parameterTypes = []string{runner.TypeString, runner.TypeBoolean, runner.TypeInteger}
+
 func load(t *testing.T) map[string]*component {
 	t.Helper()
 	files, err := filepath.Glob("*.yaml")
@@ -111,8 +115,8 @@ func TestComponentsAreWellFormed(t *testing.T) {
 	for file, c := range load(t) {
 		ins, outs := map[string]input{}, map[string]bool{}
 		for _, in := range c.Inputs {
-			if !snake.MatchString(in.Name) || in.Type != "String" || in.Description == "" {
-				t.Errorf("%s: input %+v: want a snake_case name, type String (a KFP parameter) and a description", file, in)
+			if !snake.MatchString(in.Name) || !slices.Contains(parameterTypes, in.Type) || in.Description == "" {
+				t.Errorf("%s: input %+v: want a snake_case name, a KFP parameter type %v and a description", file, in, parameterTypes)
 			}
 			if in.Optional && in.Default == nil {
 				t.Errorf("%s: input %s is optional without a default", file, in.Name)
@@ -201,6 +205,8 @@ func TestInputsAreTheJobDescription(t *testing.T) {
 				continue
 			case in.Default == nil || *in.Default != f.Default:
 				t.Errorf("%s: input %s defaults to %v, the flag --%s to %q", file, f.InputName(), in.Default, f.Flag, f.Default)
+			case in.Type != f.Type():
+				t.Errorf("%s: input %s has type %s, want %s (runner.Field.Type)", file, f.InputName(), in.Type, f.Type())
 			}
 			if got := flagFor(t, file, c, "inputValue", f.InputName()); got != "--"+f.Flag {
 				t.Errorf("%s: input %s is passed as %q, want --%s", file, f.InputName(), got, f.Flag)
@@ -209,6 +215,23 @@ func TestInputsAreTheJobDescription(t *testing.T) {
 	}
 	for _, file := range []string{"invoke", "bridge-job"} {
 		c := cs[file]
+		ins := map[string]input{}
+		for _, in := range c.Inputs {
+			ins[in.Name] = in
+		}
+		for _, i := range runner.InvokeInputs {
+			in, ok := ins[i.InputName()]
+			switch {
+			case !ok:
+				t.Errorf("%s: no input %s (flag --%s)", file, i.InputName(), i.Flag)
+				continue
+			case in.Default == nil || *in.Default != i.Default || in.Type != i.Type || in.Description != i.Help:
+				t.Errorf("%s: input %+v, want default %q, type %s and the flag's help as description", file, in, i.Default, i.Type)
+			}
+			if got := flagFor(t, file, c, "inputValue", i.InputName()); got != "--"+i.Flag {
+				t.Errorf("%s: input %s is passed as %q, want --%s", file, i.InputName(), got, i.Flag)
+			}
+		}
 		var got, want []string
 		for _, o := range c.Outputs {
 			got = append(got, o.Name)
@@ -389,6 +412,38 @@ func TestContractBridgeJob(t *testing.T) {
 	run(t, expand(t, "cleanup", cs["cleanup"], map[string]string{"job_name": "all-in-one"}, out), dir, false)
 	if _, err := record(t, dir, "all-in-one"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cleanup left the record: %v", err)
+	}
+}
+
+// TestContractExitZero: with exit_zero as KFP renders a Boolean (true) a
+// failed job ends the task with exit 0 (run fails the test otherwise) and its
+// outcome in the outputs; Integer and Boolean job-description inputs are
+// rendered as KFP renders them (5, false) and the binary accepts them.
+func TestContractExitZero(t *testing.T) {
+	cs := load(t)
+	for _, file := range []string{"bridge-job", "invoke"} {
+		dir, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
+		job := "exit-zero-" + file
+		spec := map[string]string{"job_name": job, "backend": "local", "script": "echo failing; exit 3", "update_interval": "1",
+			"s3_secure": "false", "s3_create_bucket": "false"}
+		if file == "invoke" {
+			run(t, expand(t, "create-configmap", cs["create-configmap"], spec, out), dir, false)
+			spec = map[string]string{"job_name": job}
+		}
+		spec["exit_zero"] = "true"
+		run(t, expand(t, file, cs[file], spec, out), dir, false)
+		if o := readOutputs(t, cs[file], out); o["status"] != "FAILED" || o["job_exit_code"] != "3" {
+			t.Errorf("%s: outputs %v, want status FAILED and job_exit_code 3", file, o)
+		}
+	}
+	// The proof must be able to fail: without exit_zero the task fails.
+	dir, out := t.TempDir(), filepath.Join(t.TempDir(), "out")
+	args := expand(t, "bridge-job", cs["bridge-job"], map[string]string{"job_name": "no-exit-zero", "backend": "local", "script": "exit 3", "update_interval": "1"}, out)
+	cmd := exec.Command(binary(t), append(args, "--state-dir", filepath.Join(dir, "state"), "--store", "file")...)
+	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBECONFIG=")
+	var ee *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("bridge-job without exit_zero on a failing job: %v, want exit 1", err)
 	}
 }
 

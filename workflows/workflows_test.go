@@ -246,6 +246,24 @@ func TestParametersAreTheJobDescription(t *testing.T) {
 			t.Errorf("bridge-job argument %s is %v, want the flag's default %q", f.InputName(), p.Value, f.Default)
 		}
 	}
+	// The invoke settings (runner.InvokeInputs): parameters of invoke and
+	// bridge-job, and arguments of the WorkflowTemplate bridge-job, with the
+	// flag's default and help; invoke passes each to its flag.
+	for _, in := range runner.InvokeInputs {
+		for _, name := range []string{"invoke", "bridge-job"} {
+			p, ok := params(tmpl(t, lib, name))[in.InputName()]
+			if !ok || p.Default == nil || p.Default.String() != in.Default || p.Description == nil || p.Description.String() != in.Help {
+				t.Errorf("%s/%s parameter %s is %+v, want default %q and the flag's help as description", library, name, in.InputName(), p, in.Default)
+			}
+		}
+		if p, ok := args[in.InputName()]; !ok || p.Value == nil || p.Value.String() != in.Default {
+			t.Errorf("bridge-job argument %s is %+v, want the flag's default %q", in.InputName(), p, in.Default)
+		}
+		a := tmpl(t, lib, "invoke").Container.Args
+		if i := slices.Index(a, "--"+in.Flag); i < 0 || i+1 >= len(a) || a[i+1] != "{{inputs.parameters."+in.InputName()+"}}" {
+			t.Errorf("invoke does not pass --%s {{inputs.parameters.%s}}", in.Flag, in.InputName())
+		}
+	}
 	// invoke's outputs are exactly the step outputs, read from the files
 	// the binary writes, with a default for when it could not.
 	inv := tmpl(t, lib, "invoke")
@@ -602,6 +620,22 @@ func TestContractBridgeJobDAG(t *testing.T) {
 	in["credentials_secret"] = "creds"
 	s.run(s.wts[library], "bridge-job", argsOf(in), "bridge-job")
 	checkLocalRun(t, s, "dag-job")
+}
+
+// TestContractExitZero: bridge-job with exit_zero=true on a job that fails
+// ends every step with exit 0 (the sim fails the test otherwise) and carries
+// the outcome in invoke's outputs, so a downstream task can branch on it.
+func TestContractExitZero(t *testing.T) {
+	s := newSim(t, nil, func(string) mode { return real })
+	in := localJob()
+	in["script"] = "echo failing; exit 3"
+	in["job_name"] = "exit-zero"
+	in["credentials_secret"] = "creds"
+	in["exit_zero"] = "true"
+	s.run(s.wts[library], "bridge-job", argsOf(in), "bridge-job")
+	if s.outputs["status"] != "FAILED" || s.outputs["job_exit_code"] != "3" {
+		t.Errorf("invoke's outputs: %v, want status FAILED, job_exit_code 3", s.outputs)
+	}
 }
 
 // TestContractBridgeJobWorkflow runs the WorkflowTemplate bridge-job as a

@@ -24,6 +24,7 @@ type invokeOptions struct {
 	followLogs     bool
 	s3CredsDir     string
 	statusKeys     string
+	inputs         *invokeInputs
 }
 
 func (a *app) newInvokeCmd() *cobra.Command {
@@ -69,6 +70,7 @@ stderr; stdout carries one JSON summary line.`,
 	fs.StringVar(&o.s3CredsDir, "s3-credentials-dir", "/s3credentials", "directory of the mounted S3 credentials Secret (accesskey and secretkey)")
 	fs.StringVar(&o.statusKeys, "status-keys", runner.StatusKeysAuto, "also write the status keys and words IBM's Bridge Operator reads (KILL for KILLED, unprefixed jobStatus, ...): auto (when IBM's operator owns the record), ibm or ours")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
+	o.inputs = bindInvokeInputs(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
 }
@@ -84,7 +86,7 @@ func defaultGrace() time.Duration {
 
 func (a *app) runInvoke(cmd *cobra.Command, o *invokeOptions) error {
 	res, err := a.invoke(cmd, o)
-	res.Exit = exitCode(res, err)
+	res.Exit = o.inputs.exit(exitCode(res, err))
 	if err != nil {
 		a.log.Error("invoke failed", "err", err, "exit", res.Exit)
 	}
