@@ -77,6 +77,11 @@ type Invoker struct {
 	// StatusKeys is auto, ibm or ours: whether IBM's status keys and words
 	// are written too (see ibmcompat.go).
 	StatusKeys string
+	// Owner names the task this invoke runs for (StepOwner); the record is
+	// refused if another task used it. Empty: no check.
+	Owner string
+	// Deadline is when the pod will be stopped; invoke stops before it.
+	Deadline time.Time
 
 	last *run // the latest Run's state, for Result
 }
@@ -97,6 +102,8 @@ func (iv *Invoker) Result() *Result {
 func (iv *Invoker) Run(ctx context.Context) error {
 	r := &run{Invoker: iv.withDefaults()}
 	iv.last = r
+	ctx, stop := r.stopBeforeDeadline(ctx)
+	defer stop()
 	err := r.execute(ctx)
 	if err != nil {
 		r.result.Message = r.Secrets.Scrub(err.Error())
@@ -165,6 +172,9 @@ func (r *run) execute(ctx context.Context) error {
 		if _, err := prepare(); err != nil {
 			return err
 		}
+	}
+	if err := r.claim(ctx); err != nil {
+		return err
 	}
 	log := r.Log.With("backend", desc.Backend, "record", r.Store.Describe())
 
@@ -285,7 +295,7 @@ func (r *run) loadRecord(ctx context.Context) error {
 		return fmt.Errorf("reading %s: %w", r.Store.Describe(), err)
 	case r.Spec != nil:
 		if diff := Diff(SpecFromData(rec.Data), *r.Spec); len(diff) > 0 {
-			return backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name",
+			return backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name: one per run and per loop item (e.g. {{workflow.name}}-{{item}})",
 				r.Store.Describe(), strings.Join(diff, ", "))
 		}
 	}
@@ -309,7 +319,7 @@ func EnsureRecord(ctx context.Context, store Store, spec Spec, budget time.Durat
 		return nil, fmt.Errorf("creating %s: %w", store.Describe(), err)
 	}
 	if diff := Diff(SpecFromData(rec.Data), spec); len(diff) > 0 {
-		return nil, backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name",
+		return nil, backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name: one per run and per loop item (e.g. {{workflow.name}}-{{item}})",
 			store.Describe(), strings.Join(diff, ", "))
 	}
 	return rec, nil

@@ -159,6 +159,12 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 		d := &runner.Disruption{Client: cm.Client, Dynamic: dc, Namespace: podNamespace(), Pod: runner.PodName()}
 		iv.Detach = d.Detach
+		var ferr error
+		if iv.Owner, iv.Deadline, ferr = runner.StepFacts(cmd.Context(), cm.Client, d.Namespace, d.Pod); ferr != nil {
+			a.log.Warn("no check that the record is this task's, no stop before the pod's deadline", "err", ferr)
+		}
+	} else {
+		iv.Deadline = runner.ArgoDeadline()
 	}
 	err = iv.Run(cmd.Context())
 	kube := int64(0)
