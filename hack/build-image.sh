@@ -4,9 +4,10 @@
 #
 # The image is what the Dockerfile makes, the same way: the static binary built
 # with CGO_ENABLED=0 -trimpath and the Dockerfile's -ldflags at /bridge-runner,
-# entrypoint /bridge-runner, user 65532:65532, on an empty base with the few files
-# of distroless/static (/etc/passwd, /etc/group, /tmp). The Dockerfile stays what
-# users build.
+# Debian's busybox-static from the Dockerfile's Debian release as /bin/sh (the
+# local backend's shell), entrypoint /bridge-runner, user 65532:65532, on an
+# empty base with the few files of distroless/static (/etc/passwd, /etc/group,
+# /tmp). The Dockerfile stays what users build.
 #
 # It is tagged with the image the shipped manifests pin (workflows/kustomization.yaml,
 # so `kubectl apply -k workflows` runs it unchanged; the cluster's containerd can
@@ -45,11 +46,27 @@ if command -v file >/dev/null; then
 fi
 t_bin=$(now_ms)
 
+# /bin/sh: busybox-static of the Debian release the Dockerfile's shell stage
+# uses, fetched with this host's apt (which must be that release) and cached.
+release=$(awk '$1 == "FROM" && $NF == "shell" {split($2, a, ":"); sub(/-slim$/, "", a[2]); print a[2]; exit}' "$ROOT/Dockerfile")
+[ -n "$release" ] || die "no 'FROM debian:<release>-slim AS shell' stage in the Dockerfile"
+BB=$CACHE/images/busybox-static-$release/bin/busybox
+if [ ! -x "$BB" ]; then
+  # shellcheck disable=SC1091
+  host_release=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  [ "$host_release" = "$release" ] || die "the Dockerfile's shell comes from Debian $release, this host is ${host_release:-unknown}: fetch busybox-static of $release by hand into $(dirname "$(dirname "$BB")")"
+  (cd "$work" && apt-get download busybox-static >/dev/null 2>&1) || die "apt-get download busybox-static failed (apt-get update?)"
+  rm -rf "$(dirname "$(dirname "$BB")")"
+  dpkg-deb -x "$work"/busybox-static_*.deb "$(dirname "$(dirname "$BB")")"
+  [ -x "$BB" ] || die "busybox-static has no /bin/busybox"
+fi
+
 MK=$CACHE/images/mkimage
 if [ ! -x "$MK" ] || [ -n "$(find "$ROOT/e2e/cmd/mkimage" "$ROOT/e2e/go.mod" -newer "$MK" -print -quit)" ]; then
   (cd "$ROOT/e2e" && CGO_ENABLED=0 go build -trimpath -o "$MK.tmp" ./cmd/mkimage) && mv "$MK.tmp" "$MK"
 fi
 "$MK" -binary "$work/bridge-runner" -path /bridge-runner -entrypoint /bridge-runner -user 65532:65532 \
+  -file "$BB:/bin/sh" \
   -tag "$pinned,bridge-e2e.local/bridge-runner:e2e" -o "$OUT"
 log "image $pinned built in $(elapsed_s "$t0")s (go build $(( (t_bin - t0) / 1000 ))s; $(du -h "$OUT" | cut -f1))"
 

@@ -1,13 +1,16 @@
 // Command mkimage writes a single-binary container image as a `docker save`
 // style tarball that `ctr images import` loads, without a registry or a
 // container engine: an empty base, one layer with the binary (and the few
-// files a distroless static image has: /etc/passwd, /etc/group, /tmp), and the
-// entrypoint and user in the image config.
+// files a distroless static image has: /etc/passwd, /etc/group, /tmp), any
+// extra files given with -file, and the entrypoint and user in the image
+// config.
 //
 //	mkimage -binary bin/bridge-runner -path /bridge-runner -entrypoint /bridge-runner \
+//	        -file /path/to/busybox:/bin/sh \
 //	        -user 65532:65532 -tag bridge-e2e.local/bridge-runner:dev -o image.tar
 //
-// -tag takes several comma-separated references for the same image.
+// -tag takes several comma-separated references for the same image; -file
+// (repeatable) copies SRC to DEST in the image, executable.
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"sort"
 	"strings"
 	"time"
 
@@ -35,6 +39,15 @@ func main() {
 	user := flag.String("user", "", "the image's user, e.g. 65532:65532 (default: root)")
 	tag := flag.String("tag", "", "the image reference(s), comma-separated, e.g. bridge-e2e.local/bridge-runner:dev")
 	out := flag.String("o", "", "the tarball to write")
+	var extra []extraFile
+	flag.Func("file", "SRC:DEST: copy SRC into the image at DEST, mode 0755 (repeatable)", func(v string) error {
+		src, dest, ok := strings.Cut(v, ":")
+		if !ok || src == "" || !path.IsAbs(dest) {
+			return fmt.Errorf("want SRC:DEST with an absolute DEST, got %q", v)
+		}
+		extra = append(extra, extraFile{src: src, dest: dest})
+		return nil
+	})
 	flag.Parse()
 	if *binary == "" || *dest == "" || *tag == "" || *out == "" {
 		flag.Usage()
@@ -43,13 +56,16 @@ func main() {
 	if *entrypoint == "" {
 		*entrypoint = *dest
 	}
-	if err := run(*binary, *dest, *entrypoint, *user, *tag, *out); err != nil {
+	if err := run(*binary, *dest, *entrypoint, *user, *tag, *out, extra); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(binary, dest, entrypoint, user, tags, out string) error {
+// extraFile is a file copied into the image (-file).
+type extraFile struct{ src, dest string }
+
+func run(binary, dest, entrypoint, user, tags, out string, extra []extraFile) error {
 	var refs []name.Tag
 	for _, t := range strings.Split(tags, ",") {
 		ref, err := name.NewTag(strings.TrimSpace(t))
@@ -62,7 +78,13 @@ func run(binary, dest, entrypoint, user, tags, out string) error {
 	if err != nil {
 		return err
 	}
-	layerTar, err := buildLayer(bin, dest)
+	files := map[string][]byte{dest: bin}
+	for _, f := range extra {
+		if files[f.dest], err = os.ReadFile(f.src); err != nil {
+			return err
+		}
+	}
+	layerTar, err := buildLayer(files)
 	if err != nil {
 		return err
 	}
@@ -106,9 +128,9 @@ func run(binary, dest, entrypoint, user, tags, out string) error {
 	return os.Rename(tmp, out)
 }
 
-// buildLayer returns an uncompressed tar with the binary at dest (0755) and
-// the small files of a distroless static image.
-func buildLayer(bin []byte, dest string) ([]byte, error) {
+// buildLayer returns an uncompressed tar with the small files of a
+// distroless static image and the given executables (path -> content, 0755).
+func buildLayer(execs map[string][]byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	mtime := time.Unix(0, 0)
@@ -141,8 +163,15 @@ func buildLayer(bin []byte, dest string) ([]byte, error) {
 	if err := addFile("/etc/group", 0o644, []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")); err != nil {
 		return nil, err
 	}
-	if err := addFile(dest, 0o755, bin); err != nil {
-		return nil, err
+	paths := make([]string, 0, len(execs))
+	for p := range execs {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths) // the same layer, byte for byte, for the same inputs
+	for _, p := range paths {
+		if err := addFile(p, 0o755, execs[p]); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
