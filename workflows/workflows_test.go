@@ -396,6 +396,7 @@ type sim struct {
 	ran      []string            // the steps run, in order
 	records  []map[string]string // the record's data after each create-configmap
 	outputs  map[string]string   // invoke's outputs, from the files it wrote
+	invoked  []string            // the job names invoke ran with
 }
 
 func newSim(t *testing.T, globals map[string]string, modeFor func(string) mode) *sim {
@@ -420,16 +421,41 @@ func (s *sim) run(scope *wfv1.WorkflowTemplate, name string, args wfv1.Arguments
 		s.exec(resolved, where+" > "+name)
 	case resolved.DAG != nil:
 		done := map[string]bool{}
+		outs := map[string]map[string]string{} // task -> its outputs (those of the invoke it ran)
 		for _, task := range resolved.DAG.Tasks {
 			for _, dep := range strings.Fields(strings.NewReplacer("&&", " ", "||", " ", "(", " ", ")", " ").Replace(task.Depends)) {
 				if !done[strings.Split(dep, ".")[0]] {
 					s.t.Fatalf("%s: task %s depends on %s, which does not come before it", where, task.Name, dep)
 				}
 			}
-			s.call(scope, task.Template, task.TemplateRef, task.Arguments, where+" > "+name+"."+task.Name)
 			done[task.Name] = true
-			if h, ok := task.Hooks[wfv1.ExitLifecycleEvent]; ok {
-				s.call(scope, h.Template, h.TemplateRef, h.Arguments, where+" > "+name+"."+task.Name+".hooks.exit")
+			items := []string{""}
+			if len(task.WithItems) > 0 {
+				items = nil
+				for _, it := range task.WithItems {
+					items = append(items, it.GetStrVal())
+				}
+			}
+			for _, item := range items {
+				at := where + " > " + name + "." + task.Name
+				if item != "" {
+					at += "(" + item + ")"
+				}
+				if task.When != "" && !s.when(taskRefs(task.When, outs, item), at) {
+					continue
+				}
+				args := task.Arguments.DeepCopy()
+				for i, p := range args.Parameters {
+					if p.Value != nil {
+						args.Parameters[i].Value = wfv1.AnyStringPtr(taskRefs(p.Value.String(), outs, item))
+					}
+				}
+				s.outputs = nil
+				s.call(scope, task.Template, task.TemplateRef, *args, at)
+				outs[task.Name] = s.outputs
+				if h, ok := task.Hooks[wfv1.ExitLifecycleEvent]; ok {
+					s.call(scope, h.Template, h.TemplateRef, h.Arguments, at+".hooks.exit")
+				}
 			}
 		}
 	case resolved.Steps != nil:
@@ -441,6 +467,35 @@ func (s *sim) run(scope *wfv1.WorkflowTemplate, name string, args wfv1.Arguments
 	default:
 		s.t.Fatalf("%s: template %s is neither a container, a DAG nor steps", where, name)
 	}
+}
+
+// taskRefs resolves what Argo resolves when a DAG task runs: {{item}} and
+// {{tasks.T.outputs.parameters.P}} (every task here is a bridge job, whose
+// outputs are its invoke's).
+func taskRefs(v string, outs map[string]map[string]string, item string) string {
+	v = strings.ReplaceAll(v, "{{item}}", item)
+	for task, o := range outs {
+		for k, val := range o {
+			v = strings.ReplaceAll(v, "{{tasks."+task+".outputs.parameters."+k+"}}", val)
+		}
+	}
+	return v
+}
+
+// when evaluates a resolved when: condition of the form "a == b" or
+// "a != b", the only forms the shipped workflows use.
+func (s *sim) when(cond, where string) bool {
+	s.t.Helper()
+	for _, op := range []string{"==", "!="} {
+		if a, b, ok := strings.Cut(cond, " "+op+" "); ok {
+			if strings.Contains(cond, "{{") {
+				s.t.Fatalf("%s: when %q is not resolved", where, cond)
+			}
+			return (strings.TrimSpace(a) == strings.TrimSpace(b)) == (op == "==")
+		}
+	}
+	s.t.Fatalf("%s: when %q is not of the form a == b or a != b", where, cond)
+	return false
 }
 
 func (s *sim) call(scope *wfv1.WorkflowTemplate, name string, ref *wfv1.TemplateRef, args wfv1.Arguments, where string) {
@@ -501,6 +556,7 @@ func (s *sim) exec(tp *wfv1.Template, where string) {
 	case "create-configmap":
 		s.records = append(s.records, readRecord(s.t, state, flagValue(args, "--job-name")))
 	case "invoke":
+		s.invoked = append(s.invoked, flagValue(args, "--job-name"))
 		s.outputs = map[string]string{}
 		for _, p := range tp.Outputs.Parameters {
 			b, err := os.ReadFile(out + strings.TrimPrefix(p.ValueFrom.Path, outputsDir))
@@ -662,8 +718,11 @@ func TestContractBridgeJobWorkflow(t *testing.T) {
 
 // TestContractExamples runs each example Workflow through the templates:
 // create-configmap for real (the example's job description must be valid),
-// invoke and cleanup parsed only, since they need the remote system (the
-// local example runs all three for real).
+// invoke and cleanup parsed only, since they need the remote system. The
+// examples whose jobs run on the local backend (local, branching, loop) run
+// all three for real, with their when: branches and withItems loops: the
+// branching example's failing job leads to on-failure only, the loop makes
+// one job per item.
 func TestContractExamples(t *testing.T) {
 	backendsOut, err := exec.Command(binary(t), "version", "-o", "json").Output()
 	if err != nil {
@@ -673,10 +732,19 @@ func TestContractExamples(t *testing.T) {
 	if err := json.Unmarshal(backendsOut, &v); err != nil {
 		t.Fatal(err)
 	}
-	for backend, wf := range loadExamples(t) {
-		t.Run(backend, func(t *testing.T) {
+	// How many bridge jobs (create-configmap, invoke, cleanup) each runs.
+	jobs := map[string]int{"branching": 2, "loop": 4}
+	for dir, wf := range loadExamples(t) {
+		t.Run(dir, func(t *testing.T) {
+			backend, globals := dir, map[string]string{}
+			for _, p := range wf.Spec.Arguments.Parameters {
+				globals["workflow.parameters."+p.Name] = p.Value.String()
+				if p.Name == "backend" {
+					backend = p.Value.String()
+				}
+			}
 			built := slices.Contains(v.Backends, backend)
-			s := newSim(t, nil, func(step string) mode {
+			s := newSim(t, globals, func(step string) mode {
 				if backend == "local" || (step == "create-configmap" && built) {
 					return real
 				}
@@ -686,13 +754,28 @@ func TestContractExamples(t *testing.T) {
 				t.Logf("backend %s is not built into bridge-runner yet (it has %v): its job description is only parsed", backend, v.Backends)
 			}
 			holder := &wfv1.WorkflowTemplate{ObjectMeta: wf.ObjectMeta, Spec: wf.Spec}
-			holder.Name = "example-" + backend
-			s.run(holder, wf.Spec.Entrypoint, wf.Spec.Arguments, "examples/"+backend)
-			if want := []string{"create-configmap", "invoke", "cleanup"}; !slices.Equal(s.ran, want) {
+			holder.Name = "example-" + dir
+			s.run(holder, wf.Spec.Entrypoint, wf.Spec.Arguments, "examples/"+dir)
+			n := max(jobs[dir], 1)
+			var want []string
+			for range n {
+				want = append(want, "create-configmap", "invoke", "cleanup")
+			}
+			if !slices.Equal(s.ran, want) {
 				t.Fatalf("ran %v, want %v", s.ran, want)
 			}
 			if built && s.records[0]["backend"] != backend {
 				t.Errorf("the record's backend is %q", s.records[0]["backend"])
+			}
+			switch dir {
+			case "loop":
+				if want := []string{"wf-contract-a", "wf-contract-b", "wf-contract-c", "wf-contract-d"}; !slices.Equal(s.invoked, want) {
+					t.Errorf("the loop invoked %v, want one job per item %v", s.invoked, want)
+				}
+			case "branching":
+				if r := s.records[1]; !strings.Contains(r["jobdata.jobScript"], "ended") || !strings.Contains(r["jobproperties"], `"JOB_STATUS": "FAILED"`) {
+					t.Errorf("the branch after the failed job is not on-failure with its status: %v", r)
+				}
 			}
 		})
 	}
