@@ -33,8 +33,13 @@ def require(cond, msg):
         raise AssertionError(msg)
 
 
+# The inputs that are not strings, so that pipelines pass Python values
+# (runner.Field.Type and runner.InvokeInputs in Go say the same).
+TYPED = {"update_interval": "Integer", "s3_secure": "Boolean", "s3_create_bucket": "Boolean", "exit_zero": "Boolean"}
+
 # 1. Every component loads, as a container component whose inputs are all
-#    parameters (a missing or unknown type would make an artifact).
+#    parameters of the declared types (a missing or unknown type would make
+#    an artifact), and says how to turn caching off.
 for path in sorted(glob.glob(os.path.join(ROOT, "components", "*.yaml"))):
     rel = os.path.relpath(path, ROOT)
 
@@ -47,7 +52,9 @@ for path in sorted(glob.glob(os.path.join(ROOT, "components", "*.yaml"))):
         require(c.command[0] == "/bridge-runner", f"command is {c.command}")
         require("job_name" in spec.inputs, "no job_name input")
         for name, inp in spec.inputs.items():
-            require(inp.type == "String", f"input {name} has type {inp.type!r}, want String (a parameter)")
+            want = TYPED.get(name, "String")
+            require(inp.type == want, f"input {name} has type {inp.type!r}, want {want} (a parameter)")
+        require("set_caching_options(False)" in spec.description, "the description does not say how to turn caching off")
         for name, out in (spec.outputs or {}).items():
             require(out.type == "String", f"output {name} has type {out.type!r}, want String (a parameter)")
         args = " ".join(str(a) for a in c.args)
@@ -55,22 +62,35 @@ for path in sorted(glob.glob(os.path.join(ROOT, "components", "*.yaml"))):
                 "--job-name is not given the job_name input")
 
 
-# 2. Every example pipeline compiles, and the compiled IR runs bridge-runner
-#    with the credentials Secret mounted where the binary reads it.
+def compile_example(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "pipeline.yaml")
+        compiler.Compiler().compile(mod.pipeline, out)
+        with open(out) as f:
+            return list(yaml.safe_load_all(f))
+
+
+def all_tasks(ir):
+    tasks = {}
+    for dag in [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]:
+        tasks.update(dag.get("tasks", {}))
+    return tasks
+
+
+# 2. Every backend's example pipeline compiles, and the compiled IR runs
+#    bridge-runner with the credentials Secret mounted where the binary reads it.
 for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*", "kfp_pipeline.py"))):
     backend = os.path.basename(os.path.dirname(path))
+    if not os.path.exists(os.path.join(os.path.dirname(path), "job.yaml")):
+        continue  # not a backend's example (see 3.)
     rel = os.path.relpath(path, ROOT)
 
     @check(f"compile {rel}")
     def _(path=path, backend=backend):
-        spec = importlib.util.spec_from_file_location(f"example_{backend}", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "pipeline.yaml")
-            compiler.Compiler().compile(mod.pipeline, out)
-            with open(out) as f:
-                docs = list(yaml.safe_load_all(f))
+        docs = compile_example(path, f"example_{backend}")
         ir = docs[0]
         platform = docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"] if len(docs) > 1 else {}
         executors = ir["deploymentSpec"]["executors"]
@@ -106,6 +126,26 @@ for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*", "kfp_pipeline.p
             require("/s3credentials" in mounts, f"the job uses S3 ({s3}) but no Secret is mounted at /s3credentials")
         exit_tasks = [t for t, task in tasks.items() if task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"]
         require(exit_tasks == ["bridge-cleanup"], f"the exit handler tasks are {exit_tasks}, want [bridge-cleanup]")
+
+
+# 3. The branching example: a pipeline that passes Python values (an int and
+#    bools) to the typed inputs and branches on the job's status compiles,
+#    with exit_zero on, caching off, and the branch conditioned on status.
+@check("compile examples/branching/kfp_pipeline.py (typed arguments, dsl.If on status)")
+def _():
+    ir = compile_example(os.path.join(ROOT, "examples", "branching", "kfp_pipeline.py"), "example_branching")[0]
+    tasks = all_tasks(ir)
+    job = tasks.get("bridge-job")
+    require(job is not None, f"no bridge-job task (tasks: {sorted(tasks)})")
+    params = job["inputs"]["parameters"]
+    const = lambda n: params[n]["runtimeValue"]["constant"]
+    require(const("update_interval") == 5, f"update_interval is {const('update_interval')!r}, want the int 5")
+    require(const("s3_secure") is False and const("exit_zero") is True,
+            f"s3_secure {const('s3_secure')!r}, exit_zero {const('exit_zero')!r}: want the bools False, True")
+    for name in ("bridge-job", "bridge-cleanup"):
+        require(not tasks[name].get("cachingOptions", {}).get("enableCache"), f"{name} is cached")
+    conds = [t["triggerPolicy"]["condition"] for t in tasks.values() if t.get("triggerPolicy", {}).get("condition")]
+    require(any("status" in c and "DONE" in c for c in conds), f"no task is conditioned on the job's status (conditions: {conds})")
 
 
 passed = sum(1 for _, e in results if e is None)
