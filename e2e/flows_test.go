@@ -90,11 +90,12 @@ func (e *env) slurmExampleParams(script string) map[string]string {
 		"job_properties": e.jobProps(), "script": script}
 }
 
-// nodesNamed returns the Workflow's nodes with the display name, sorted by name.
-func nodesNamed(wf *unstructured.Unstructured, display string) []node {
+// itemNodes returns the nodes of a withItems task's items (task(0:a), ...),
+// sorted by name.
+func itemNodes(wf *unstructured.Unstructured, task string) []node {
 	var out []node
 	for _, n := range nodes(wf) {
-		if n.DisplayName == display || strings.HasPrefix(n.DisplayName, display+"(") {
+		if strings.HasPrefix(n.DisplayName, task+"(") {
 			out = append(out, n)
 		}
 	}
@@ -177,7 +178,7 @@ func TestExampleLoopSlurm(t *testing.T) {
 	if got := phaseOf(wf); got != "Succeeded" {
 		t.Fatalf("workflow phase = %s, want Succeeded", got)
 	}
-	items := nodesNamed(wf, "job")
+	items := itemNodes(wf, "job")
 	ids := map[string]bool{}
 	for _, n := range items {
 		if n.Type != "DAG" || n.Params["status"] != "DONE" {
