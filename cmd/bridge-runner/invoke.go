@@ -45,7 +45,9 @@ A retried or restarted invoke never submits twice: it re-attaches to the job
 recorded in the record, or finds it by the idempotency key stamped into it.
 Setting kill=true in the record, or SIGTERM, cancels the remote job. Step outputs
 are written to the files given by --output-* whatever the exit code; logs go to
-stderr; stdout carries one JSON summary line.`,
+stderr; stdout carries one JSON summary line. With --exit-zero true, a job that
+reached a final state exits 0 and its outcome is only in the status output (KFP
+and Argo DAGs publish outputs only of steps that succeed).`,
 		Example: `  # Run a script on this machine, no cluster needed:
   bridge-runner invoke --job-name hello --backend local --script 'echo hello from $BRIDGE_JOB_NAME'
 
