@@ -47,12 +47,14 @@ set-image:  ## make set-image IMAGE=registry/name:tag
 services-up:
 	bash hack/kube-up.sh
 	bash hack/slurm-up.sh
+	bash hack/slurm2411-up.sh
 	bash hack/s3-up.sh
 	bash hack/ray-up.sh
 
 services-down:
 	-bash hack/ray-down.sh
 	-bash hack/s3-down.sh
+	-bash hack/slurm2411-down.sh
 	-bash hack/slurm-down.sh
 	-bash hack/kube-down.sh
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sourced by hack/test.sh and hack/bench.sh: start the real services the
 # tests and benchmarks use (a kube-apiserver with etcd, an S3 server, a
-# Slurm with slurmrestd, a Ray cluster), export their env, and on exit stop
+# Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Ray cluster), export their env, and on exit stop
 # the ones this run started (services already up are left up, so a
 # developer's second run is fast; KEEP_SERVICES=1 keeps all).
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
 SLURM_DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
+SLURM2411_DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
 S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
 started=()
@@ -51,6 +52,10 @@ source "$S3_DIR/env"
 up slurm hack/slurm-up.sh hack/slurm-down.sh alive "$SLURM_DIR/rest/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM_DIR/env"
+# Slurm 24.11 (REST v0.0.40-v0.0.42) from a cached Debian 13 chroot.
+up slurm-24.11 hack/slurm2411-up.sh hack/slurm2411-down.sh alive "$SLURM2411_DIR/slurmrestd.pid"
+# shellcheck disable=SC1091
+source "$SLURM2411_DIR/env"
 up ray hack/ray-up.sh hack/ray-down.sh ray_alive
 # shellcheck disable=SC1091
 source "$RAY_DIR/env"

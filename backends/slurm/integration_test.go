@@ -1,16 +1,19 @@
 package slurm
 
-// Integration tests against a real Slurm with slurmrestd, as started by
-// hack/slurm-up.sh:
+// Integration tests against real Slurm clusters with slurmrestd: 22.05 as
+// started by hack/slurm-up.sh and 24.11 as started by hack/slurm2411-up.sh
+// (see realTargets):
 //
 //	hack/slurm-up.sh && . /tmp/bridge-runner-slurm/env
+//	hack/slurm2411-up.sh && . /tmp/bridge-runner-slurm2411/env
 //	go test ./backends/slurm/ -run Real -count=1 -v
 //
-// They read BRIDGE_TEST_SLURM_URL and either BRIDGE_TEST_SLURM_USER plus
-// BRIDGE_TEST_SLURM_TOKEN or BRIDGE_TEST_SLURM_CREDS (a directory with
-// username and token files, like a mounted Secret); BRIDGE_TEST_SLURM_JWT_KEY
-// (the cluster's HS256 key) enables the expired-token test. Without them the
-// tests skip, except under CI, where they fail.
+// For each cluster they read <PREFIX>_URL and either <PREFIX>_USER plus
+// <PREFIX>_TOKEN or <PREFIX>_CREDS (a directory with username and token
+// files, like a mounted Secret); <PREFIX>_JWT_KEY (the cluster's HS256 key)
+// enables the expired-token test; <PREFIX>_ROOT is where a chrooted
+// cluster's files are seen from here. A cluster without them is skipped, except
+// under CI, where its absence fails the tests.
 
 import (
 	"context"
@@ -75,30 +78,74 @@ func (c *countingTransport) total() int {
 }
 
 type realSlurm struct {
+	name   string // Slurm release and API, for subtest names
 	url    string
 	creds  backends.Credentials
 	user   string
 	jwtKey string
-	local  bool // slurmrestd on this machine: job files can be read here
+	local  bool   // slurmrestd on this machine: job files can be read here
+	root   string // the cluster's root directory here, if it runs chrooted
 }
 
-func realSlurmEnv(t *testing.T) *realSlurm {
+// realTargets are the real clusters the tests run on, each with the APIs to
+// speak to it: "" lets the backend discover the newest (v0.0.38 on 22.05,
+// v0.0.42 on 24.11); others pin a version through resourceURL. The env
+// prefix names the variables that the cluster's up script writes.
+var realTargets = []struct {
+	release, env, up string
+	apis             []string
+}{
+	{"22.05", "BRIDGE_TEST_SLURM", "hack/slurm-up.sh (/tmp/bridge-runner-slurm/env)", []string{""}},
+	{"24.11", "BRIDGE_TEST_SLURM2411", "hack/slurm2411-up.sh (/tmp/bridge-runner-slurm2411/env)", []string{"", "v0.0.40", "v0.0.41"}},
+}
+
+// realSlurms returns one realSlurm per target and API. A missing cluster
+// skips its tests, except under CI, where it fails them.
+func realSlurms(t *testing.T) []*realSlurm {
 	t.Helper()
-	rs := &realSlurm{url: os.Getenv("BRIDGE_TEST_SLURM_URL"), jwtKey: os.Getenv("BRIDGE_TEST_SLURM_JWT_KEY")}
-	switch dir := os.Getenv("BRIDGE_TEST_SLURM_CREDS"); {
-	case os.Getenv("BRIDGE_TEST_SLURM_TOKEN") != "":
-		rs.user = os.Getenv("BRIDGE_TEST_SLURM_USER")
-		rs.creds = testutil.NewCreds(map[string]string{"username": rs.user, "token": os.Getenv("BRIDGE_TEST_SLURM_TOKEN")})
+	var all []*realSlurm
+	for _, tg := range realTargets {
+		rs := realSlurmEnv(t, tg.env)
+		if rs == nil {
+			msg := fmt.Sprintf("no real Slurm %s: set %s_URL and %s_USER/%s_TOKEN (or %s_CREDS); %s starts one and writes them",
+				tg.release, tg.env, tg.env, tg.env, tg.env, tg.up)
+			if os.Getenv("CI") != "" {
+				t.Error(msg)
+			} else {
+				t.Log(msg)
+			}
+			continue
+		}
+		for _, api := range tg.apis {
+			c := *rs
+			c.name = tg.release
+			if api != "" {
+				c.name += "-" + api
+				c.url = strings.TrimRight(c.url, "/") + "/slurm/" + api
+			}
+			all = append(all, &c)
+		}
+	}
+	if len(all) == 0 {
+		t.Skip("no real Slurm")
+	}
+	return all
+}
+
+// realSlurmEnv reads one cluster's variables; nil if they are not set.
+func realSlurmEnv(t *testing.T, env string) *realSlurm {
+	t.Helper()
+	rs := &realSlurm{url: os.Getenv(env + "_URL"), jwtKey: os.Getenv(env + "_JWT_KEY"), root: os.Getenv(env + "_ROOT")}
+	switch dir := os.Getenv(env + "_CREDS"); {
+	case os.Getenv(env+"_TOKEN") != "":
+		rs.user = os.Getenv(env + "_USER")
+		rs.creds = testutil.NewCreds(map[string]string{"username": rs.user, "token": os.Getenv(env + "_TOKEN")})
 	case dir != "":
 		rs.creds = dirCreds{dir}
 		rs.user, _ = rs.creds.Get("username", "user")
 	}
 	if rs.url == "" || rs.creds == nil {
-		msg := "no real Slurm: set BRIDGE_TEST_SLURM_URL and BRIDGE_TEST_SLURM_USER/BRIDGE_TEST_SLURM_TOKEN (or BRIDGE_TEST_SLURM_CREDS); hack/slurm-up.sh starts one and writes them to /tmp/bridge-runner-slurm/env"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		return nil
 	}
 	if u, err := url.Parse(rs.url); err == nil {
 		ip := net.ParseIP(u.Hostname())
@@ -163,6 +210,7 @@ func readJobFile(t *testing.T, rs *realSlurm, path string) (string, bool) {
 		t.Logf("slurmrestd is not on this machine: not reading %s", path)
 		return "", false
 	}
+	path = filepath.Join(rs.root, path)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err, "the job's file on the cluster")
 	t.Cleanup(func() { os.Remove(path) })
@@ -170,8 +218,15 @@ func readJobFile(t *testing.T, rs *realSlurm, path string) (string, bool) {
 }
 
 func TestRealSlurm(t *testing.T) {
-	rs := realSlurmEnv(t)
+	for _, rs := range realSlurms(t) {
+		t.Run(rs.name, func(t *testing.T) {
+			t.Parallel() // the clusters and APIs side by side: the timeout case alone takes over a minute
+			testRealSlurm(t, rs)
+		})
+	}
+}
 
+func testRealSlurm(t *testing.T, rs *realSlurm) {
 	t.Run("hello", func(t *testing.T) {
 		t.Parallel()
 		b, ct := rs.backend(t, nil)
@@ -310,8 +365,9 @@ func TestRealSlurm(t *testing.T) {
 		b, _ := rs.backend(t, nil)
 		key := newKey()
 		path := outPath(key, "sh")
-		require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\necho remote ok\n"), 0o644)) // not executable: run through its #! line
-		t.Cleanup(func() { os.Remove(path) })
+		here := filepath.Join(rs.root, path)
+		require.NoError(t, os.WriteFile(here, []byte("#!/bin/sh\necho remote ok\n"), 0o644)) // not executable: run through its #! line
+		t.Cleanup(func() { os.Remove(here) })
 		id, err := b.Submit(context.Background(), backends.Job{Name: "remote", Key: key, ScriptPath: path,
 			Properties: json.RawMessage(fmt.Sprintf(`{"OutputFileName":%q}`, outPath(key, "out")))})
 		require.NoError(t, err)
@@ -365,13 +421,30 @@ func TestRealSlurm(t *testing.T) {
 
 	t.Run("refused-properties", func(t *testing.T) {
 		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		for props, want := range map[string]string{
-			`{"no_such_key":1}`:     `Unknown key "no_such_key"`,
+		var logs testutil.SyncBuffer
+		be, err := New(backends.Config{URL: rs.url, Credentials: rs.creds, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		require.NoError(t, err)
+		b := be.(*Backend)
+		ctx := context.Background()
+		v, err := b.version(ctx)
+		require.NoError(t, err)
+		refused := map[string]string{
 			`{"partition":"nope"}`:  "Invalid partition name specified",
 			`{"time_limit":"soon"}`: "time_limit",
-		} {
-			_, err := b.Submit(context.Background(), backends.Job{Name: "bad", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
+		}
+		unknown := `{"no_such_key":1,"hold":true}`
+		if v <= 38 {
+			refused[unknown] = `Unknown key "no_such_key"`
+		} else {
+			// v0.0.40+ parsers ignore an unknown key with a warning; the
+			// backend passes the warning on to the log.
+			id, err := b.Submit(ctx, backends.Job{Name: "unknown", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(unknown)})
+			require.NoError(t, err)
+			require.NoError(t, b.Cancel(ctx, id))
+			assert.Contains(t, logs.String(), "no_such_key")
+		}
+		for props, want := range refused {
+			_, err := b.Submit(ctx, backends.Job{Name: "bad", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
 			require.ErrorIs(t, err, backends.ErrInvalid, props)
 			assert.Contains(t, err.Error(), "jobproperties")
 			assert.Contains(t, err.Error(), want)

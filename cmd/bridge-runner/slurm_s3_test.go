@@ -17,7 +17,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
-// slurmEnv is the real Slurm started by hack/slurm-up.sh.
+// slurmEnv is the real Slurm 22.05 started by hack/slurm-up.sh.
 func slurmEnv(t *testing.T) (url, credsDir string) {
 	url, credsDir = os.Getenv("BRIDGE_TEST_SLURM_URL"), os.Getenv("BRIDGE_TEST_SLURM_CREDS")
 	if url == "" || credsDir == "" {
@@ -30,13 +30,52 @@ func slurmEnv(t *testing.T) (url, credsDir string) {
 	return url, credsDir
 }
 
+// slurmCluster is one real Slurm the tests run invoke against.
+type slurmCluster struct {
+	release, url, creds string
+	api                 string // the newest API it serves, for the tests' own requests
+}
+
+// slurmClusters are the real Slurm 22.05 (hack/slurm-up.sh) and 24.11
+// (hack/slurm2411-up.sh). A missing one is skipped, except under CI, where
+// its absence fails the test.
+func slurmClusters(t *testing.T) []slurmCluster {
+	t.Helper()
+	var all []slurmCluster
+	for _, c := range []struct{ release, env, api, up string }{
+		{"22.05", "BRIDGE_TEST_SLURM", "v0.0.38", "hack/slurm-up.sh && source /tmp/bridge-runner-slurm/env"},
+		{"24.11", "BRIDGE_TEST_SLURM2411", "v0.0.42", "hack/slurm2411-up.sh && source /tmp/bridge-runner-slurm2411/env"},
+	} {
+		url, creds := os.Getenv(c.env+"_URL"), os.Getenv(c.env+"_CREDS")
+		if url == "" || creds == "" {
+			msg := "this test needs a real Slurm " + c.release + ": bash " + c.up
+			if os.Getenv("CI") != "" {
+				t.Error(msg)
+			} else {
+				t.Log(msg)
+			}
+			continue
+		}
+		all = append(all, slurmCluster{c.release, url, creds, c.api})
+	}
+	if len(all) == 0 {
+		t.Skip("no real Slurm")
+	}
+	return all
+}
+
 // TestSlurmWithS3EndToEnd: the script and its parameters come from S3, the
 // job runs on the real Slurm, and its output file and log land in the
 // bucket under the run's own prefix (through a stage-out job, since
 // slurmrestd has no file API).
 func TestSlurmWithS3EndToEnd(t *testing.T) {
 	clearEnv(t)
-	url, slurmCreds := slurmEnv(t)
+	for _, c := range slurmClusters(t) {
+		t.Run(c.release, func(t *testing.T) { testSlurmWithS3(t, c.url, c.creds) })
+	}
+}
+
+func testSlurmWithS3(t *testing.T, url, slurmCreds string) {
 	endpoint, _, _, s3Creds := tests3.Env(t)
 	c := tests3.Client(t)
 	in, out := tests3.Bucket(t, "in"), tests3.Bucket(t, "out")

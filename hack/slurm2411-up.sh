@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# slurm2411-up.sh: start a private, single-node Slurm 24.11 with slurmrestd
+# (REST API v0.0.40, v0.0.41, v0.0.42) on 127.0.0.1, beside the host's Slurm
+# 22.05 of hack/slurm-up.sh, and write an env file for the tests:
+#
+#   hack/slurm2411-up.sh        # build the chroot if needed, start, mint a token
+#   . /tmp/bridge-runner-slurm2411/env && go test ./backends/slurm/ -count=1
+#   hack/slurm2411-down.sh      # stop exactly what this started, unmount
+#
+# Slurm 24.11 comes from Debian 13, in a root built once by
+# hack/build-trixie-slurm.sh and cached. Each run mounts an overlay over that
+# cached tree at $DIR/root (keys, config, spool and the jobs' /tmp of this
+# run go to $DIR/upper), binds /proc, /sys and /dev into it and mounts a
+# fresh tmpfs on /run. The daemons run chrooted, as the chroot's users. The
+# host's /tmp is deliberately not shared: job ids of the two clusters
+# collide, and Slurm's default slurm-<id>.out of one cluster's user would
+# block the other's in a sticky /tmp. Tests find a job's file at
+# $BRIDGE_TEST_SLURM2411_ROOT/<path>.
+#
+# Idempotent: if everything is already running it only mints a new token and
+# rewrites the env file; a half-started set is stopped and started again.
+#
+# Needs root. Settings:
+#   BRIDGE_SLURM2411_DIR         state directory (/tmp/bridge-runner-slurm2411)
+#   BRIDGE_SLURM_TOKEN_LIFESPAN  token lifespan in seconds (86400)
+#   BRIDGE_SLURM_MIN_JOB_AGE     MinJobAge in seconds (600)
+set -euo pipefail
+HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=hack/lib.sh
+source "$HACK/lib.sh"
+
+DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
+LIFESPAN=${BRIDGE_SLURM_TOKEN_LIFESPAN:-86400}
+MIN_JOB_AGE=${BRIDGE_SLURM_MIN_JOB_AGE:-600}
+JOB_USER=bridge # created in the chroot by build-trixie-slurm.sh
+ROOT=$DIR/root
+ENVFILE=$DIR/env
+t0=$(now_ms)
+
+[ "$(id -u)" = 0 ] || die "run as root (it mounts, chroots and starts daemons that switch users)"
+need_cmd curl
+
+mkdir -p "$DIR"
+with_lock "$DIR/lock"
+
+in_root() { chroot "$ROOT" "$@"; }
+
+# as_user USER: sets AS to the command prefix that runs a command in the
+# chroot as the chroot's USER with no process in between (so a PID file
+# holds the daemon's own PID). Numeric ids: the chroot's users need not
+# exist on the host.
+as_user() {
+	local uid gid
+	uid=$(in_root id -u "$1") gid=$(in_root id -g "$1")
+	AS=(chroot --userspec="$uid:$gid" --groups="$gid" "$ROOT")
+}
+
+all_alive() {
+	pidfile_alive "$DIR/munged.pid" && pidfile_alive "$DIR/slurmrestd.pid" &&
+		[ -s "$ROOT/run/slurmctld.pid" ] && kill -0 "$(cat "$ROOT/run/slurmctld.pid")" 2>/dev/null &&
+		[ -s "$ROOT/run/slurmd.pid" ] && kill -0 "$(cat "$ROOT/run/slurmd.pid")" 2>/dev/null
+}
+
+mint_token() {
+	local out
+	out=$(in_root scontrol token username="$JOB_USER" lifespan="$LIFESPAN")
+	TOKEN=${out#SLURM_JWT=}
+	[ -n "$TOKEN" ] && [ "$TOKEN" != "$out" ] || die "scontrol token printed no token: $out"
+}
+
+# check_token: an authenticated request that slurmctld must answer (ping
+# alone does not check the token).
+check_token() {
+	[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 \
+		-H "X-SLURM-USER-NAME: $JOB_USER" -H "X-SLURM-USER-TOKEN: $TOKEN" \
+		"http://127.0.0.1:$REST_PORT/slurm/v0.0.42/jobs/")" = 200 ]
+}
+
+write_env() {
+	umask 077
+	mkdir -p "$DIR/creds"
+	printf '%s\n' "$JOB_USER" >"$DIR/creds/username"
+	printf '%s\n' "$TOKEN" >"$DIR/creds/token"
+	cat >"$ENVFILE.tmp" <<EOF
+# Written by hack/slurm2411-up.sh at $(date -u +%Y-%m-%dT%H:%M:%SZ); token valid for ${LIFESPAN}s.
+export BRIDGE_TEST_SLURM2411_URL=http://127.0.0.1:$REST_PORT
+export BRIDGE_TEST_SLURM2411_USER=$JOB_USER
+export BRIDGE_TEST_SLURM2411_TOKEN=$TOKEN
+export BRIDGE_TEST_SLURM2411_JWT_KEY=$ROOT/var/lib/slurm/jwt_hs256.key
+export BRIDGE_TEST_SLURM2411_CREDS=$DIR/creds
+export BRIDGE_TEST_SLURM2411_ROOT=$ROOT
+EOF
+	mv "$ENVFILE.tmp" "$ENVFILE"
+}
+
+if [ -s "$DIR/port" ] && all_alive; then
+	REST_PORT=$(cat "$DIR/port")
+	mint_token
+	check_token || die "the daemons run but slurmrestd refuses a fresh token; see $DIR/*.log, or run hack/slurm2411-down.sh"
+	write_env
+	log "slurm 24.11 already running; new token in $ENVFILE"
+	echo "$ENVFILE"
+	exit 0
+fi
+if mountpoint -q "$ROOT" || compgen -G "$DIR/*.pid" >/dev/null; then
+	log "stopping a partial earlier start"
+	BRIDGE_SLURM2411_DIR=$DIR bash "$HACK/slurm2411-down.sh"
+fi
+
+LOWER=$(bash "$HACK/build-trixie-slurm.sh")
+
+# --- mounts -----------------------------------------------------------------------
+# A fresh upper layer per start: nothing of an earlier run (or of an older
+# cached root) leaks into this one.
+rm -rf "$DIR/upper" "$DIR/work"
+mkdir -p "$DIR/upper" "$DIR/work" "$ROOT"
+mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$DIR/upper,workdir=$DIR/work" "$ROOT"
+mount --bind /proc "$ROOT/proc"
+mount --bind /sys "$ROOT/sys"
+mount --bind /dev "$ROOT/dev"
+mount -t tmpfs -o mode=755 tmpfs "$ROOT/run"
+
+# --- keys and config --------------------------------------------------------------
+HOST=$(hostname -s)
+printf '127.0.0.1 localhost %s\n' "$HOST" >"$ROOT/etc/hosts"
+mapfile -t ports < <(free_ports 3)
+CTLD_PORT=${ports[0]} SLURMD_PORT=${ports[1]} REST_PORT=${ports[2]}
+echo "$REST_PORT" >"$DIR/port"
+in_root /bin/sh -e <<'SH'
+mkdir -p /run/munge /var/lib/slurm /var/spool/slurmd /var/log/slurm
+chown munge:munge /run/munge /etc/munge
+[ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
+chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
+[ -s /var/lib/slurm/jwt_hs256.key ] || dd if=/dev/urandom of=/var/lib/slurm/jwt_hs256.key bs=32 count=1 status=none
+chown -R slurm:slurm /var/lib/slurm /var/log/slurm && chmod 600 /var/lib/slurm/jwt_hs256.key
+SH
+# At least 8 CPUs, even on a 2-core machine (config_overrides lets slurmd
+# believe the config), so that parallel tests do not queue behind each other.
+CPUS=$(nproc)
+[ "$CPUS" -ge 8 ] || CPUS=8
+MEM_MB=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
+cat >"$ROOT/etc/slurm/slurm.conf" <<EOF
+# Written by hack/slurm2411-up.sh: a private one-node cluster on 127.0.0.1.
+ClusterName=bridge2411
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=slurm
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/var/lib/slurm/jwt_hs256.key
+StateSaveLocation=/var/lib/slurm
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+MailProg=/bin/true
+ReturnToService=2
+MinJobAge=$MIN_JOB_AGE
+KillWait=5
+InactiveLimit=0
+SlurmdParameters=config_overrides
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+# No cgroup file system is mounted in the chroot.
+echo 'CgroupPlugin=disabled' >"$ROOT/etc/slurm/cgroup.conf"
+
+# --- daemons ------------------------------------------------------------------------
+log "starting munged, slurmctld, slurmd (ports $CTLD_PORT, $SLURMD_PORT)"
+as_user munge
+start_daemon "$DIR/munged.pid" "$DIR/munged.log" "${AS[@]}" /usr/sbin/munged --foreground
+for _ in $(seq 50); do [ -S "$ROOT/run/munge/munge.socket.2" ] && break; sleep 0.1; done
+in_root slurmctld
+in_root slurmd -N localhost
+node_idle() { [ "$(in_root sinfo -h -o %t 2>/dev/null)" = idle ]; }
+deadline=$((SECONDS + 60))
+until node_idle; do
+	[ $SECONDS -lt $deadline ] || { tail_logs 20 "$ROOT/var/log/slurm/slurmctld.log" "$ROOT/var/log/slurm/slurmd.log"; die "the node is not idle after 60 s"; }
+	sleep 0.2
+done
+
+log "starting slurmrestd on 127.0.0.1:$REST_PORT"
+as_user slurmrest
+start_daemon "$DIR/slurmrestd.pid" "$DIR/slurmrestd.log" \
+	"${AS[@]}" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s openapi/slurmctld "127.0.0.1:$REST_PORT"
+mint_token
+deadline=$((SECONDS + 30))
+until check_token; do
+	pidfile_alive "$DIR/slurmrestd.pid" || { tail_logs 20 "$DIR/slurmrestd.log"; die "slurmrestd exited"; }
+	[ $SECONDS -lt $deadline ] || { tail_logs 20 "$DIR/slurmrestd.log"; die "slurmrestd refuses a fresh token after 30 s"; }
+	sleep 0.2
+done
+write_env
+log "slurm 24.11 ready in $(elapsed_s "$t0") s: slurmrestd at http://127.0.0.1:$REST_PORT (v0.0.40-v0.0.42), jobs run as $JOB_USER"
+echo "$ENVFILE"
