@@ -139,19 +139,24 @@ func needEnv(b *testing.B, names ...string) []string {
 	return vals
 }
 
+// BenchmarkSlurm: real Slurm 22.05 (REST v0.0.38) and 24.11 (v0.0.42).
 func BenchmarkSlurm(b *testing.B) {
-	env := needEnv(b, "BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS")
-	for _, job := range jobs {
-		for _, iv := range intervals {
-			b.Run(fmt.Sprintf("job=%s/interval=%ss", job.name, iv), func(b *testing.B) {
-				var runs []run
-				for i := 0; i < b.N; i++ {
-					runs = append(runs, invoke(b, nil, "--state-dir", b.TempDir(), "--job-name", "bench", "--backend", "slurm",
-						"--resource-url", env[0], "--credentials-dir", env[1], "--script", "#!/bin/sh\n"+job.sh+"\n", "--update-interval", iv))
+	for _, c := range []struct{ release, env string }{{"22.05", "BRIDGE_TEST_SLURM"}, {"24.11", "BRIDGE_TEST_SLURM2411"}} {
+		b.Run("slurm="+c.release, func(b *testing.B) {
+			env := needEnv(b, c.env+"_URL", c.env+"_CREDS")
+			for _, job := range jobs {
+				for _, iv := range intervals {
+					b.Run(fmt.Sprintf("job=%s/interval=%ss", job.name, iv), func(b *testing.B) {
+						var runs []run
+						for i := 0; i < b.N; i++ {
+							runs = append(runs, invoke(b, nil, "--state-dir", b.TempDir(), "--job-name", "bench", "--backend", "slurm",
+								"--resource-url", env[0], "--credentials-dir", env[1], "--script", "#!/bin/sh\n"+job.sh+"\n", "--update-interval", iv))
+						}
+						report(b, runs, job.length)
+					})
 				}
-				report(b, runs, job.length)
-			})
-		}
+			}
+		})
 	}
 }
 

@@ -100,6 +100,9 @@ func (c *Cleaner) cancel(ctx context.Context, rec *Record) (bool, error) {
 	if err := checkRecordedID(rec); err != nil {
 		return false, err // never cancel a job this record did not submit
 	}
+	if r, ok := be.(backends.Rememberer); ok && rec.Data[KeyBackendMemo] != "" {
+		r.Recall(rec.Data[KeyBackendMemo]) // no discovery before the cancel
+	}
 	id := rec.Data[KeyID]
 	if id == "" {
 		// A submit may have happened without the id being recorded.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
 )
 
 // run is the state of one Run of an Invoker: the record as last seen, the
@@ -13,10 +15,11 @@ import (
 type run struct {
 	*Invoker
 
-	rec     *Record           // the record as last seen; changed only by observe
-	written map[string]string // status keys as last written
-	logOff  int64             // bytes of job output already copied to LogOut
-	s3      *S3Store          // set when the job uses S3
+	rec     *Record             // the record as last seen; changed only by observe
+	written map[string]string   // status keys as last written
+	logOff  int64               // bytes of job output already copied to LogOut
+	s3      *S3Store            // set when the job uses S3
+	memo    backends.Rememberer // set when the backend remembers (memo.go)
 	result  Result
 
 	// intentSeen is the submit intent of another invoker last seen, and
@@ -47,6 +50,7 @@ func (r *run) update(ctx context.Context, mutate func(d map[string]string) (bool
 		if err != nil || !changed {
 			return err
 		}
+		r.keepMemo(next.Data)
 		rec, err := r.Store.Update(ctx, next)
 		if err == nil {
 			r.observe(rec)

@@ -209,6 +209,10 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusUnauthorized, "Authentication failure")
 		return
 	}
+	if r.URL.Path == "/openapi/v3" && r.Method == http.MethodGet {
+		f.openapi(w)
+		return
+	}
 	if m == nil {
 		plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
 		return
@@ -373,6 +377,29 @@ func (f *fakeSlurm) notFound(w http.ResponseWriter, v apiVersion, id int, method
 		status = http.StatusInternalServerError
 	}
 	f.errorResp(w, v, status, e)
+}
+
+// openapi answers GET /openapi/v3 as slurmrestd does: one document whose
+// paths hold every endpoint of every loaded plugin (22.05 without a trailing
+// slash, later releases with one), info.version "0.0.N" on 22.05 and
+// "Slurm-<release>&openapi/slurmctld" later; no token check (slurmctld is
+// not asked).
+func (f *fakeSlurm) openapi(w http.ResponseWriter) {
+	paths := map[string]any{}
+	info := "Slurm-" + f.release + "&openapi/slurmctld"
+	for v := range f.versions {
+		for _, ep := range []string{"ping", "diag", "jobs", "job/submit", "job/{job_id}"} {
+			p := "/slurm/" + v.String() + "/" + ep
+			if v > 38 {
+				p += "/"
+			}
+			paths[p] = map[string]any{"get": map[string]any{"responses": map[string]any{"200": map[string]any{"description": "ok"}}}}
+		}
+	}
+	if strings.HasPrefix(f.release, "22.") {
+		info = "0.0.38"
+	}
+	f.send(w, http.StatusOK, map[string]any{"openapi": "3.0.2", "info": map[string]any{"title": "Slurm REST API", "version": info}, "paths": paths})
 }
 
 func (f *fakeSlurm) ping(w http.ResponseWriter, v apiVersion) {

@@ -229,6 +229,8 @@ func (b *Backend) classify(ctx context.Context, r *response, onInvalid string) e
 		return fmt.Errorf("%v: %w", r, backends.ErrNotFound)
 	case r.status == http.StatusTooManyRequests || r.status == http.StatusBadGateway || r.status == http.StatusServiceUnavailable || r.status == http.StatusGatewayTimeout:
 		return backends.Transient(errors.New(r.String()))
+	case r.status == http.StatusNotFound && b.forgetRecalled():
+		return backends.Transient(errors.New(r.String()))
 	case r.status == http.StatusNotFound:
 		return backends.Invalid("resourceURL", "slurmrestd at %s does not serve %s (HTTP 404: %s); check the URL and the API version it names", b.base, r.path, r.errorText())
 	case (r.status == http.StatusBadRequest || r.status == http.StatusUnprocessableEntity) && onInvalid != "":

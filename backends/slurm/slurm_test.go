@@ -64,15 +64,10 @@ func TestDiscoveryPicksTheHighestServedVersion(t *testing.T) {
 			require.NoError(t, err)
 			want := served[len(served)-1]
 			reqs := h.f.reqs()
-			pings := 0
-			for _, r := range reqs {
-				if strings.HasSuffix(r, "/ping") {
-					pings++
-				}
+			assert.Equal(t, []string{"GET /openapi/v3", "POST /slurm/" + want.String() + "/job/submit"}, reqs, "one discovery request")
+			if want > 38 { // 22.05 does not say its release
+				assert.Contains(t, h.logs.String(), "slurm="+release)
 			}
-			assert.Equal(t, int(maxVersion-minVersion+1), pings, "one ping per known version, sent at once")
-			assert.Equal(t, "POST /slurm/"+want.String()+"/job/submit", reqs[len(reqs)-1])
-			assert.Contains(t, h.logs.String(), "slurm="+release)
 
 			// Discovery happens once per backend.
 			_, err = h.b.Status(context.Background(), id)
@@ -651,12 +646,98 @@ func TestTransientFaults(t *testing.T) {
 
 func TestDiscoveryTransient(t *testing.T) {
 	h := newHarness(t, "24.11.7", "/")
-	h.f.addFault(&fault{path: "/v0.0.43/ping", status: 503, body: "busy", contentType: "text/plain", times: 1})
+	h.f.addFault(&fault{path: "/openapi/v3", status: 503, body: "busy", contentType: "text/plain", times: 1})
 	_, err := h.b.Submit(context.Background(), testJob(hello))
-	assert.ErrorIs(t, err, backends.ErrTransient, "a higher version may be served: do not settle")
+	assert.ErrorIs(t, err, backends.ErrTransient)
 	_, err = h.b.Submit(context.Background(), testJob(hello))
 	require.NoError(t, err)
 	assert.Equal(t, apiVersion(42), h.b.ver.v)
+}
+
+// A gateway that hides /openapi/v3: one ping per known version instead.
+func TestDiscoveryByPingBehindAGateway(t *testing.T) {
+	h := newHarness(t, "24.11.7", "/")
+	h.f.addFault(&fault{path: "/openapi/v3", status: 404, body: "no such page", contentType: "text/html"})
+	_, err := h.b.Submit(context.Background(), testJob(hello))
+	require.NoError(t, err)
+	assert.Equal(t, apiVersion(42), h.b.ver.v)
+	pings := 0
+	for _, r := range h.f.reqs() {
+		if strings.HasSuffix(r, "/ping") {
+			pings++
+		}
+	}
+	assert.Equal(t, int(maxVersion-minVersion+1), pings, "one ping per known version, sent at once")
+
+	h2 := newHarness(t, "24.11.7", "/")
+	h2.f.addFault(&fault{path: "/openapi/v3", status: 404, body: "no", contentType: "text/plain"})
+	h2.f.addFault(&fault{path: "/v0.0.43/ping", status: 503, body: "busy", contentType: "text/plain", times: 1})
+	_, err = h2.b.Submit(context.Background(), testJob(hello))
+	assert.ErrorIs(t, err, backends.ErrTransient, "a higher version may be served: do not settle")
+}
+
+// Newer servers than this package knows: the oldest of their versions, spoken
+// like the newest known; none at all is a resourceURL error.
+func TestDiscoveryChoosesFromTheDocument(t *testing.T) {
+	for _, c := range []struct {
+		paths []string
+		want  apiVersion
+	}{
+		{[]string{"/slurm/v0.0.41/ping/", "/slurm/v0.0.42/ping/", "/slurmdb/v0.0.42/jobs/", "/slurm/v0.0.99/ping/"}, 42},
+		{[]string{"/slurm/v0.0.98/ping/", "/slurm/v0.0.99/job/submit"}, 98},
+		{[]string{"/slurm/v0.0.36/ping", "/slurm/v0.0.37/ping", "/slurm/v0.0.38/ping"}, 38},
+		{[]string{"/slurm/v0.0.36/ping", "/slurmdb/v0.0.43/ping/"}, 0},
+	} {
+		paths := map[string]any{}
+		for _, p := range c.paths {
+			paths[p] = map[string]any{"get": map[string]any{}}
+		}
+		body, _ := json.Marshal(map[string]any{"info": map[string]any{"version": "Slurm-26.05.1&openapi/slurmctld"}, "paths": paths})
+		h := newHarness(t, "24.11.7", "/")
+		h.f.addFault(&fault{path: "/openapi/v3", status: 200, body: string(body)})
+		v, err := h.b.version(context.Background())
+		if c.want == 0 {
+			require.ErrorIs(t, err, backends.ErrInvalid, c.paths)
+			assert.Contains(t, err.Error(), "v0.0.36")
+			continue
+		}
+		require.NoError(t, err, c.paths)
+		assert.Equal(t, c.want, v, c.paths)
+	}
+}
+
+// A re-attaching invoke recalls the version from the record and sends no
+// discovery request; a recalled version the server no longer serves (it
+// was upgraded) is a transient error, and the retry discovers again.
+func TestRecalledVersion(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, "24.11.7", "/")
+	id, err := h.b.Submit(ctx, testJob(hello))
+	require.NoError(t, err)
+	memo := h.b.Remember()
+	assert.Equal(t, "api=v0.0.42", memo)
+
+	be, err := New(backends.Config{URL: h.f.URL, Credentials: h.creds, HTTPClient: h.f.Client()})
+	require.NoError(t, err)
+	b := be.(*Backend)
+	b.Recall(memo)
+	before := len(h.f.reqs())
+	_, err = b.Status(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"GET /slurm/v0.0.42/job/" + id}, h.f.reqs()[before:], "no discovery")
+
+	b.Recall("api=v0.0.nope") // ignored: already known
+	pinned, err := New(backends.Config{URL: h.f.URL + "/slurm/v0.0.41", Credentials: h.creds, HTTPClient: h.f.Client()})
+	require.NoError(t, err)
+	assert.Equal(t, "", pinned.(backends.Rememberer).Remember(), "a pinned URL needs no memo")
+
+	old := newHarness(t, "24.11.7", "/")
+	old.b.Recall("api=v0.0.39") // the cluster was upgraded since
+	_, err = old.b.Status(ctx, "100")
+	require.ErrorIs(t, err, backends.ErrTransient)
+	_, err = old.b.Status(ctx, "100")
+	assert.ErrorIs(t, err, backends.ErrNotFound, "discovered v0.0.42 and asked again")
+	assert.Equal(t, apiVersion(42), old.b.ver.v)
 }
 
 func TestSubmitWithoutJobID(t *testing.T) {
@@ -706,6 +787,6 @@ func TestRequestsPerJob(t *testing.T) {
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, backends.Done, st.State)
-	// 6 pings (version discovery, in parallel) + submit + one status.
-	assert.Len(t, h.f.reqs(), 8)
+	// One discovery request (GET /openapi/v3) + submit + one status.
+	assert.Len(t, h.f.reqs(), 3)
 }

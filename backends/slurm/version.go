@@ -2,11 +2,13 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,15 +78,16 @@ func parseURL(raw string) (base string, pinned, old apiVersion, err error) {
 
 // versionState holds the API version in use, found once per backend.
 type versionState struct {
-	mu      sync.Mutex
-	v       apiVersion
-	release string // Slurm release, for messages
+	mu       sync.Mutex
+	v        apiVersion
+	release  string // Slurm release, for messages
+	recalled bool   // v came from the record, not from this slurmrestd
 }
 
-// version returns the API version to speak: the pinned one, or the highest
-// one slurmrestd serves, found by probing ping for every known version at
-// once (one round trip; a version whose plugin is not loaded is a text/plain
-// 404). The answer is kept for the backend's life.
+// version returns the API version to speak: the pinned one, one recalled
+// from an earlier invoke of the job (see Recall), or the newest one that
+// both slurmrestd and this package know, found with one GET /openapi/v3
+// (see discover). The answer is kept for the backend's life.
 func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 	b.ver.mu.Lock()
 	defer b.ver.mu.Unlock()
@@ -98,13 +101,123 @@ func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 		}
 		return b.ver.v, nil
 	}
-	type probe struct {
+	v, release, err := b.discover(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b.ver.v, b.ver.release = v, release
+	b.log.Info("slurmrestd API found", "api", v.String(), "slurm", release)
+	return v, nil
+}
+
+// discover asks GET /openapi/v3 (one request) which plugin versions
+// slurmrestd serves, from the keys of its paths (/slurm/v0.0.N/...), and
+// picks the newest one this package knows; a server that serves only newer
+// ones gets the oldest of those, spoken like the newest known. A gateway
+// that does not pass /openapi/v3 on (a plain 404 or 403) costs one ping per
+// known version instead (probe).
+func (b *Backend) discover(ctx context.Context) (apiVersion, string, error) {
+	r, err := b.do(ctx, http.MethodGet, "/openapi/v3", nil)
+	switch {
+	case err != nil:
+		return 0, "", err
+	case r.status == http.StatusUnauthorized:
+		return 0, "", b.authError(r)
+	case r.status == http.StatusOK && r.json:
+	case r.status == http.StatusNotFound || r.status == http.StatusForbidden:
+		b.log.Info("slurmrestd's /openapi/v3 is not reachable; probing each API version's ping", "status", r.status)
+		return b.probe(ctx)
+	default:
+		return 0, "", b.classify(ctx, r, "")
+	}
+	var doc struct {
+		Info struct {
+			Version string `json:"version"`
+		} `json:"info"`
+		Paths map[string]skipJSON `json:"paths"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		return 0, "", fmt.Errorf("GET /openapi/v3: cannot read the answer: %w", err)
+	}
+	served := servedVersions(doc.Paths)
+	best, above := apiVersion(0), apiVersion(0)
+	for v := range served {
+		switch {
+		case v > maxVersion:
+			if above == 0 || v < above {
+				above = v
+			}
+		case v >= minVersion && v > best:
+			best = v
+		}
+	}
+	if best == 0 {
+		best = above
+	}
+	if best == 0 {
+		return 0, "", backends.Invalid("resourceURL", "%s serves none of the slurmrestd APIs %s..%s (its /openapi/v3 lists %s); is it slurmrestd, started with the openapi/slurmctld plugin (or -s openapi/v0.0.38 on 22.05)?",
+			b.base, minVersion, maxVersion, listVersions(served))
+	}
+	if best > maxVersion {
+		b.log.Warn("slurmrestd serves only APIs newer than this backend knows; speaking the oldest of them like the newest known one", "api", best.String(), "newest_known", maxVersion.String())
+	}
+	return best, slurmRelease(doc.Info.Version), nil
+}
+
+// skipJSON takes any JSON value and keeps nothing: /openapi/v3 is large
+// (200 KB on 22.05, 650 KB on 24.11) and only the keys of paths matter.
+type skipJSON struct{}
+
+func (*skipJSON) UnmarshalJSON([]byte) error { return nil }
+
+var servedPath = regexp.MustCompile(`^/slurm/v0\.0\.(\d+)/`)
+
+// servedVersions collects the plugin versions that paths name.
+func servedVersions[T any](paths map[string]T) map[apiVersion]bool {
+	served := map[apiVersion]bool{}
+	for p := range paths {
+		if m := servedPath.FindStringSubmatch(p); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			served[apiVersion(n)] = true
+		}
+	}
+	return served
+}
+
+func listVersions(served map[apiVersion]bool) string {
+	var l []string
+	for v := range served {
+		l = append(l, v.String())
+	}
+	if len(l) == 0 {
+		return "none"
+	}
+	sort.Strings(l)
+	return strings.Join(l, ", ")
+}
+
+var releaseRE = regexp.MustCompile(`Slurm-(\d+\.\d+\.\d+)`)
+
+// slurmRelease reads the Slurm release from info.version: "Slurm-24.11.5&..."
+// from 23.11 on; 22.05 puts the API version there, so nothing is known.
+func slurmRelease(info string) string {
+	if m := releaseRE.FindStringSubmatch(info); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// probe finds the version by probing ping for every known version at once
+// (one round trip; a version whose plugin is not loaded is a text/plain
+// 404), for servers whose /openapi/v3 cannot be reached.
+func (b *Backend) probe(ctx context.Context) (apiVersion, string, error) {
+	type result struct {
 		v   apiVersion
 		r   *response
 		err error
 	}
 	n := int(maxVersion - minVersion + 1)
-	results := make([]probe, n)
+	results := make([]result, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		v := maxVersion - apiVersion(i)
@@ -112,7 +225,7 @@ func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 		go func() {
 			defer wg.Done()
 			r, err := b.do(ctx, http.MethodGet, "/slurm/"+v.String()+"/ping", nil)
-			results[i] = probe{v, r, err}
+			results[i] = result{v, r, err}
 		}()
 	}
 	wg.Wait()
@@ -126,9 +239,9 @@ func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 				failed = append(failed, p.err.Error())
 				continue
 			}
-			return 0, p.err
+			return 0, "", p.err
 		case p.r.status == http.StatusUnauthorized:
-			return 0, b.authError(p.r)
+			return 0, "", b.authError(p.r)
 		case p.r.status == http.StatusNotFound && !p.r.json:
 			continue // plugin not loaded
 		case p.r.status != http.StatusOK && !p.r.json:
@@ -138,17 +251,60 @@ func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 		}
 		if len(failed) > 0 {
 			// A higher version may be served too; do not settle for less.
-			return 0, backends.Transient(fmt.Errorf("finding slurmrestd's API version: %s", strings.Join(failed, "; ")))
+			return 0, "", backends.Transient(fmt.Errorf("finding slurmrestd's API version: %s", strings.Join(failed, "; ")))
 		}
-		b.ver.v, b.ver.release = p.v, p.r.env.Meta.release()
-		b.log.Info("slurmrestd API found", "api", p.v.String(), "slurm", b.ver.release)
-		return p.v, nil
+		return p.v, p.r.env.Meta.release(), nil
 	}
 	if len(failed) > 0 {
-		return 0, backends.Transient(fmt.Errorf("finding slurmrestd's API version: %s", strings.Join(failed, "; ")))
+		return 0, "", backends.Transient(fmt.Errorf("finding slurmrestd's API version: %s", strings.Join(failed, "; ")))
 	}
-	return 0, backends.Invalid("resourceURL", "%s serves none of the slurmrestd APIs %s..%s (every /slurm/vX/ping is 404); is it slurmrestd, started with -s openapi/...?", b.base, minVersion, maxVersion)
+	return 0, "", backends.Invalid("resourceURL", "%s serves none of the slurmrestd APIs %s..%s (every /slurm/vX/ping is 404); is it slurmrestd, started with -s openapi/...?", b.base, minVersion, maxVersion)
 }
+
+// Remember implements backends.Rememberer: the API version in use, so that
+// a later invoke of the same job (a retried or re-attaching pod) sends no
+// discovery request. Nothing while none is known or when the URL pins one.
+func (b *Backend) Remember() string {
+	b.ver.mu.Lock()
+	defer b.ver.mu.Unlock()
+	if b.pinned != 0 || b.ver.v == 0 {
+		return ""
+	}
+	return "api=" + b.ver.v.String()
+}
+
+// Recall implements backends.Rememberer. A memo this package cannot read
+// (an older or newer bridge-runner's) is ignored: discovery runs as usual.
+func (b *Backend) Recall(memo string) {
+	m := rememberedAPI.FindStringSubmatch(memo)
+	if m == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m[1])
+	b.ver.mu.Lock()
+	defer b.ver.mu.Unlock()
+	if b.pinned == 0 && b.ver.v == 0 && apiVersion(n) >= minVersion {
+		b.ver.v, b.ver.recalled = apiVersion(n), true
+		b.log.Debug("slurmrestd API recalled from the record", "api", b.ver.v.String())
+	}
+}
+
+// forgetRecalled drops a recalled version after slurmrestd answered a
+// path of it with a plain 404: it was upgraded since the memo was written
+// and serves that version no more. It reports whether there was one to
+// drop; the caller's error is then transient, and the retry discovers.
+func (b *Backend) forgetRecalled() bool {
+	b.ver.mu.Lock()
+	defer b.ver.mu.Unlock()
+	if !b.ver.recalled {
+		return false
+	}
+	b.log.Info("slurmrestd no longer serves the API recalled from the record; finding it again", "api", b.ver.v.String())
+	b.ver.v, b.ver.recalled = 0, false
+	return true
+}
+
+var rememberedAPI = regexp.MustCompile(`^api=v0\.0\.(\d+)$`)
 
 // apiPath is the path of endpoint under the version in use; version must
 // have succeeded before.

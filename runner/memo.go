@@ -1,0 +1,31 @@
+package runner
+
+import "github.com/bridge-runner/bridge-runner/backends"
+
+// KeyBackendMemo holds what a backends.Rememberer learnt about the remote
+// side (e.g. "api=v0.0.42" for Slurm), so that a later invoke of the same
+// job skips discovering it again.
+const KeyBackendMemo = "status.backendMemo"
+
+// recallMemo hands the record's memo to the backend, if it remembers.
+func (r *run) recallMemo(be backends.Backend) {
+	rem, ok := be.(backends.Rememberer)
+	if !ok {
+		return
+	}
+	r.memo = rem
+	if m := r.rec.Data[KeyBackendMemo]; m != "" {
+		rem.Recall(m)
+	}
+}
+
+// keepMemo adds the backend's memo to a record write that happens anyway
+// (the job id, a state change): it never costs a request of its own.
+func (r *run) keepMemo(d map[string]string) {
+	if r.memo == nil {
+		return
+	}
+	if m := r.memo.Remember(); m != "" {
+		d[KeyBackendMemo] = m
+	}
+}
