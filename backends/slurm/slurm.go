@@ -1,9 +1,9 @@
 // Package slurm runs jobs on a Slurm cluster through slurmrestd's REST API,
-// versions v0.0.38 (Slurm 22.05) to v0.0.43 (Slurm 25.05).
+// versions v0.0.38 (Slurm 22.05) to v0.0.45 (Slurm 26.05).
 //
 // resourceURL is slurmrestd's base URL (http://host:6820). The API version is
-// found at run time by probing GET /slurm/vX/ping for every known version at
-// once and taking the highest that answers; a URL that ends in
+// found at run time with one GET /openapi/v3, taking the newest version both
+// sides know (version.go), and kept in the job's record for later invokes; a URL that ends in
 // /slurm/v0.0.NN/ pins that version instead (an older version in the URL, as
 // in the Bridge Operator's samples, is ignored with a warning). Whatever the
 // version, responses are decoded by their shape: job_state as a string or an

@@ -364,6 +364,8 @@ func TestStateMapping(t *testing.T) {
 		{[]string{"SIGNALING"}, "", backends.Running, "SIGNALING"},
 		{[]string{"RUNNING", "SIGNALING"}, "", backends.Running, ""},
 		{[]string{"REQUEUED"}, "", backends.Pending, "REQUEUED"},
+		{[]string{"PENDING", "EXPEDITING"}, "", backends.Pending, "EXPEDITING"},
+		{[]string{"NODE_FAIL", "EXPEDITING"}, "", backends.Pending, "EXPEDITING"},
 		{[]string{"NODE_FAIL", "REQUEUED"}, "", backends.Pending, "REQUEUED"},
 		{[]string{"REQUEUE_FED"}, "", backends.Pending, "REQUEUE_FED"},
 		{[]string{"PENDING", "REQUEUE_HOLD"}, "JobHeldUser", backends.Pending, "JobHeldUser"},

@@ -142,6 +142,7 @@ var flagStates = []struct {
 	{"REQUEUED", backends.Pending},      // going back to the queue
 	{"REQUEUE_FED", backends.Pending},   // the same, by the federation
 	{"REQUEUE_HOLD", backends.Pending},  // requeued and held
+	{"EXPEDITING", backends.Pending},    // v0.0.44+: an expedited requeue under way
 	{"SPECIAL_EXIT", backends.Pending},  // requeued and held after a special exit code
 	{"RESV_DEL_HOLD", backends.Pending}, // held because its reservation was deleted
 	{"STOPPED", backends.Suspended},     // SIGSTOPped, keeping its resources

@@ -23,8 +23,16 @@ type apiVersion int
 // is spoken like the newest known one.
 const (
 	minVersion apiVersion = 38
-	maxVersion apiVersion = 43
+	maxVersion apiVersion = 45
 )
+
+// From v0.0.42 to v0.0.45 nothing this package sends or reads changed in
+// SchedMD's published OpenAPI (job.script, environment as an array,
+// {set,infinite,number} numbers, job_state as base state plus flags,
+// exit_code as an object, top-level job_id), except one new job state flag
+// in v0.0.44, EXPEDITING (state.go). Slurm 25.11.0 deprecated the top-level
+// script and 25.11.1 took it back; job.script, which we send from v0.0.41
+// on, works in all of them.
 
 func (v apiVersion) String() string { return "v0.0." + strconv.Itoa(int(v)) }
 
