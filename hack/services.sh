@@ -16,7 +16,9 @@ alive() { [ -f "$1" ] && kill -0 "$(awk '{print $1; exit}' "$1")" 2>/dev/null; }
 
 # ray_alive: the Ray dashboard of RAY_DIR answers.
 ray_alive() {
-  [ -f "$RAY_DIR/port" ] && curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(head -1 "$RAY_DIR/port")/api/version"
+  local hdr=()
+  [ -s "$RAY_DIR/creds/token" ] && hdr=(-H "Authorization: Bearer $(tr -d '\n' <"$RAY_DIR/creds/token")")
+  [ -f "$RAY_DIR/port" ] && curl -fsS -o /dev/null --max-time 2 "${hdr[@]}" "http://127.0.0.1:$(head -1 "$RAY_DIR/port")/api/version"
 }
 
 # up NAME UP_SCRIPT DOWN_SCRIPT CHECK...: start a service; if CHECK says it
@@ -56,6 +58,9 @@ source "$SLURM_DIR/env"
 up slurm-24.11 hack/slurm2411-up.sh hack/slurm2411-down.sh alive "$SLURM2411_DIR/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM2411_DIR/env"
+# Ray with token authentication, as Ray 2.61 runs by default
+# (BRIDGE_RAY_AUTH= starts it without).
+export BRIDGE_RAY_AUTH=${BRIDGE_RAY_AUTH-token}
 up ray hack/ray-up.sh hack/ray-down.sh ray_alive
 # shellcheck disable=SC1091
 source "$RAY_DIR/env"

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,21 +20,28 @@ import (
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
-func rayURL(t *testing.T) string {
-	u := os.Getenv("BRIDGE_TEST_RAY_URL")
-	if u == "" {
+// rayURL is the real Ray of hack/ray-up.sh and the directory of its
+// credentials (the file token when Ray runs with token auth).
+func rayURL(t *testing.T) (url, creds string) {
+	u, c := os.Getenv("BRIDGE_TEST_RAY_URL"), os.Getenv("BRIDGE_TEST_RAY_CREDS_DIR")
+	if u == "" || c == "" {
 		msg := "this test needs a real Ray: bash hack/ray-up.sh && source /tmp/bridge-runner-ray/env"
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	return u
+	return u, c
 }
 
 // rayJobs counts the Ray jobs with this submission id.
-func rayJobs(t *testing.T, url, id string) int {
-	resp, err := http.Get(strings.TrimRight(url, "/") + "/api/jobs/")
+func rayJobs(t *testing.T, url, creds, id string) int {
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(url, "/")+"/api/jobs/", nil)
+	require.NoError(t, err)
+	if tok, err := os.ReadFile(filepath.Join(creds, "token")); err == nil {
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var jobs []struct {
@@ -55,10 +63,10 @@ const tickScript = "import time\nfor i in range(10):\n    print('tick', i, flush
 // job runs, not only at its end.
 func TestRayLiveLogs(t *testing.T) {
 	clearEnv(t)
-	url := rayURL(t)
+	url, creds := rayURL(t)
 	state := t.TempDir()
 	cmd := exec.Command(binary, "invoke", "--state-dir", state, "--job-name", "ray-logs", "--backend", "ray",
-		"--resource-url", url, "--credentials-dir", t.TempDir(), "--script", tickScript, "--update-interval", "1")
+		"--resource-url", url, "--credentials-dir", creds, "--script", tickScript, "--update-interval", "1")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -81,10 +89,10 @@ func TestRayLiveLogs(t *testing.T) {
 
 func TestRaySIGTERMStopsTheJob(t *testing.T) {
 	clearEnv(t)
-	url := rayURL(t)
+	url, creds := rayURL(t)
 	state := t.TempDir()
 	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "ray-term", "--backend", "ray",
-		"--resource-url", url, "--credentials-dir", t.TempDir(), "--script", "import time\ntime.sleep(60)\n")
+		"--resource-url", url, "--credentials-dir", creds, "--script", "import time\ntime.sleep(60)\n")
 	waitForStatus(t, state, "ray-term", "RUNNING")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, ExitKilled, exitOf(cmd.Wait()), out.String())
@@ -99,10 +107,10 @@ func TestRaySIGTERMStopsTheJob(t *testing.T) {
 // finishes without a second job.
 func TestRayRestartReattaches(t *testing.T) {
 	clearEnv(t)
-	url := rayURL(t)
+	url, creds := rayURL(t)
 	state := t.TempDir()
 	args := []string{"--state-dir", state, "--job-name", "ray-crash", "--backend", "ray", "--resource-url", url,
-		"--credentials-dir", t.TempDir(), "--script", tickScript, "--submit-lease", "3s"}
+		"--credentials-dir", creds, "--script", tickScript, "--submit-lease", "3s"}
 	cmd, out := startInvoke(t, []string{"BRIDGE_CRASH_AT=after-submit"}, args...)
 	require.NotEqual(t, 0, exitOf(cmd.Wait()), out.String())
 	start := time.Now()
@@ -112,5 +120,35 @@ func TestRayRestartReattaches(t *testing.T) {
 	rec, err := runner.NewFileStore(state, "ray-crash").Get(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, rec.Data[runner.KeyKey], rec.Data[runner.KeyID], "the submission id is the key")
-	assert.Equal(t, 1, rayJobs(t, url, rec.Data[runner.KeyID]), "one Ray job")
+	assert.Equal(t, 1, rayJobs(t, url, creds, rec.Data[runner.KeyID]), "one Ray job")
+}
+
+// TestRayWrongTokenIsInvalid: Ray with token authentication refuses a wrong
+// token: invoke exits 2 with nothing submitted, and the token appears in no
+// output and not in the record.
+func TestRayWrongTokenIsInvalid(t *testing.T) {
+	clearEnv(t)
+	url, creds := rayURL(t)
+	if _, err := os.Stat(filepath.Join(creds, "token")); err != nil {
+		msg := "Ray runs without token auth: start it with BRIDGE_RAY_AUTH=token bash hack/ray-up.sh (hack/services.sh does)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	wrong := t.TempDir()
+	secret := "wrong-ray-token-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+	require.NoError(t, os.WriteFile(filepath.Join(wrong, "token"), []byte(secret+"\n"), 0o600))
+	state := t.TempDir()
+	code, out := runBinary(t, "invoke", "--state-dir", state, "--job-name", "ray-auth", "--backend", "ray",
+		"--resource-url", url, "--credentials-dir", wrong, "--script", "print('never')")
+	assert.Equal(t, ExitInvalid, code, out)
+	assert.Contains(t, strings.ToLower(out), "token", "the message says what is wrong")
+	assert.NotContains(t, out, secret)
+	rec, err := runner.NewFileStore(state, "ray-auth").Get(context.Background())
+	require.NoError(t, err)
+	for k, v := range rec.Data {
+		assert.NotContains(t, v, secret, k)
+	}
+	assert.Empty(t, rec.Data[runner.KeyID], "nothing was submitted")
 }
