@@ -199,8 +199,9 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*respo
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("X-SLURM-USER-NAME", user)
-	req.Header.Set("X-SLURM-USER-TOKEN", token)
+	if err := b.setAuth(req.Header, user, token); err != nil {
+		return nil, err
+	}
 	resp, err := httpx.Open(ctx, b.client, req)
 	if err != nil {
 		return nil, err

@@ -451,6 +451,41 @@ func testRealSlurm(t *testing.T, rs *realSlurm) {
 		}
 	})
 
+	t.Run("site-gateway", func(t *testing.T) {
+		t.Parallel()
+		u, err := url.Parse(rs.url)
+		require.NoError(t, err)
+		gw := siteGateway(t, u.Scheme+"://"+u.Host)
+		creds := gatewayCreds(t, rs.creds, map[string]string{"tokenHeader": "X-Site-Token", "userHeader": "X-Site-User"})
+		be, err := New(backends.Config{URL: gw.URL + "/site/hpc" + u.Path, Credentials: creds})
+		require.NoError(t, err)
+		b := be.(*Backend)
+		id, err := b.Submit(context.Background(), backends.Job{Name: "gateway", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+		require.NoError(t, err)
+		st, _ := waitFor(t, b, id, 60*time.Second, final)
+		assert.Equal(t, backends.Done, st.State, st.Message)
+	})
+
+	t.Run("bearer-token", func(t *testing.T) {
+		t.Parallel()
+		b, _ := rs.backend(t, nil)
+		v, err := b.version(context.Background())
+		require.NoError(t, err)
+		creds := gatewayCreds(t, rs.creds, map[string]string{"tokenHeader": "Authorization", "userHeader": "none"})
+		be, err := New(backends.Config{URL: rs.url, Credentials: creds})
+		require.NoError(t, err)
+		b = be.(*Backend)
+		id, err := b.Submit(context.Background(), backends.Job{Name: "bearer", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+		if v < 39 {
+			// 22.05 takes only its own two headers: a plain 401.
+			require.ErrorIs(t, err, backends.ErrAuth)
+			return
+		}
+		require.NoError(t, err)
+		st, _ := waitFor(t, b, id, 60*time.Second, final)
+		assert.Equal(t, backends.Done, st.State, st.Message)
+	})
+
 	t.Run("bad-token", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()

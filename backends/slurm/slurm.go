@@ -124,7 +124,10 @@ func (b *Backend) Validate(job backends.Job) error {
 	if _, err := buildJob(job); err != nil {
 		return err
 	}
-	_, _, err := b.credentials()
+	if _, _, err := b.credentials(); err != nil {
+		return err
+	}
+	_, _, err := b.authHeaders()
 	return err
 }
 
