@@ -33,9 +33,12 @@ type fakeSlurm struct {
 	jobs     map[int]*fakeJob
 	nextID   int
 	ctldDown bool
-	faults   []*fault
-	requests []string // "METHOD /path?query"
-	bodies   []map[string]any
+	// accounting: the cluster keeps accounting (slurmdbd) and slurmrestd
+	// serves /slurmdb/: vanished jobs are still known there.
+	accounting bool
+	faults     []*fault
+	requests   []string // "METHOD /path?query"
+	bodies     []map[string]any
 }
 
 type fakeJob struct {
@@ -167,6 +170,31 @@ func u32(n uint32) *uint32 { return &n }
 
 var pathRE = regexp.MustCompile(`^/slurm/v0\.0\.(\d+)/(.*)$`)
 
+var dbPathRE = regexp.MustCompile(`^/slurmdb/v0\.0\.(\d+)/job/(\d+)/?$`)
+
+// dbJob answers GET /slurmdb/vX/job/{id} as slurmdbd's record: state,
+// times and comment grouped; every job it ever ran, vanished or not.
+func (f *fakeSlurm) dbJob(w http.ResponseWriter, v apiVersion, id string) {
+	n, _ := strconv.Atoi(id)
+	j := f.jobs[n]
+	if j == nil {
+		f.ok(w, v, map[string]any{"jobs": []any{}})
+		return
+	}
+	live := j.record(v)
+	var state any = j.state
+	if v <= 39 {
+		state = live["job_state"]
+	}
+	rec := map[string]any{
+		"job_id": j.id, "name": j.name, "user": j.user, "comment": map[string]any{"job": j.comment, "administrator": "", "system": ""},
+		"state": map[string]any{"current": state, "reason": j.reason}, "exit_code": live["exit_code"],
+		"time":              map[string]any{"submission": j.submit, "start": j.start, "end": j.end, "elapsed": j.end - j.start},
+		"working_directory": j.cwd, "stdout": j.stdout, "partition": "debug",
+	}
+	f.ok(w, v, map[string]any{"jobs": []any{rec}})
+}
+
 func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -209,6 +237,11 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-SLURM-USER-NAME") == "" || r.Header.Get("X-SLURM-USER-TOKEN") == "" {
 		w.Header().Set("Connection", "Close")
 		plain(w, http.StatusUnauthorized, "Authentication failure")
+		return
+	}
+	if dm := dbPathRE.FindStringSubmatch(r.URL.Path); dm != nil && f.accounting && r.Method == http.MethodGet {
+		n, _ := strconv.Atoi(dm[1])
+		f.dbJob(w, apiVersion(n), dm[2])
 		return
 	}
 	if r.URL.Path == "/openapi/v3" && r.Method == http.MethodGet {

@@ -226,8 +226,8 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 	return j.status(), nil
 }
 
-// getJob reads the job's record with GET job/{id}.
-func (b *Backend) getJob(ctx context.Context, id string) (*jobInfo, error) {
+// liveJob reads the job's record from slurmctld with GET job/{id}.
+func (b *Backend) liveJob(ctx context.Context, id string) (*jobInfo, error) {
 	if !validID(id) {
 		return nil, fmt.Errorf("Slurm job id %q is not a number: %w", id, backends.ErrNotFound)
 	}

@@ -480,6 +480,37 @@ func TestVanishedJobIsNotFound(t *testing.T) {
 	})
 }
 
+// With accounting, a job past MinJobAge is read from slurmdbd: its final
+// state, exit code and times, not UNKNOWN; a job slurmdbd does not know
+// either is still not found, and a slurmdbd behind a failing gateway is a
+// transient error, not a verdict.
+func TestVanishedJobIsReadFromAccounting(t *testing.T) {
+	eachVersion(t, func(t *testing.T, v apiVersion, h *harness) {
+		ctx := context.Background()
+		h.f.accounting = true
+		id, err := h.b.Submit(ctx, testJob(hello))
+		require.NoError(t, err)
+		h.f.set(id, "NonZeroExitCode", u32(3<<8), "FAILED")
+		live, err := h.b.Status(ctx, id)
+		require.NoError(t, err)
+		h.f.vanish(id)
+		st, err := h.b.Status(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, backends.Failed, st.State)
+		assert.Equal(t, "FAILED", st.Raw)
+		require.NotNil(t, st.ExitCode)
+		assert.Equal(t, 3, *st.ExitCode)
+		assert.Equal(t, live.EndTime, st.EndTime)
+		assert.Equal(t, "/slurmdb/"+v.String()+"/job/"+id, strings.Fields(h.f.reqs()[len(h.f.reqs())-1])[1])
+
+		_, err = h.b.Status(ctx, "12345678")
+		assert.ErrorIs(t, err, backends.ErrNotFound)
+		h.f.addFault(&fault{path: "/slurmdb/" + v.String() + "/job/12345678", status: 503, body: "busy", contentType: "text/plain", times: 1})
+		_, err = h.b.Status(ctx, "12345678")
+		assert.ErrorIs(t, err, backends.ErrTransient)
+	})
+}
+
 func TestCancel(t *testing.T) {
 	eachVersion(t, func(t *testing.T, v apiVersion, h *harness) {
 		ctx := context.Background()
