@@ -50,8 +50,10 @@ services-up:
 	bash hack/slurm2411-up.sh
 	bash hack/s3-up.sh
 	bash hack/ray-up.sh
+	bash hack/ray-auth-up.sh
 
 services-down:
+	-bash hack/ray-auth-down.sh
 	-bash hack/ray-down.sh
 	-bash hack/s3-down.sh
 	-bash hack/slurm2411-down.sh

@@ -9,16 +9,21 @@ SLURM_DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
 SLURM2411_DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
 S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
+RAY_AUTH_DIR=${BRIDGE_RAY_AUTH_DIR:-/tmp/bridge-runner-ray-auth}
 started=()
 
 # alive PID_FILE: the process of a PID file is running.
 alive() { [ -f "$1" ] && kill -0 "$(awk '{print $1; exit}' "$1")" 2>/dev/null; }
 
 # ray_alive: the Ray dashboard of RAY_DIR answers.
-ray_alive() {
+ray_alive() { ray_alive_in "$RAY_DIR"; }
+ray_auth_alive() { ray_alive_in "$RAY_AUTH_DIR"; }
+
+# ray_alive_in DIR: the Ray dashboard of DIR answers (with its token, if any).
+ray_alive_in() {
   local hdr=()
-  [ -s "$RAY_DIR/creds/token" ] && hdr=(-H "Authorization: Bearer $(tr -d '\n' <"$RAY_DIR/creds/token")")
-  [ -f "$RAY_DIR/port" ] && curl -fsS -o /dev/null --max-time 2 "${hdr[@]}" "http://127.0.0.1:$(head -1 "$RAY_DIR/port")/api/version"
+  [ -s "$1/creds/token" ] && hdr=(-H "Authorization: Bearer $(tr -d '\n' <"$1/creds/token")")
+  [ -f "$1/port" ] && curl -fsS -o /dev/null --max-time 2 "${hdr[@]}" "http://127.0.0.1:$(head -1 "$1/port")/api/version"
 }
 
 # up NAME UP_SCRIPT DOWN_SCRIPT CHECK...: start a service; if CHECK says it
@@ -58,10 +63,13 @@ source "$SLURM_DIR/env"
 up slurm-24.11 hack/slurm2411-up.sh hack/slurm2411-down.sh alive "$SLURM2411_DIR/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM2411_DIR/env"
-# Ray with token authentication, as Ray 2.61 runs by default
-# (BRIDGE_RAY_AUTH= starts it without).
-export BRIDGE_RAY_AUTH=${BRIDGE_RAY_AUTH-token}
 up ray hack/ray-up.sh hack/ray-down.sh ray_alive
 # shellcheck disable=SC1091
 source "$RAY_DIR/env"
+# A second Ray with token authentication (as Ray 2.61 runs by default) for
+# the tests of the bearer-token path; its variables get an _AUTH_ infix.
+up ray-auth hack/ray-auth-up.sh hack/ray-auth-down.sh ray_auth_alive
+BRIDGE_TEST_RAY_AUTH_URL=$(. "$RAY_AUTH_DIR/env" && echo "$BRIDGE_TEST_RAY_URL")
+BRIDGE_TEST_RAY_AUTH_CREDS_DIR=$(. "$RAY_AUTH_DIR/env" && echo "$BRIDGE_TEST_RAY_CREDS_DIR")
+export BRIDGE_TEST_RAY_AUTH_URL BRIDGE_TEST_RAY_AUTH_CREDS_DIR
 

@@ -51,16 +51,21 @@ type realRay struct {
 	token bool
 }
 
-func needRay(t *testing.T) *realRay {
+func needRay(t *testing.T) *realRay { return needRayAt(t, "BRIDGE_TEST_RAY") }
+
+// needRayAt reads the Ray whose env variables start with prefix: the
+// default one (BRIDGE_TEST_RAY) or the one with token authentication
+// (BRIDGE_TEST_RAY_AUTH, started by hack/services.sh).
+func needRayAt(t *testing.T, prefix string) *realRay {
 	t.Helper()
-	u := os.Getenv("BRIDGE_TEST_RAY_URL")
+	u := os.Getenv(prefix + "_URL")
 	if u == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("BRIDGE_TEST_RAY_URL is not set under CI: start Ray with hack/ray-up.sh and source its env file")
+			t.Fatalf("%s_URL is not set under CI: start Ray with hack/ray-up.sh (hack/services.sh starts both) and source its env file", prefix)
 		}
 		t.Skip("no Ray cluster: run `bash hack/ray-up.sh && source /tmp/bridge-runner-ray/env` to run this test")
 	}
-	rr := &realRay{url: u, creds: dirCreds(os.Getenv("BRIDGE_TEST_RAY_CREDS_DIR"))}
+	rr := &realRay{url: u, creds: dirCreds(os.Getenv(prefix + "_CREDS_DIR"))}
 	if rr.creds != "" {
 		_, err := os.Stat(filepath.Join(string(rr.creds), "token"))
 		rr.token = err == nil
@@ -338,7 +343,7 @@ print("NAME=" + os.environ["BRIDGE_JOB_NAME"] + " MAIN=" + __name__)
 }
 
 func TestRealUnknownJobAndAuth(t *testing.T) {
-	rr := needRay(t)
+	rr := needRayAt(t, "BRIDGE_TEST_RAY_AUTH")
 	be := rr.backend(t)
 	ctx := context.Background()
 	_, err := be.Status(ctx, "br-00000000000000000000")

@@ -111,7 +111,7 @@ func TestIBMSlurmSampleS3(t *testing.T) {
 // answers /api/version), IBM's fake Ray Secret, parameters and metadata
 // inline, the log uploaded to the bucket.
 func TestIBMRaySample(t *testing.T) {
-	url := rayURL(t)
+	url, _ := rayURL(t)
 	endpoint, _, _, s3Creds := tests3.Env(t)
 	bucket := tests3.Bucket(t, "ibmray")
 	creds := testibm.CredentialsDir(t, map[string]string{"username": "ray", "password": "unused"}) // samples/core/secrets/raysecret.yaml's kind
