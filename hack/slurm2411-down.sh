@@ -19,6 +19,7 @@ case "${1:-}" in
 *) echo "usage: $0 [--purge]" >&2; exit 2 ;;
 esac
 [ -d "$DIR" ] || exit 0
+unset SLURM_CONF # the host Slurm's, if its env file was sourced
 
 # stop_plain PIDFILE NAME: a daemon that wrote its bare PID itself (slurmctld,
 # slurmd), signalled only if that PID still runs NAME.

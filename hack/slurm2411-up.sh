@@ -38,6 +38,8 @@ ENVFILE=$DIR/env
 t0=$(now_ms)
 
 [ "$(id -u)" = 0 ] || die "run as root (it mounts, chroots and starts daemons that switch users)"
+# The host Slurm's SLURM_CONF (22.05's env file) must not reach the chroot.
+unset SLURM_CONF
 need_cmd curl
 
 mkdir -p "$DIR"

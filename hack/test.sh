@@ -22,5 +22,8 @@ source "$HACK/services.sh"
 # shellcheck disable=SC2086
 # bridgetest: the test hooks (crash points), absent from release builds.
 go test -tags bridgetest -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
+# Argo 4's own validator on every template and example (a module of its
+# own: Argo 4 needs other Kubernetes library versions than the project).
+(cd workflows/argo4 && go test -count=1 ./...)
 # The real KFP SDK loads every component and compiles every example pipeline.
 bash hack/kfp-check.sh
