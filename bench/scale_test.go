@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -12,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/builtin"
@@ -48,13 +45,7 @@ func BenchmarkScale(b *testing.B) {
 func scaleOnce(b *testing.B, n int, slurmURL, creds string) {
 	cfg := testkube.Config(b)
 	cfg.QPS, cfg.Burst = 1000, 2000
-	kubeRT := func() int64 { return 0 }
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		c := runner.CountRequests(rt)
-		kubeRT = runner.RequestCounter(c)
-		return c
-	})
-	cs, err := kubernetes.NewForConfig(cfg)
+	kc, err := runner.NewKubeClient(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +69,7 @@ func scaleOnce(b *testing.B, n int, slurmURL, creds string) {
 			name := fmt.Sprintf("scale-%d", i)
 			iv := &runner.Invoker{
 				JobName: name, Spec: &spec, Registry: reg,
-				Store:       &runner.ConfigMapStore{Client: cs, Namespace: ns, Name: runner.ConfigMapName(name)},
+				Store:       &runner.ConfigMapStore{Client: kc, Namespace: ns, Name: runner.ConfigMapName(name)},
 				Backend:     backends.Config{Credentials: runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}, HTTPClient: hc},
 				Log:         slog.New(slog.DiscardHandler),
 				RetryBudget: 5 * time.Minute,
@@ -120,7 +111,7 @@ func scaleOnce(b *testing.B, n int, slurmURL, creds string) {
 	b.ReportMetric(wall.Seconds(), "wall-s")
 	b.ReportMetric(float64(n)/wall.Seconds(), "jobs/s")
 	b.ReportMetric(float64(runner.RequestCount(hc))/float64(n), "backend-req/job")
-	b.ReportMetric(float64(kubeRT())/float64(n), "kube-req/job")
+	b.ReportMetric(float64(kc.Requests())/float64(n), "kube-req/job")
 	b.ReportMetric(float64(peak-heapBefore)/float64(n)/1024, "heap-KiB/invoker")
 	b.ReportMetric(0, "ns/op")
 }

@@ -7,13 +7,7 @@ import (
 	"slices"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 )
 
 // Disruption tells, after SIGTERM, a stop of the step from a disruption of
@@ -28,13 +22,10 @@ import (
 // The Role needs get on pods, workflows.argoproj.io and jobs.batch; without
 // them every SIGTERM cancels, which is safe.
 type Disruption struct {
-	Client    kubernetes.Interface
-	Dynamic   dynamic.Interface
+	Client    *KubeClient
 	Namespace string
 	Pod       string
 }
-
-var workflowsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
 
 // PodName is this process's pod as Kubernetes names it: Argo's ARGO_POD_NAME,
 // else POD_NAME (downward API), else the host name, which Kubernetes sets to
@@ -52,7 +43,7 @@ func PodName() string {
 // Detach reports whether the job should be left running for a retry, and
 // why (or why not).
 func (d *Disruption) Detach(ctx context.Context) (bool, string) {
-	pod, err := d.Client.CoreV1().Pods(d.Namespace).Get(ctx, d.Pod, metav1.GetOptions{})
+	pod, err := d.Client.getPod(ctx, d.Namespace, d.Pod)
 	if err != nil {
 		return false, fmt.Sprintf("cannot read this pod %s/%s: %v", d.Namespace, d.Pod, err)
 	}
@@ -75,35 +66,30 @@ func (d *Disruption) Detach(ctx context.Context) (bool, string) {
 // its deadline, and runs this pod's node under a retry. (Argo does not retry
 // after a shutdown or past the deadline; when the last attempt is used up,
 // the exit handler's cleanup cancels the job.)
-func (d *Disruption) workflowGoesOn(ctx context.Context, pod *corev1.Pod, owner *metav1.OwnerReference) (bool, string) {
-	wf, err := d.Dynamic.Resource(workflowsGVR).Namespace(d.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+func (d *Disruption) workflowGoesOn(ctx context.Context, pod *pod, owner *metav1.OwnerReference) (bool, string) {
+	wf, err := d.Client.getWorkflow(ctx, d.Namespace, owner.Name)
 	if err != nil {
 		return false, fmt.Sprintf("cannot read workflow %s: %v", owner.Name, err)
 	}
 	name := "workflow " + owner.Name
-	if wf.GetUID() != owner.UID || wf.GetDeletionTimestamp() != nil {
+	if wf.UID != owner.UID || wf.DeletionTimestamp != nil {
 		return false, name + " was deleted or is being deleted"
 	}
-	if s, _, _ := unstructured.NestedString(wf.Object, "spec", "shutdown"); s != "" {
+	if s := wf.Spec.Shutdown; s != "" {
 		return false, fmt.Sprintf("%s is being shut down (spec.shutdown=%s)", name, s)
 	}
-	if p, _, _ := unstructured.NestedString(wf.Object, "status", "phase"); p != "" && p != "Running" && p != "Pending" {
+	if p := wf.Status.Phase; p != "" && p != "Running" && p != "Pending" {
 		return false, fmt.Sprintf("%s has ended (%s)", name, p)
 	}
-	if ads, ok, _ := unstructured.NestedInt64(wf.Object, "spec", "activeDeadlineSeconds"); ok {
-		started, _, _ := unstructured.NestedString(wf.Object, "status", "startedAt")
-		t, err := time.Parse(time.RFC3339, started)
-		if ads <= 0 || err != nil || !time.Now().Before(t.Add(time.Duration(ads)*time.Second)) {
-			return false, fmt.Sprintf("%s is past its deadline (activeDeadlineSeconds=%d)", name, ads)
+	if ads := wf.Spec.ActiveDeadlineSeconds; ads != nil {
+		t, err := time.Parse(time.RFC3339, wf.Status.StartedAt)
+		if *ads <= 0 || err != nil || !time.Now().Before(t.Add(time.Duration(*ads)*time.Second)) {
+			return false, fmt.Sprintf("%s is past its deadline (activeDeadlineSeconds=%d)", name, *ads)
 		}
 	}
 	node := pod.Annotations["workflows.argoproj.io/node-id"]
-	nodes, _, _ := unstructured.NestedMap(wf.Object, "status", "nodes")
-	for _, n := range nodes {
-		n, _ := n.(map[string]any)
-		typ, _, _ := unstructured.NestedString(n, "type")
-		children, _, _ := unstructured.NestedStringSlice(n, "children")
-		if typ == "Retry" && node != "" && slices.Contains(children, node) {
+	for _, n := range wf.Status.Nodes {
+		if n.Type == "Retry" && node != "" && slices.Contains(n.Children, node) {
 			return true, fmt.Sprintf("the pod is being deleted (evicted, drained or deleted) while %s goes on and retries it", name)
 		}
 	}
@@ -113,7 +99,7 @@ func (d *Disruption) workflowGoesOn(ctx context.Context, pod *corev1.Pod, owner 
 // jobGoesOn: the Job exists, is not being deleted, suspended, finished or
 // past its deadline, and has a retry left for this pod's failure.
 func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference) (bool, string) {
-	job, err := d.Client.BatchV1().Jobs(d.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+	job, err := d.Client.getJob(ctx, d.Namespace, owner.Name)
 	if err != nil {
 		return false, fmt.Sprintf("cannot read job %s: %v", owner.Name, err)
 	}
@@ -125,7 +111,7 @@ func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference
 		return false, name + " is suspended"
 	}
 	for _, c := range job.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && c.Type != batchv1.JobSuspended {
+		if c.Status == "True" && c.Type != "Suspended" {
 			return false, fmt.Sprintf("%s is ending (%s: %s)", name, c.Type, c.Reason)
 		}
 	}

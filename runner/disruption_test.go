@@ -33,6 +33,7 @@ var workflowsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v
 type disruptionEnv struct {
 	c  kubernetes.Interface
 	dc dynamic.Interface
+	kc *runner.KubeClient // what invoke uses
 	ns string
 }
 
@@ -45,7 +46,7 @@ func newDisruptionEnv(t *testing.T) *disruptionEnv {
 	_, err := c.CoreV1().ServiceAccounts(ns).Create(context.Background(),
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	return &disruptionEnv{c: c, dc: dc, ns: ns}
+	return &disruptionEnv{c: c, dc: dc, kc: kubeClient(t, testkube.Config(t)), ns: ns}
 }
 
 // workflow creates a running Workflow whose node "invoke" (a pod) sits under
@@ -111,7 +112,7 @@ func (e *disruptionEnv) pod(t *testing.T, name string, owner *metav1.OwnerRefere
 }
 
 func (e *disruptionEnv) detach(pod string) (bool, string) {
-	d := &runner.Disruption{Client: e.c, Dynamic: e.dc, Namespace: e.ns, Pod: pod}
+	d := &runner.Disruption{Client: e.kc, Namespace: e.ns, Pod: pod}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return d.Detach(ctx)
@@ -200,7 +201,7 @@ func TestDisruptionUnderAWorkflow(t *testing.T) {
 		wf := e.workflow(t, "wf-nogrant", true, nil)
 		e.pod(t, "wf-nogrant-invoke", ownerRef(wf, "argoproj.io/v1alpha1", "Workflow"), "wf-nogrant-2", true)
 		user := testkube.UserConfig(t)
-		d := &runner.Disruption{Client: testkube.ClientFor(t, user), Dynamic: dynamic.NewForConfigOrDie(user), Namespace: e.ns, Pod: "wf-nogrant-invoke"}
+		d := &runner.Disruption{Client: kubeClient(t, user), Namespace: e.ns, Pod: "wf-nogrant-invoke"}
 		got, why := d.Detach(context.Background())
 		assert.False(t, got, why)
 		assert.Contains(t, why, "forbidden")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/runner"
@@ -18,7 +19,14 @@ import (
 
 func cmStore(t *testing.T) *runner.ConfigMapStore {
 	c := testkube.Client(t)
-	return &runner.ConfigMapStore{Client: c, Namespace: testkube.Namespace(t, c), Name: runner.ConfigMapName("job")}
+	return &runner.ConfigMapStore{Client: kubeClient(t, testkube.Config(t)), Namespace: testkube.Namespace(t, c), Name: runner.ConfigMapName("job")}
+}
+
+// kubeClient is the client bridge-runner itself uses, for cfg.
+func kubeClient(t testing.TB, cfg *rest.Config) *runner.KubeClient {
+	c, err := runner.NewKubeClient(cfg)
+	require.NoError(t, err)
+	return c
 }
 
 func TestConfigMapStoreContract(t *testing.T) {
@@ -30,7 +38,7 @@ func TestConfigMapRecordIsIBMCompatible(t *testing.T) {
 	spec := runner.Spec{Backend: "slurm", ResourceURL: "https://h:6820", JobScript: "#!/bin/sh\necho hi\n", JobProperties: `{"partition":"debug"}`}
 	_, err := runner.EnsureRecord(context.Background(), s, spec, time.Second)
 	require.NoError(t, err)
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(context.Background(), "job-bridge-cm", metav1.GetOptions{})
+	cm, err := testkube.Client(t).CoreV1().ConfigMaps(s.Namespace).Get(context.Background(), "job-bridge-cm", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "https://h:6820", cm.Data["resourceURL"])
 	assert.Equal(t, "#!/bin/sh\necho hi\n", cm.Data["jobdata.jobScript"])

@@ -7,9 +7,7 @@ import (
 	"regexp"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -32,10 +30,10 @@ var retryAttempt = regexp.MustCompile(`\(\d+\)$`)
 // node name without the retry attempt; KFP runs on Argo too), else the
 // controlling object (a Job, plus the completion index of an indexed Job).
 // "" when the pod says nothing (a bare pod).
-func StepOwner(pod *corev1.Pod) string {
+func StepOwner(pod metav1.Object) string {
 	ref := metav1.GetControllerOf(pod)
-	if node := pod.Annotations[argoNodeName]; node != "" {
-		wf := pod.Labels["workflows.argoproj.io/workflow"]
+	if node := pod.GetAnnotations()[argoNodeName]; node != "" {
+		wf := pod.GetLabels()["workflows.argoproj.io/workflow"]
 		uid := ""
 		if ref != nil {
 			wf, uid = ref.Name, string(ref.UID)
@@ -46,16 +44,16 @@ func StepOwner(pod *corev1.Pod) string {
 		return ""
 	}
 	s := fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
-	if i := pod.Annotations["batch.kubernetes.io/job-completion-index"]; i != "" {
+	if i := pod.GetAnnotations()["batch.kubernetes.io/job-completion-index"]; i != "" {
 		s += " index " + i
 	}
 	return s
 }
 
-// PodDeadline is when Kubernetes stops the pod for its activeDeadlineSeconds
+// podDeadline is when Kubernetes stops the pod for its activeDeadlineSeconds
 // (set by Argo from a template's or the Workflow's deadline, by KFP's
 // set_timeout, or by hand); zero when it has none.
-func PodDeadline(pod *corev1.Pod) time.Time {
+func podDeadline(pod *pod) time.Time {
 	if pod.Spec.ActiveDeadlineSeconds == nil || pod.Status.StartTime == nil {
 		return time.Time{}
 	}
@@ -75,18 +73,18 @@ func ArgoDeadline() time.Time {
 // StepFacts reads this pod once (client may be nil outside a cluster) and
 // returns its owner and the earliest deadline it is under. What cannot be
 // read is left empty: no owner check, or no early stop.
-func StepFacts(ctx context.Context, client kubernetes.Interface, namespace, name string) (owner string, deadline time.Time, err error) {
+func StepFacts(ctx context.Context, client *KubeClient, namespace, name string) (owner string, deadline time.Time, err error) {
 	deadline = ArgoDeadline()
 	if client == nil || name == "" {
 		return "", deadline, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pod, err := client.CoreV1().Pods(namespace).Get(rctx, name, metav1.GetOptions{})
+	pod, err := client.getPod(rctx, namespace, name)
 	if err != nil {
 		return "", deadline, fmt.Errorf("reading this pod %s/%s: %w", namespace, name, err)
 	}
-	if d := PodDeadline(pod); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+	if d := podDeadline(pod); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
 		deadline = d
 	}
 	return StepOwner(pod), deadline, nil

@@ -120,18 +120,18 @@ func TestStepFactsReadsThePod(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Setenv("ARGO_DEADLINE", "0001-01-01T00:00:00Z") // what Argo sets when there is none
-	owner, deadline, err := runner.StepFacts(ctx, c, ns, "p")
+	owner, deadline, err := runner.StepFacts(ctx, kubeClient(t, testkube.Config(t)), ns, "p")
 	require.NoError(t, err)
 	assert.Equal(t, "Workflow wf (uid u-9) node wf.main.job(0:a).invoke", owner)
 	assert.Equal(t, start.Add(300*time.Second), deadline)
 
 	early := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
 	t.Setenv("ARGO_DEADLINE", early.Format(time.RFC3339))
-	_, deadline, err = runner.StepFacts(ctx, c, ns, "p")
+	_, deadline, err = runner.StepFacts(ctx, kubeClient(t, testkube.Config(t)), ns, "p")
 	require.NoError(t, err)
 	assert.Equal(t, early, deadline.UTC())
 
-	_, _, err = runner.StepFacts(ctx, c, ns, "no-such-pod")
+	_, _, err = runner.StepFacts(ctx, kubeClient(t, testkube.Config(t)), ns, "no-such-pod")
 	assert.Error(t, err)
 }
 

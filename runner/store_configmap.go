@@ -6,19 +6,16 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 )
 
 // ConfigMapStore keeps the record in the ConfigMap <job>-bridge-cm.
 // Optimistic concurrency is the ConfigMap's resourceVersion; the UID is the
 // ConfigMap's own, so a deleted and recreated ConfigMap is a new run.
 type ConfigMapStore struct {
-	Client    kubernetes.Interface
+	Client    *KubeClient
 	Namespace string
 	Name      string
 
@@ -26,11 +23,11 @@ type ConfigMapStore struct {
 	// its version needs no GET first (the server's resourceVersion check
 	// still refuses a stale write), which halves the requests per write.
 	mu   sync.Mutex
-	last *corev1.ConfigMap
+	last *configMap
 }
 
 // seen remembers cm as the newest version and returns its record.
-func (s *ConfigMapStore) seen(cm *corev1.ConfigMap) *Record {
+func (s *ConfigMapStore) seen(cm *configMap) *Record {
 	s.mu.Lock()
 	s.last = cm
 	s.mu.Unlock()
@@ -38,11 +35,11 @@ func (s *ConfigMapStore) seen(cm *corev1.ConfigMap) *Record {
 }
 
 // base returns the cached ConfigMap if it is the version rec was read at.
-func (s *ConfigMapStore) base(rec *Record) *corev1.ConfigMap {
+func (s *ConfigMapStore) base(rec *Record) *configMap {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last != nil && string(s.last.UID) == rec.UID && s.last.ResourceVersion == rec.Version {
-		return s.last.DeepCopy()
+		return s.last.deepCopy()
 	}
 	return nil
 }
@@ -60,7 +57,7 @@ func (s *ConfigMapStore) Describe() string {
 	return fmt.Sprintf("configmap %s/%s", s.Namespace, s.Name)
 }
 
-func cmRecord(cm *corev1.ConfigMap) *Record {
+func cmRecord(cm *configMap) *Record {
 	rec := &Record{UID: string(cm.UID), Version: cm.ResourceVersion, Data: cm.Data}
 	if o := metav1.GetControllerOf(cm); o != nil {
 		rec.Owner = o.APIVersion + "/" + o.Kind
@@ -69,7 +66,7 @@ func cmRecord(cm *corev1.ConfigMap) *Record {
 }
 
 func (s *ConfigMapStore) Get(ctx context.Context) (*Record, error) {
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	cm, err := s.Client.getConfigMap(ctx, s.Namespace, s.Name)
 	if apierrors.IsNotFound(err) {
 		return nil, ErrNoRecord
 	}
@@ -80,14 +77,14 @@ func (s *ConfigMapStore) Get(ctx context.Context) (*Record, error) {
 }
 
 func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*Record, error) {
-	cm := &corev1.ConfigMap{
+	cm := &configMap{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: map[string]string{
 			LabelManagedBy: "bridge-runner",
 			LabelJob:       labelValue(s.Name),
 		}},
 		Data: data,
 	}
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	cm, err := s.Client.createConfigMap(ctx, cm)
 	if apierrors.IsAlreadyExists(err) {
 		return nil, ErrRecordExists
 	}
@@ -100,7 +97,7 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, error) {
 	cm := s.base(rec)
 	if cm == nil {
-		got, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+		got, err := s.Client.getConfigMap(ctx, s.Namespace, s.Name)
 		if apierrors.IsNotFound(err) {
 			return nil, ErrNoRecord
 		}
@@ -110,11 +107,11 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 		if string(got.UID) != rec.UID {
 			return nil, ErrConflict
 		}
-		cm = got.DeepCopy()
+		cm = got
 	}
 	cm.ResourceVersion = rec.Version // the server refuses the write if it is stale
 	cm.Data = rec.Data
-	cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	cm, err := s.Client.updateConfigMap(ctx, cm)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil, ErrConflict
@@ -127,7 +124,7 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 }
 
 func (s *ConfigMapStore) Delete(ctx context.Context) error {
-	err := s.Client.CoreV1().ConfigMaps(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+	err := s.Client.deleteConfigMap(ctx, s.Namespace, s.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return kubeErr(err)
 	}
@@ -158,11 +155,7 @@ func (s *ConfigMapStore) Watch(ctx context.Context, from *Record) <-chan *Record
 					return
 				}
 			}
-			w, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Watch(ctx, metav1.ListOptions{
-				FieldSelector:       fields.OneTermEqualSelector("metadata.name", s.Name).String(),
-				ResourceVersion:     rv,
-				AllowWatchBookmarks: true,
-			})
+			w, err := s.Client.watchConfigMap(ctx, s.Namespace, s.Name, rv)
 			if err != nil {
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					rv = ""
@@ -196,11 +189,11 @@ func (s *ConfigMapStore) drain(ctx context.Context, w watch.Interface, ch chan<-
 				sleepCtx(ctx, backoff.Next())
 				return rv
 			case watch.Deleted:
-				if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+				if cm, ok := ev.Object.(*configMap); ok {
 					rv = cm.ResourceVersion
 				}
 			case watch.Bookmark, watch.Added, watch.Modified:
-				cm, ok := ev.Object.(*corev1.ConfigMap)
+				cm, ok := ev.Object.(*configMap)
 				if !ok {
 					continue
 				}

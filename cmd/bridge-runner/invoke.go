@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -154,26 +153,17 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	if o.followLogs {
 		iv.LogOut = a.stderr
 	}
-	if cm, ok := store.(*runner.ConfigMapStore); ok && inCluster() {
-		dc, err := dynamic.NewForConfig(o.store.kube)
-		if err != nil {
-			return fail(err)
-		}
-		d := &runner.Disruption{Client: cm.Client, Dynamic: dc, Namespace: podNamespace(), Pod: runner.PodName()}
+	if d := runner.DisruptionFor(store); d != nil {
 		iv.Detach = d.Detach
 		var ferr error
-		if iv.Owner, iv.Deadline, ferr = runner.StepFacts(cmd.Context(), cm.Client, d.Namespace, d.Pod); ferr != nil {
+		if iv.Owner, iv.Deadline, ferr = runner.StepFacts(cmd.Context(), d.Client, d.Namespace, d.Pod); ferr != nil {
 			a.log.Warn("no check that the record is this task's, no stop before the pod's deadline", "err", ferr)
 		}
 	} else {
 		iv.Deadline = runner.ArgoDeadline()
 	}
 	err = iv.Run(cmd.Context())
-	kube := int64(0)
-	if o.store.kubeRequests != nil {
-		kube = o.store.kubeRequests()
-	}
-	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", kube)
+	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", runner.KubeRequests(store))
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err

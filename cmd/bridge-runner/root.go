@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -171,21 +170,4 @@ func applyEnv(cmd *cobra.Command) error {
 		}
 	})
 	return errors.Join(errs...)
-}
-
-// defaultStateDir is where the file store and local jobs live when no
-// --state-dir is given: $XDG_STATE_HOME/bridge-runner, else in a pod
-// $TMPDIR/bridge-runner (the image's home is read-only, and the templates
-// mount a writable /tmp), else ~/.local/state/bridge-runner.
-func defaultStateDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "bridge-runner")
-	}
-	if inCluster() {
-		return filepath.Join(os.TempDir(), "bridge-runner")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "bridge-runner")
-	}
-	return filepath.Join(os.TempDir(), "bridge-runner")
 }

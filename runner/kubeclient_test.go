@@ -1,0 +1,73 @@
+package runner_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// The REST client knows only the ConfigMap fields; an update must still keep
+// everything others wrote into the ConfigMap (binaryData, annotations, other
+// labels), as the typed clientset did.
+func TestConfigMapUpdateKeepsOthersFields(t *testing.T) {
+	ctx := context.Background()
+	s := cmStore(t)
+	admin := testkube.Client(t)
+	rec, err := s.Create(ctx, map[string]string{"backend": "local"})
+	require.NoError(t, err)
+
+	cm, err := admin.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.BinaryData = map[string][]byte{"blob": {0, 1, 2, 255}}
+	cm.Annotations = map[string]string{"example.org/note": "kept"}
+	cm.Labels["example.org/team"] = "hpc"
+	_, err = admin.CoreV1().ConfigMaps(s.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	// A stale write is refused, then a write from a fresh read succeeds.
+	rec.Data["id"] = "1"
+	_, err = s.Update(ctx, rec)
+	require.ErrorIs(t, err, runner.ErrConflict)
+	fresh, err := s.Get(ctx)
+	require.NoError(t, err)
+	fresh.Data["id"] = "1"
+	_, err = s.Update(ctx, fresh)
+	require.NoError(t, err)
+
+	got, err := admin.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "1", got.Data["id"])
+	assert.Equal(t, []byte{0, 1, 2, 255}, got.BinaryData["blob"])
+	assert.Equal(t, "kept", got.Annotations["example.org/note"])
+	assert.Equal(t, "hpc", got.Labels["example.org/team"])
+	assert.Equal(t, "bridge-runner", got.Labels[runner.LabelManagedBy])
+}
+
+// Every request reaches the transport's counter, and API errors keep
+// client-go's types (what the runner classifies on).
+func TestKubeClientCountsRequestsAndKeepsErrorTypes(t *testing.T) {
+	ctx := context.Background()
+	s := cmStore(t)
+	before := s.Client.Requests()
+	_, err := s.Get(ctx)
+	require.ErrorIs(t, err, runner.ErrNoRecord)
+	_, err = s.Create(ctx, map[string]string{"backend": "local"})
+	require.NoError(t, err)
+	_, err = s.Get(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(ctx))
+	assert.Equal(t, int64(4), s.Client.Requests()-before, "get, create, get, delete")
+	assert.Equal(t, int64(4), runner.KubeRequests(s))
+
+	user := &runner.ConfigMapStore{Client: kubeClient(t, testkube.UserConfig(t)), Namespace: s.Namespace, Name: s.Name}
+	_, err = user.Get(ctx)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err), "a missing grant is Forbidden: %v", err)
+}

@@ -1,0 +1,191 @@
+package runner
+
+import (
+	"cmp"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// StoreOptions select and address a job's state record; every step has
+// them (as flags). Open turns them into a Store.
+type StoreOptions struct {
+	JobName    string
+	ConfigMap  string // the record's name when it is not <job>-bridge-cm (e.g. IBM's <name>-slurm-cm)
+	Namespace  string // of the ConfigMap; default the pod's, else the kubeconfig's
+	Kubeconfig string // default $KUBECONFIG, or the in-cluster config inside a pod
+	StateDir   string // a file record in this directory; default DefaultStateDir()
+	Kind       string // auto, configmap or file
+	UserAgent  string // sent to the Kubernetes API
+}
+
+// Open returns the store the options select: a file with a state
+// directory or outside a cluster, else the ConfigMap (ConfigMap, or
+// <job>-bridge-cm). A JobName left empty is taken from ConfigMap.
+func (o *StoreOptions) Open() (Store, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	switch o.kind() {
+	case "file":
+		fs := NewFileStore(o.Dir(), o.JobName)
+		if o.ConfigMap != "" {
+			fs.Path = filepath.Join(o.Dir(), o.ConfigMap+".json")
+		}
+		return fs, nil
+	case "configmap":
+		cfg, ns, err := o.kubeConfig()
+		if err != nil {
+			return nil, err
+		}
+		c, err := NewKubeClient(cfg)
+		if err != nil {
+			return nil, backends.Invalid("kubeconfig", "%v", err)
+		}
+		if err := ValidateNamespace(ns); err != nil {
+			return nil, err
+		}
+		return &ConfigMapStore{Client: c, Namespace: ns, Name: o.configMapName()}, nil
+	}
+	return nil, backends.Invalid("store", "%q is not a store; use auto, configmap or file", o.Kind)
+}
+
+// check validates the names and fills JobName from ConfigMap.
+func (o *StoreOptions) check() error {
+	if o.ConfigMap != "" && len(validation.IsDNS1123Subdomain(o.ConfigMap)) > 0 {
+		return backends.Invalid("configmap", "%q is not a valid ConfigMap name: use lower-case letters, digits, '-' and '.', a letter or digit at both ends and around every '.', at most 253 characters", o.ConfigMap)
+	}
+	if o.JobName == "" && o.ConfigMap != "" {
+		o.JobName = strings.TrimSuffix(o.ConfigMap, "-bridge-cm")
+	}
+	if o.JobName == "" {
+		return backends.Invalid("job-name", "is empty; pass --job-name (or set JOBNAME), or --configmap")
+	}
+	return ValidateJobName(o.JobName)
+}
+
+// configMapName is ConfigMap, else <job>-bridge-cm.
+func (o StoreOptions) configMapName() string {
+	if o.ConfigMap != "" {
+		return o.ConfigMap
+	}
+	return ConfigMapName(o.JobName)
+}
+
+func (o StoreOptions) kind() string {
+	if o.Kind != "auto" && o.Kind != "" {
+		return o.Kind
+	}
+	switch {
+	case o.StateDir != "":
+		return "file"
+	case InCluster() || o.Kubeconfig != "" || os.Getenv("KUBECONFIG") != "":
+		return "configmap"
+	}
+	return "file"
+}
+
+// Dir is the directory of the file record (and of local jobs' data). It is
+// absolute: a local job's supervisor runs in its job directory, where a
+// relative path would name nothing.
+func (o StoreOptions) Dir() string {
+	d := cmp.Or(o.StateDir, DefaultStateDir())
+	if abs, err := filepath.Abs(d); err == nil {
+		return abs
+	}
+	return d
+}
+
+// DefaultStateDir is where the file store and local jobs live when no
+// state directory is given: $XDG_STATE_HOME/bridge-runner, else in a pod
+// $TMPDIR/bridge-runner (the image's home is read-only, and the templates
+// mount a writable /tmp), else ~/.local/state/bridge-runner.
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "bridge-runner")
+	}
+	if InCluster() {
+		return filepath.Join(os.TempDir(), "bridge-runner")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "bridge-runner")
+	}
+	return filepath.Join(os.TempDir(), "bridge-runner")
+}
+
+// InCluster reports whether this process runs in a pod with a service
+// account token.
+func InCluster() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && err == nil
+}
+
+// PodNamespace is the namespace of the pod this runs in ("" outside one).
+func PodNamespace() string {
+	b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return strings.TrimSpace(string(b))
+}
+
+// kubeConfig finds the API server: in-cluster config inside a pod, else the
+// kubeconfig. The namespace comes from the options, the pod, or the
+// kubeconfig.
+func (o StoreOptions) kubeConfig() (*rest.Config, string, error) {
+	if o.Kubeconfig == "" && InCluster() {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, "", backends.Invalid("kubeconfig", "in-cluster configuration: %v", err)
+		}
+		ns := o.Namespace
+		if ns == "" {
+			ns = PodNamespace()
+		}
+		return o.tune(cfg), cmp.Or(ns, "default"), nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.Kubeconfig != "" {
+		rules.ExplicitPath = o.Kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", backends.Invalid("kubeconfig", "%v; pass --kubeconfig, or --state-dir to keep state in a file", err)
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns, _, _ = cc.Namespace()
+	}
+	return o.tune(cfg), cmp.Or(ns, "default"), nil
+}
+
+func (o StoreOptions) tune(cfg *rest.Config) *rest.Config {
+	cfg.UserAgent = o.UserAgent
+	// One job's few requests never need client-side throttling.
+	cfg.QPS, cfg.Burst = 20, 40
+	return cfg
+}
+
+// DisruptionFor returns what tells a disruption of this pod from a stop of
+// the step, when the record is a ConfigMap seen from inside a pod; nil
+// otherwise (then SIGTERM always cancels).
+func DisruptionFor(s Store) *Disruption {
+	cm, ok := s.(*ConfigMapStore)
+	if !ok || !InCluster() {
+		return nil
+	}
+	return &Disruption{Client: cm.Client, Namespace: PodNamespace(), Pod: PodName()}
+}
+
+// KubeRequests reports the requests a ConfigMap store's client sent (0 for
+// other stores).
+func KubeRequests(s Store) int64 {
+	if cm, ok := s.(*ConfigMapStore); ok && cm.Client != nil {
+		return cm.Client.Requests()
+	}
+	return 0
+}
