@@ -2,17 +2,32 @@
 # The benchmarks (make bench): starts the real services, runs ./bench,
 # prints the figures (see BENCHMARKS.md for a recorded run), stops what it
 # started. BENCH='Local|Startup' runs some; BRIDGE_BENCH_SCALE=100,250
-# picks the scale sizes (default 100,250,500).
+# picks the scale sizes (default 100,250,500); BRIDGE_BENCH_PROCS the
+# number of concurrent invoke processes (default 100).
+#
+# The guard (bench/guard_test.go) compares size, memory and start-up figures
+# with bench/baseline.json: a figure more than 10 % worse prints a
+# "BENCH-GUARD FAIL" line and this script exits 1 at the end.
+# BRIDGE_BENCH_RECORD=1 records the figures as the new baseline.
 set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$(dirname "$HACK")"
 # shellcheck source=hack/services.sh
 source "$HACK/services.sh"
 BENCH=${BENCH:-.}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version)"
-# Per-job figures are averaged over 3 runs; each scale size runs once.
-if [ "$BENCH" = . ]; then BENCH='^Benchmark(Local|Slurm|ConfigMapStore|Startup)'; SCALE=1; fi
-go test -tags bridgetest -run '^$' -bench "$BENCH" -benchtime 3x -timeout 30m ./bench/
-if [ -n "${SCALE:-}" ]; then
-  go test -tags bridgetest -run '^$' -bench '^BenchmarkScale' -benchtime 1x -timeout 30m ./bench/
+# Per-job figures are averaged over 3 runs; each scale size and the
+# concurrent processes run once.
+if [ "$BENCH" = . ]; then BENCH='^Benchmark(Local|Slurm|SlurmConfigMap|ConfigMapStore|Startup|FirstRequest)$'; ONCE=1; fi
+go test -tags bridgetest -run '^$' -bench "$BENCH" -benchtime 3x -timeout 30m ./bench/ | tee -a "$out"
+if [ -n "${ONCE:-}" ]; then
+  go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes)$' -benchtime 1x -timeout 30m ./bench/ | tee -a "$out"
 fi
+if grep -q 'BENCH-GUARD FAIL' "$out"; then
+  echo "== the guard found regressions against bench/baseline.json:"
+  grep -o 'BENCH-GUARD FAIL.*' "$out"
+  exit 1
+fi
+echo "== guard: no figure regressed by more than 10 % against bench/baseline.json"
