@@ -109,6 +109,7 @@ func BenchmarkConcurrentInvokes(b *testing.B) {
 func concurrentOnce(b *testing.B, n int, ns string, env []string) {
 	cmds := make([]*exec.Cmd, n)
 	errs := make([]bytes.Buffer, n)
+	stops := make([]func() int64, n)
 	stamp := time.Now().UnixNano()
 	start := time.Now()
 	for i := range cmds {
@@ -119,6 +120,7 @@ func concurrentOnce(b *testing.B, n int, ns string, env []string) {
 		if err := cmds[i].Start(); err != nil {
 			b.Fatal(err)
 		}
+		stops[i] = peakRSS(cmds[i].Process.Pid, 20*time.Millisecond)
 	}
 	var sum, peak int64
 	var cpu time.Duration
@@ -128,9 +130,10 @@ func concurrentOnce(b *testing.B, n int, ns string, env []string) {
 			failed++
 			b.Logf("invoke %d: %v\n%s", i, err, errs[i].String())
 		}
+		rss := stops[i]()
+		sum += rss
+		peak = max(peak, rss)
 		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			sum += ru.Maxrss * 1024
-			peak = max(peak, ru.Maxrss*1024)
 			cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
