@@ -83,6 +83,8 @@ func pkgOf(name string) string {
 func moduleOf(pkg string) string {
 	parts := strings.Split(pkg, "/")
 	switch {
+	case strings.HasSuffix(pkg, ":"):
+		return "linker tables (" + pkg + ")"
 	case !strings.Contains(parts[0], "."):
 		return "std"
 	case parts[0] == "k8s.io" || parts[0] == "sigs.k8s.io" || parts[0] == "go.yaml.in" || parts[0] == "gopkg.in":
