@@ -71,14 +71,14 @@ func (o *StoreOptions) check() error {
 }
 
 // configMapName is ConfigMap, else <job>-bridge-cm.
-func (o StoreOptions) configMapName() string {
+func (o *StoreOptions) configMapName() string {
 	if o.ConfigMap != "" {
 		return o.ConfigMap
 	}
 	return ConfigMapName(o.JobName)
 }
 
-func (o StoreOptions) kind() string {
+func (o *StoreOptions) kind() string {
 	if o.Kind != "auto" && o.Kind != "" {
 		return o.Kind
 	}
@@ -94,7 +94,7 @@ func (o StoreOptions) kind() string {
 // Dir is the directory of the file record (and of local jobs' data). It is
 // absolute: a local job's supervisor runs in its job directory, where a
 // relative path would name nothing.
-func (o StoreOptions) Dir() string {
+func (o *StoreOptions) Dir() string {
 	d := cmp.Or(o.StateDir, DefaultStateDir())
 	if abs, err := filepath.Abs(d); err == nil {
 		return abs
@@ -135,7 +135,7 @@ func PodNamespace() string {
 // kubeConfig finds the API server: in-cluster config inside a pod, else the
 // kubeconfig. The namespace comes from the options, the pod, or the
 // kubeconfig.
-func (o StoreOptions) kubeConfig() (*rest.Config, string, error) {
+func (o *StoreOptions) kubeConfig() (*rest.Config, string, error) {
 	if o.Kubeconfig == "" && InCluster() {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
@@ -163,7 +163,7 @@ func (o StoreOptions) kubeConfig() (*rest.Config, string, error) {
 	return o.tune(cfg), cmp.Or(ns, "default"), nil
 }
 
-func (o StoreOptions) tune(cfg *rest.Config) *rest.Config {
+func (o *StoreOptions) tune(cfg *rest.Config) *rest.Config {
 	cfg.UserAgent = o.UserAgent
 	// One job's few requests never need client-side throttling.
 	cfg.QPS, cfg.Burst = 20, 40
