@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -26,11 +27,11 @@ type secret struct {
 	// value (an IAM token is ~1 KB) has one pattern per chunk of it: one
 	// pattern for the whole would exceed what regexp compiles, and every
 	// chunk of a secret is secret itself.
-	patterns []*regexp.Regexp
+	patterns *lazyRegexps
 	// cuts match a chunk's beginning (minSecretLen runes or more), in the
 	// same mix of encodings, right before a "..." or "…": a text cut short
 	// there, perhaps in the middle of an escape.
-	cuts []*regexp.Regexp
+	cuts *lazyRegexps
 	// exact are fixed strings: the cores of the value's base64 encodings
 	// (see base64Cores), which a pattern cannot describe.
 	exact []string
@@ -59,11 +60,7 @@ const (
 )
 
 func newSecret(v string) secret {
-	s := secret{value: v}
-	for _, c := range chunks(v) {
-		s.patterns = append(s.patterns, regexp.MustCompile(runePatterns(c)))
-		s.cuts = append(s.cuts, regexp.MustCompile(cutPattern(c)))
-	}
+	s := secret{value: v, patterns: &lazyRegexps{build: runePatterns, value: v}, cuts: &lazyRegexps{build: cutPattern, value: v}}
 	s.maxLen = maxRuneForm * utf8.RuneCountInString(v)
 	s.exact = base64Cores(v)
 	s.cuttable = append([]string{v}, encodedForms(v)...)
@@ -72,6 +69,25 @@ func newSecret(v string) secret {
 		s.maxLen = max(s.maxLen, len(f))
 	}
 	return s
+}
+
+// lazyRegexps are a secret's patterns, compiled on first use: they take
+// about a megabyte per secret, and most runs never see a text that holds an
+// escape or a cut near where a secret could be.
+type lazyRegexps struct {
+	once  sync.Once
+	build func(chunk string) string
+	value string
+	res   []*regexp.Regexp
+}
+
+func (l *lazyRegexps) get() []*regexp.Regexp {
+	l.once.Do(func() {
+		for _, c := range chunks(l.value) {
+			l.res = append(l.res, regexp.MustCompile(l.build(c)))
+		}
+	})
+	return l.res
 }
 
 // chunks splits v into pieces of at most chunkRunes runes, none shorter than
@@ -110,13 +126,13 @@ func cutPattern(v string) string {
 		b.WriteString("(?:" + strings.Join(runeForms(r), "|") + ")")
 	}
 	b.WriteString(strings.Repeat(")?", len(runes)-need))
-	b.WriteString(`(?:[%&\\]{1,9}[#\w]{0,12})?(?P<mark>\.\.\.|…)`)
+	b.WriteString(`(?:[%&\\]+[#\w]*)?(?P<mark>\.\.\.|…)`)
 	return b.String()
 }
 
 // runeForms lists the regular expressions that match r in each encoding.
 func runeForms(r rune) []string {
-	nest := fmt.Sprintf("{0,%d}", maxNest)
+	nest := "*"
 	amp := "&(?:amp;)" + nest
 	forms := []string{regexp.QuoteMeta(string(r))}
 	// Percent-encoding, byte by byte (UTF-8), with %25 for a nested "%".
@@ -130,7 +146,7 @@ func runeForms(r rune) []string {
 	}
 	// JSON: \uXXXX (a surrogate pair beyond the BMP), short escapes; each
 	// backslash may itself be escaped again.
-	bs := `\\{1,` + fmt.Sprint(1<<maxNest) + `}`
+	bs := `\\+`
 	if r > 0xffff {
 		r1, r2 := utf16Pair(r)
 		forms = append(forms, fmt.Sprintf(`%su(?i:%04x)%su(?i:%04x)`, bs, r1, bs, r2))
@@ -141,7 +157,7 @@ func runeForms(r rune) []string {
 		forms = append(forms, bs+regexp.QuoteMeta(short))
 	}
 	// XML/HTML character references and named entities.
-	forms = append(forms, fmt.Sprintf(`%s#0{0,4}%d;`, amp, r), fmt.Sprintf(`%s#[xX]0{0,4}(?i:%x);`, amp, r))
+	forms = append(forms, fmt.Sprintf(`%s#0*%d;`, amp, r), fmt.Sprintf(`%s#[xX]0*(?i:%x);`, amp, r))
 	for _, name := range htmlNamed[r] {
 		forms = append(forms, amp+name+";")
 	}

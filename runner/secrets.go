@@ -58,7 +58,7 @@ func (s *Secrets) Scrub(text string) string {
 	for _, v := range s.values {
 		text = strings.ReplaceAll(text, v.value, "[redacted]")
 		text = replaceNear(text, nextEscape, v.maxLen, func(seg string) string {
-			return redactMatches(seg, v.patterns)
+			return redactMatches(seg, v.patterns.get())
 		})
 		for _, e := range v.exact {
 			text = strings.ReplaceAll(text, e, "[redacted]")
@@ -66,7 +66,7 @@ func (s *Secrets) Scrub(text string) string {
 	}
 	for _, v := range s.values {
 		text = replaceNear(text, nextCut, v.maxLen, func(seg string) string {
-			return redactMatches(seg, v.cuts)
+			return redactMatches(seg, v.cuts.get())
 		})
 		for _, f := range v.cuttable {
 			text = scrubCut(text, f)
