@@ -52,8 +52,10 @@ services-up:
 	bash hack/s3-up.sh
 	bash hack/ray-up.sh
 	bash hack/ray-auth-up.sh
+	. $${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}/env && BRIDGE_SSHD_SETENV="SLURM_CONF=$$SLURM_CONF" bash hack/sshd-up.sh
 
 services-down:
+	-bash hack/sshd-down.sh
 	-bash hack/ray-auth-down.sh
 	-bash hack/ray-down.sh
 	-bash hack/s3-down.sh

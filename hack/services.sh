@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sourced by hack/test.sh and hack/bench.sh: start the real services the
 # tests and benchmarks use (a kube-apiserver with etcd, an S3 server, a
-# Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Ray cluster), export their env, and on exit stop
+# Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Ray cluster, an sshd
+# whose user runs the Slurm 22.05 commands), export their env, and on exit stop
 # the ones this run started (services already up are left up, so a
 # developer's second run is fast; KEEP_SERVICES=1 keeps all).
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
@@ -10,6 +11,7 @@ SLURM2411_DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
 S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
 RAY_AUTH_DIR=${BRIDGE_RAY_AUTH_DIR:-/tmp/bridge-runner-ray-auth}
+SSHD_DIR=${BRIDGE_SSHD_DIR:-/tmp/bridge-runner-sshd}
 started=()
 
 # alive PID_FILE: the process of a PID file is running.
@@ -73,3 +75,8 @@ BRIDGE_TEST_RAY_AUTH_URL=$(. "$RAY_AUTH_DIR/env" && echo "$BRIDGE_TEST_RAY_URL")
 BRIDGE_TEST_RAY_AUTH_CREDS_DIR=$(. "$RAY_AUTH_DIR/env" && echo "$BRIDGE_TEST_RAY_CREDS_DIR")
 export BRIDGE_TEST_RAY_AUTH_URL BRIDGE_TEST_RAY_AUTH_CREDS_DIR
 
+# The sshd's sessions get the Slurm 22.05's SLURM_CONF, as a login node of
+# that cluster would.
+BRIDGE_SSHD_SETENV="SLURM_CONF=$(. "$SLURM_DIR/env" && echo "$SLURM_CONF")" up sshd hack/sshd-up.sh hack/sshd-down.sh alive "$SSHD_DIR/sshd.pid"
+# shellcheck disable=SC1091
+source "$SSHD_DIR/env"
