@@ -53,8 +53,10 @@ services-up:
 	bash hack/ray-up.sh
 	bash hack/ray-auth-up.sh
 	. $${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}/env && BRIDGE_SSHD_SETENV="SLURM_CONF=$$SLURM_CONF" bash hack/sshd-up.sh
+	bash hack/htcondor-up.sh
 
 services-down:
+	-bash hack/htcondor-down.sh
 	-bash hack/sshd-down.sh
 	-bash hack/ray-auth-down.sh
 	-bash hack/ray-down.sh

@@ -2,7 +2,8 @@
 # Sourced by hack/test.sh and hack/bench.sh: start the real services the
 # tests and benchmarks use (a kube-apiserver with etcd, an S3 server, a
 # Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Ray cluster, an sshd
-# whose user runs the Slurm 22.05 commands), export their env, and on exit stop
+# whose user runs the Slurm 22.05 commands, an HTCondor pool in a chroot with
+# an sshd of its own), export their env, and on exit stop
 # the ones this run started (services already up are left up, so a
 # developer's second run is fast; KEEP_SERVICES=1 keeps all).
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
@@ -12,6 +13,7 @@ S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
 RAY_AUTH_DIR=${BRIDGE_RAY_AUTH_DIR:-/tmp/bridge-runner-ray-auth}
 SSHD_DIR=${BRIDGE_SSHD_DIR:-/tmp/bridge-runner-sshd}
+CONDOR_DIR=${BRIDGE_CONDOR_DIR:-/tmp/bridge-runner-htcondor}
 started=()
 
 # alive PID_FILE: the process of a PID file is running.
@@ -80,3 +82,6 @@ export BRIDGE_TEST_RAY_AUTH_URL BRIDGE_TEST_RAY_AUTH_CREDS_DIR
 BRIDGE_SSHD_SETENV="SLURM_CONF=$(. "$SLURM_DIR/env" && echo "$SLURM_CONF")" up sshd hack/sshd-up.sh hack/sshd-down.sh alive "$SSHD_DIR/sshd.pid"
 # shellcheck disable=SC1091
 source "$SSHD_DIR/env"
+up htcondor hack/htcondor-up.sh hack/htcondor-down.sh alive "$CONDOR_DIR/condor_master.pid"
+# shellcheck disable=SC1091
+source "$CONDOR_DIR/env"
