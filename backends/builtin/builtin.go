@@ -5,6 +5,7 @@ package builtin
 
 import (
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/htcondor"
 	"github.com/bridge-runner/bridge-runner/backends/local"
 	"github.com/bridge-runner/bridge-runner/backends/lsf"
 	"github.com/bridge-runner/bridge-runner/backends/quantum"
@@ -20,6 +21,7 @@ func Registry() *backends.Registry {
 	must(r.Register(lsf.Name, lsf.New))
 	must(r.Register(quantum.Name, quantum.New))
 	must(r.Register(ray.Name, ray.New))
+	must(r.Register(htcondor.Name, htcondor.New))
 	return r
 }
 

@@ -216,3 +216,14 @@ type probeKey struct{}
 func (probeKey) Type() string                        { return "bridge-runner-probe" }
 func (probeKey) Marshal() []byte                     { return []byte("bridge-runner-probe") }
 func (probeKey) Verify([]byte, *ssh.Signature) error { return errors.New("probe key") }
+
+// Check reads the credentials as a connection would, without connecting:
+// a missing or unreadable key, certificate or known_hosts is reported
+// before anything is submitted.
+func (c *Client) Check() error {
+	if _, err := signer(c.creds); err != nil {
+		return err
+	}
+	_, _, err := c.keys.callback(c.creds)
+	return err
+}

@@ -153,3 +153,13 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode o
 func (c *Client) MkdirAll(ctx context.Context, dir string) error {
 	return c.withSFTP(ctx, "making "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) })
 }
+
+// RealPath resolves p on the login node ("." is the user's home).
+func (c *Client) RealPath(ctx context.Context, p string) (string, error) {
+	var out string
+	err := c.withSFTP(ctx, "resolving "+p, func(sc *sftp.Client) (err error) {
+		out, err = sc.RealPath(p)
+		return err
+	})
+	return out, err
+}

@@ -188,3 +188,8 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// Condor is the login node of hack/htcondor-up.sh's pool.
+func Condor(t testing.TB) Server {
+	return Env(t, "BRIDGE_TEST_CONDOR_SSH", "start it with `bash hack/htcondor-up.sh` and `source /tmp/bridge-runner-htcondor/env`")
+}

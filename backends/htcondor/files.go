@@ -1,0 +1,53 @@
+package htcondor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// dir is the job's directory (its Iwd), from the submit or from its ad.
+func (b *Backend) dir(ctx context.Context, id string) (string, error) {
+	b.mu.Lock()
+	d := b.iwd[id]
+	b.mu.Unlock()
+	if d != "" {
+		return d, nil
+	}
+	if _, err := b.Status(ctx, id); err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d = b.iwd[id]; d == "" {
+		return "", fmt.Errorf("HTCondor job %s has no Iwd: %w", id, backends.ErrNotFound)
+	}
+	return d, nil
+}
+
+// ReadLogs copies the job's output (job.out, streamed while it runs) from
+// offset on.
+func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
+	d, err := b.dir(ctx, id)
+	if err != nil {
+		return offset, err
+	}
+	return b.ssh.ReadFrom(ctx, path.Join(d, outFile), offset, w)
+}
+
+// FetchOutput copies a file the job wrote: a relative path is in the job's
+// directory, where HTCondor transfers the job's output files back.
+func (b *Backend) FetchOutput(ctx context.Context, id, p string, w io.Writer) error {
+	d, err := b.dir(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !path.IsAbs(p) {
+		p = path.Join(d, p)
+	}
+	_, err = b.ssh.ReadFrom(ctx, p, 0, w)
+	return err
+}

@@ -1,0 +1,300 @@
+// Package htcondor runs jobs on an HTCondor pool through its commands on a
+// login node (a submit host) reached over SSH: HTCondor has no HTTP API to
+// submit with (htcondor-restd only reads).
+//
+// resourceURL is ssh://USER@LOGIN-NODE[:PORT][/DIRECTORY]; the credentials
+// are those of package sshexec (ssh-privatekey, known_hosts, optional
+// ssh-certificate). Each job gets a directory DIRECTORY/<key> on the login
+// node (DIRECTORY defaults to bridge-runner in the user's home) holding its
+// script (job.sh), its input files, parameters.json and metadata.json, and,
+// as HTCondor writes them, job.out, job.err and the event log job.log.
+//
+// The submit description is built from jobproperties, a JSON object of
+// submit commands: request_cpus, request_memory, request_disk, universe
+// (vanilla by default), requirements, rank, and any other; keys written
+// +Name or MY.Name are job attributes (a JSON string becomes a ClassAd
+// string, numbers and booleans stay literal). bridge-runner writes
+// executable, output, error, log, initialdir, environment and queue
+// itself, and refuses them in jobproperties, as it refuses any value with a
+// line break (it would start a submit command of its own). By default input
+// and output files are transferred (should_transfer_files = YES, no shared
+// file system assumed) and the output is streamed, so that it can be read
+// while the job runs. The job gets BRIDGE_JOB_NAME, BRIDGE_JOB_KEY and, when
+// set, BRIDGE_JOB_PARAMETERS_FILE and BRIDGE_SCRIPT_METADATA_FILE (file
+// names in its working directory; HTCondor would expand $(...) inside values
+// put in the environment).
+//
+// The idempotency key is the job attribute BridgeRunnerKey; FindByKey looks
+// for it in condor_q, then in condor_history. The job id is
+// "<ClusterId>.<ProcId>".
+//
+// States (JobStatus): Idle is PENDING, Running and Transferring Output are
+// RUNNING, Suspended is SUSPENDED, Removed is KILLED (RemoveReason kept),
+// Completed is DONE with exit code 0 and FAILED otherwise (128+n for signal
+// n). Held: a job held by a person (condor_hold, HoldReasonCode 1) or
+// submitted on hold (15) waits for condor_release and stays SUSPENDED; any
+// other hold is HTCondor giving up on the job (its executable could not be
+// started, a file could not be transferred, a policy fired): FAILED, with
+// HoldReason as the message and "HoldReasonCode N.S" as the reason. Such a
+// job stays held in the queue for inspection until cleanup removes it.
+//
+// Cancel is condor_rm; a job no longer in the queue is not an error.
+package htcondor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
+)
+
+// Name is the backend's registry name.
+const Name = "htcondor"
+
+// Backend drives one HTCondor submit host over one SSH connection.
+type Backend struct {
+	ssh *sshexec.Client
+	log *slog.Logger
+
+	mu  sync.Mutex
+	iwd map[string]string // job id → its directory, for logs and outputs
+}
+
+// New builds the backend; it connects on first use.
+func New(cfg backends.Config) (backends.Backend, error) {
+	if !sshexec.IsSSH(cfg.URL) {
+		return nil, backends.Invalid("resourceURL", "%q: HTCondor is reached over SSH; use ssh://USER@SUBMIT-HOST[:PORT][/DIRECTORY]", cfg.URL)
+	}
+	t, err := sshexec.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{ssh: sshexec.New(t, cfg.Credentials, log, sshexec.Options{}), log: log, iwd: map[string]string{}}, nil
+}
+
+// Close closes the SSH connection.
+func (b *Backend) Close() error { return b.ssh.Close() }
+
+// Validate checks the job and the credentials without connecting.
+func (b *Backend) Validate(job backends.Job) error {
+	if _, err := buildSubmit(job); err != nil {
+		return err
+	}
+	return b.ssh.Check()
+}
+
+// StagesInputs: additionalData is uploaded into the job's directory and
+// transferred with the job.
+func (b *Backend) StagesInputs() bool { return true }
+
+var submitted = regexp.MustCompile(`^(\d+)\.(\d+) - \d+\.\d+$`)
+
+// Submit writes the job's files and submits it with condor_submit.
+func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
+	spec, err := buildSubmit(job)
+	if err != nil {
+		return "", err
+	}
+	dir, err := b.jobDir(ctx, job.Key)
+	if err != nil {
+		return "", err
+	}
+	if err := b.upload(ctx, dir, spec, job.Inputs); err != nil {
+		return "", err
+	}
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_submit", "-terse", "-"}, Stdin: strings.NewReader(spec.description(dir, job.Key))})
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return "", b.commandError("condor_submit", res, "jobproperties")
+	}
+	m := submitted.FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
+	if m == nil {
+		return "", fmt.Errorf("condor_submit printed no job id: %.200q", res.Stdout)
+	}
+	id := m[1] + "." + m[2]
+	b.remember(id, dir)
+	return id, nil
+}
+
+// jobDir is the job's directory on the submit host: DIRECTORY/<key>, with
+// DIRECTORY taken from the URL (relative to the home directory) or
+// bridge-runner.
+func (b *Backend) jobDir(ctx context.Context, key string) (string, error) {
+	root := b.ssh.Target().Dir
+	if root == "" {
+		root = "bridge-runner"
+	}
+	if !path.IsAbs(root) {
+		home, err := b.ssh.RealPath(ctx, ".")
+		if err != nil {
+			return "", err
+		}
+		root = path.Join(home, root)
+	}
+	return path.Join(root, key), nil
+}
+
+// upload writes the script, parameters, metadata and input files.
+func (b *Backend) upload(ctx context.Context, dir string, spec *submitSpec, inputs []backends.InputFile) error {
+	if spec.script != "" {
+		if err := b.ssh.WriteFile(ctx, path.Join(dir, scriptFile), strings.NewReader(spec.script), 0o755); err != nil {
+			return err
+		}
+	} else if err := b.ssh.MkdirAll(ctx, dir); err != nil {
+		return err
+	}
+	for _, f := range spec.files {
+		if err := b.ssh.WriteFile(ctx, path.Join(dir, f.name), bytes.NewReader(f.data), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, in := range inputs {
+		rc, err := in.Open(ctx)
+		if err != nil {
+			return fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o644)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("input %s: %w", in.Name, err)
+		}
+	}
+	return nil
+}
+
+// unreachable are HTCondor's words for a schedd it cannot reach: a
+// transient fault, unlike a refused job.
+var unreachable = []string{"Can't find address", "Failed to connect", "Could not connect", "Failed to fetch ads",
+	"Error: Couldn't contact", "Failed to end classad message", "SECMAN", "timed out", "Connection refused"}
+
+// commandError turns a command's failure into an error: a missing command
+// is a wrong login node (invalid), an unreachable schedd is transient, the
+// rest is a refusal of field's value.
+func (b *Backend) commandError(cmd string, res sshexec.Result, field string) error {
+	text := strings.TrimSpace(string(res.Stderr))
+	if text == "" {
+		text = strings.TrimSpace(string(res.Stdout))
+	}
+	if len(text) > 2000 {
+		text = text[:2000] + "..."
+	}
+	t := b.ssh.Target()
+	switch {
+	case res.ExitCode == 127:
+		return backends.Invalid("resourceURL", "%s is not on the PATH of %s on %s; point resourceURL at an HTCondor submit host", cmd, t.User, t.Host)
+	case containsAny(text, unreachable...):
+		return backends.Transient(fmt.Errorf("%s: the schedd cannot be reached (exit %d): %s", cmd, res.ExitCode, text))
+	}
+	return backends.Invalid(field, "%s refused the job (exit %d): %s", cmd, res.ExitCode, text)
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Backend) remember(id, dir string) {
+	if dir == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.iwd[id] = dir
+}
+
+var jobID = regexp.MustCompile(`^\d+\.\d+$`)
+
+// ads runs condor_q (or condor_history) for one job id or a constraint.
+func (b *Backend) ads(ctx context.Context, history bool, selector ...string) ([]*jobAd, error) {
+	args := []string{"condor_q"}
+	if history {
+		args = []string{"condor_history", "-limit", "1"}
+	}
+	args = append(args, "-json", "-attributes", adAttributes)
+	args = append(args, selector...)
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: args})
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode != 0 {
+		err := b.commandError(args[0], res, "id")
+		if res.ExitCode != 127 {
+			err = backends.Transient(err) // a query of ours cannot be bad input
+		}
+		return nil, err
+	}
+	return parseAds(res.Stdout)
+}
+
+// find returns the ad of the job matching selector, in the queue or, once
+// it left, in the history; nil if neither knows it.
+func (b *Backend) find(ctx context.Context, selector ...string) (*jobAd, error) {
+	for _, history := range []bool{false, true, false} { // again: it may leave the queue between the two
+		ads, err := b.ads(ctx, history, selector...)
+		if err != nil {
+			return nil, err
+		}
+		if len(ads) > 0 {
+			b.remember(ads[0].id(), ads[0].Iwd)
+			return ads[0], nil
+		}
+	}
+	return nil, nil
+}
+
+// Status reads the job's ad.
+func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
+	if !jobID.MatchString(id) {
+		return backends.Status{}, fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC): %w", id, backends.ErrNotFound)
+	}
+	ad, err := b.find(ctx, id)
+	if err != nil {
+		return backends.Status{}, err
+	}
+	if ad == nil {
+		return backends.Status{}, fmt.Errorf("HTCondor job %s is neither in condor_q nor in condor_history: %w", id, backends.ErrNotFound)
+	}
+	return ad.status(), nil
+}
+
+// FindByKey finds the job carrying key in BridgeRunnerKey.
+func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
+	ad, err := b.find(ctx, "-constraint", keyAttr+" == "+classAdString(key))
+	if err != nil || ad == nil {
+		return "", err
+	}
+	return ad.id(), nil
+}
+
+// Cancel removes the job with condor_rm.
+func (b *Backend) Cancel(ctx context.Context, id string) error {
+	if !jobID.MatchString(id) {
+		return fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC)", id)
+	}
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_rm", id}})
+	if err != nil {
+		return err
+	}
+	out := string(res.Stdout) + string(res.Stderr)
+	if res.ExitCode == 0 || strings.Contains(out, "not found") {
+		return nil // removed, or no longer in the queue: it has ended
+	}
+	return backends.Transient(fmt.Errorf("condor_rm %s (exit %d): %s", id, res.ExitCode, strings.TrimSpace(out)))
+}

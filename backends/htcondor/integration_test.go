@@ -1,0 +1,206 @@
+package htcondor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/htcondor"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
+)
+
+// newBackend connects to the real HTCondor pool's login node.
+func newBackend(t *testing.T) *htcondor.Backend {
+	t.Helper()
+	srv := testssh.Condor(t)
+	be, err := htcondor.New(backends.Config{URL: srv.URL, Credentials: testssh.Creds(t, srv.CredsDir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := be.(*htcondor.Backend)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func key(t *testing.T) string {
+	return fmt.Sprintf("k%d-%s", time.Now().UnixNano(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+}
+
+func job(t *testing.T, script string, props map[string]any) backends.Job {
+	j := backends.Job{Name: "condor-test", Key: key(t), Script: script}
+	if props != nil {
+		j.Properties, _ = json.Marshal(props)
+	}
+	return j
+}
+
+// follow polls until the job reaches a final state or want (if not final).
+func follow(t *testing.T, b *htcondor.Backend, id string, want backends.State) backends.Status {
+	t.Helper()
+	ctx := testssh.Ctx(t, 3*time.Minute)
+	for {
+		st, err := b.Status(ctx, id)
+		if err != nil {
+			t.Fatalf("status of %s: %v", id, err)
+		}
+		if st.State == want || st.State.Final() {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s still %s (%s) after 3 min", id, st.State, st.Message)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func TestDoneWithOutputInputsAndParameters(t *testing.T) {
+	b := newBackend(t)
+	ctx := testssh.Ctx(t, time.Minute)
+	j := job(t, "#!/bin/sh\necho \"hello from $BRIDGE_JOB_NAME\"\ncat input.txt\ncat \"$BRIDGE_JOB_PARAMETERS_FILE\"; echo\necho result > out.txt\n",
+		map[string]any{"request_cpus": 1, "request_memory": "64MB", "+ProjectName": `astro "quoted" $(x)`, "requirements": "OpSys == \"LINUX\""})
+	j.Parameters = json.RawMessage(`{"n": 3, "s": "$(Cluster) 'q'"}`)
+	j.Inputs = []backends.InputFile{{Name: "input.txt", Size: -1, Open: func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader("input line\n")), nil
+	}}}
+	if err := b.Validate(j); err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.Submit(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := follow(t, b, id, backends.Done)
+	if st.State != backends.Done || st.ExitCode == nil || *st.ExitCode != 0 || st.SubmitTime.IsZero() || st.EndTime.IsZero() {
+		t.Fatalf("want DONE with exit 0 and times, got %+v", st)
+	}
+	var out bytes.Buffer
+	if _, err := b.ReadLogs(ctx, id, 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "hello from condor-test\ninput line\n{\"n\": 3, \"s\": \"$(Cluster) 'q'\"}\n"
+	if out.String() != want {
+		t.Fatalf("job output %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	if err := b.FetchOutput(ctx, id, "out.txt", &out); err != nil || out.String() != "result\n" {
+		t.Fatalf("out.txt: %v %q", err, out.String())
+	}
+	if err := b.FetchOutput(ctx, id, "missing.txt", &out); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("a file the job did not write: want ErrNotFound, got %v", err)
+	}
+	if got, err := b.FindByKey(ctx, j.Key); err != nil || got != id {
+		t.Fatalf("FindByKey after the end: %q %v, want %s", got, err, id)
+	}
+}
+
+func TestFailedWithExitCode(t *testing.T) {
+	b := newBackend(t)
+	id, err := b.Submit(testssh.Ctx(t, time.Minute), job(t, "#!/bin/sh\necho failing >&2\nexit 3\n", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := follow(t, b, id, backends.Failed)
+	if st.State != backends.Failed || st.ExitCode == nil || *st.ExitCode != 3 || st.Raw != "COMPLETED" {
+		t.Fatalf("want FAILED with exit code 3, got %+v", st)
+	}
+}
+
+func TestKilledWhileRunning(t *testing.T) {
+	b := newBackend(t)
+	ctx := testssh.Ctx(t, time.Minute)
+	j := job(t, "#!/bin/sh\necho started\nsleep 300\n", nil)
+	id, err := b.Submit(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found, err := b.FindByKey(ctx, j.Key); err != nil || found != id {
+		t.Fatalf("FindByKey while queued: %q %v, want %s", found, err, id)
+	}
+	if st := follow(t, b, id, backends.Running); st.State != backends.Running {
+		t.Fatalf("want RUNNING, got %+v", st)
+	}
+	// Live output: the job is still running when its first line arrives.
+	var out bytes.Buffer
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "started") {
+		out.Reset()
+		_, _ = b.ReadLogs(ctx, id, 0, &out)
+		if time.Now().After(deadline) {
+			t.Fatalf("no live output after 30s: %q", out.String())
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if err := b.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	st := follow(t, b, id, backends.Killed)
+	if st.State != backends.Killed || st.Raw != "REMOVED" {
+		t.Fatalf("want KILLED, got %+v", st)
+	}
+	if err := b.Cancel(ctx, id); err != nil {
+		t.Fatalf("cancelling an ended job: %v", err)
+	}
+}
+
+func TestHolds(t *testing.T) {
+	b := newBackend(t)
+	ctx := testssh.Ctx(t, time.Minute)
+	// HTCondor gives up on the job (here a policy expression): FAILED with
+	// the hold reason.
+	id, err := b.Submit(ctx, job(t, "#!/bin/sh\nexit 0\n", map[string]any{"on_exit_hold": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := follow(t, b, id, backends.Failed)
+	if st.State != backends.Failed || st.Raw != "HELD" || !strings.HasPrefix(st.Reason, "HoldReasonCode 3") || !strings.Contains(st.Message, "OnExitHold") {
+		t.Fatalf("a job held by policy: want FAILED with its hold reason, got %+v", st)
+	}
+	_ = b.Cancel(ctx, id)
+	// Submitted on hold, a person's choice: SUSPENDED until released.
+	id, err = b.Submit(ctx, job(t, "#!/bin/sh\nexit 0\n", map[string]any{"hold": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = follow(t, b, id, backends.Suspended)
+	if st.State != backends.Suspended || st.Raw != "HELD" || st.Reason != "HoldReasonCode 15" {
+		t.Fatalf("a job submitted on hold: want SUSPENDED, got %+v", st)
+	}
+	_ = b.Cancel(ctx, id)
+}
+
+func TestRefusedBeforeAndBySubmit(t *testing.T) {
+	b := newBackend(t)
+	ctx := testssh.Ctx(t, time.Minute)
+	for name, props := range map[string]map[string]any{
+		"newline injection":  {"request_cpus": "1\nexecutable = /bin/evil"},
+		"reserved command":   {"executable": "/bin/true"},
+		"reserved attribute": {"+BridgeRunnerKey": "other"},
+		"not a command":      {"request cpus": 1},
+		"object value":       {"request_cpus": map[string]int{"n": 1}},
+	} {
+		err := b.Validate(job(t, "#!/bin/sh\n", props))
+		testutil.RequireFieldError(t, err, "jobproperties")
+		_ = name
+	}
+	testutil.RequireFieldError(t, b.Validate(job(t, "echo no shebang\n", nil)), "jobdata.jobScript")
+	_, err := b.Submit(ctx, job(t, "#!/bin/sh\n", map[string]any{"universe": "no_such_universe"}))
+	testutil.RequireFieldError(t, err, "jobproperties")
+	if !strings.Contains(err.Error(), "condor_submit") {
+		t.Fatalf("the refusal does not give HTCondor's words: %v", err)
+	}
+	if _, err := b.Status(ctx, "999999.0"); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("an unknown job: want ErrNotFound, got %v", err)
+	}
+	if id, err := b.FindByKey(ctx, "no-such-key"); err != nil || id != "" {
+		t.Fatalf("an unknown key: %q %v", id, err)
+	}
+}

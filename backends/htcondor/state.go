@@ -1,0 +1,154 @@
+package htcondor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// jobAd is the part of a job's ClassAd that is read, from condor_q or
+// condor_history -json.
+type jobAd struct {
+	ClusterID            int64  `json:"ClusterId"`
+	ProcID               int64  `json:"ProcId"`
+	JobStatus            int    `json:"JobStatus"`
+	HoldReason           string `json:"HoldReason"`
+	HoldReasonCode       *int   `json:"HoldReasonCode"`
+	HoldReasonSubCode    *int   `json:"HoldReasonSubCode"`
+	RemoveReason         string `json:"RemoveReason"`
+	ExitCode             *int   `json:"ExitCode"`
+	ExitBySignal         bool   `json:"ExitBySignal"`
+	ExitSignal           *int   `json:"ExitSignal"`
+	QDate                int64  `json:"QDate"`
+	JobStartDate         int64  `json:"JobStartDate"`
+	JobCurrentStartDate  int64  `json:"JobCurrentStartDate"`
+	CompletionDate       int64  `json:"CompletionDate"`
+	EnteredCurrentStatus int64  `json:"EnteredCurrentStatus"`
+	Iwd                  string `json:"Iwd"`
+	Key                  string `json:"BridgeRunnerKey"`
+}
+
+// adAttributes are the attributes asked for (condor_q -attributes).
+const adAttributes = "ClusterId,ProcId,JobStatus,HoldReason,HoldReasonCode,HoldReasonSubCode,RemoveReason,ExitCode,ExitBySignal,ExitSignal," +
+	"QDate,JobStartDate,JobCurrentStartDate,CompletionDate,EnteredCurrentStatus,Iwd," + keyAttr
+
+func (a *jobAd) id() string {
+	return strconv.FormatInt(a.ClusterID, 10) + "." + strconv.FormatInt(a.ProcID, 10)
+}
+
+// JobStatus values.
+var statusNames = map[int]string{
+	1: "IDLE", 2: "RUNNING", 3: "REMOVED", 4: "COMPLETED", 5: "HELD", 6: "TRANSFERRING_OUTPUT", 7: "SUSPENDED",
+}
+
+// Hold reason codes a person chose (1: condor_hold, 15: submitted on hold):
+// the job waits for condor_release, so it stays SUSPENDED. Every other hold
+// is HTCondor giving up on the job (it could not start the executable,
+// transfer a file, or a policy expression fired): FAILED, with the reason.
+var userHolds = map[int]bool{1: true, 15: true}
+
+// status maps the ad onto the contract's states.
+func (a *jobAd) status() backends.Status {
+	raw, ok := statusNames[a.JobStatus]
+	if !ok {
+		raw = "JobStatus " + strconv.Itoa(a.JobStatus)
+	}
+	st := backends.Status{Raw: raw, SubmitTime: epoch(a.QDate)}
+	msg := fmt.Sprintf("HTCondor job %s is %s", a.id(), raw)
+	switch a.JobStatus {
+	case 1:
+		st.State = backends.Pending
+	case 2, 6:
+		st.State = backends.Running
+	case 7:
+		st.State = backends.Suspended
+	case 3:
+		st.State, st.Reason = backends.Killed, a.RemoveReason
+		msg += reasonText(a.RemoveReason)
+	case 4:
+		msg += a.completed(&st)
+	case 5:
+		msg += a.held(&st)
+	default:
+		st.State = backends.Running // a state this package does not know: keep following
+	}
+	if st.State != backends.Pending {
+		st.StartTime = epoch(a.JobStartDate) // the first start, also after an eviction
+		if st.StartTime.IsZero() {
+			st.StartTime = epoch(a.JobCurrentStartDate)
+		}
+	}
+	if st.State.Final() {
+		st.EndTime = epoch(a.CompletionDate)
+		if st.EndTime.IsZero() {
+			st.EndTime = epoch(a.EnteredCurrentStatus)
+		}
+	}
+	st.Message = msg
+	return st
+}
+
+// completed: DONE with exit code 0, FAILED otherwise.
+func (a *jobAd) completed(st *backends.Status) string {
+	st.State = backends.Done
+	code, msg := 0, ""
+	switch {
+	case a.ExitBySignal && a.ExitSignal != nil:
+		code = 128 + *a.ExitSignal
+		msg = fmt.Sprintf(", killed by signal %d", *a.ExitSignal)
+	case a.ExitCode != nil:
+		code = *a.ExitCode
+		msg = fmt.Sprintf(", exit code %d", code)
+	}
+	st.ExitCode = &code
+	if code != 0 || a.ExitBySignal {
+		st.State, st.Reason = backends.Failed, "NonZeroExitCode"
+	}
+	return msg
+}
+
+// held: SUSPENDED for a person's hold, FAILED for HTCondor's.
+func (a *jobAd) held(st *backends.Status) string {
+	st.State = backends.Failed
+	if a.HoldReasonCode != nil {
+		st.Reason = "HoldReasonCode " + strconv.Itoa(*a.HoldReasonCode)
+		if a.HoldReasonSubCode != nil && *a.HoldReasonSubCode != 0 {
+			st.Reason += "." + strconv.Itoa(*a.HoldReasonSubCode)
+		}
+		if userHolds[*a.HoldReasonCode] {
+			st.State = backends.Suspended
+		}
+	}
+	return reasonText(a.HoldReason)
+}
+
+func reasonText(r string) string {
+	if r == "" {
+		return ""
+	}
+	return ": " + r
+}
+
+func epoch(s int64) time.Time {
+	if s <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(s, 0).UTC()
+}
+
+// parseAds reads condor_q/condor_history -json output: a JSON array of ads,
+// or nothing at all when no job matched.
+func parseAds(out []byte) ([]*jobAd, error) {
+	if len(bytes.TrimSpace(out)) == 0 {
+		return nil, nil
+	}
+	var ads []*jobAd
+	if err := json.Unmarshal(out, &ads); err != nil {
+		return nil, fmt.Errorf("cannot read HTCondor's JSON (%v): %.200q", err, out)
+	}
+	return ads, nil
+}

@@ -1,0 +1,68 @@
+package htcondor
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+func TestDescription(t *testing.T) {
+	job := backends.Job{Name: "n", Key: "k-1", Script: "#!/bin/sh\n",
+		Properties: json.RawMessage(`{"request_memory": "2GB", "request_cpus": 2, "+Project": "a \"b\" \\c", "MY.Flag": true, "should_transfer_files": "IF_NEEDED"}`),
+		Parameters: json.RawMessage(`{"x": 1}`)}
+	s, err := buildSubmit(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.description("/home/u/bridge-runner/k-1", "k-1")
+	for _, line := range []string{
+		"initialdir = /home/u/bridge-runner/k-1\n",
+		"executable = /home/u/bridge-runner/k-1/job.sh\n",
+		"request_memory = 2GB\n", "request_cpus = 2\n",
+		`+Project = "a \"b\" \\c"` + "\n", "MY.Flag = true\n",
+		"should_transfer_files = IF_NEEDED\n", "universe = vanilla\n", "stream_output = true\n",
+		"transfer_input_files = parameters.json\n",
+		`environment = "BRIDGE_JOB_NAME='n' BRIDGE_JOB_KEY='k-1' BRIDGE_JOB_PARAMETERS_FILE='parameters.json'"` + "\n",
+		`+BridgeRunnerKey = "k-1"` + "\n",
+	} {
+		if !strings.Contains(d, line) {
+			t.Errorf("description lacks %q:\n%s", line, d)
+		}
+	}
+	if strings.Count(d, "should_transfer_files") != 1 || !strings.HasSuffix(d, "queue 1\n") {
+		t.Errorf("a default was written beside the user's value, or queue is not last:\n%s", d)
+	}
+}
+
+func TestStateTable(t *testing.T) {
+	i := func(n int) *int { return &n }
+	for _, c := range []struct {
+		ad   jobAd
+		want backends.State
+	}{
+		{jobAd{JobStatus: 1}, backends.Pending},
+		{jobAd{JobStatus: 2}, backends.Running},
+		{jobAd{JobStatus: 6}, backends.Running},
+		{jobAd{JobStatus: 7}, backends.Suspended},
+		{jobAd{JobStatus: 3, RemoveReason: "via condor_rm"}, backends.Killed},
+		{jobAd{JobStatus: 4, ExitCode: i(0)}, backends.Done},
+		{jobAd{JobStatus: 4, ExitCode: i(2)}, backends.Failed},
+		{jobAd{JobStatus: 4, ExitBySignal: true, ExitSignal: i(9)}, backends.Failed},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(1)}, backends.Suspended},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(15)}, backends.Suspended},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(6), HoldReasonSubCode: i(2)}, backends.Failed},
+		{jobAd{JobStatus: 5}, backends.Failed},
+		{jobAd{JobStatus: 42}, backends.Running},
+	} {
+		st := c.ad.status()
+		if st.State != c.want {
+			t.Errorf("JobStatus %d (%+v): %s, want %s", c.ad.JobStatus, c.ad, st.State, c.want)
+		}
+	}
+	st := (&jobAd{JobStatus: 4, ExitBySignal: true, ExitSignal: i(9)}).status()
+	if *st.ExitCode != 137 {
+		t.Errorf("killed by signal 9: exit code %d, want 137", *st.ExitCode)
+	}
+}
