@@ -28,8 +28,17 @@ type Secrets struct {
 // or "12" in the logs would hide more than it protects.
 const minSecretLen = 4
 
-// Add registers a secret value.
+// Add registers a secret value. A value of several lines (a PEM private
+// key) is registered line by line: every line is still scrubbed, and the
+// job output's scrubber need not hold back kilobytes (the longest secret)
+// before it can show a line.
 func (s *Secrets) Add(v string) {
+	if strings.Contains(v, "\n") {
+		for _, line := range strings.Split(v, "\n") {
+			s.Add(strings.TrimSpace(line))
+		}
+		return
+	}
 	if len(v) < minSecretLen {
 		return
 	}
@@ -129,7 +138,8 @@ func (s *Secrets) maxLen() int {
 
 // scrubWriter scrubs a stream (the job's output) on its way to w. A secret
 // may be split across two writes, so it holds back as many bytes as the
-// longest secret could need to complete; Flush writes them at the end.
+// longest secret could need to complete, but never a whole line; Flush
+// writes them at the end.
 type scrubWriter struct {
 	w       io.Writer
 	secrets *Secrets
@@ -148,6 +158,12 @@ func (s *scrubWriter) Write(p []byte) (int, error) {
 	} else {
 		keep = 0
 	}
+	// No secret holds a raw line break (Add splits them into lines, and the
+	// encoded forms escape it), so none can straddle the last one: every
+	// whole line can go out now.
+	if nl := strings.LastIndexByte(text, '\n'); nl >= 0 {
+		keep = min(keep, len(text)-nl-1)
+	}
 	if _, err := io.WriteString(s.w, text[:len(text)-keep]); err != nil {
 		return 0, err
 	}
@@ -165,7 +181,9 @@ func (s *scrubWriter) Flush() error {
 // identityKeys name credentials that say who, not what proves it: a user
 // name or a service CRN is no secret, and scrubbing a user named "bridge"
 // would mangle every log line that mentions a bridge-cm.
-var identityKeys = map[string]bool{"username": true, "user": true, "crn": true, "servicecrn": true, "service_crn": true}
+// Public SSH material (host keys, a user certificate) is no secret either.
+var identityKeys = map[string]bool{"username": true, "user": true, "crn": true, "servicecrn": true, "service_crn": true,
+	"known_hosts": true, "ssh-known-hosts": true, "ssh-certificate": true}
 
 // DirCredentials reads credentials from a mounted Secret directory: one file
 // per key. Files are read on every call, so a rotated Secret (the kubelet
