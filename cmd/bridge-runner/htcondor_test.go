@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/htcondor"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
+	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// condorJobsWithKey counts the jobs, queued or ended, that carry key: the
+// check that a crash never made a second job.
+func condorJobsWithKey(t *testing.T, srv testssh.Server, key string) int {
+	t.Helper()
+	target, err := sshexec.ParseURL(srv.URL)
+	require.NoError(t, err)
+	c := sshexec.New(target, testssh.Creds(t, srv.CredsDir), nil, sshexec.Options{})
+	defer c.Close()
+	n := 0
+	for _, cmd := range [][]string{{"condor_q"}, {"condor_history"}} {
+		args := append(cmd, "-af", "ClusterId", "-constraint", `BridgeRunnerKey == "`+key+`"`)
+		res, err := c.Run(context.Background(), sshexec.Cmd{Args: args})
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode, string(res.Stderr))
+		n += len(strings.Fields(string(res.Stdout)))
+	}
+	return n
+}
+
+func summary(t *testing.T, out string) map[string]any {
+	var sum map[string]any
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "{") {
+			_ = json.Unmarshal([]byte(l), &sum)
+		}
+	}
+	require.NotNil(t, sum, out)
+	return sum
+}
+
+// TestHTCondorOverSSHEndToEnd: invoke runs a job on the real HTCondor pool
+// through its login node: the input file comes from S3 and is staged over
+// SFTP, the output is followed live, and the file the job wrote and its log
+// land in the bucket.
+func TestHTCondorOverSSHEndToEnd(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Condor(t)
+	endpoint, _, _, s3Creds := tests3.Env(t)
+	c := tests3.Client(t)
+	in, out := tests3.Bucket(t, "in"), tests3.Bucket(t, "out")
+	_, err := c.PutObject(context.Background(), in, "data.txt", strings.NewReader("42\n"), 3, minio.PutObjectOptions{})
+	require.NoError(t, err)
+	state := t.TempDir()
+	script := "#!/bin/sh\necho \"input is $(cat data.txt)\"\necho \"result of $BRIDGE_JOB_NAME\" > result.txt\n"
+	code, text := runBinary(t, "invoke", "--state-dir", state, "--job-name", "condor-e2e", "--backend", htcondor.Name,
+		"--resource-url", srv.URL, "--credentials-dir", srv.CredsDir, "--s3-credentials-dir", s3Creds,
+		"--script", script, "--additional-data", in+":data.txt", "--job-properties", `{"request_cpus":1,"+ProjectName":"e2e"}`,
+		"--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-upload-bucket", out, "--s3-upload-files", "result.txt",
+		"--update-interval", "1")
+	require.Equal(t, 0, code, text)
+	assert.Equal(t, "DONE", summary(t, text)["status"], text)
+	assert.Contains(t, text, "input is 42", "the job's output is copied to invoke's log")
+	rec, err := runner.NewFileStore(state, "condor-e2e").Get(context.Background())
+	require.NoError(t, err)
+	prefix := runner.RunPrefix("condor-e2e", rec.Data[runner.KeyKey], rec.Data[runner.KeyID])
+	read := func(key string) string {
+		o, err := c.GetObject(context.Background(), out, key, minio.GetObjectOptions{})
+		require.NoError(t, err)
+		b, err := io.ReadAll(o)
+		require.NoError(t, err, key)
+		return string(b)
+	}
+	assert.Equal(t, "result of condor-e2e\n", read(prefix+"result.txt"))
+	assert.Equal(t, "input is 42\n", read(prefix+"job.log"))
+}
+
+// TestHTCondorFailedAndKilled: a job that exits 3 makes invoke exit 1; a
+// SIGTERM to invoke (Argo's stop) removes the running job and exits 3.
+func TestHTCondorFailedAndKilled(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Condor(t)
+	base := []string{"--backend", htcondor.Name, "--resource-url", srv.URL, "--credentials-dir", srv.CredsDir, "--update-interval", "1"}
+	code, text := runBinary(t, append([]string{"invoke", "--state-dir", t.TempDir(), "--job-name", "condor-fail",
+		"--script", "#!/bin/sh\nexit 3\n"}, base...)...)
+	require.Equal(t, 1, code, text)
+	assert.Equal(t, "FAILED", summary(t, text)["status"], text)
+
+	state := t.TempDir()
+	cmd, buf := startInvoke(t, nil, append([]string{"--state-dir", state, "--job-name", "condor-kill",
+		"--script", "#!/bin/sh\necho running\nsleep 300\n"}, base...)...)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(buf.String(), "running") {
+		require.True(t, time.Now().Before(deadline), "the job did not start: %s", buf.String())
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 3, exitOf(cmd.Wait()), buf.String())
+	rec, err := runner.NewFileStore(state, "condor-kill").Get(context.Background())
+	require.NoError(t, err)
+	be, err := htcondor.New(backendsConfig(srv))
+	require.NoError(t, err)
+	st, err := be.Status(context.Background(), rec.Data[runner.KeyID])
+	require.NoError(t, err)
+	assert.Equal(t, "REMOVED", st.Raw, "the HTCondor job was removed")
+}
+
+// TestHTCondorCrashesSubmitOnce kills invoke at each named point of the
+// exactly-once protocol and restarts it: the restart ends DONE, and the
+// pool knows exactly one job carrying the run's key.
+func TestHTCondorCrashesSubmitOnce(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Condor(t)
+	for _, point := range runner.CrashPoints {
+		state := t.TempDir()
+		args := []string{"--state-dir", state, "--job-name", "condor-crash", "--backend", htcondor.Name, "--resource-url", srv.URL,
+			"--credentials-dir", srv.CredsDir, "--script", "#!/bin/sh\nsleep 2\n", "--update-interval", "1", "--submit-lease", "3s"}
+		cmd, out := startInvoke(t, []string{"BRIDGE_CRASH_AT=" + point}, args...)
+		err := cmd.Wait()
+		require.Equal(t, -1, exitOf(err), "invoke must die at %s: %s", point, out)
+		code, text := runBinary(t, append([]string{"invoke"}, args...)...)
+		require.Equal(t, 0, code, "after a crash at %s: %s", point, text)
+		rec, err := runner.NewFileStore(state, "condor-crash").Get(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 1, condorJobsWithKey(t, srv, rec.Data[runner.KeyKey]), "crash at %s: one HTCondor job for the run", point)
+	}
+}
+
+func backendsConfig(srv testssh.Server) backends.Config {
+	return backends.Config{URL: srv.URL, Credentials: runner.DirCredentials{Dir: srv.CredsDir, Secrets: &runner.Secrets{}}}
+}
