@@ -79,6 +79,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 )
 
 // Name is the backend's registry name.
@@ -100,6 +101,9 @@ type Backend struct {
 
 // New builds the backend from cfg; it sends nothing until first used.
 func New(cfg backends.Config) (backends.Backend, error) {
+	if sshexec.IsSSH(cfg.URL) {
+		return newSSH(cfg) // sbatch on a login node (ssh.go)
+	}
 	base, pinned, old, err := parseURL(cfg.URL)
 	if err != nil {
 		return nil, err

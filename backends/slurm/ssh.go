@@ -1,0 +1,273 @@
+package slurm
+
+// Slurm over SSH: when resourceURL is ssh://USER@LOGIN-NODE[:PORT][/DIR],
+// the job is submitted with sbatch on the login node (the script on stdin,
+// --parsable), followed with scontrol show job (and sacct once slurmctld has
+// forgotten it, where accounting is on), cancelled with scancel, and found
+// by key with squeue. States map through the same table as the REST API's
+// (mapState). Each job gets a directory DIR/<key> (DIR defaults to
+// bridge-runner in the home directory) that is its working directory unless
+// jobproperties sets chdir, holding its input files and, unless
+// jobproperties sets output, its output job.out, read live over SFTP.
+// Credentials are those of package sshexec.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
+)
+
+// SSHBackend is the slurm backend reached over SSH.
+type SSHBackend struct {
+	ssh *sshexec.Client
+	log *slog.Logger
+
+	mu    sync.Mutex
+	files map[string]jobFiles // job id → where its files are
+}
+
+type jobFiles struct{ workDir, stdout string }
+
+func newSSH(cfg backends.Config) (backends.Backend, error) {
+	t, err := sshexec.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &SSHBackend{ssh: sshexec.New(t, cfg.Credentials, log, sshexec.Options{}), log: log, files: map[string]jobFiles{}}, nil
+}
+
+// Close closes the SSH connection.
+func (b *SSHBackend) Close() error { return b.ssh.Close() }
+
+// Validate checks the job and the credentials without connecting.
+func (b *SSHBackend) Validate(job backends.Job) error {
+	if _, err := buildSbatch(job); err != nil {
+		return err
+	}
+	return b.ssh.Check()
+}
+
+// StagesInputs: additionalData is uploaded into the job's directory.
+func (b *SSHBackend) StagesInputs() bool { return true }
+
+var parsableID = regexp.MustCompile(`^(\d+)(;.*)?$`)
+
+// Submit uploads the inputs and runs sbatch with the script on stdin.
+func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, error) {
+	sj, err := buildSbatch(job)
+	if err != nil {
+		return "", err
+	}
+	dir, err := b.jobDir(ctx, job.Key)
+	if err != nil {
+		return "", err
+	}
+	if err := b.ssh.MkdirAll(ctx, dir); err != nil {
+		return "", err
+	}
+	for _, in := range job.Inputs {
+		if in.Name == "" || strings.ContainsAny(in.Name, "/\x00") || in.Name == "." || in.Name == ".." {
+			return "", backends.Invalid("jobdata.additionalData", "input file name %q cannot be staged", in.Name)
+		}
+		rc, err := in.Open(ctx)
+		if err != nil {
+			return "", fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o644)
+		rc.Close()
+		if err != nil {
+			return "", fmt.Errorf("input %s: %w", in.Name, err)
+		}
+	}
+	args := append([]string{"env"}, sj.env...)
+	args = append(args, "sbatch", "--parsable")
+	if !sj.chdir {
+		args = append(args, "--chdir="+dir)
+	}
+	if !sj.output {
+		args = append(args, "--output="+path.Join(dir, "job.out"))
+	}
+	args = append(args, sj.args...)
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: args, Stdin: strings.NewReader(sj.script)})
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return "", b.sbatchError(res)
+	}
+	m := parsableID.FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
+	if m == nil {
+		return "", fmt.Errorf("sbatch --parsable printed no job id: %.200q", res.Stdout)
+	}
+	return m[1], nil
+}
+
+// jobDir is DIR/<key> on the login node, absolute.
+func (b *SSHBackend) jobDir(ctx context.Context, key string) (string, error) {
+	root := b.ssh.Target().Dir
+	if root == "" {
+		root = "bridge-runner"
+	}
+	if !path.IsAbs(root) {
+		home, err := b.ssh.RealPath(ctx, ".")
+		if err != nil {
+			return "", err
+		}
+		root = path.Join(home, root)
+	}
+	return path.Join(root, key), nil
+}
+
+// slurmUnreachable are Slurm's words for a slurmctld it cannot reach.
+var slurmUnreachable = []string{"Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted",
+	"Connection refused", "Communication connection failure", "slurm_persist_conn_open"}
+
+// sbatchError: a missing sbatch is a wrong login node, an unreachable
+// slurmctld is transient, the rest is a refusal of the job.
+func (b *SSHBackend) sbatchError(res sshexec.Result) error {
+	text := cmdText(res)
+	switch {
+	case res.ExitCode == 127:
+		t := b.ssh.Target()
+		return backends.Invalid("resourceURL", "sbatch is not on the PATH of %s on %s; point resourceURL at a Slurm login node", t.User, t.Host)
+	case containsAny(text, slurmUnreachable...):
+		return backends.Transient(fmt.Errorf("sbatch: slurmctld cannot be reached (exit %d): %s", res.ExitCode, text))
+	}
+	return backends.Invalid("jobproperties", "sbatch refused the job (exit %d): %s", res.ExitCode, text)
+}
+
+func cmdText(res sshexec.Result) string {
+	text := strings.TrimSpace(string(res.Stderr))
+	if text == "" {
+		text = strings.TrimSpace(string(res.Stdout))
+	}
+	if len(text) > 2000 {
+		text = text[:2000] + "..."
+	}
+	return text
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+var slurmID = regexp.MustCompile(`^\d+$`)
+
+// Status reads the job with scontrol, or with sacct once slurmctld forgot it.
+func (b *SSHBackend) Status(ctx context.Context, id string) (backends.Status, error) {
+	if !slurmID.MatchString(id) {
+		return backends.Status{}, fmt.Errorf("%q is not a Slurm job id: %w", id, backends.ErrNotFound)
+	}
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"scontrol", "show", "job", "--oneliner", id}})
+	if err != nil {
+		return backends.Status{}, err
+	}
+	text := cmdText(res)
+	switch {
+	case res.ExitCode == 0:
+		f := parseScontrol(string(res.Stdout))
+		b.remember(id, jobFiles{workDir: f["WorkDir"], stdout: f["StdOut"]})
+		return scontrolStatus(id, f), nil
+	case strings.Contains(text, "Invalid job id"):
+		return b.sacctStatus(ctx, id)
+	case containsAny(text, slurmUnreachable...):
+		return backends.Status{}, backends.Transient(fmt.Errorf("scontrol show job %s: %s", id, text))
+	}
+	return backends.Status{}, backends.Transient(fmt.Errorf("scontrol show job %s (exit %d): %s", id, res.ExitCode, text))
+}
+
+// parseScontrol reads scontrol's KEY=VALUE words. Values with spaces
+// (Command=, WorkDir=) run to the next KEY=.
+func parseScontrol(out string) map[string]string {
+	f := map[string]string{}
+	key := ""
+	for _, w := range strings.Fields(out) {
+		k, v, ok := strings.Cut(w, "=")
+		if ok && k != "" && strings.ToUpper(k[:1]) == k[:1] {
+			key = k
+			f[key] = v
+			continue
+		}
+		if key != "" {
+			f[key] += " " + w
+		}
+	}
+	return f
+}
+
+// scontrolStatus maps a job record with the REST API's state table.
+func scontrolStatus(id string, f map[string]string) backends.Status {
+	return slurmStatus(id, strings.Split(f["JobState"], ","), f["Reason"], f["ExitCode"], f["SubmitTime"], f["StartTime"], f["EndTime"])
+}
+
+func slurmStatus(id string, st []string, reason, exit, submit, start, end string) backends.Status {
+	out := backends.Status{Raw: strings.Join(st, ","), SubmitTime: slurmTime(submit)}
+	out.State, out.Reason = mapState(st, reason)
+	if out.State != backends.Pending {
+		out.StartTime = slurmTime(start)
+	}
+	msg := fmt.Sprintf("Slurm job %s is %s", id, out.Raw)
+	if reason != "" && reason != "None" {
+		msg += " (" + reason + ")"
+	}
+	if out.State.Final() {
+		out.EndTime = slurmTime(end)
+		if ec, ok := colonExit(exit); ok {
+			code := ec.code
+			out.ExitCode = &code
+			msg += ", " + ec.String()
+		}
+	}
+	out.Message = msg
+	return out
+}
+
+// colonExit reads "code:signal" as scontrol and sacct print it.
+func colonExit(s string) (exitStatus, bool) {
+	c, sig, ok := strings.Cut(strings.TrimSpace(s), ":")
+	code, err1 := strconv.Atoi(c)
+	n, err2 := strconv.Atoi(sig)
+	if !ok || err1 != nil || err2 != nil {
+		return exitStatus{}, false
+	}
+	if n != 0 {
+		return exitStatus{code: 128 + n, signal: n}, true
+	}
+	return exitStatus{code: code}, true
+}
+
+// slurmTime reads Slurm's local times ("2026-11-23T18:01:06"); "Unknown"
+// and "None" are the zero time.
+func slurmTime(s string) time.Time {
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(s), time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func (b *SSHBackend) remember(id string, f jobFiles) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if f.workDir != "" || f.stdout != "" {
+		b.files[id] = f
+	}
+}
