@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/builtin"
 	"github.com/bridge-runner/bridge-runner/backends/htcondor"
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
@@ -21,17 +22,34 @@ import (
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
-// condorJobsWithKey counts the jobs, queued or ended, that carry key: the
-// check that a crash never made a second job.
-func condorJobsWithKey(t *testing.T, srv testssh.Server, key string) int {
+// sshSystem is a job system invoke reaches over SSH, for the tests below.
+type sshSystem struct {
+	backend string
+	srv     func(testing.TB) testssh.Server
+	// jobsWithKey lists, on the login node, the ids of the jobs (queued or
+	// ended) that carry key: the check that a crash never made a second job.
+	jobsWithKey [][]string
+}
+
+var sshSystems = []sshSystem{
+	{htcondor.Name, testssh.Condor, [][]string{
+		{"condor_q", "-af", "ClusterId", "-constraint", `BridgeRunnerKey == "KEY"`},
+		{"condor_history", "-af", "ClusterId", "-constraint", `BridgeRunnerKey == "KEY"`}}},
+	{"slurm", testssh.Default, [][]string{{"squeue", "--noheader", "--me", "--states=all", "--format=%k", "--name=KEY-ssh-crash"}}},
+}
+
+func (s sshSystem) countJobs(t *testing.T, srv testssh.Server, key string) int {
 	t.Helper()
 	target, err := sshexec.ParseURL(srv.URL)
 	require.NoError(t, err)
 	c := sshexec.New(target, testssh.Creds(t, srv.CredsDir), nil, sshexec.Options{})
 	defer c.Close()
 	n := 0
-	for _, cmd := range [][]string{{"condor_q"}, {"condor_history"}} {
-		args := append(cmd, "-af", "ClusterId", "-constraint", `BridgeRunnerKey == "`+key+`"`)
+	for _, cmd := range s.jobsWithKey {
+		args := make([]string, len(cmd))
+		for i, a := range cmd {
+			args[i] = strings.ReplaceAll(a, "KEY", key)
+		}
 		res, err := c.Run(context.Background(), sshexec.Cmd{Args: args})
 		require.NoError(t, err)
 		require.Equal(t, 0, res.ExitCode, string(res.Stderr))
@@ -51,13 +69,19 @@ func summary(t *testing.T, out string) map[string]any {
 	return sum
 }
 
-// TestHTCondorOverSSHEndToEnd: invoke runs a job on the real HTCondor pool
-// through its login node: the input file comes from S3 and is staged over
-// SFTP, the output is followed live, and the file the job wrote and its log
-// land in the bucket.
-func TestHTCondorOverSSHEndToEnd(t *testing.T) {
+// TestSSHBackendsEndToEnd: invoke runs a job on the real HTCondor pool and
+// on the real Slurm through their login nodes: the input file comes from S3
+// and is staged over SFTP, the output is followed live, and the file the
+// job wrote and its log land in the bucket.
+func TestSSHBackendsEndToEnd(t *testing.T) {
+	for _, sys := range sshSystems {
+		t.Run(sys.backend, func(t *testing.T) { testSSHEndToEnd(t, sys) })
+	}
+}
+
+func testSSHEndToEnd(t *testing.T, sys sshSystem) {
 	clearEnv(t)
-	srv := testssh.Condor(t)
+	srv := sys.srv(t)
 	endpoint, _, _, s3Creds := tests3.Env(t)
 	c := tests3.Client(t)
 	in, out := tests3.Bucket(t, "in"), tests3.Bucket(t, "out")
@@ -65,17 +89,21 @@ func TestHTCondorOverSSHEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	state := t.TempDir()
 	script := "#!/bin/sh\necho \"input is $(cat data.txt)\"\necho \"result of $BRIDGE_JOB_NAME\" > result.txt\n"
-	code, text := runBinary(t, "invoke", "--state-dir", state, "--job-name", "condor-e2e", "--backend", htcondor.Name,
+	props := `{"request_cpus":1,"+ProjectName":"e2e"}`
+	if sys.backend == "slurm" {
+		props = `{"ntasks":1,"partition":"debug"}`
+	}
+	code, text := runBinary(t, "invoke", "--state-dir", state, "--job-name", "ssh-e2e", "--backend", sys.backend,
 		"--resource-url", srv.URL, "--credentials-dir", srv.CredsDir, "--s3-credentials-dir", s3Creds,
-		"--script", script, "--additional-data", in+":data.txt", "--job-properties", `{"request_cpus":1,"+ProjectName":"e2e"}`,
+		"--script", script, "--additional-data", in+":data.txt", "--job-properties", props,
 		"--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-upload-bucket", out, "--s3-upload-files", "result.txt",
 		"--update-interval", "1")
 	require.Equal(t, 0, code, text)
 	assert.Equal(t, "DONE", summary(t, text)["status"], text)
 	assert.Contains(t, text, "input is 42", "the job's output is copied to invoke's log")
-	rec, err := runner.NewFileStore(state, "condor-e2e").Get(context.Background())
+	rec, err := runner.NewFileStore(state, "ssh-e2e").Get(context.Background())
 	require.NoError(t, err)
-	prefix := runner.RunPrefix("condor-e2e", rec.Data[runner.KeyKey], rec.Data[runner.KeyID])
+	prefix := runner.RunPrefix("ssh-e2e", rec.Data[runner.KeyKey], rec.Data[runner.KeyID])
 	read := func(key string) string {
 		o, err := c.GetObject(context.Background(), out, key, minio.GetObjectOptions{})
 		require.NoError(t, err)
@@ -83,16 +111,22 @@ func TestHTCondorOverSSHEndToEnd(t *testing.T) {
 		require.NoError(t, err, key)
 		return string(b)
 	}
-	assert.Equal(t, "result of condor-e2e\n", read(prefix+"result.txt"))
+	assert.Equal(t, "result of ssh-e2e\n", read(prefix+"result.txt"))
 	assert.Equal(t, "input is 42\n", read(prefix+"job.log"))
 }
 
-// TestHTCondorFailedAndKilled: a job that exits 3 makes invoke exit 1; a
-// SIGTERM to invoke (Argo's stop) removes the running job and exits 3.
-func TestHTCondorFailedAndKilled(t *testing.T) {
+// TestSSHBackendsFailedAndKilled: a job that exits 3 makes invoke exit 1;
+// a SIGTERM to invoke (Argo's stop) cancels the running job and exits 3.
+func TestSSHBackendsFailedAndKilled(t *testing.T) {
+	for _, sys := range sshSystems {
+		t.Run(sys.backend, func(t *testing.T) { testSSHFailedAndKilled(t, sys) })
+	}
+}
+
+func testSSHFailedAndKilled(t *testing.T, sys sshSystem) {
 	clearEnv(t)
-	srv := testssh.Condor(t)
-	base := []string{"--backend", htcondor.Name, "--resource-url", srv.URL, "--credentials-dir", srv.CredsDir, "--update-interval", "1"}
+	srv := sys.srv(t)
+	base := []string{"--backend", sys.backend, "--resource-url", srv.URL, "--credentials-dir", srv.CredsDir, "--update-interval", "1"}
 	code, text := runBinary(t, append([]string{"invoke", "--state-dir", t.TempDir(), "--job-name", "condor-fail",
 		"--script", "#!/bin/sh\nexit 3\n"}, base...)...)
 	require.Equal(t, 1, code, text)
@@ -110,33 +144,41 @@ func TestHTCondorFailedAndKilled(t *testing.T) {
 	require.Equal(t, 3, exitOf(cmd.Wait()), buf.String())
 	rec, err := runner.NewFileStore(state, "condor-kill").Get(context.Background())
 	require.NoError(t, err)
-	be, err := htcondor.New(backendsConfig(srv))
+	be, err := builtinRegistry().New(sys.backend, backendsConfig(srv))
 	require.NoError(t, err)
 	st, err := be.Status(context.Background(), rec.Data[runner.KeyID])
 	require.NoError(t, err)
-	assert.Equal(t, "REMOVED", st.Raw, "the HTCondor job was removed")
+	assert.Equal(t, backends.Killed, st.State, "the remote job was cancelled: %s", st.Raw)
 }
 
-// TestHTCondorCrashesSubmitOnce kills invoke at each named point of the
+// TestSSHBackendsCrashesSubmitOnce kills invoke at each named point of the
 // exactly-once protocol and restarts it: the restart ends DONE, and the
-// pool knows exactly one job carrying the run's key.
-func TestHTCondorCrashesSubmitOnce(t *testing.T) {
+// system knows exactly one job carrying the run's key.
+func TestSSHBackendsCrashesSubmitOnce(t *testing.T) {
+	for _, sys := range sshSystems {
+		t.Run(sys.backend, func(t *testing.T) { testSSHCrashes(t, sys) })
+	}
+}
+
+func testSSHCrashes(t *testing.T, sys sshSystem) {
 	clearEnv(t)
-	srv := testssh.Condor(t)
+	srv := sys.srv(t)
 	for _, point := range runner.CrashPoints {
 		state := t.TempDir()
-		args := []string{"--state-dir", state, "--job-name", "condor-crash", "--backend", htcondor.Name, "--resource-url", srv.URL,
+		args := []string{"--state-dir", state, "--job-name", "ssh-crash", "--backend", sys.backend, "--resource-url", srv.URL,
 			"--credentials-dir", srv.CredsDir, "--script", "#!/bin/sh\nsleep 2\n", "--update-interval", "1", "--submit-lease", "3s"}
 		cmd, out := startInvoke(t, []string{"BRIDGE_CRASH_AT=" + point}, args...)
 		err := cmd.Wait()
 		require.Equal(t, -1, exitOf(err), "invoke must die at %s: %s", point, out)
 		code, text := runBinary(t, append([]string{"invoke"}, args...)...)
 		require.Equal(t, 0, code, "after a crash at %s: %s", point, text)
-		rec, err := runner.NewFileStore(state, "condor-crash").Get(context.Background())
+		rec, err := runner.NewFileStore(state, "ssh-crash").Get(context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, 1, condorJobsWithKey(t, srv, rec.Data[runner.KeyKey]), "crash at %s: one HTCondor job for the run", point)
+		assert.Equal(t, 1, sys.countJobs(t, srv, rec.Data[runner.KeyKey]), "crash at %s: one job for the run", point)
 	}
 }
+
+func builtinRegistry() *backends.Registry { return builtin.Registry() }
 
 func backendsConfig(srv testssh.Server) backends.Config {
 	return backends.Config{URL: srv.URL, Credentials: runner.DirCredentials{Dir: srv.CredsDir, Secrets: &runner.Secrets{}}}
