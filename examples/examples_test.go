@@ -30,7 +30,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
-var backends = []string{"local", "slurm", "lsf", "quantum", "ray"}
+var backends = []string{"local", "slurm", "lsf", "quantum", "ray", "htcondor"}
 
 func TestEveryBackendHasEveryExample(t *testing.T) {
 	for _, b := range backends {
