@@ -207,7 +207,7 @@ func (s Spec) Parse() (*Description, error) {
 	}
 	d := &Description{Backend: strings.TrimSpace(s.Backend), ResourceURL: strings.TrimSpace(s.ResourceURL)}
 	if d.Backend == "" {
-		return nil, backends.Invalid("backend", "is empty; set --backend (or BRIDGE_BACKEND) to local, slurm, lsf, ray or quantum")
+		return nil, backends.Invalid("backend", "is empty; set --backend (or BRIDGE_BACKEND) to local, slurm, lsf, ray, quantum or htcondor")
 	}
 	var err error
 	if d.UpdateInterval, err = parseInterval(s.UpdateInterval); err != nil {
