@@ -36,7 +36,9 @@
 // other hold is HTCondor giving up on the job (its executable could not be
 // started, a file could not be transferred, a policy fired): FAILED, with
 // HoldReason as the message and "HoldReasonCode N.S" as the reason. Such a
-// job stays held in the queue for inspection until cleanup removes it.
+// job stays held in the queue for inspection (cleanup leaves ended jobs
+// alone): remove it with condor_rm, or release it after fixing the cause,
+// which a retry of the step will not see (it re-attaches to a FAILED job).
 //
 // Cancel is condor_rm; a job no longer in the queue is not an error.
 package htcondor

@@ -329,10 +329,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 	switch {
 	case err == nil:
 	case errors.As(err, &exit):
-		res.ExitCode = exit.ExitStatus()
-		if exit.Signal() != "" && exit.ExitStatus() == 0 {
-			res.ExitCode = 128 + 9 // ended by a signal without a status
-		}
+		res.ExitCode = exit.ExitStatus() // 128+n for signal n
 	default: // ExitMissingError or a broken connection: the outcome is unknown
 		c.drop(conn, "a command lost its connection")
 		return res, backends.Transient(fmt.Errorf("ssh: %s on %s: connection lost before the command ended: %w", cmd.Args[0], c.target.Addr(), err))
