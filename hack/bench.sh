@@ -20,7 +20,7 @@ trap 'rm -f "$out"' EXIT
 echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version)"
 # Per-job figures are averaged over 3 runs; each scale size and the
 # concurrent processes run once.
-if [ "$BENCH" = . ]; then BENCH='^Benchmark(Local|Slurm|SlurmConfigMap|ConfigMapStore|Startup|FirstRequest)$'; ONCE=1; fi
+if [ "$BENCH" = . ]; then BENCH='^Benchmark(Local|Slurm|SlurmSSH|HTCondor|SlurmConfigMap|ConfigMapStore|Startup|FirstRequest)$'; ONCE=1; fi
 go test -tags bridgetest -run '^$' -bench "$BENCH" -benchtime 3x -timeout 30m ./bench/ | tee -a "$out"
 if [ -n "${ONCE:-}" ]; then
   go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes)$' -benchtime 1x -timeout 30m ./bench/ | tee -a "$out"

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,16 +29,17 @@ import (
 type sshSystem struct {
 	backend string
 	srv     func(testing.TB) testssh.Server
-	// jobsWithKey lists, on the login node, the ids of the jobs (queued or
-	// ended) that carry key: the check that a crash never made a second job.
+	// jobsWithKey prints, on the login node, the key of each job (queued or
+	// ended; KEY stands for the key): one line per job that carries it is
+	// the check that a crash never made a second job.
 	jobsWithKey [][]string
 }
 
 var sshSystems = []sshSystem{
 	{htcondor.Name, testssh.Condor, [][]string{
-		{"condor_q", "-af", "ClusterId", "-constraint", `BridgeRunnerKey == "KEY"`},
-		{"condor_history", "-af", "ClusterId", "-constraint", `BridgeRunnerKey == "KEY"`}}},
-	{"slurm", testssh.Default, [][]string{{"squeue", "--noheader", "--me", "--states=all", "--format=%k", "--name=KEY-ssh-crash"}}},
+		{"condor_q", "-af", "BridgeRunnerKey", "-constraint", `BridgeRunnerKey == "KEY"`},
+		{"condor_history", "-af", "BridgeRunnerKey", "-constraint", `BridgeRunnerKey == "KEY"`}}},
+	{"slurm", testssh.Default, [][]string{{"squeue", "--noheader", "--me", "--states=all", "--format=%k"}}},
 }
 
 func (s sshSystem) countJobs(t *testing.T, srv testssh.Server, key string) int {
@@ -53,7 +57,11 @@ func (s sshSystem) countJobs(t *testing.T, srv testssh.Server, key string) int {
 		res, err := c.Run(context.Background(), sshexec.Cmd{Args: args})
 		require.NoError(t, err)
 		require.Equal(t, 0, res.ExitCode, string(res.Stderr))
-		n += len(strings.Fields(string(res.Stdout)))
+		for _, line := range strings.Split(string(res.Stdout), "\n") {
+			if strings.TrimSpace(line) == key {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -182,4 +190,41 @@ func builtinRegistry() *backends.Registry { return builtin.Registry() }
 
 func backendsConfig(srv testssh.Server) backends.Config {
 	return backends.Config{URL: srv.URL, Credentials: runner.DirCredentials{Dir: srv.CredsDir, Secrets: &runner.Secrets{}}}
+}
+
+// TestSlurmSSHSurvivesSSHDRestart: the login node's sshd (and every session
+// it serves) dies while invoke follows a job and comes back; invoke
+// reconnects and follows the same job to DONE.
+func TestSlurmSSHSurvivesSSHDRestart(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Default(t)
+	d := testssh.StartSSHD(t, srv)
+	creds := t.TempDir()
+	for _, name := range []string{"ssh-privatekey", "known_hosts"} {
+		b, err := os.ReadFile(filepath.Join(srv.CredsDir, name))
+		require.NoError(t, err)
+		if name == "known_hosts" {
+			_, port, _ := strings.Cut(srv.Addr, ":")
+			b = []byte(strings.Replace(string(b), "]:"+port+" ", "]:"+strconv.Itoa(d.Port)+" ", 1))
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(creds, name), b, 0o600))
+	}
+	state := t.TempDir()
+	cmd, buf := startInvoke(t, nil, "--state-dir", state, "--job-name", "ssh-restart", "--backend", "slurm",
+		"--resource-url", "ssh://"+srv.User+"@"+d.Addr(), "--credentials-dir", creds,
+		"--script", "#!/bin/sh\necho started\nsleep 8\necho finished\n", "--update-interval", "1")
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(buf.String(), "state=RUNNING") {
+		require.True(t, time.Now().Before(deadline), "the job did not start: %s", buf.String())
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.Stop()
+	time.Sleep(2 * time.Second)
+	d.Start()
+	require.Equal(t, 0, exitOf(cmd.Wait()), buf.String())
+	assert.Contains(t, buf.String(), "finished")
+	assert.Contains(t, buf.String(), "ssh connection dropped")
+	rec, err := runner.NewFileStore(state, "ssh-restart").Get(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, sshSystems[1].countJobs(t, srv, rec.Data[runner.KeyKey]))
 }
