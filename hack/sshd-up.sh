@@ -69,7 +69,18 @@ if [ -n "$ROOT" ]; then
   CONF_IN=/etc/ssh/bridge-runner-$(basename "$STATE")
   in_root() { chroot "$ROOT" "$@"; }
 else
-  need_cmd /usr/sbin/sshd openssh-server
+  if [ ! -x /usr/sbin/sshd ]; then
+    # Keep the package's maintainer scripts from starting the system's sshd
+    # on port 22, which this script would not stop.
+    policy_added=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+      chmod 755 /usr/sbin/policy-rc.d
+      policy_added=1
+    fi
+    need_cmd /usr/sbin/sshd openssh-server || die "cannot install openssh-server"
+    [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
+  fi
   CONF_IN=$STATE/etc
   in_root() { "$@"; }
 fi
