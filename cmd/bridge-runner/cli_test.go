@@ -39,7 +39,7 @@ func TestVersion(t *testing.T) {
 	assert.True(t, strings.HasPrefix(r.stdout, "bridge-runner "), r.stdout)
 	r = run(t, "version", "-o", "json")
 	assert.Equal(t, 0, r.code)
-	assert.Contains(t, r.stdout, `"backends":["local"`)
+	assert.Contains(t, r.stdout, `"backends":["htcondor","local"`)
 	r = run(t, "completion", "bash")
 	assert.Equal(t, 0, r.code)
 	assert.Contains(t, r.stdout, "bash completion")
