@@ -62,14 +62,26 @@ func checkAddresses(d *Description) error {
 	return checkS3Endpoint(d.S3.Endpoint)
 }
 
+// sshLogin reports whether raw is an ssh:// URL whose user info is a login
+// name only, without a password.
+func sshLogin(raw string) bool {
+	rest, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(raw)), "ssh://")
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	user, _, _ := strings.Cut(rest, "@")
+	return ok && !strings.Contains(user, ":")
+}
+
 // checkResourceURL refuses what no backend can use safely: user info (a
 // password in a ConfigMap, where anyone who may read ConfigMaps reads it)
 // and a port out of range. The value is never echoed when it has user info.
+// An ssh:// URL's login name (ssh://user@host) is no secret and stays.
 func checkResourceURL(raw string) error {
 	if raw == "" {
 		return nil
 	}
-	if hasUserInfo(raw) {
+	if hasUserInfo(raw) && !sshLogin(raw) {
 		return fault(FaultURL, "resourceURL", "carries user info (user:password@); remove it, and put the credentials "+
 			"in the Secret mounted as --credentials-dir")
 	}
