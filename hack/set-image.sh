@@ -31,9 +31,9 @@ K=workflows/kustomization.yaml
 old_name=$(awk '$1 == "newName:" {print $2; exit}' "$K")
 old_tag=$(awk '$1 == "newTag:" {print $2; exit}' "$K")
 old="$old_name:$old_tag"
-files=(components/*.yaml workflows/templates/*.yaml examples/*/job.yaml)
+files=(components/*.yaml workflows/templates/*.yaml examples/*/job.yaml deploy/operator/deployment.yaml)
 n=$(grep -lF "image: $old" "${files[@]}" | wc -l)
-sed -i "s#image: ${old//./\\.}\$#image: $IMAGE#" "${files[@]}"
+sed -i -e "s#image: ${old//./\\.}\$#image: $IMAGE#" -e "s#--job-image=${old//./\\.}\$#--job-image=$IMAGE#" "${files[@]}"
 sed -i -e "s#^\(  - name: \)${old_name//./\\.}\$#\1$name#" \
   -e "s#^\(    newName: \).*\$#\1$name#" \
   -e "s#^\(    newTag: \).*\$#\1$tag#" "$K"
