@@ -1,0 +1,66 @@
+package main
+
+import (
+	"cmp"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/operator"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+type operatorOptions struct {
+	kubeconfig string
+	o          operator.Options
+}
+
+func (a *app) newOperatorCmd() *cobra.Command {
+	opts := &operatorOptions{}
+	o := &opts.o
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Reconcile BridgeJobs (IBM's bridgejob.ibm.com/v1alpha1): a record and an invoke Job for each",
+		Long: `operator runs the BridgeJob controller. For each BridgeJob it checks the spec
+and its Secrets, creates the record ConfigMap <name>-bridge-cm and a Job whose pod
+runs bridge-runner invoke (credentials at /credentials, S3 ones at /s3credentials),
+and mirrors the record's state into the BridgeJob's status. spec.kill: true and
+deleting the BridgeJob cancel the remote job. Install it with
+kubectl apply -k deploy/operator.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := runner.ParseStatusKeys(o.StatusKeys); err != nil {
+				return usageError{err}
+			}
+			if o.JobImage == "" {
+				return usageError{backends.Invalid("job-image", "is empty; give the bridge-runner image the jobs' pods run")}
+			}
+			cfg, err := operator.LoadConfig(opts.kubeconfig, "bridge-runner-operator/"+versionString())
+			if err != nil {
+				return usageError{err}
+			}
+			o.Config, o.Log, o.Backends = cfg, a.log, a.registry.Names()
+			if err := operator.Run(cmd.Context(), *o); err != nil {
+				a.log.Error("operator stopped", "err", err)
+				return exitError{ExitTempFail}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, else $KUBECONFIG)")
+	fs.StringVar(&o.Namespace, "namespace", "", "watch BridgeJobs in this namespace only (default: every namespace)")
+	fs.StringVar(&o.JobImage, "job-image", "", "image of the jobs' pods when a BridgeJob names none (the operator's own)")
+	fs.StringVar(&o.JobServiceAccount, "job-service-account", "bridge-runner", "ServiceAccount of the jobs' pods, in each BridgeJob's namespace (workflows/rbac)")
+	fs.StringVar(&o.StatusKeys, "status-keys", runner.StatusKeysAuto, "IBM's status words too (KILL for KILLED in status.jobstatus and the record): auto (IBM's, as the record is a BridgeJob's), ibm or ours")
+	fs.IntVar(&o.Workers, "workers", 4, "BridgeJobs reconciled at once")
+	fs.DurationVar(&o.Resync, "resync", 10*time.Minute, "how often every BridgeJob is reconciled even without a change")
+	fs.DurationVar(&o.DeleteTimeout, "delete-timeout", 2*time.Minute, "how long a deleted BridgeJob waits for its cancelled job to report a final state")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "hold a Lease so that one of several replicas reconciles")
+	fs.StringVar(&o.LeaseNamespace, "lease-namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), ""), "namespace of the leader election Lease (default $POD_NAMESPACE)")
+	fs.StringVar(&o.LeaseName, "lease-name", "bridge-runner-operator", "name of the leader election Lease")
+	fs.StringVar(&o.Identity, "identity", os.Getenv("POD_NAME"), "this replica's name in the Lease (default $POD_NAME, else host_pid)")
+	return cmd
+}

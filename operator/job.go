@@ -1,0 +1,82 @@
+package operator
+
+
+// Where the job's pod finds its credentials: IBM's paths, invoke's defaults.
+const (
+	credentialsDir   = "/credentials"
+	s3CredentialsDir = "/s3credentials"
+)
+
+// backoffLimit: a pod that exits 75 (a temporary fault) is run again, and
+// the new invoke re-attaches to the submitted job (the record's
+// idempotency key), so a retry never submits twice.
+const backoffLimit = 6
+
+// buildJob is the Job whose pod runs `bridge-runner invoke` for bj.
+func (r *reconciler) buildJob(bj *BridgeJob) *job {
+	image := bj.Spec.Image
+	if image == "" {
+		image = r.o.JobImage
+	}
+	c := container{
+		Name:            "invoke",
+		Image:           image,
+		ImagePullPolicy: bj.Spec.ImagePullPolicy,
+		Args: []string{"invoke", "--job-name", bj.Name, "--store", "configmap",
+			"--status-keys", r.o.StatusKeys, "--credentials-dir", credentialsDir},
+		Env: []envVar{{Name: "JOBNAME", Value: bj.Name}, fieldEnv("NAMESPACE", "metadata.namespace")},
+	}
+	kj := &job{}
+	kj.APIVersion, kj.Kind = batchV1.String(), "Job"
+	kj.Name, kj.Namespace = JobName(bj.Name), bj.Namespace
+	kj.Labels = childLabels(bj)
+	kj.OwnerReferences = append(kj.OwnerReferences, ownerRef(bj))
+	limit := int32(backoffLimit)
+	kj.Spec.BackoffLimit = &limit
+	kj.Spec.PodFailurePolicy = finalExits()
+	p := &kj.Spec.Template
+	p.Metadata.Labels = childLabels(bj)
+	p.Spec.RestartPolicy = "Never"
+	p.Spec.ServiceAccountName = r.o.JobServiceAccount
+	p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
+	c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
+	if s := bj.Spec.S3Storage.S3Secret; s != "" {
+		p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("s3credentials", s))
+		c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "s3credentials", MountPath: s3CredentialsDir, ReadOnly: true})
+		c.Args = append(c.Args, "--s3-credentials-dir", s3CredentialsDir)
+	}
+	p.Spec.Containers = []container{c}
+	return kj
+}
+
+// finalExits fails the Job at once when invoke's exit code is an outcome
+// (1 FAILED, 2 invalid input, 3 KILLED, 4 UNKNOWN): running it again would
+// only read the same final state back. 75 (temporary) counts against
+// backoffLimit and is retried.
+func finalExits() *podFailurePolicy {
+	rule := podFailureRule{Action: "FailJob"}
+	rule.OnExitCodes = &struct {
+		Operator string  `json:"operator"`
+		Values   []int32 `json:"values"`
+	}{Operator: "In", Values: []int32{1, 2, 3, 4}}
+	return &podFailurePolicy{Rules: []podFailureRule{rule}}
+}
+
+func secretVolume(name, secret string) volume {
+	v := volume{Name: name}
+	v.Secret = &struct {
+		SecretName string `json:"secretName"`
+	}{SecretName: secret}
+	return v
+}
+
+func fieldEnv(name, path string) envVar {
+	e := envVar{Name: name}
+	e.ValueFrom = &struct {
+		FieldRef struct {
+			FieldPath string `json:"fieldPath"`
+		} `json:"fieldRef"`
+	}{}
+	e.ValueFrom.FieldRef.FieldPath = path
+	return e
+}

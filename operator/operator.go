@@ -1,0 +1,196 @@
+// Package operator reconciles BridgeJobs (IBM's bridgejob.ibm.com/v1alpha1
+// custom resource): for each it creates the record ConfigMap <name>-bridge-cm
+// and a Job whose pod runs `bridge-runner invoke`, and mirrors the record's
+// state into the BridgeJob's status. It is not a second state machine:
+// invoke alone submits, follows and cancels; the operator writes only the
+// job description and the kill flag into the record.
+//
+// It is built on client-go's informers and rate-limited work queue over
+// client-go's REST client with small hand-written types (the generated
+// clientset would link every API group into the binary), and on a Lease for
+// leader election between replicas.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Options configure the operator.
+type Options struct {
+	Config    *rest.Config
+	Namespace string // watch BridgeJobs only here; "" for every namespace
+
+	JobImage          string // the jobs' pods' image when a BridgeJob names none
+	JobServiceAccount string // the jobs' pods' ServiceAccount
+	StatusKeys        string // auto, ibm or ours: passed to invoke, and the words of status.jobstatus
+	Backends          []string
+
+	Workers       int
+	Resync        time.Duration // how often every BridgeJob is reconciled anyway
+	DeleteTimeout time.Duration // how long a deleted BridgeJob waits for its job to stop
+
+	LeaderElection bool
+	LeaseNamespace string
+	LeaseName      string
+	Identity       string
+
+	Log *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.Resync <= 0 {
+		o.Resync = 10 * time.Minute
+	}
+	if o.DeleteTimeout <= 0 {
+		o.DeleteTimeout = 2 * time.Minute
+	}
+	if o.StatusKeys == "" {
+		o.StatusKeys = "auto"
+	}
+	if o.LeaseName == "" {
+		o.LeaseName = "bridge-runner-operator"
+	}
+	if o.Identity == "" {
+		h, _ := os.Hostname()
+		o.Identity = fmt.Sprintf("%s_%d", h, os.Getpid())
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// LabelName marks the children of a BridgeJob with its name; the operator
+// watches only ConfigMaps and Jobs that carry it.
+const LabelName = "bridgejob.ibm.com/name"
+
+// Finalizer holds a deleted BridgeJob until its remote job is cancelled.
+const Finalizer = "bridgejob.ibm.com/cancel"
+
+// Run runs the operator until ctx ends (nil) or it loses its Lease (an
+// error: start over).
+func Run(ctx context.Context, o Options) error {
+	o.defaults()
+	c, err := newClient(o.Config)
+	if err != nil {
+		return err
+	}
+	r := &reconciler{c: c, o: o, log: o.Log}
+	if !o.LeaderElection {
+		r.run(ctx)
+		return nil
+	}
+	if o.LeaseNamespace == "" {
+		return errors.New("leader election needs the Lease's namespace (--lease-namespace, or POD_NAMESPACE)")
+	}
+	e := &elector{c: c, namespace: o.LeaseNamespace, name: o.LeaseName, identity: o.Identity, log: o.Log,
+		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second}
+	return e.run(ctx, r.run)
+}
+
+// run starts the informers and workers and blocks until ctx ends; then it
+// drains the queue and waits for the workers.
+func (r *reconciler) run(ctx context.Context) {
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgejobs"})
+	sel := LabelName
+	r.jobs = r.informer(GroupVersion, "bridgejobs", "", func() runtime.Object { return &BridgeJobList{} }, &BridgeJob{}, r.enqueue)
+	r.cms = r.informer(coreV1, "configmaps", sel, func() runtime.Object { return &configMapList{} }, &configMap{}, r.enqueueOwner)
+	r.kjobs = r.informer(batchV1, "jobs", sel, func() runtime.Object { return &jobList{} }, &job{}, r.enqueueOwner)
+	var wg sync.WaitGroup
+	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs} {
+		wg.Add(1)
+		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), r.jobs.HasSynced, r.cms.HasSynced, r.kjobs.HasSynced) {
+		r.queue.ShutDown()
+		wg.Wait()
+		return
+	}
+	r.log.Info("operator started", "namespace", orAll(r.o.Namespace), "workers", r.o.Workers)
+	for range r.o.Workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.work(ctx) }()
+	}
+	<-ctx.Done()
+	r.queue.ShutDownWithDrain()
+	wg.Wait()
+	r.log.Info("operator stopped")
+}
+
+func orAll(ns string) string {
+	if ns == "" {
+		return "(all)"
+	}
+	return ns
+}
+
+func (r *reconciler) informer(gv schema.GroupVersion, resource, selector string, list func() runtime.Object,
+	obj runtime.Object, on func(any)) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(r.c.listWatch(gv, r.o.Namespace, resource, selector, list), obj, r.o.Resync, cache.Indexers{})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    on,
+		UpdateFunc: func(_, n any) { on(n) },
+		DeleteFunc: on,
+	})
+	return inf
+}
+
+func (r *reconciler) enqueue(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		r.queue.Add(key)
+	}
+}
+
+// enqueueOwner queues the BridgeJob that controls a ConfigMap or Job.
+func (r *reconciler) enqueueOwner(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	if o := metav1.GetControllerOf(m); o != nil && o.Kind == "BridgeJob" && o.APIVersion == GroupVersion.String() {
+		r.queue.Add(m.GetNamespace() + "/" + o.Name)
+	}
+}
+
+// work reconciles queued BridgeJobs: an error requeues with the queue's
+// rate limit (per-item exponential backoff, overall token bucket), so a
+// failing BridgeJob never spins.
+func (r *reconciler) work(ctx context.Context) {
+	for {
+		key, quit := r.queue.Get()
+		if quit {
+			return
+		}
+		after, err := r.reconcile(ctx, key)
+		switch {
+		case err != nil:
+			r.log.Warn("reconcile failed; retrying", "bridgejob", key, "err", err)
+			r.queue.AddRateLimited(key)
+		case after > 0:
+			r.queue.Forget(key)
+			r.queue.AddAfter(key, after)
+		default:
+			r.queue.Forget(key)
+		}
+		r.queue.Done(key)
+	}
+}

@@ -1,0 +1,245 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+type reconciler struct {
+	c     *client
+	o     Options
+	log   *slog.Logger
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	jobs, cms, kjobs cache.SharedIndexInformer
+}
+
+// pollDeleting is how often a deleted BridgeJob's cancellation is looked at
+// besides the record's watch events.
+const pollDeleting = 2 * time.Second
+
+// reconcile brings one BridgeJob's children and status in line with its
+// spec and its record; it reads only the informers' caches and writes only
+// what differs, so running it again changes nothing (level-triggered).
+func (r *reconciler) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	obj, ok, err := r.jobs.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return 0, err // gone: its children went with it
+	}
+	bj := obj.(*BridgeJob).DeepCopyObject().(*BridgeJob)
+	if bj.DeletionTimestamp != nil {
+		return r.finalize(ctx, bj)
+	}
+	if !slices.Contains(bj.Finalizers, Finalizer) {
+		bj.Finalizers = append(bj.Finalizers, Finalizer)
+		out := &BridgeJob{}
+		if err := r.c.update(ctx, GroupVersion, bj.Namespace, "bridgejobs", bj.Name, bj, out); err != nil {
+			return 0, err
+		}
+		bj = out
+	}
+	cm, err := r.ensureRecord(ctx, bj)
+	if err != nil || cm == nil {
+		return 0, err
+	}
+	if err := r.ensureKill(ctx, bj, cm); err != nil {
+		return 0, err
+	}
+	kj, err := r.ensureJob(ctx, bj, cm)
+	if err != nil {
+		return 0, err
+	}
+	return 0, r.mirror(ctx, bj, r.observe(bj, cm, kj))
+}
+
+// ensureRecord returns the BridgeJob's record, creating it from a valid
+// spec. A spec found bad sets FAILED and returns no record: nothing is
+// created until the spec (or a missing Secret) is fixed.
+func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*configMap, error) {
+	name := runner.ConfigMapName(bj.Name)
+	if cm := r.cached(r.cms, bj.Namespace, name); cm != nil {
+		cm := cm.(*configMap)
+		if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != bj.UID {
+			return nil, r.fail(ctx, bj, "RecordConflict", fmt.Sprintf("the ConfigMap %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
+		}
+		return cm, nil
+	}
+	data, err := r.validate(ctx, bj)
+	if err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return nil, r.fail(ctx, bj, "InvalidSpec", fe.Error())
+		}
+		return nil, err
+	}
+	cm := &configMap{Data: data}
+	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
+	cm.Name, cm.Namespace = name, bj.Namespace
+	cm.Labels = childLabels(bj)
+	cm.OwnerReferences = []metav1.OwnerReference{ownerRef(bj)}
+	out := &configMap{}
+	err = r.c.create(ctx, coreV1, bj.Namespace, "configmaps", cm, out)
+	if apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("the ConfigMap %s appeared meanwhile; looking again", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.event(ctx, bj, "Normal", "Created", "created the record ConfigMap "+name)
+	return out, nil
+}
+
+// ensureKill copies spec.kill into the record; invoke cancels the job.
+func (r *reconciler) ensureKill(ctx context.Context, bj *BridgeJob, cm *configMap) error {
+	if !bj.Spec.Kill || cm.Data[runner.KeyKill] == "true" || isFinal(cm.Data[runner.KeyJobStatus]) {
+		return nil
+	}
+	if err := r.setKill(ctx, cm); err != nil {
+		return err
+	}
+	r.event(ctx, bj, "Normal", "Killing", "spec.kill is true: asked the job to cancel")
+	return nil
+}
+
+func (r *reconciler) setKill(ctx context.Context, cm *configMap) error {
+	next := cm.DeepCopyObject().(*configMap)
+	next.APIVersion, next.Kind = "v1", "ConfigMap"
+	if next.Data == nil {
+		next.Data = map[string]string{}
+	}
+	next.Data[runner.KeyKill] = "true"
+	// resourceVersion makes this a compare-and-swap: a conflict (invoke
+	// wrote meanwhile) requeues and reads the newer record.
+	return r.c.update(ctx, coreV1, cm.Namespace, "configmaps", cm.Name, next, cm)
+}
+
+// ensureJob creates the Job that runs invoke, unless the record is final
+// already (nothing left to run) or the Job exists.
+func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *configMap) (*job, error) {
+	name := JobName(bj.Name)
+	if kj := r.cached(r.kjobs, bj.Namespace, name); kj != nil {
+		return kj.(*job), nil
+	}
+	if isFinal(cm.Data[runner.KeyJobStatus]) {
+		return nil, nil
+	}
+	kj := r.buildJob(bj)
+	out := &job{}
+	err := r.c.create(ctx, batchV1, bj.Namespace, "jobs", kj, out)
+	if apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("the Job %s appeared meanwhile; looking again", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.event(ctx, bj, "Normal", "Created", "created the Job "+name+" that runs bridge-runner invoke")
+	return out, nil
+}
+
+// finalize cancels a deleted BridgeJob's job (kill=true in the record,
+// which the running invoke obeys), waits for a final state up to
+// DeleteTimeout, then deletes the children and lets the BridgeJob go.
+func (r *reconciler) finalize(ctx context.Context, bj *BridgeJob) (time.Duration, error) {
+	if !slices.Contains(bj.Finalizers, Finalizer) {
+		return 0, nil
+	}
+	var cm *configMap
+	if o := r.cached(r.cms, bj.Namespace, runner.ConfigMapName(bj.Name)); o != nil {
+		cm = o.(*configMap)
+	}
+	var kj *job
+	if o := r.cached(r.kjobs, bj.Namespace, JobName(bj.Name)); o != nil {
+		kj = o.(*job)
+	}
+	if cm != nil && !isFinal(cm.Data[runner.KeyJobStatus]) {
+		if cm.Data[runner.KeyKill] != "true" {
+			if err := r.setKill(ctx, cm); err != nil {
+				return 0, err
+			}
+			r.event(ctx, bj, "Normal", "Cancelling", "the BridgeJob is being deleted: asked the job to cancel")
+		}
+		running := kj != nil && jobRunning(kj)
+		if running && time.Since(bj.DeletionTimestamp.Time) < r.o.DeleteTimeout {
+			return pollDeleting, nil
+		}
+		r.event(ctx, bj, "Warning", "CancelUnconfirmed", fmt.Sprintf(
+			"no final state after kill (state %q, job pod running: %v); the remote job %q may still run",
+			cm.Data[runner.KeyJobStatus], running, cm.Data[runner.KeyID]))
+	}
+	if kj != nil {
+		if err := r.c.delete(ctx, batchV1, bj.Namespace, "jobs", kj.Name, kj.UID); err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+	}
+	if cm != nil {
+		if err := r.c.delete(ctx, coreV1, bj.Namespace, "configmaps", cm.Name, cm.UID); err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+	}
+	bj.Finalizers = slices.DeleteFunc(bj.Finalizers, func(f string) bool { return f == Finalizer })
+	err := r.c.update(ctx, GroupVersion, bj.Namespace, "bridgejobs", bj.Name, bj, &BridgeJob{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	return 0, err
+}
+
+// jobRunning: the Job has not finished (its pod may be running invoke).
+func jobRunning(kj *job) bool {
+	typ, _, _ := kj.finished()
+	return typ == ""
+}
+
+func (r *reconciler) cached(inf cache.SharedIndexInformer, ns, name string) any {
+	o, ok, _ := inf.GetStore().GetByKey(ns + "/" + name)
+	if !ok {
+		return nil
+	}
+	return o
+}
+
+func isFinal(st string) bool { return ourState(st).Final() }
+
+// ourState turns a record's state word (IBM's KILL too) into ours.
+func ourState(st string) backends.State {
+	if st == "KILL" {
+		return backends.Killed
+	}
+	return backends.State(st)
+}
+
+func ownerRef(bj *BridgeJob) metav1.OwnerReference {
+	t := true
+	return metav1.OwnerReference{APIVersion: GroupVersion.String(), Kind: "BridgeJob", Name: bj.Name, UID: bj.UID,
+		Controller: &t, BlockOwnerDeletion: &t}
+}
+
+func childLabels(bj *BridgeJob) map[string]string {
+	return map[string]string{
+		LabelName:             labelValue(bj.Name),
+		runner.LabelManagedBy: "bridge-runner",
+		runner.LabelJob:       labelValue(bj.Name),
+	}
+}
+
+func labelValue(v string) string {
+	if len(v) > 63 {
+		v = v[:63]
+	}
+	return v
+}
+
+// JobName is the name of the Job that runs a BridgeJob's invoke.
+func JobName(bridgeJob string) string { return bridgeJob + "-bridge-job" }

@@ -1,0 +1,139 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// Condition types on a BridgeJob.
+const (
+	CondAccepted  = "Accepted"  // the spec is valid and the record exists
+	CondSubmitted = "Submitted" // the remote job has an id
+	CondFinished  = "Finished"  // the job reached a final state (the reason says which)
+)
+
+// observe computes a BridgeJob's status from its record and Job.
+func (r *reconciler) observe(bj *BridgeJob, cm *configMap, kj *job) BridgeJobStatus {
+	d := cm.Data
+	st := ourState(d[runner.KeyJobStatus])
+	if st == "" {
+		st = backends.Pending
+	}
+	s := BridgeJobStatus{
+		JobID: d[runner.KeyID], Message: d[runner.KeyMessage],
+		StartTime: d[runner.KeySubmit], CompletionTime: d[runner.KeyEnd],
+		ObservedGeneration: bj.Generation,
+	}
+	if kj != nil && !st.Final() {
+		// The pod gave up (temporary faults beyond backoffLimit, or a
+		// crash) before the record reached a final state.
+		if typ, reason, msg := kj.finished(); typ == "Failed" {
+			st = backends.Failed
+			if s.JobID != "" {
+				st = backends.Unknown // submitted, but nobody follows it now
+			}
+			s.Message = fmt.Sprintf("the Job %s failed (%s: %s) before the job reached a final state", kj.Name, reason, msg)
+		}
+	}
+	s.State = string(st)
+	s.JobStatus = r.word(st)
+	s.Conditions = []Condition{
+		{Type: CondAccepted, Status: "True", Reason: "RecordCreated"},
+		cond(CondSubmitted, s.JobID != "", "Submitted", "NotSubmitted"),
+		cond(CondFinished, st.Final(), string(st), string(st)),
+	}
+	return s
+}
+
+// word is the state as status.jobstatus gives it: IBM's KILL for KILLED
+// unless the operator runs with ours.
+func (r *reconciler) word(st backends.State) string {
+	if st == backends.Killed && r.o.StatusKeys != runner.StatusKeysOurs {
+		return "KILL"
+	}
+	return string(st)
+}
+
+func cond(typ string, ok bool, yes, no string) Condition {
+	if ok {
+		return Condition{Type: typ, Status: "True", Reason: yes}
+	}
+	return Condition{Type: typ, Status: "False", Reason: no}
+}
+
+// fail marks a BridgeJob FAILED for a reason found before anything was
+// created (a bad spec, a missing Secret, a foreign ConfigMap), with an
+// Event. It is re-checked at every reconcile: once fixed, the job starts.
+func (r *reconciler) fail(ctx context.Context, bj *BridgeJob, reason, msg string) error {
+	s := BridgeJobStatus{State: string(backends.Failed), JobStatus: string(backends.Failed), Message: msg,
+		ObservedGeneration: bj.Generation, CompletionTime: bj.Status.CompletionTime,
+		Conditions: []Condition{{Type: CondAccepted, Status: "False", Reason: reason, Message: msg}}}
+	if s.CompletionTime == "" {
+		s.CompletionTime = time.Now().UTC().Format(time.RFC3339)
+	}
+	changed := bj.Status.Message != msg
+	if err := r.mirror(ctx, bj, s); err != nil {
+		return err
+	}
+	if changed {
+		r.event(ctx, bj, "Warning", reason, msg)
+	}
+	return nil
+}
+
+// mirror writes status s if it differs from bj's; a condition keeps its
+// lastTransitionTime while its status stays.
+func (r *reconciler) mirror(ctx context.Context, bj *BridgeJob, s BridgeJobStatus) error {
+	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		c.ObservedGeneration = bj.Generation
+		c.LastTransitionTime = now
+		for _, old := range bj.Status.Conditions {
+			if old.Type == c.Type && old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	if reflect.DeepEqual(jsonCopy(&s), jsonCopy(&bj.Status)) {
+		return nil
+	}
+	prev := bj.Status.State
+	bj.Status = s
+	bj.APIVersion, bj.Kind = GroupVersion.String(), "BridgeJob"
+	if err := r.c.update(ctx, GroupVersion, bj.Namespace, "bridgejobs", bj.Name, bj, &BridgeJob{}, "status"); err != nil {
+		return err
+	}
+	if st := backends.State(s.State); st != backends.State(prev) && st.Final() && s.Conditions[0].Status == "True" {
+		typ := "Normal"
+		if st != backends.Done {
+			typ = "Warning"
+		}
+		r.event(ctx, bj, typ, string(st), fmt.Sprintf("the job %s ended %s: %s", s.JobID, st, s.Message))
+	}
+	return nil
+}
+
+// event records an Event on bj; a failure to record is only logged.
+func (r *reconciler) event(ctx context.Context, bj *BridgeJob, typ, reason, msg string) {
+	now := metav1.NewTime(time.Now())
+	e := &event{Reason: reason, Message: msg, Type: typ, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "bridge-runner-operator", ReportingInstance: r.o.Identity}
+	e.APIVersion, e.Kind = "v1", "Event"
+	e.Name = fmt.Sprintf("%s.%x", bj.Name, time.Now().UnixNano())
+	e.Namespace = bj.Namespace
+	e.Source.Component = "bridge-runner-operator"
+	e.InvolvedObject = objectReference{APIVersion: GroupVersion.String(), Kind: "BridgeJob", Namespace: bj.Namespace,
+		Name: bj.Name, UID: string(bj.UID), ResourceVersion: bj.ResourceVersion}
+	if err := r.c.create(ctx, coreV1, bj.Namespace, "events", e, &event{}); err != nil {
+		r.log.Warn("recording an event failed", "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason, "err", err)
+	}
+	r.log.Info(msg, "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason)
+}

@@ -1,0 +1,119 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// fieldError is a bad BridgeJob: Field is the spec's field path.
+type fieldError struct{ Field, Msg string }
+
+func (e *fieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// specPaths maps the record's keys (runner.Spec's) to BridgeJob fields, so
+// that runner's checks name the field the user wrote.
+var specPaths = map[string]string{
+	"backend":                     "spec.backend",
+	"resourceURL":                 "spec.resourceURL",
+	"resourcesecret":              "spec.resourcesecret",
+	"updateInterval":              "spec.updateinterval",
+	"jobproperties":               "spec.jobproperties",
+	"jobdata.jobScript":           "spec.jobdata.jobscript",
+	"jobdata.scriptLocation":      "spec.jobdata.scriptlocation",
+	"jobdata.scriptMetadata":      "spec.jobdata.scriptmetadata",
+	"jobdata.jobParameters":       "spec.jobdata.jobparameters",
+	"jobdata.scriptExtraLocation": "spec.jobdata.scriptextralocation",
+	"jobdata.additionalData":      "spec.jobdata.additionaldata",
+	"s3.endpoint":                 "spec.s3storage.endpoint",
+	"s3.secure":                   "spec.s3storage.secure",
+	"s3.secret":                   "spec.s3storage.s3secret",
+	"s3upload.bucket":             "spec.s3upload.bucket",
+	"s3upload.files":              "spec.s3upload.files",
+}
+
+// maxName keeps <name>-bridge-job a valid label value (the Job's pods
+// carry their Job's name as a label).
+const maxName = 63 - len("-bridge-job")
+
+// recordSpec is the BridgeJob's job description as runner's Spec.
+func recordSpec(bj *BridgeJob) runner.Spec {
+	s := bj.Spec
+	spec := runner.Spec{
+		Backend:             s.Backend,
+		ResourceURL:         s.ResourceURL,
+		ResourceSecret:      s.ResourceSecret,
+		JobProperties:       s.JobProperties,
+		JobScript:           s.JobData.JobScript,
+		ScriptLocation:      s.JobData.ScriptLocation,
+		ScriptMetadata:      s.JobData.ScriptMetadata,
+		JobParameters:       s.JobData.JobParameters,
+		ScriptExtraLocation: s.JobData.ScriptExtraLocation,
+		AdditionalData:      s.JobData.AdditionalData,
+		S3Endpoint:          s.S3Storage.Endpoint,
+		S3Secret:            s.S3Storage.S3Secret,
+		S3UploadBucket:      s.S3Upload.Bucket,
+		S3UploadFiles:       s.S3Upload.Files,
+	}
+	if spec.ScriptLocation == "" {
+		spec.ScriptLocation = runner.Remote // IBM's default
+	}
+	if s.UpdateInterval > 0 {
+		spec.UpdateInterval = strconv.Itoa(s.UpdateInterval)
+	}
+	if s.S3Storage.Secure != nil {
+		spec.S3Secure = strconv.FormatBool(*s.S3Storage.Secure)
+	}
+	return spec
+}
+
+// validate checks a BridgeJob and returns its record's data. A bad spec is
+// a *fieldError; any other error (the API) is transient.
+func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]string, error) {
+	if len(bj.Name) > maxName {
+		return nil, &fieldError{"metadata.name", fmt.Sprintf("is %d characters; a BridgeJob's name may have at most %d", len(bj.Name), maxName)}
+	}
+	spec := recordSpec(bj)
+	if _, err := spec.Parse(); err != nil {
+		var fe *backends.FieldError
+		if errors.As(err, &fe) {
+			return nil, &fieldError{fieldPath(fe.Field), fe.Msg}
+		}
+		return nil, &fieldError{"spec", err.Error()}
+	}
+	if b := strings.TrimSpace(bj.Spec.Backend); b != "" && len(r.o.Backends) > 0 && !slices.Contains(r.o.Backends, b) {
+		return nil, &fieldError{"spec.backend", fmt.Sprintf("is %q; use one of %s", b, strings.Join(r.o.Backends, ", "))}
+	}
+	for field, name := range map[string]string{"spec.resourcesecret": bj.Spec.ResourceSecret, "spec.s3storage.s3secret": bj.Spec.S3Storage.S3Secret} {
+		if name == "" {
+			continue
+		}
+		err := r.c.secretExists(ctx, bj.Namespace, name)
+		if apierrors.IsNotFound(err) {
+			return nil, &fieldError{field, fmt.Sprintf("the Secret %q does not exist in namespace %s; create it (see examples/)", name, bj.Namespace)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checking the Secret %s/%s: %w", bj.Namespace, name, err)
+		}
+	}
+	if bj.Spec.ResourceSecret == "" {
+		return nil, &fieldError{"spec.resourcesecret", "is empty; name the Secret with the credentials (an empty Secret for local)"}
+	}
+	return spec.Data(), nil
+}
+
+// fieldPath turns a record key into its BridgeJob field path.
+func fieldPath(key string) string {
+	if p, ok := specPaths[key]; ok {
+		return p
+	}
+	return "spec (" + key + ")"
+}
