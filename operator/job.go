@@ -1,6 +1,5 @@
 package operator
 
-
 // Where the job's pod finds its credentials: IBM's paths, invoke's defaults.
 const (
 	credentialsDir   = "/credentials"
