@@ -39,7 +39,7 @@ func (r *reconciler) buildJob(bj *BridgeJob) *job {
 	p.Spec.ServiceAccountName = r.o.JobServiceAccount
 	p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
 	c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
-	if s := bj.Spec.S3Storage.S3Secret; s != "" {
+	if s := s3Secret(bj); s != "" {
 		p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("s3credentials", s))
 		c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "s3credentials", MountPath: s3CredentialsDir, ReadOnly: true})
 		c.Args = append(c.Args, "--s3-credentials-dir", s3CredentialsDir)

@@ -29,8 +29,8 @@ type BridgeJobSpec struct {
 	Kill            bool    `json:"kill,omitempty"`
 	JobProperties   string  `json:"jobproperties,omitempty"`
 	JobData         JobData `json:"jobdata"`
-	S3Storage       S3      `json:"s3storage,omitempty"`
-	S3Upload        Upload  `json:"s3upload,omitempty"`
+	S3Storage       *S3     `json:"s3storage,omitempty"`
+	S3Upload        *Upload `json:"s3upload,omitempty"`
 }
 
 // JobData is the script and its extras.

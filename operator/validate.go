@@ -58,19 +58,21 @@ func recordSpec(bj *BridgeJob) runner.Spec {
 		JobParameters:       s.JobData.JobParameters,
 		ScriptExtraLocation: s.JobData.ScriptExtraLocation,
 		AdditionalData:      s.JobData.AdditionalData,
-		S3Endpoint:          s.S3Storage.Endpoint,
-		S3Secret:            s.S3Storage.S3Secret,
-		S3UploadBucket:      s.S3Upload.Bucket,
-		S3UploadFiles:       s.S3Upload.Files,
+	}
+	if s3 := s.S3Storage; s3 != nil {
+		spec.S3Endpoint, spec.S3Secret = s3.Endpoint, s3.S3Secret
+		if s3.Secure != nil {
+			spec.S3Secure = strconv.FormatBool(*s3.Secure)
+		}
+	}
+	if u := s.S3Upload; u != nil {
+		spec.S3UploadBucket, spec.S3UploadFiles = u.Bucket, u.Files
 	}
 	if spec.ScriptLocation == "" {
 		spec.ScriptLocation = runner.Remote // IBM's default
 	}
 	if s.UpdateInterval > 0 {
 		spec.UpdateInterval = strconv.Itoa(s.UpdateInterval)
-	}
-	if s.S3Storage.Secure != nil {
-		spec.S3Secure = strconv.FormatBool(*s.S3Storage.Secure)
 	}
 	return spec
 }
@@ -92,7 +94,7 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 	if b := strings.TrimSpace(bj.Spec.Backend); b != "" && len(r.o.Backends) > 0 && !slices.Contains(r.o.Backends, b) {
 		return nil, &fieldError{"spec.backend", fmt.Sprintf("is %q; use one of %s", b, strings.Join(r.o.Backends, ", "))}
 	}
-	for field, name := range map[string]string{"spec.resourcesecret": bj.Spec.ResourceSecret, "spec.s3storage.s3secret": bj.Spec.S3Storage.S3Secret} {
+	for field, name := range map[string]string{"spec.resourcesecret": bj.Spec.ResourceSecret, "spec.s3storage.s3secret": s3Secret(bj)} {
 		if name == "" {
 			continue
 		}
@@ -116,4 +118,11 @@ func fieldPath(key string) string {
 		return p
 	}
 	return "spec (" + key + ")"
+}
+
+func s3Secret(bj *BridgeJob) string {
+	if bj.Spec.S3Storage == nil {
+		return ""
+	}
+	return bj.Spec.S3Storage.S3Secret
 }

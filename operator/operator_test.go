@@ -1,0 +1,476 @@
+package operator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/bridge-runner/bridge-runner/internal/testbin"
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+// env is one test's namespace on the real apiserver, with the CRD
+// installed and clients for the test's own reads and writes.
+type env struct {
+	t    *testing.T
+	cfg  *rest.Config
+	kc   kubernetes.Interface
+	c    *client
+	ns   string
+	bin  string
+	logs *bytes.Buffer
+}
+
+var crdOnce sync.Once
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cfg := testkube.Config(t)
+	kc := testkube.ClientFor(t, cfg)
+	crdOnce.Do(func() { installCRD(t, cfg) })
+	c, err := newClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, cfg: cfg, kc: kc, c: c, ns: testkube.Namespace(t, kc), bin: testbin.Path(t, ".."), logs: &bytes.Buffer{}}
+	// Runs before the namespace's removal: a BridgeJob left with our
+	// finalizer (its operator stopped) would keep the namespace.
+	t.Cleanup(e.dropFinalizers)
+	return e
+}
+
+// installCRD applies deploy/operator/crd.yaml and waits until it is served.
+func installCRD(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/operator/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	dc := dynamic.NewForConfigOrDie(cfg)
+	crds := dc.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	ctx := context.Background()
+	if old, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{}); err == nil {
+		obj.SetResourceVersion(old.GetResourceVersion())
+		_, err = crds.Update(ctx, obj, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("updating the CRD: %v", err)
+		}
+	} else if _, err := crds.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the CRD: %v", err)
+	}
+	c, err := newClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.rest.Get().AbsPath(path(GroupVersion, "default", "bridgejobs")).Do(ctx).Into(&BridgeJobList{})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the BridgeJob CRD is not served: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (e *env) dropFinalizers() {
+	ctx := context.Background()
+	list := &BridgeJobList{}
+	if err := e.c.rest.Get().AbsPath(path(GroupVersion, e.ns, "bridgejobs")).Do(ctx).Into(list); err != nil {
+		return
+	}
+	for _, bj := range list.Items {
+		bj.Finalizers = nil
+		_ = e.c.update(ctx, GroupVersion, e.ns, "bridgejobs", bj.Name, &bj, &BridgeJob{})
+	}
+}
+
+// operator starts an operator for the namespace; stop ends it gracefully
+// and waits for it.
+func (e *env) operator(identity string) (stop func()) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Config: e.cfg, Namespace: e.ns, JobImage: "example.org/bridge-runner:test",
+			JobServiceAccount: "bridge-runner", Backends: []string{"local", "slurm", "lsf", "ray", "quantum"},
+			Workers: 2, Resync: 30 * time.Second, DeleteTimeout: 20 * time.Second,
+			LeaderElection: true, LeaseNamespace: e.ns, Identity: identity})
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					e.t.Errorf("operator %s: %v", identity, err)
+				}
+			case <-time.After(30 * time.Second):
+				e.t.Errorf("operator %s did not stop within 30s of its context's end", identity)
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+func (e *env) secret(name string) {
+	e.t.Helper()
+	_, err := e.kc.CoreV1().Secrets(e.ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"token": "not-for-logs"}}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// localJob is a BridgeJob that runs script on this machine.
+func (e *env) localJob(name, script string) *BridgeJob {
+	bj := &BridgeJob{}
+	bj.APIVersion, bj.Kind = GroupVersion.String(), "BridgeJob"
+	bj.Name, bj.Namespace = name, e.ns
+	bj.Spec = BridgeJobSpec{Backend: "local", ResourceSecret: "creds", UpdateInterval: 1,
+		JobData: JobData{JobScript: script, ScriptLocation: "inline"}}
+	return bj
+}
+
+func (e *env) create(bj *BridgeJob) *BridgeJob {
+	e.t.Helper()
+	out := &BridgeJob{}
+	if err := e.c.create(context.Background(), GroupVersion, e.ns, "bridgejobs", bj, out); err != nil {
+		e.t.Fatalf("creating BridgeJob %s: %v", bj.Name, err)
+	}
+	return out
+}
+
+func (e *env) get(name string) (*BridgeJob, error) {
+	bj := &BridgeJob{}
+	return bj, e.c.get(context.Background(), GroupVersion, e.ns, "bridgejobs", name, bj)
+}
+
+// waitFor polls cond until it holds or 60 s pass.
+func (e *env) waitFor(what string, cond func() (bool, error)) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
+}
+
+func (e *env) waitState(name, state string) *BridgeJob {
+	e.t.Helper()
+	var bj *BridgeJob
+	e.waitFor(name+" in state "+state, func() (bool, error) {
+		var err error
+		bj, err = e.get(name)
+		return err == nil && bj.Status.State == state, err
+	})
+	return bj
+}
+
+func (e *env) children(name string) (*configMap, *job) {
+	e.t.Helper()
+	var cm *configMap
+	var kj *job
+	e.waitFor("the record and the Job of "+name, func() (bool, error) {
+		cm, kj = &configMap{}, &job{}
+		if err := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName(name), cm); err != nil {
+			return false, err
+		}
+		err := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName(name), kj)
+		return err == nil, err
+	})
+	return cm, kj
+}
+
+// invoke plays the Job's pod, which no kubelet runs here: the real binary
+// with the Job's own arguments, against the real apiserver.
+func (e *env) invoke(kj *job) *exec.Cmd {
+	e.t.Helper()
+	args := slices.Clone(kj.Spec.Template.Spec.Containers[0].Args)
+	for i := range args { // the pod's mount, here a directory of the test
+		if args[i] == credentialsDir {
+			args[i] = e.t.TempDir()
+		}
+	}
+	args = append(args, "--kubeconfig", os.Getenv(testkube.EnvKubeconfig), "--namespace", e.ns,
+		"--state-dir", e.t.TempDir(), "--termination-log", filepath.Join(e.t.TempDir(), "termination-log"))
+	cmd := exec.Command(e.bin, args...)
+	cmd.Stderr = e.logs
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(60 * time.Second):
+		t.Fatal("invoke did not end within 60s")
+		return -1
+	}
+}
+
+func condition(bj *BridgeJob, typ string) Condition {
+	for _, c := range bj.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return Condition{}
+}
+
+// TestCreateToDone: a BridgeJob gets a record holding its description and
+// a Job that runs invoke with the credentials mounted; the job's end is
+// mirrored into status.
+func TestCreateToDone(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.operator("a")
+	created := e.create(e.localJob("hello", "echo hello from the operator"))
+	cm, kj := e.children("hello")
+
+	if got := cm.Data["jobdata.jobScript"]; got != "echo hello from the operator" {
+		t.Errorf("record's jobdata.jobScript = %q", got)
+	}
+	if got := cm.Data["backend"]; got != "local" {
+		t.Errorf("record's backend = %q", got)
+	}
+	for name, refs := range map[string][]metav1.OwnerReference{"record": cm.OwnerReferences, "Job": kj.OwnerReferences} {
+		if len(refs) != 1 || refs[0].UID != created.UID || refs[0].Controller == nil || !*refs[0].Controller {
+			t.Errorf("%s's owner references = %+v, want the BridgeJob as controller", name, refs)
+		}
+	}
+	pod := kj.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != "example.org/bridge-runner:test" || c.Args[0] != "invoke" || !slices.Contains(c.Args, "hello") {
+		t.Errorf("Job's container: image %q args %q", c.Image, c.Args)
+	}
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "creds" ||
+		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/credentials" {
+		t.Errorf("Job's credentials: volumes %+v mounts %+v", pod.Volumes, c.VolumeMounts)
+	}
+	if pod.ServiceAccountName != "bridge-runner" || pod.RestartPolicy != "Never" {
+		t.Errorf("Job's pod: serviceAccountName %q restartPolicy %q", pod.ServiceAccountName, pod.RestartPolicy)
+	}
+	if bj, _ := e.get("hello"); bj.Status.State != "PENDING" && bj.Status.State != "" {
+		t.Errorf("before invoke ran, state = %q", bj.Status.State)
+	}
+
+	if code := exitCode(t, e.invoke(kj)); code != 0 {
+		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
+	}
+	bj := e.waitState("hello", "DONE")
+	if bj.Status.JobStatus != "DONE" || bj.Status.JobID == "" || bj.Status.StartTime == "" || bj.Status.CompletionTime == "" {
+		t.Errorf("status = %+v", bj.Status)
+	}
+	if bj.Status.ObservedGeneration != bj.Generation {
+		t.Errorf("observedGeneration %d, generation %d", bj.Status.ObservedGeneration, bj.Generation)
+	}
+	if c := condition(bj, CondFinished); c.Status != "True" || c.Reason != "DONE" {
+		t.Errorf("Finished condition = %+v", c)
+	}
+	if c := condition(bj, CondSubmitted); c.Status != "True" {
+		t.Errorf("Submitted condition = %+v", c)
+	}
+	if !slices.Contains(bj.Finalizers, Finalizer) {
+		t.Errorf("finalizers = %v", bj.Finalizers)
+	}
+	if strings.Contains(e.logs.String(), "not-for-logs") {
+		t.Error("a credential reached the logs")
+	}
+}
+
+// TestBadSpec: a missing Secret and a bad field each give FAILED, a message
+// naming the field, and a Warning Event; nothing is created.
+func TestBadSpec(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.operator("a")
+	noSecret := e.localJob("no-secret", "true")
+	noSecret.Spec.ResourceSecret = "missing"
+	e.create(noSecret)
+	badProps := e.localJob("bad-props", "true")
+	badProps.Spec.JobProperties = "not json"
+	e.create(badProps)
+	badS3 := e.localJob("bad-s3", "true")
+	badS3.Spec.S3Upload = &Upload{Bucket: "out"}
+	e.create(badS3)
+
+	for name, field := range map[string]string{"no-secret": "spec.resourcesecret", "bad-props": "spec.jobproperties", "bad-s3": "spec.s3storage.endpoint"} {
+		bj := e.waitState(name, "FAILED")
+		if !strings.HasPrefix(bj.Status.Message, field+":") {
+			t.Errorf("%s: message %q does not name %s", name, bj.Status.Message, field)
+		}
+		if c := condition(bj, CondAccepted); c.Status != "False" || c.Reason != "InvalidSpec" {
+			t.Errorf("%s: Accepted condition = %+v", name, c)
+		}
+		e.waitFor("a Warning Event on "+name, func() (bool, error) {
+			evs, err := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+			if err != nil {
+				return false, err
+			}
+			for _, ev := range evs.Items {
+				if ev.Type == "Warning" && ev.Reason == "InvalidSpec" && strings.Contains(ev.Message, field) {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	}
+	cms, _ := e.kc.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelName})
+	jobs, _ := e.kc.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
+	if len(cms.Items) != 0 || len(jobs.Items) != 0 {
+		t.Errorf("a bad spec created %d ConfigMaps and %d Jobs", len(cms.Items), len(jobs.Items))
+	}
+}
+
+// TestKill: spec.kill sets kill in the record; the running invoke cancels
+// the job and the BridgeJob ends KILLED (KILL, IBM's word, in jobstatus).
+func TestKill(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.operator("a")
+	e.create(e.localJob("long", "sleep 120"))
+	_, kj := e.children("long")
+	inv := e.invoke(kj)
+	bj := e.waitState("long", "RUNNING")
+	bj.Spec.Kill = true
+	if err := e.c.update(context.Background(), GroupVersion, e.ns, "bridgejobs", "long", bj, &BridgeJob{}); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, inv); code != 3 {
+		t.Fatalf("invoke exited %d, want 3 (KILLED); stderr:\n%s", code, e.logs)
+	}
+	bj = e.waitState("long", "KILLED")
+	if bj.Status.JobStatus != "KILL" {
+		t.Errorf("jobstatus = %q, want IBM's KILL", bj.Status.JobStatus)
+	}
+	cm := &configMap{}
+	if err := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("long"), cm); err != nil || cm.Data[runner.KeyKill] != "true" {
+		t.Errorf("record's kill = %q (%v)", cm.Data[runner.KeyKill], err)
+	}
+}
+
+// TestDeleteMidRun: deleting a running BridgeJob cancels its job through
+// the finalizer, then removes the record and the Job (the operator deletes
+// them itself: this apiserver has no garbage collector) and the BridgeJob.
+func TestDeleteMidRun(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.operator("a")
+	e.create(e.localJob("doomed", "sleep 120"))
+	_, kj := e.children("doomed")
+	inv := e.invoke(kj)
+	e.waitState("doomed", "RUNNING")
+	if err := e.c.delete(context.Background(), GroupVersion, e.ns, "bridgejobs", "doomed", ""); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, inv); code != 3 {
+		t.Fatalf("invoke exited %d, want 3 (KILLED); stderr:\n%s", code, e.logs)
+	}
+	e.waitFor("the BridgeJob and its children to go", func() (bool, error) {
+		_, err1 := e.get("doomed")
+		err2 := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("doomed"), &configMap{})
+		err3 := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName("doomed"), &job{})
+		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), errors.Join(err1, err2, err3)
+	})
+}
+
+// TestRestartMidRun: two replicas, one leads; the leader stops mid-run
+// and the other takes over: no second record or Job, the same remote job,
+// and the end is mirrored by the new leader.
+func TestRestartMidRun(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	stopA := e.operator("a")
+	e.waitFor("replica a to lead", func() (bool, error) {
+		l := &lease{}
+		err := e.c.get(context.Background(), coordV1, e.ns, "leases", "bridge-runner-operator", l)
+		return err == nil && l.Spec.HolderIdentity == "a", err
+	})
+	e.operator("b")
+	e.create(e.localJob("survivor", "sleep 4"))
+	cm1, kj1 := e.children("survivor")
+	inv := e.invoke(kj1)
+	running := e.waitState("survivor", "RUNNING")
+	stopA()
+	l := &lease{}
+	e.waitFor("replica b to lead", func() (bool, error) {
+		err := e.c.get(context.Background(), coordV1, e.ns, "leases", "bridge-runner-operator", l)
+		return err == nil && l.Spec.HolderIdentity == "b", err
+	})
+	if code := exitCode(t, inv); code != 0 {
+		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
+	}
+	done := e.waitState("survivor", "DONE")
+	if done.Status.JobID != running.Status.JobID {
+		t.Errorf("job id %q after the restart, %q before", done.Status.JobID, running.Status.JobID)
+	}
+	cm2, kj2 := e.children("survivor")
+	if cm2.UID != cm1.UID || kj2.UID != kj1.UID {
+		t.Errorf("children were recreated: record %s -> %s, Job %s -> %s", cm1.UID, cm2.UID, kj1.UID, kj2.UID)
+	}
+	cms, _ := e.kc.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelName})
+	jobs, _ := e.kc.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
+	if len(cms.Items) != 1 || len(jobs.Items) != 1 {
+		t.Errorf("%d records and %d Jobs, want 1 each", len(cms.Items), len(jobs.Items))
+	}
+	if l.Spec.LeaseTransitions < 2 {
+		t.Errorf("lease transitions = %d, want 2 (a, then b)", l.Spec.LeaseTransitions)
+	}
+	if n := strings.Count(e.logs.String(), "submitted"); n > 1 {
+		t.Errorf("invoke logged %d submits", n)
+	}
+}
