@@ -23,18 +23,22 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/operator"
 )
 
 var backends = []string{"local", "slurm", "lsf", "quantum", "ray", "htcondor"}
 
 func TestEveryBackendHasEveryExample(t *testing.T) {
 	for _, b := range backends {
-		for _, f := range []string{"secret.yaml", "workflow.yaml", "kfp_pipeline.py", "job.yaml"} {
+		for _, f := range []string{"secret.yaml", "workflow.yaml", "kfp_pipeline.py", "job.yaml", "bridgejob.yaml"} {
 			if _, err := os.Stat(filepath.Join(b, f)); err != nil {
 				t.Errorf("examples/%s/%s: %v", b, f, err)
 			}
@@ -208,4 +212,65 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	testbin.Cleanup()
 	os.Exit(code)
+}
+
+func bridgeJob(t *testing.T, b string) *operator.BridgeJob {
+	t.Helper()
+	docs := testutil.YAMLDocs(t, filepath.Join(b, "bridgejob.yaml"))
+	if len(docs) != 1 {
+		t.Fatalf("examples/%s/bridgejob.yaml: %d documents, want 1", b, len(docs))
+	}
+	var bj operator.BridgeJob
+	if err := yaml.UnmarshalStrict(docs[0], &bj); err != nil {
+		t.Fatalf("examples/%s/bridgejob.yaml: %v", b, err)
+	}
+	return &bj
+}
+
+// TestBridgeJobs: each backend's BridgeJob names its backend, uses the
+// Secrets of its secret.yaml, and holds a job description runner accepts.
+func TestBridgeJobs(t *testing.T) {
+	for _, b := range backends {
+		bj := bridgeJob(t, b)
+		if bj.APIVersion != "bridgejob.ibm.com/v1alpha1" || bj.Kind != "BridgeJob" || bj.Spec.Backend != b {
+			t.Errorf("%s: %s %s with backend %q", b, bj.APIVersion, bj.Kind, bj.Spec.Backend)
+		}
+		var names []string
+		for _, s := range secrets(t, b) {
+			names = append(names, s.Name)
+		}
+		want := []string{bj.Spec.ResourceSecret}
+		if bj.Spec.S3Storage != nil && bj.Spec.S3Storage.S3Secret != "" {
+			want = append(want, bj.Spec.S3Storage.S3Secret)
+		}
+		for _, w := range want {
+			if !slices.Contains(names, w) {
+				t.Errorf("%s: the BridgeJob uses the Secret %q; secret.yaml has %v", b, w, names)
+			}
+		}
+		if _, err := operator.RecordSpec(bj).Parse(); err != nil {
+			t.Errorf("%s: the job description is refused: %v", b, err)
+		}
+	}
+}
+
+// TestAPIServerAcceptsBridgeJobs: the real apiserver, with the CRD of
+// deploy/operator, accepts every example (strict fields, the CRD's
+// validation).
+func TestAPIServerAcceptsBridgeJobs(t *testing.T) {
+	cfg := testkube.Config(t)
+	testkube.ApplyCRD(t, cfg, "../deploy/operator/crd.yaml")
+	ns := testkube.Namespace(t, testkube.ClientFor(t, cfg))
+	dc := dynamic.NewForConfigOrDie(cfg)
+	res := dc.Resource(schema.GroupVersionResource{Group: "bridgejob.ibm.com", Version: "v1alpha1", Resource: "bridgejobs"}).Namespace(ns)
+	opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
+	for _, b := range backends {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(testutil.YAMLDocs(t, filepath.Join(b, "bridgejob.yaml"))[0], &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := res.Create(context.Background(), obj, opts); err != nil {
+			t.Errorf("%s: the apiserver refuses the BridgeJob: %v", b, err)
+		}
+	}
 }

@@ -16,12 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
@@ -52,7 +48,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	cfg := testkube.Config(t)
 	kc := testkube.ClientFor(t, cfg)
-	crdOnce.Do(func() { installCRD(t, cfg) })
+	crdOnce.Do(func() { testkube.ApplyCRD(t, cfg, "../deploy/operator/crd.yaml") })
 	c, err := newClient(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -62,46 +58,6 @@ func newEnv(t *testing.T) *env {
 	// finalizer (its operator stopped) would keep the namespace.
 	t.Cleanup(e.dropFinalizers)
 	return e
-}
-
-// installCRD applies deploy/operator/crd.yaml and waits until it is served.
-func installCRD(t *testing.T, cfg *rest.Config) {
-	t.Helper()
-	b, err := os.ReadFile("../deploy/operator/crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(b, &obj.Object); err != nil {
-		t.Fatal(err)
-	}
-	dc := dynamic.NewForConfigOrDie(cfg)
-	crds := dc.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	ctx := context.Background()
-	if old, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{}); err == nil {
-		obj.SetResourceVersion(old.GetResourceVersion())
-		_, err = crds.Update(ctx, obj, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatalf("updating the CRD: %v", err)
-		}
-	} else if _, err := crds.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the CRD: %v", err)
-	}
-	c, err := newClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := c.rest.Get().AbsPath(path(GroupVersion, "default", "bridgejobs")).Do(ctx).Into(&BridgeJobList{})
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the BridgeJob CRD is not served: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func (e *env) dropFinalizers() {
@@ -470,7 +426,7 @@ func TestRestartMidRun(t *testing.T) {
 	if l.Spec.LeaseTransitions < 2 {
 		t.Errorf("lease transitions = %d, want 2 (a, then b)", l.Spec.LeaseTransitions)
 	}
-	if n := strings.Count(e.logs.String(), "submitted"); n > 1 {
-		t.Errorf("invoke logged %d submits", n)
+	if n := strings.Count(e.logs.String(), "msg=submitted "); n != 1 {
+		t.Errorf("invoke logged %d submits, want 1", n)
 	}
 }

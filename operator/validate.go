@@ -44,8 +44,8 @@ var specPaths = map[string]string{
 // carry their Job's name as a label).
 const maxName = 63 - len("-bridge-job")
 
-// recordSpec is the BridgeJob's job description as runner's Spec.
-func recordSpec(bj *BridgeJob) runner.Spec {
+// RecordSpec is the BridgeJob's job description as runner's Spec.
+func RecordSpec(bj *BridgeJob) runner.Spec {
 	s := bj.Spec
 	spec := runner.Spec{
 		Backend:             s.Backend,
@@ -83,7 +83,7 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 	if len(bj.Name) > maxName {
 		return nil, &fieldError{"metadata.name", fmt.Sprintf("is %d characters; a BridgeJob's name may have at most %d", len(bj.Name), maxName)}
 	}
-	spec := recordSpec(bj)
+	spec := RecordSpec(bj)
 	if _, err := spec.Parse(); err != nil {
 		var fe *backends.FieldError
 		if errors.As(err, &fe) {
