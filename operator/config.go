@@ -9,7 +9,7 @@ import (
 
 // LoadConfig returns the API server's configuration: kubeconfig when
 // given, else the in-cluster one, else $KUBECONFIG or ~/.kube/config.
-func LoadConfig(kubeconfig, userAgent string) (*rest.Config, error) {
+func LoadConfig(kubeconfig, userAgent string, qps float32, burst int) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -25,8 +25,9 @@ func LoadConfig(kubeconfig, userAgent string) (*rest.Config, error) {
 	}
 	cfg.UserAgent = userAgent
 	// One operator follows many BridgeJobs: the informers keep reads off
-	// the server, and writes are few per job, but a burst after a restart
-	// must not wait on client-go's default 5 requests per second.
-	cfg.QPS, cfg.Burst = 50, 100
+	// the server and each job needs a few writes, but client-go's default
+	// of 5 requests a second would make 500 new BridgeJobs wait minutes.
+	// The server's own flow control (APF) protects it.
+	cfg.QPS, cfg.Burst = qps, burst
 	return cfg, nil
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -130,7 +131,7 @@ func (r *reconciler) run(ctx context.Context) {
 	<-ctx.Done()
 	r.queue.ShutDownWithDrain()
 	wg.Wait()
-	r.log.Info("operator stopped")
+	r.log.Info("operator stopped", "kube_requests", r.c.requests.Load(), "retries", r.retries.Load())
 }
 
 func orAll(ns string) string {
@@ -182,7 +183,13 @@ func (r *reconciler) work(ctx context.Context) {
 		}
 		after, err := r.reconcile(ctx, key)
 		switch {
+		case apierrors.IsConflict(err):
+			// A newer version of what was written exists; its watch event
+			// queues the key again, so a retry now would only conflict again.
+			r.queue.Forget(key)
+			r.retries.Add(1)
 		case err != nil:
+			r.retries.Add(1)
 			r.log.Warn("reconcile failed; retrying", "bridgejob", key, "err", err)
 			r.queue.AddRateLimited(key)
 		case after > 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +25,8 @@ type reconciler struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	jobs, cms, kjobs cache.SharedIndexInformer
+
+	retries atomic.Int64 // reconciles that failed (conflicts included)
 }
 
 // pollDeleting is how often a deleted BridgeJob's cancellation is looked at
@@ -92,12 +95,16 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*configMa
 	out := &configMap{}
 	err = r.c.create(ctx, coreV1, bj.Namespace, "configmaps", cm, out)
 	if apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("the ConfigMap %s appeared meanwhile; looking again", name)
+		// Created by an earlier pass that the cache has not seen yet.
+		if err = r.c.get(ctx, coreV1, bj.Namespace, "configmaps", name, out); err == nil {
+			if owner := metav1.GetControllerOf(out); owner == nil || owner.UID != bj.UID {
+				return nil, r.fail(ctx, bj, "RecordConflict", fmt.Sprintf("the ConfigMap %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
+			}
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.event(ctx, bj, "Normal", "Created", "created the record ConfigMap "+name)
 	return out, nil
 }
 
@@ -139,12 +146,13 @@ func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *configMap
 	out := &job{}
 	err := r.c.create(ctx, batchV1, bj.Namespace, "jobs", kj, out)
 	if apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("the Job %s appeared meanwhile; looking again", name)
+		// Created by an earlier pass that the cache has not seen yet.
+		return out, r.c.get(ctx, batchV1, bj.Namespace, "jobs", name, out)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.event(ctx, bj, "Normal", "Created", "created the Job "+name+" that runs bridge-runner invoke")
+	r.event(ctx, bj, "Normal", "Created", "created the record "+cm.Name+" and the Job "+name+" that runs bridge-runner invoke")
 	return out, nil
 }
 

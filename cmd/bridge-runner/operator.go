@@ -14,6 +14,8 @@ import (
 
 type operatorOptions struct {
 	kubeconfig string
+	qps        float32
+	burst      int
 	o          operator.Options
 }
 
@@ -37,7 +39,7 @@ kubectl apply -k deploy/operator.`,
 			if o.JobImage == "" {
 				return usageError{backends.Invalid("job-image", "is empty; give the bridge-runner image the jobs' pods run")}
 			}
-			cfg, err := operator.LoadConfig(opts.kubeconfig, "bridge-runner-operator/"+versionString())
+			cfg, err := operator.LoadConfig(opts.kubeconfig, "bridge-runner-operator/"+versionString(), opts.qps, opts.burst)
 			if err != nil {
 				return usageError{err}
 			}
@@ -51,6 +53,8 @@ kubectl apply -k deploy/operator.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "kubeconfig (default: in-cluster, else $KUBECONFIG)")
+	fs.Float32Var(&opts.qps, "kube-qps", 200, "requests a second to the Kubernetes API, sustained")
+	fs.IntVar(&opts.burst, "kube-burst", 400, "requests to the Kubernetes API in a burst")
 	fs.StringVar(&o.Namespace, "namespace", "", "watch BridgeJobs in this namespace only (default: every namespace)")
 	fs.StringVar(&o.JobImage, "job-image", "", "image of the jobs' pods when a BridgeJob names none (the operator's own)")
 	fs.StringVar(&o.JobServiceAccount, "job-service-account", "bridge-runner", "ServiceAccount of the jobs' pods, in each BridgeJob's namespace (workflows/rbac)")
