@@ -13,33 +13,50 @@ const backoffLimit = 6
 
 // buildJob is the Job whose pod runs `bridge-runner invoke` for bj.
 func (r *reconciler) buildJob(bj *BridgeJob) *job {
+	kj := r.podJob(bj, JobName(bj.Name), "invoke", "--status-keys", r.o.StatusKeys)
+	limit := int32(backoffLimit)
+	kj.Spec.BackoffLimit = &limit
+	kj.Spec.PodFailurePolicy = finalExits()
+	return kj
+}
+
+// buildCleanup is the Job whose pod runs `bridge-runner cleanup` for a
+// deleted bj whose invoke is gone: it cancels the remote job with the
+// credentials (which only pods see) and deletes the record.
+func (r *reconciler) buildCleanup(bj *BridgeJob) *job {
+	kj := r.podJob(bj, CleanupName(bj.Name), "cleanup", "--wait", "10s")
+	limit := int32(2)
+	kj.Spec.BackoffLimit = &limit
+	return kj
+}
+
+// podJob is a Job of bj named name whose pod runs the bridge-runner step
+// with the credentials mounted.
+func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *job {
 	image := bj.Spec.Image
 	if image == "" {
 		image = r.o.JobImage
 	}
 	c := container{
-		Name:            "invoke",
+		Name:            step,
 		Image:           image,
 		ImagePullPolicy: bj.Spec.ImagePullPolicy,
-		Args: []string{"invoke", "--job-name", bj.Name, "--store", "configmap",
-			"--status-keys", r.o.StatusKeys, "--credentials-dir", credentialsDir},
+		Args: append([]string{step, "--job-name", bj.Name, "--store", "configmap",
+			"--credentials-dir", credentialsDir}, args...),
 		Env: []envVar{{Name: "JOBNAME", Value: bj.Name}, fieldEnv("NAMESPACE", "metadata.namespace")},
 	}
 	kj := &job{}
 	kj.APIVersion, kj.Kind = batchV1.String(), "Job"
-	kj.Name, kj.Namespace = JobName(bj.Name), bj.Namespace
+	kj.Name, kj.Namespace = name, bj.Namespace
 	kj.Labels = childLabels(bj)
 	kj.OwnerReferences = append(kj.OwnerReferences, ownerRef(bj))
-	limit := int32(backoffLimit)
-	kj.Spec.BackoffLimit = &limit
-	kj.Spec.PodFailurePolicy = finalExits()
 	p := &kj.Spec.Template
 	p.Metadata.Labels = childLabels(bj)
 	p.Spec.RestartPolicy = "Never"
 	p.Spec.ServiceAccountName = r.o.JobServiceAccount
 	p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
 	c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
-	if s := s3Secret(bj); s != "" {
+	if s := s3Secret(bj); s != "" && step == "invoke" {
 		p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("s3credentials", s))
 		c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "s3credentials", MountPath: s3CredentialsDir, ReadOnly: true})
 		c.Args = append(c.Args, "--s3-credentials-dir", s3CredentialsDir)

@@ -39,7 +39,11 @@ type env struct {
 	c    *client
 	ns   string
 	bin  string
-	logs *bytes.Buffer
+	logs *bytes.Buffer // the played pods' stderr
+	out  *bytes.Buffer // and stdout
+	// state is the pods' state directory: the local backend keeps its jobs
+	// there, so invoke and cleanup must share it (as pods share the machine).
+	state string
 }
 
 var crdOnce sync.Once
@@ -53,7 +57,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, cfg: cfg, kc: kc, c: c, ns: testkube.Namespace(t, kc), bin: testbin.Path(t, ".."), logs: &bytes.Buffer{}}
+	e := &env{t: t, cfg: cfg, kc: kc, c: c, ns: testkube.Namespace(t, kc), bin: testbin.Path(t, ".."), logs: &bytes.Buffer{}, out: &bytes.Buffer{}, state: t.TempDir()}
 	// Runs before the namespace's removal: a BridgeJob left with our
 	// finalizer (its operator stopped) would keep the namespace.
 	t.Cleanup(e.dropFinalizers)
@@ -76,12 +80,17 @@ func (e *env) dropFinalizers() {
 // and waits for it.
 func (e *env) operator(identity string) (stop func()) {
 	e.t.Helper()
+	return e.operatorWith(identity, 20*time.Second)
+}
+
+func (e *env) operatorWith(identity string, deleteTimeout time.Duration) (stop func()) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{Config: e.cfg, Namespace: e.ns, JobImage: "example.org/bridge-runner:test",
 			JobServiceAccount: "bridge-runner", Backends: []string{"local", "slurm", "lsf", "ray", "quantum"},
-			Workers: 2, Resync: 30 * time.Second, DeleteTimeout: 20 * time.Second,
+			Workers: 2, Resync: 30 * time.Second, DeleteTimeout: deleteTimeout,
 			LeaderElection: true, LeaseNamespace: e.ns, Identity: identity})
 	}()
 	var once sync.Once
@@ -188,13 +197,16 @@ func (e *env) invoke(kj *job) *exec.Cmd {
 		}
 	}
 	args = append(args, "--kubeconfig", os.Getenv(testkube.EnvKubeconfig), "--namespace", e.ns,
-		"--state-dir", e.t.TempDir(), "--termination-log", filepath.Join(e.t.TempDir(), "termination-log"))
+		"--state-dir", e.state)
+	if args[0] == "invoke" {
+		args = append(args, "--termination-log", filepath.Join(e.t.TempDir(), "termination-log"))
+	}
 	cmd := exec.Command(e.bin, args...)
-	cmd.Stderr = e.logs
+	cmd.Stderr, cmd.Stdout = e.logs, e.out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	return cmd
 }
 
@@ -382,6 +394,49 @@ func TestDeleteMidRun(t *testing.T) {
 		err3 := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName("doomed"), &job{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), errors.Join(err1, err2, err3)
 	})
+}
+
+// TestDeleteAfterInvokeDied: the invoke pod died without cancelling (here
+// SIGKILL), so nobody obeys kill=true; after DeleteTimeout the operator
+// starts a cleanup Job, whose `bridge-runner cleanup` cancels the remote job
+// with the credentials and deletes the record; then the BridgeJob goes.
+func TestDeleteAfterInvokeDied(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.operatorWith("a", 2*time.Second)
+	e.create(e.localJob("orphan", "sleep 120"))
+	_, kj := e.children("orphan")
+	inv := e.invoke(kj)
+	e.waitState("orphan", "RUNNING")
+	_ = inv.Process.Kill()
+	_ = inv.Wait()
+	if err := e.c.delete(context.Background(), GroupVersion, e.ns, "bridgejobs", "orphan", ""); err != nil {
+		t.Fatal(err)
+	}
+	cj := &job{}
+	e.waitFor("the cleanup Job", func() (bool, error) {
+		err := e.c.get(context.Background(), batchV1, e.ns, "jobs", CleanupName("orphan"), cj)
+		return err == nil, err
+	})
+	c := cj.Spec.Template.Spec.Containers[0]
+	if c.Args[0] != "cleanup" || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/credentials" {
+		t.Errorf("cleanup Job's container: args %q mounts %+v", c.Args, c.VolumeMounts)
+	}
+	cl := e.invoke(cj)
+	if code := exitCode(t, cl); code != 0 {
+		t.Fatalf("cleanup exited %d; stderr:\n%s", code, e.logs)
+	}
+	e.waitFor("the BridgeJob and its children to go", func() (bool, error) {
+		_, err1 := e.get("orphan")
+		err2 := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("orphan"), &configMap{})
+		err3 := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName("orphan"), &job{})
+		err4 := e.c.get(context.Background(), batchV1, e.ns, "jobs", CleanupName("orphan"), &job{})
+		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3) && apierrors.IsNotFound(err4),
+			errors.Join(err1, err2, err3, err4)
+	})
+	if !strings.Contains(e.out.String(), `"cancelled":true`) {
+		t.Errorf("cleanup did not cancel the job; stdout:\n%s\nstderr:\n%s", e.out, e.logs)
+	}
 }
 
 // TestRestartMidRun: two replicas, one leads; the leader stops mid-run

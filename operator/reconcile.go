@@ -172,19 +172,15 @@ func (r *reconciler) finalize(ctx context.Context, bj *BridgeJob) (time.Duration
 		kj = o.(*job)
 	}
 	if cm != nil && !isFinal(cm.Data[runner.KeyJobStatus]) {
-		if cm.Data[runner.KeyKill] != "true" {
-			if err := r.setKill(ctx, cm); err != nil {
-				return 0, err
-			}
-			r.event(ctx, bj, "Normal", "Cancelling", "the BridgeJob is being deleted: asked the job to cancel")
+		if after, err := r.cancel(ctx, bj, cm, kj); after > 0 || err != nil {
+			return after, err
 		}
-		running := kj != nil && jobRunning(kj)
-		if running && time.Since(bj.DeletionTimestamp.Time) < r.o.DeleteTimeout {
-			return pollDeleting, nil
+	}
+	if o := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)); o != nil {
+		cj := o.(*job)
+		if err := r.c.delete(ctx, batchV1, bj.Namespace, "jobs", cj.Name, cj.UID); err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
 		}
-		r.event(ctx, bj, "Warning", "CancelUnconfirmed", fmt.Sprintf(
-			"no final state after kill (state %q, job pod running: %v); the remote job %q may still run",
-			cm.Data[runner.KeyJobStatus], running, cm.Data[runner.KeyID]))
 	}
 	if kj != nil {
 		if err := r.c.delete(ctx, batchV1, bj.Namespace, "jobs", kj.Name, kj.UID); err != nil && !apierrors.IsNotFound(err) {
@@ -202,6 +198,43 @@ func (r *reconciler) finalize(ctx context.Context, bj *BridgeJob) (time.Duration
 		return 0, nil
 	}
 	return 0, err
+}
+
+// cancel asks a deleted BridgeJob's job to stop and says how long to wait
+// for it (0: stop waiting). First kill=true in the record, which the
+// running invoke obeys; when no invoke runs (its Job ended) or it did not
+// answer within DeleteTimeout, a cleanup Job, which cancels the remote job
+// with the credentials and deletes the record; after that one has had
+// DeleteTimeout as well, a Warning, and the BridgeJob goes anyway.
+func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *configMap, kj *job) (time.Duration, error) {
+	if cm.Data[runner.KeyKill] != "true" {
+		if err := r.setKill(ctx, cm); err != nil {
+			return 0, err
+		}
+		r.event(ctx, bj, "Normal", "Cancelling", "the BridgeJob is being deleted: asked the job to cancel")
+	}
+	waited := time.Since(bj.DeletionTimestamp.Time)
+	if kj != nil && jobRunning(kj) && waited < r.o.DeleteTimeout {
+		return pollDeleting, nil
+	}
+	if cm.Data[runner.KeyID] == "" && cm.Data[runner.KeyIntent] == "" {
+		return 0, nil // nothing was submitted, nothing to cancel
+	}
+	cj, _ := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)).(*job)
+	if cj == nil {
+		err := r.c.create(ctx, batchV1, bj.Namespace, "jobs", r.buildCleanup(bj), &job{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return 0, err
+		}
+		r.event(ctx, bj, "Normal", "CleanupStarted", "no invoke confirmed the cancellation: started the Job "+CleanupName(bj.Name)+" (bridge-runner cleanup)")
+		return pollDeleting, nil
+	}
+	if jobRunning(cj) && waited < 2*r.o.DeleteTimeout {
+		return pollDeleting, nil
+	}
+	r.event(ctx, bj, "Warning", "CancelUnconfirmed", fmt.Sprintf(
+		"no final state after kill and cleanup (state %q); the remote job %q may still run", cm.Data[runner.KeyJobStatus], cm.Data[runner.KeyID]))
+	return 0, nil
 }
 
 // jobRunning: the Job has not finished (its pod may be running invoke).
@@ -251,3 +284,6 @@ func labelValue(v string) string {
 
 // JobName is the name of the Job that runs a BridgeJob's invoke.
 func JobName(bridgeJob string) string { return bridgeJob + "-bridge-job" }
+
+// CleanupName is the name of the Job that runs a deleted BridgeJob's cleanup.
+func CleanupName(bridgeJob string) string { return bridgeJob + "-bridge-cleanup" }

@@ -40,9 +40,9 @@ var specPaths = map[string]string{
 	"s3upload.files":              "spec.s3upload.files",
 }
 
-// maxName keeps <name>-bridge-job a valid label value (the Job's pods
+// maxName keeps <name>-bridge-cleanup a valid label value (a Job's pods
 // carry their Job's name as a label).
-const maxName = 63 - len("-bridge-job")
+const maxName = 63 - len("-bridge-cleanup")
 
 // RecordSpec is the BridgeJob's job description as runner's Spec.
 func RecordSpec(bj *BridgeJob) runner.Spec {
