@@ -27,7 +27,7 @@ func TestEveryCommandIsDocumented(t *testing.T) {
 	for _, c := range root.Commands() {
 		names[c.Name()] = true
 	}
-	for _, want := range []string{"create-configmap", "invoke", "cleanup", "version", "completion"} {
+	for _, want := range []string{"create-configmap", "invoke", "cleanup", "operator", "version", "completion"} {
 		assert.True(t, names[want], want)
 	}
 }

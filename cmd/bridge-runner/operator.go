@@ -31,6 +31,11 @@ runs bridge-runner invoke (credentials at /credentials, S3 ones at /s3credential
 and mirrors the record's state into the BridgeJob's status. spec.kill: true and
 deleting the BridgeJob cancel the remote job. Install it with
 kubectl apply -k deploy/operator.`,
+		Example: `  # In its Deployment (deploy/operator):
+  bridge-runner operator --job-image ghcr.io/bridge-runner/bridge-runner:v0.1.0
+
+  # From a laptop, for one namespace, without leader election:
+  bridge-runner operator --kubeconfig ~/.kube/config --namespace dev --leader-elect=false --job-image my/bridge-runner:dev`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := runner.ParseStatusKeys(o.StatusKeys); err != nil {

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// The operator's bad flags are exit 2 naming the flag, before any API call.
+func TestOperatorBadFlags(t *testing.T) {
+	clearEnv(t)
+	r := run(t, "operator", "--kubeconfig", "/nonexistent")
+	assert.Equal(t, 2, r.code)
+	assert.True(t, strings.Contains(r.stderr, "job-image"), r.stderr)
+	r = run(t, "operator", "--job-image", "x:1", "--status-keys", "theirs")
+	assert.Equal(t, 2, r.code)
+	assert.True(t, strings.Contains(r.stderr, "status-keys"), r.stderr)
+	r = run(t, "operator", "--job-image", "x:1", "--kubeconfig", "/nonexistent")
+	assert.Equal(t, 2, r.code)
+	assert.True(t, strings.Contains(r.stderr, "kubeconfig"), r.stderr)
+}
