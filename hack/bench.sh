@@ -23,7 +23,7 @@ echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go 
 if [ "$BENCH" = . ]; then BENCH='^Benchmark(Local|Slurm|SlurmSSH|HTCondor|SlurmConfigMap|ConfigMapStore|Startup|FirstRequest)$'; ONCE=1; fi
 go test -tags bridgetest -run '^$' -bench "$BENCH" -benchtime 3x -timeout 30m ./bench/ | tee -a "$out"
 if [ -n "${ONCE:-}" ]; then
-  go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes)$' -benchtime 1x -timeout 30m ./bench/ | tee -a "$out"
+  go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator)$' -benchtime 1x -timeout 30m ./bench/ | tee -a "$out"
 fi
 if grep -q 'BENCH-GUARD FAIL' "$out"; then
   echo "== the guard found regressions against bench/baseline.json:"
