@@ -14,13 +14,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -41,6 +44,8 @@ type env struct {
 	bin  string
 	logs *bytes.Buffer // the played pods' stderr
 	out  *bytes.Buffer // and stdout
+	// opCfg is the operator's configuration (default: the admin's).
+	opCfg *rest.Config
 	// state is the pods' state directory: the local backend keeps its jobs
 	// there, so invoke and cleanup must share it (as pods share the machine).
 	state string
@@ -57,7 +62,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, cfg: cfg, kc: kc, c: c, ns: testkube.Namespace(t, kc), bin: testbin.Path(t, ".."), logs: &bytes.Buffer{}, out: &bytes.Buffer{}, state: t.TempDir()}
+	e := &env{t: t, cfg: cfg, opCfg: cfg, kc: kc, c: c, ns: testkube.Namespace(t, kc), bin: testbin.Path(t, ".."), logs: &bytes.Buffer{}, out: &bytes.Buffer{}, state: t.TempDir()}
 	// Runs before the namespace's removal: a BridgeJob left with our
 	// finalizer (its operator stopped) would keep the namespace.
 	t.Cleanup(e.dropFinalizers)
@@ -88,7 +93,7 @@ func (e *env) operatorWith(identity string, deleteTimeout time.Duration) (stop f
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Config: e.cfg, Namespace: e.ns, JobImage: "example.org/bridge-runner:test",
+		done <- Run(ctx, Options{Config: e.opCfg, Namespace: e.ns, JobImage: "example.org/bridge-runner:test",
 			JobServiceAccount: "bridge-runner", Backends: []string{"local", "slurm", "lsf", "ray", "quantum"},
 			Workers: 2, Resync: 30 * time.Second, DeleteTimeout: deleteTimeout,
 			LeaderElection: true, LeaseNamespace: e.ns, Identity: identity})
@@ -483,5 +488,81 @@ func TestRestartMidRun(t *testing.T) {
 	}
 	if n := strings.Count(e.logs.String(), "msg=submitted "); n != 1 {
 		t.Errorf("invoke logged %d submits, want 1", n)
+	}
+}
+
+// TestLeastPrivilege: the operator does its whole job with exactly the
+// grants of deploy/operator/rbac.yaml (the ClusterRole bound in the
+// namespace, the leader election Role): a bad spec, a job to DONE, and a
+// deletion.
+func TestLeastPrivilege(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.grantOperatorRBAC()
+	e.opCfg = testkube.ServiceAccountConfig(t, e.kc, e.ns, "bridge-runner-operator")
+	e.operator("least")
+
+	bad := e.localJob("bad", "true")
+	bad.Spec.ResourceSecret = "missing"
+	e.create(bad)
+	if bj := e.waitState("bad", "FAILED"); !strings.HasPrefix(bj.Status.Message, "spec.resourcesecret:") {
+		t.Errorf("message %q", bj.Status.Message)
+	}
+	e.create(e.localJob("good", "echo least privilege"))
+	_, kj := e.children("good")
+	if code := exitCode(t, e.invoke(kj)); code != 0 {
+		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
+	}
+	e.waitState("good", "DONE")
+	if err := e.c.delete(context.Background(), GroupVersion, e.ns, "bridgejobs", "good", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the BridgeJob and its children to go", func() (bool, error) {
+		_, err1 := e.get("good")
+		err2 := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("good"), &configMap{})
+		err3 := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName("good"), &job{})
+		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), errors.Join(err1, err2, err3)
+	})
+}
+
+// grantOperatorRBAC creates deploy/operator/rbac.yaml's ClusterRole (under
+// a name of this test's) bound in the namespace only, and its leader
+// election Role, for the ServiceAccount bridge-runner-operator.
+func (e *env) grantOperatorRBAC() {
+	e.t.Helper()
+	ctx := context.Background()
+	sa := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "bridge-runner-operator", Namespace: e.ns}}
+	for _, doc := range testutil.YAMLDocs(e.t, "../deploy/operator/rbac.yaml") {
+		var obj struct {
+			Kind  string              `json:"kind"`
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			e.t.Fatal(err)
+		}
+		switch obj.Kind {
+		case "ClusterRole":
+			name := "bt-" + e.ns
+			cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: obj.Rules}
+			if _, err := e.kc.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+				e.t.Fatal(err)
+			}
+			e.t.Cleanup(func() { _ = e.kc.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+			e.bind("operator", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, sa)
+		case "Role":
+			r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "operator-leader"}, Rules: obj.Rules}
+			if _, err := e.kc.RbacV1().Roles(e.ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+				e.t.Fatal(err)
+			}
+			e.bind("operator-leader", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: r.Name}, sa)
+		}
+	}
+}
+
+func (e *env) bind(name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {
+	e.t.Helper()
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: ref, Subjects: subjects}
+	if _, err := e.kc.RbacV1().RoleBindings(e.ns).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
 	}
 }
