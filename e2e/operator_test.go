@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ func (e *env) installOperator(t *testing.T) {
 		t.Fatalf("kubectl kustomize deploy/operator: %v", err)
 	}
 	const pinned = "ghcr.io/bridge-runner/bridge-runner:v0.1.0"
-	y := strings.ReplaceAll(string(out), "image: "+pinned, "image: "+e.image+"\n          imagePullPolicy: Never")
+	img := regexp.MustCompile(`(?m)^( *)image: ` + regexp.QuoteMeta(pinned) + `$`)
+	y := img.ReplaceAllString(string(out), "${1}image: "+e.image+"\n${1}imagePullPolicy: Never")
 	y = strings.ReplaceAll(y, "--job-image="+pinned, "--job-image="+e.image)
 	if !strings.Contains(y, "imagePullPolicy: Never") {
 		t.Fatalf("deploy/operator does not pin %s any more; update this test", pinned)
