@@ -184,7 +184,7 @@ func TestPropertiesRefused(t *testing.T) {
 	h := newHarness(t)
 	for _, props := range []string{
 		`[1]`, `{"partition":"x"}`, `{"runLimitMinute":75}`, `{"runLimitHour":"-1"}`, `{"RunLimitHour":"x"}`,
-		`{"Queue":"a","queue":"b"}`, `{"kill":"true"}`, `{"COMMANDTORUN":"ls"}`, `{"pastid":"12"}`,
+		`{"Queue":"a","queue":"b"}`, `{"kill":"true"}`, `{"COMMANDTORUN":"ls"}`,
 		`{"params":{"bad id":"x"}}`, `{"params":{"QUEUE":"x"}}`, `{"queue":{"a":1}}`, `{"numNodes":0}`, `{"queue":"a\nb"}`,
 	} {
 		job := testJob("#!/bin/sh\n")
@@ -203,6 +203,21 @@ func TestPropertiesRefused(t *testing.T) {
 	var fe *backends.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "jobdata.jobScript", fe.Field)
+}
+
+// IBM's pod sent pastid and inputfiledirectory to upload inputs through an
+// old job; a migrated record keeps them, so they are accepted and unused.
+func TestIBMUploadPropertiesAreAcceptedAndUnused(t *testing.T) {
+	h := newHarness(t)
+	job := testJob("#!/bin/sh\n")
+	job.Properties = []byte(`{"queue":"normal","pastid":"12","inputfiledirectory":"/tmp/in"}`)
+	require.NoError(t, h.b.Validate(job))
+	_, s := h.submit(t, job)
+	assert.Equal(t, "normal", s.params["QUEUE"].value)
+	for id, p := range s.params {
+		assert.NotContains(t, p.value, "/tmp/in", id)
+		assert.NotContains(t, []string{"pastid", "inputfiledirectory", "PASTID"}, id)
+	}
 }
 
 func TestStateMapping(t *testing.T) {

@@ -17,6 +17,8 @@ type spec struct {
 	params  [][2]string // id, value in order
 	files   []file
 	jobName string
+	// ignored are IBM Bridge Operator properties accepted but unused.
+	ignored []string
 }
 
 type file struct {
@@ -76,10 +78,11 @@ var propAliases = func() map[string]string {
 // props is jobproperties sorted out: application parameters, bsub options
 // for EXTRA_PARAMS, the application, and the user's own parameters.
 type props struct {
-	vals   map[string]string
-	extra  []string
-	app    string
-	custom map[string]string
+	vals    map[string]string
+	extra   []string
+	app     string
+	custom  map[string]string
+	ignored []string
 }
 
 // buildSpec turns the job into application parameters and files.
@@ -91,7 +94,7 @@ func buildSpec(job backends.Job) (*spec, error) {
 	if !validKey(job.Key) {
 		return nil, backends.Invalid("idempotency key", "%q is not a plain name", job.Key)
 	}
-	sp := &spec{app: p.app, jobName: job.Key}
+	sp := &spec{app: p.app, jobName: job.Key, ignored: p.ignored}
 	if n := p.vals["JOB_NAME"]; n != "" {
 		sp.jobName = job.Key + "-" + n
 	} else if job.Name != "" {
@@ -152,7 +155,10 @@ func (p *props) set(param, k string, v json.RawMessage) error {
 	case "kill":
 		return backends.Invalid("jobproperties", "kill is not a job property here; set kill=true in the record (or run cleanup) to cancel the job")
 	case "pastid", "inputfiledirectory":
-		return backends.Invalid("jobproperties", "%s is not needed: jobdata.additionalData files are uploaded with the job", k)
+		// IBM's pod uploaded inputs through an old job's id; here the
+		// files go with the job, so a migrated record's keys are unused.
+		p.ignored = append(p.ignored, k)
+		return nil
 	case "COMMANDTORUN":
 		return backends.Invalid("jobproperties", "COMMANDTORUN comes from jobdata.jobScript (a remote path or a script); remove it")
 	}

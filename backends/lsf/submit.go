@@ -73,6 +73,9 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	if len(sp.ignored) > 0 && b.log != nil {
+		b.log.Info("ignoring IBM Bridge Operator job properties: jobdata.additionalData files are uploaded with the job", "keys", sp.ignored)
+	}
 	outer, inner := boundary(), boundary()
 	var total int64
 	for _, f := range sp.files {
