@@ -397,6 +397,12 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 	}
 	out.EndTime = *st.Ended
 	out.ExitCode = st.ExitCode
+	endedStatus(st, &out)
+	return out, nil
+}
+
+// endedStatus maps the recorded end of a job onto out's state and message.
+func endedStatus(st *state, out *backends.Status) {
 	switch {
 	case st.Cancelled:
 		out.State, out.Raw, out.Message = backends.Killed, "CANCELLED", "cancelled"
@@ -416,7 +422,6 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 		out.State, out.Raw, out.Reason = backends.Failed, "FAILED", "NonZeroExitCode"
 		out.Message = fmt.Sprintf("the job exited %d", derefOr(st.ExitCode, -1))
 	}
-	return out, nil
 }
 
 // recheck probes the supervisor again after a state without an end was

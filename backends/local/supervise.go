@@ -69,14 +69,7 @@ func supervise(dir string) int {
 		st.Cancelled = true
 		return end(0)
 	}
-	var sp spec
-	buf, err := os.ReadFile(filepath.Join(dir, "job.json"))
-	if err == nil {
-		err = json.Unmarshal(buf, &sp)
-	}
-	if err == nil && len(sp.Command) == 0 {
-		err = errors.New("job.json has no command")
-	}
+	sp, err := readSpec(dir)
 	if err != nil {
 		st.Error = err.Error()
 		return end(0)
@@ -87,6 +80,35 @@ func supervise(dir string) int {
 		return end(0)
 	}
 	defer out.Close()
+	cmd := jobCommand(dir, sp, out)
+	if err := cmd.Start(); err != nil {
+		st.Error = err.Error()
+		return end(0)
+	}
+	st.PID = cmd.Process.Pid
+	if err := writeState(dir, st); err != nil {
+		_ = syscall.Kill(-st.PID, syscall.SIGKILL)
+		return 1
+	}
+	waitJob(dir, st, cmd, sigs)
+	return end(0)
+}
+
+// readSpec reads the job's description as the launcher wrote it.
+func readSpec(dir string) (spec, error) {
+	var sp spec
+	buf, err := os.ReadFile(filepath.Join(dir, "job.json"))
+	if err == nil {
+		err = json.Unmarshal(buf, &sp)
+	}
+	if err == nil && len(sp.Command) == 0 {
+		err = errors.New("job.json has no command")
+	}
+	return sp, err
+}
+
+// jobCommand prepares the job's process, its output appended to out.
+func jobCommand(dir string, sp spec, out *os.File) *exec.Cmd {
 	cmd := exec.Command(sp.Command[0], sp.Command[1:]...)
 	cmd.Dir = dir
 	if sp.Workdir != "" {
@@ -98,15 +120,12 @@ func supervise(dir string) int {
 	// The job gets a process group of its own, so cancel reaches everything
 	// it started and nothing else.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		st.Error = err.Error()
-		return end(0)
-	}
-	st.PID = cmd.Process.Pid
-	if err := writeState(dir, st); err != nil {
-		_ = syscall.Kill(-st.PID, syscall.SIGKILL)
-		return 1
-	}
+	return cmd
+}
+
+// waitJob waits for the started job to end, passing a signal to its group
+// as SIGTERM (SIGKILL killAfter later), and records how it ended in st.
+func waitJob(dir string, st *state, cmd *exec.Cmd, sigs <-chan os.Signal) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var escalate <-chan time.Time
@@ -130,7 +149,7 @@ func supervise(dir string) int {
 			}
 			// Stragglers in the group (background children) go with the job.
 			_ = syscall.Kill(-st.PID, syscall.SIGKILL)
-			return end(0)
+			return
 		}
 	}
 }
