@@ -228,7 +228,7 @@ func (b *Backend) classify(ctx context.Context, r *response, onInvalid string) e
 		return b.authError(r)
 	case r.notFound() && onInvalid == "":
 		return fmt.Errorf("%v: %w", r, backends.ErrNotFound)
-	case r.status == http.StatusTooManyRequests || r.status == http.StatusBadGateway || r.status == http.StatusServiceUnavailable || r.status == http.StatusGatewayTimeout:
+	case r.busy():
 		return backends.Transient(errors.New(r.String()))
 	case r.status == http.StatusNotFound && b.forgetRecalled():
 		return backends.Transient(errors.New(r.String()))
@@ -246,6 +246,15 @@ func (b *Backend) classify(ctx context.Context, r *response, onInvalid string) e
 		return backends.Invalid(onInvalid, "Slurm refused the job: %s", r.errorText())
 	}
 	return errors.New(r.String())
+}
+
+// busy: slurmrestd, or a gateway before it, asks to be tried again later.
+func (r *response) busy() bool {
+	switch r.status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // hasTransientError: communication errors between slurmrestd and slurmctld,

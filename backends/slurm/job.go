@@ -65,9 +65,31 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 		return nil, err
 	}
 	s.script = script
+	props, err := parseProperties(job.Properties)
+	if err != nil {
+		return nil, err
+	}
+	userEnv, err := s.takeProperties(props)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.takeAliases(props); err != nil {
+		return nil, err
+	}
+	if err := s.setEnvironment(job, props, userEnv); err != nil {
+		return nil, err
+	}
+	if err := s.stampKey(job); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
+// parseProperties reads jobproperties as an object of Slurm job fields and
+// refuses the fields bridge-runner sets itself.
+func parseProperties(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	props := map[string]json.RawMessage{}
-	if t := bytes.TrimSpace(job.Properties); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+	if t := bytes.TrimSpace(raw); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		if err := json.Unmarshal(t, &props); err != nil {
 			return nil, backends.Invalid("jobproperties", "must be a JSON object of Slurm job fields (partition, nodes, time_limit, ...): %v", err)
 		}
@@ -85,7 +107,14 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 			}
 		}
 	}
+	return props, nil
+}
+
+// takeProperties passes the native fields through, parsing the two that are
+// encoded per API version; it returns the user's environment.
+func (s *jobSpec) takeProperties(props map[string]json.RawMessage) (map[string]string, error) {
 	var userEnv map[string]string
+	var err error
 	for k, v := range props {
 		switch k {
 		case "environment":
@@ -100,6 +129,11 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 			s.fields[k] = v
 		}
 	}
+	return userEnv, nil
+}
+
+// takeAliases renames the Bridge Operator's field names to Slurm's.
+func (s *jobSpec) takeAliases(props map[string]json.RawMessage) error {
 	for _, a := range aliases {
 		raw, ok := props[a.ibm]
 		if !ok {
@@ -110,15 +144,19 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 			continue // the samples leave unused keys ""
 		}
 		if _, dup := props[a.native]; dup {
-			return nil, backends.Invalid("jobproperties", "both %q and %q are set; %q is the Bridge Operator's name for %q, give only one", a.ibm, a.native, a.ibm, a.native)
+			return backends.Invalid("jobproperties", "both %q and %q are set; %q is the Bridge Operator's name for %q, give only one", a.ibm, a.native, a.ibm, a.native)
 		}
 		if a.number {
 			raw = numericString(raw)
 		}
 		s.fields[a.native] = raw
 	}
+	return nil
+}
 
-	// Environment: defaults, then jobproperties, then ours.
+// setEnvironment layers the job's environment: defaults, then
+// jobproperties, then ours.
+func (s *jobSpec) setEnvironment(job backends.Job, props map[string]json.RawMessage, userEnv map[string]string) error {
 	s.env["PATH"] = DefaultPath
 	for _, ea := range envAliases {
 		raw, ok := props[ea.ibm]
@@ -128,7 +166,7 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 		delete(s.fields, ea.ibm)
 		var v string
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, backends.Invalid("jobproperties", "%q must be a string", ea.ibm)
+			return backends.Invalid("jobproperties", "%q must be a string", ea.ibm)
 		}
 		if v != "" {
 			s.env[ea.variable] = v
@@ -145,12 +183,16 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 	if m := bytes.TrimSpace(job.Metadata); len(m) > 0 {
 		s.env["BRIDGE_SCRIPT_METADATA"] = string(m)
 	}
+	return nil
+}
 
-	// The key goes into comment (what FindByKey matches) and prefixes the name.
+// stampKey puts the key into comment (what FindByKey matches) and in front
+// of the name, and defaults the working directory.
+func (s *jobSpec) stampKey(job backends.Job) error {
 	name := job.Name
 	if raw, ok := s.fields["name"]; ok {
 		if err := json.Unmarshal(raw, &name); err != nil {
-			return nil, backends.Invalid("jobproperties", "name must be a string")
+			return backends.Invalid("jobproperties", "name must be a string")
 		}
 	}
 	full := job.Key
@@ -162,7 +204,7 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 	if _, ok := s.fields["current_working_directory"]; !ok {
 		s.fields["current_working_directory"] = mustJSON(DefaultWorkingDirectory)
 	}
-	return s, nil
+	return nil
 }
 
 // body is the POST job/submit request for version v.
