@@ -199,40 +199,9 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, strings.TrimSuffix(r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery, "?"))
-	for i, fl := range f.faults {
-		if (fl.method == "" || fl.method == r.Method) && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), fl.path) {
-			if fl.times > 0 {
-				if fl.times--; fl.times == 0 {
-					f.faults = append(f.faults[:i:i], f.faults[i+1:]...)
-				}
-			}
-			if fl.delay > 0 {
-				f.mu.Unlock()
-				select {
-				case <-time.After(fl.delay):
-				case <-r.Context().Done():
-				}
-				f.mu.Lock()
-			}
-			if fl.drop {
-				hj, _ := w.(http.Hijacker)
-				conn, _, err := hj.Hijack()
-				if err == nil {
-					conn.Close()
-				}
-				return
-			}
-			ct := fl.contentType
-			if ct == "" {
-				ct = "application/json"
-			}
-			w.Header().Set("Content-Type", ct)
-			w.WriteHeader(fl.status)
-			io.WriteString(w, fl.body)
-			return
-		}
+	if f.injectFault(w, r) {
+		return
 	}
-	m := pathRE.FindStringSubmatch(r.URL.Path)
 	// 22.05 wants both headers on every path; a missing one is a plain 401.
 	if r.Header.Get("X-SLURM-USER-NAME") == "" || r.Header.Get("X-SLURM-USER-TOKEN") == "" {
 		w.Header().Set("Connection", "Close")
@@ -248,17 +217,92 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 		f.openapi(w)
 		return
 	}
-	if m == nil {
+	v, ep, ok := f.route(r.URL.Path)
+	if !ok {
 		plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
 		return
+	}
+	if f.refuse(w, r, v, ep) {
+		return
+	}
+	if h := fakeRoutes[r.Method+" "+ep]; h != nil {
+		h(f, w, r, v)
+		return
+	}
+	if strings.HasPrefix(ep, "job/") {
+		f.serveJob(w, r, v, ep)
+		return
+	}
+	plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
+}
+
+// fakeRoutes: the slurmctld endpoints at fixed paths, by "METHOD endpoint".
+var fakeRoutes = map[string]func(f *fakeSlurm, w http.ResponseWriter, r *http.Request, v apiVersion){
+	"GET ping":        func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.ping(w, v) },
+	"POST job/submit": (*fakeSlurm).submit,
+	"GET jobs":        func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.listJobs(w, v) },
+}
+
+// injectFault answers r with the first fault set up for its path, if any.
+func (f *fakeSlurm) injectFault(w http.ResponseWriter, r *http.Request) bool {
+	for i, fl := range f.faults {
+		if (fl.method == "" || fl.method == r.Method) && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), fl.path) {
+			if fl.times > 0 {
+				if fl.times--; fl.times == 0 {
+					f.faults = append(f.faults[:i:i], f.faults[i+1:]...)
+				}
+			}
+			f.answerFault(w, r, fl)
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeSlurm) answerFault(w http.ResponseWriter, r *http.Request, fl *fault) {
+	if fl.delay > 0 {
+		f.mu.Unlock()
+		select {
+		case <-time.After(fl.delay):
+		case <-r.Context().Done():
+		}
+		f.mu.Lock()
+	}
+	if fl.drop {
+		hj, _ := w.(http.Hijacker)
+		conn, _, err := hj.Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	ct := fl.contentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(fl.status)
+	io.WriteString(w, fl.body)
+}
+
+// route finds the plugin version and endpoint of a slurmctld path, if this
+// release serves that version.
+func (f *fakeSlurm) route(path string) (apiVersion, string, bool) {
+	m := pathRE.FindStringSubmatch(path)
+	if m == nil {
+		return 0, "", false
 	}
 	n, _ := strconv.Atoi(m[1])
 	v := apiVersion(n)
 	if !f.versions[v] {
-		plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
-		return
+		return 0, "", false
 	}
-	ep := strings.TrimSuffix(m[2], "/")
+	return v, strings.TrimSuffix(m[2], "/"), true
+}
+
+// refuse answers as slurmrestd does when slurmctld rejects the token or
+// cannot be reached, and says whether it did.
+func (f *fakeSlurm) refuse(w http.ResponseWriter, r *http.Request, v apiVersion, ep string) bool {
 	write := r.Method != http.MethodGet
 	// slurmctld checks the token: unknown, expired or for another user.
 	if !f.authOK(r) {
@@ -269,7 +313,7 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 		} else {
 			f.errorResp(w, v, 500, map[string]any{"description": "Failed while looking for jobs", "error_number": -1, "error": "Unspecified error", "source": "slurm_load_jobs"})
 		}
-		return
+		return true
 	}
 	if f.ctldDown && ep != "" {
 		if write {
@@ -277,62 +321,64 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 		} else {
 			f.errorResp(w, v, 500, map[string]any{"description": "Unable to find JobId", "error_number": -1, "error": "Unspecified error", "source": "slurm_load_job"})
 		}
+		return true
+	}
+	return false
+}
+
+func (f *fakeSlurm) listJobs(w http.ResponseWriter, v apiVersion) {
+	var list []any
+	ids := make([]int, 0, len(f.jobs))
+	for id := range f.jobs {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		if j := f.jobs[id]; !j.vanished {
+			list = append(list, j.record(v))
+		}
+	}
+	if list == nil {
+		list = []any{}
+	}
+	f.ok(w, v, map[string]any{"jobs": list})
+}
+
+// serveJob serves GET and DELETE job/{id}.
+func (f *fakeSlurm) serveJob(w http.ResponseWriter, r *http.Request, v apiVersion, ep string) {
+	id, err := strconv.Atoi(strings.TrimPrefix(ep, "job/"))
+	if err != nil || id == 0 {
+		f.errorResp(w, v, 400, map[string]any{"description": "Unable to find JobId=" + ep, "error_number": 9002, "error": "Jobs description entry not found, empty or not dictionary or list", "source": "_handle_job_get"})
 		return
 	}
-	switch {
-	case r.Method == http.MethodGet && ep == "ping":
-		f.ping(w, v)
-	case r.Method == http.MethodPost && ep == "job/submit":
-		f.submit(w, r, v)
-	case r.Method == http.MethodGet && ep == "jobs":
-		var list []any
-		ids := make([]int, 0, len(f.jobs))
-		for id := range f.jobs {
-			ids = append(ids, id)
-		}
-		sort.Ints(ids)
-		for _, id := range ids {
-			if j := f.jobs[id]; !j.vanished {
-				list = append(list, j.record(v))
-			}
-		}
-		if list == nil {
-			list = []any{}
-		}
-		f.ok(w, v, map[string]any{"jobs": list})
-	case strings.HasPrefix(ep, "job/"):
-		id, err := strconv.Atoi(strings.TrimPrefix(ep, "job/"))
-		if err != nil || id == 0 {
-			f.errorResp(w, v, 400, map[string]any{"description": "Unable to find JobId=" + ep, "error_number": 9002, "error": "Jobs description entry not found, empty or not dictionary or list", "source": "_handle_job_get"})
-			return
-		}
-		j := f.jobs[id]
-		if j == nil || j.vanished {
-			f.notFound(w, v, id, r.Method)
-			return
-		}
-		switch r.Method {
-		case http.MethodGet:
-			f.ok(w, v, map[string]any{"jobs": []any{j.record(v)}})
-		case http.MethodDelete:
-			extra := map[string]any{}
-			if baseFinal(j.state[0]) {
-				if v >= 40 {
-					extra["warnings"] = []any{map[string]any{"description": "Job already completed", "source": "slurm_kill_job"}}
-				}
-			} else if r.URL.Query().Get("signal") == "" {
-				j.state, j.reason, j.exit, j.end = []string{"CANCELLED"}, "None", u32(15), time.Now().Unix()
-			}
-			if v >= 42 {
-				extra["status"] = []any{map[string]any{"error": map[string]any{"string": "No error", "code": 0, "message": ""}, "step_id": "batch", "job_id": id, "federation": map[string]any{"sibling": ""}}}
-			}
-			f.ok(w, v, extra)
-		default:
-			plain(w, http.StatusMethodNotAllowed, "Requested REST method is not defined at URL")
-		}
-	default:
-		plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
+	j := f.jobs[id]
+	if j == nil || j.vanished {
+		f.notFound(w, v, id, r.Method)
+		return
 	}
+	switch r.Method {
+	case http.MethodGet:
+		f.ok(w, v, map[string]any{"jobs": []any{j.record(v)}})
+	case http.MethodDelete:
+		f.cancel(w, r, v, j)
+	default:
+		plain(w, http.StatusMethodNotAllowed, "Requested REST method is not defined at URL")
+	}
+}
+
+func (f *fakeSlurm) cancel(w http.ResponseWriter, r *http.Request, v apiVersion, j *fakeJob) {
+	extra := map[string]any{}
+	if baseFinal(j.state[0]) {
+		if v >= 40 {
+			extra["warnings"] = []any{map[string]any{"description": "Job already completed", "source": "slurm_kill_job"}}
+		}
+	} else if r.URL.Query().Get("signal") == "" {
+		j.state, j.reason, j.exit, j.end = []string{"CANCELLED"}, "None", u32(15), time.Now().Unix()
+	}
+	if v >= 42 {
+		extra["status"] = []any{map[string]any{"error": map[string]any{"string": "No error", "code": 0, "message": ""}, "step_id": "batch", "job_id": j.id, "federation": map[string]any{"sibling": ""}}}
+	}
+	f.ok(w, v, extra)
 }
 
 func (f *fakeSlurm) authOK(r *http.Request) bool {
@@ -474,58 +520,10 @@ func (f *fakeSlurm) submit(w http.ResponseWriter, r *http.Request, v apiVersion)
 		f.errorResp(w, v, 400, map[string]any{"error_code": 9002, "error": "Jobs description entry not found, empty or not dictionary or list"})
 		return
 	}
-	var parseErrs []map[string]any
-	keys := make([]string, 0, len(job))
-	for k := range job {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !knownJobKeys[k] || (k == "script" && v < 40) {
-			parseErrs = append(parseErrs, map[string]any{"description": fmt.Sprintf("Unknown key %q", k), "source": "hsearch_r"})
-		}
-	}
-	env := map[string]string{}
-	switch e := job["environment"].(type) {
-	case nil:
-		if v == 38 {
-			parseErrs = append(parseErrs, map[string]any{"error": "environment must be set", "error_code": 2127})
-		}
-	case map[string]any:
-		for k, val := range e {
-			env[k], _ = val.(string)
-		}
-	case []any:
-		if v == 38 {
-			parseErrs = append(parseErrs, map[string]any{"error": "environment must be a dictionary", "error_code": -1})
-		}
-		for _, kv := range e {
-			k, val, _ := strings.Cut(kv.(string), "=")
-			env[k] = val
-		}
-	}
-	var tl *uint32
-	switch t := job["time_limit"].(type) {
-	case nil:
-	case float64:
-		tl = u32(uint32(t))
-	case string:
-		if v >= 39 {
-			if n, err := strconv.Atoi(t); err == nil {
-				tl = u32(uint32(n))
-			} else {
-				parseErrs = append(parseErrs, map[string]any{"error": "Expected integer but got " + t, "error_code": 9202})
-			}
-		} else if m, inf, ok := parseSlurmTime(t); ok && !inf {
-			tl = u32(m)
-		}
-	case map[string]any:
-		if v == 38 {
-			parseErrs = append(parseErrs, map[string]any{"error": "Unable to read string", "error_code": 9202})
-		} else if t["infinite"] != true {
-			tl = u32(uint32(t["number"].(float64)))
-		}
-	}
+	parseErrs := unknownJobKeys(job, v)
+	env, envErrs := fakeEnvironment(job, v)
+	tl, tlErrs := fakeTimeLimit(job, v)
+	parseErrs = append(append(parseErrs, envErrs...), tlErrs...)
 	if len(parseErrs) > 0 {
 		parseErrs = append(parseErrs, map[string]any{"error_code": 9001, "error": "Failure during parsing"})
 		f.errorResp(w, v, 400, parseErrs...)
@@ -555,14 +553,89 @@ func (f *fakeSlurm) submit(w http.ResponseWriter, r *http.Request, v apiVersion)
 	j.cwd, _ = job["current_working_directory"].(string)
 	j.stdout, _ = job["standard_output"].(string)
 	f.jobs[j.id] = j
-	out := map[string]any{"job_id": j.id, "step_id": "BATCH", "job_submit_user_msg": ""}
+	f.ok(w, v, submitReply(v, j.id))
+}
+
+// unknownJobKeys: the parse errors slurmrestd gives for keys its job
+// schema (of version v) does not have, in key order.
+func unknownJobKeys(job map[string]any, v apiVersion) []map[string]any {
+	var parseErrs []map[string]any
+	keys := make([]string, 0, len(job))
+	for k := range job {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !knownJobKeys[k] || (k == "script" && v < 40) {
+			parseErrs = append(parseErrs, map[string]any{"description": fmt.Sprintf("Unknown key %q", k), "source": "hsearch_r"})
+		}
+	}
+	return parseErrs
+}
+
+// fakeEnvironment reads the job's environment as version v accepts it.
+func fakeEnvironment(job map[string]any, v apiVersion) (map[string]string, []map[string]any) {
+	var parseErrs []map[string]any
+	env := map[string]string{}
+	switch e := job["environment"].(type) {
+	case nil:
+		if v == 38 {
+			parseErrs = append(parseErrs, map[string]any{"error": "environment must be set", "error_code": 2127})
+		}
+	case map[string]any:
+		for k, val := range e {
+			env[k], _ = val.(string)
+		}
+	case []any:
+		if v == 38 {
+			parseErrs = append(parseErrs, map[string]any{"error": "environment must be a dictionary", "error_code": -1})
+		}
+		for _, kv := range e {
+			k, val, _ := strings.Cut(kv.(string), "=")
+			env[k] = val
+		}
+	}
+	return env, parseErrs
+}
+
+// fakeTimeLimit reads the job's time limit as version v accepts it.
+func fakeTimeLimit(job map[string]any, v apiVersion) (*uint32, []map[string]any) {
+	var parseErrs []map[string]any
+	var tl *uint32
+	switch t := job["time_limit"].(type) {
+	case nil:
+	case float64:
+		tl = u32(uint32(t))
+	case string:
+		if v >= 39 {
+			if n, err := strconv.Atoi(t); err == nil {
+				tl = u32(uint32(n))
+			} else {
+				parseErrs = append(parseErrs, map[string]any{"error": "Expected integer but got " + t, "error_code": 9202})
+			}
+		} else if m, inf, ok := parseSlurmTime(t); ok && !inf {
+			tl = u32(m)
+		}
+	case map[string]any:
+		if v == 38 {
+			parseErrs = append(parseErrs, map[string]any{"error": "Unable to read string", "error_code": 9202})
+		} else if t["infinite"] != true {
+			tl = u32(uint32(t["number"].(float64)))
+		}
+	}
+	return tl, parseErrs
+}
+
+// submitReply is the job/submit answer of version v.
+func submitReply(v apiVersion, id int) map[string]any {
+	out := map[string]any{"job_id": id, "step_id": "BATCH", "job_submit_user_msg": ""}
 	if v >= 39 {
 		out["step_id"] = "batch"
 	}
 	if v >= 39 && v <= 41 {
-		out["result"] = map[string]any{"job_id": j.id, "step_id": "batch", "error_code": 0, "error": "No error", "job_submit_user_msg": ""}
+		out["result"] = map[string]any{"job_id": id, "step_id": "batch", "error_code": 0, "error": "No error", "job_submit_user_msg": ""}
 	}
-	f.ok(w, v, out)
+	return out
 }
 
 // noVal is {set,infinite,number} for an integer, or unset.

@@ -296,40 +296,47 @@ func FuzzSlurmJobProperties(f *testing.F) {
 			t.Fatalf("a script without #! accepted: %q", s.script)
 		}
 		for v := minVersion; v <= maxVersion; v++ {
-			raw, err := json.Marshal(s.body(v))
-			if err != nil {
-				t.Fatalf("%s body does not encode: %v", v, err)
-			}
-			// Exact keys: Go's struct decoding would match "Time_limit" too.
-			var back struct {
-				Script string                     `json:"script"`
-				Job    map[string]json.RawMessage `json:"job"`
-			}
-			if err := json.Unmarshal(raw, &back); err != nil {
-				t.Fatalf("%s body does not decode: %v", v, err)
-			}
-			str := func(k string) string {
-				var x string
-				_ = json.Unmarshal(back.Job[k], &x)
-				return x
-			}
-			if str("comment") != job.Key || !strings.HasPrefix(str("name"), job.Key) {
-				t.Fatalf("%s: comment %q name %q do not carry the key", v, str("comment"), str("name"))
-			}
-			if got := back.Script + str("script"); got != s.script {
-				t.Fatalf("%s: script not sent byte for byte", v)
-			}
-			env, err := parseEnvironment(back.Job["environment"])
-			if err != nil || env["BRIDGE_JOB_KEY"] != job.Key || env["PATH"] == "" {
-				t.Fatalf("%s: environment %s: %v", v, back.Job["environment"], err)
-			}
-			if tlRaw, ok := back.Job["time_limit"]; ok && s.timeLimit != nil {
-				if tl, err := parseTimeLimit(tlRaw); err != nil || tl == nil || *tl != *s.timeLimit {
-					t.Fatalf("%s: time_limit %s does not read back: %v", v, tlRaw, err)
-				}
-			}
+			fzCheckBody(t, job, s, v)
 		}
 	})
+}
+
+// fzCheckBody: the submit body of version v carries the key, the script
+// byte for byte, the environment and the time limit.
+func fzCheckBody(t *testing.T, job backends.Job, s *jobSpec, v apiVersion) {
+	t.Helper()
+	raw, err := json.Marshal(s.body(v))
+	if err != nil {
+		t.Fatalf("%s body does not encode: %v", v, err)
+	}
+	// Exact keys: Go's struct decoding would match "Time_limit" too.
+	var back struct {
+		Script string                     `json:"script"`
+		Job    map[string]json.RawMessage `json:"job"`
+	}
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatalf("%s body does not decode: %v", v, err)
+	}
+	str := func(k string) string {
+		var x string
+		_ = json.Unmarshal(back.Job[k], &x)
+		return x
+	}
+	if str("comment") != job.Key || !strings.HasPrefix(str("name"), job.Key) {
+		t.Fatalf("%s: comment %q name %q do not carry the key", v, str("comment"), str("name"))
+	}
+	if got := back.Script + str("script"); got != s.script {
+		t.Fatalf("%s: script not sent byte for byte", v)
+	}
+	env, err := parseEnvironment(back.Job["environment"])
+	if err != nil || env["BRIDGE_JOB_KEY"] != job.Key || env["PATH"] == "" {
+		t.Fatalf("%s: environment %s: %v", v, back.Job["environment"], err)
+	}
+	if tlRaw, ok := back.Job["time_limit"]; ok && s.timeLimit != nil {
+		if tl, err := parseTimeLimit(tlRaw); err != nil || tl == nil || *tl != *s.timeLimit {
+			t.Fatalf("%s: time_limit %s does not read back: %v", v, tlRaw, err)
+		}
+	}
 }
 
 func FuzzSlurmTime(f *testing.F) {

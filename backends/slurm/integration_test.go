@@ -227,299 +227,325 @@ func TestRealSlurm(t *testing.T) {
 }
 
 func testRealSlurm(t *testing.T, rs *realSlurm) {
-	t.Run("hello", func(t *testing.T) {
-		t.Parallel()
-		b, ct := rs.backend(t, nil)
-		ctx := context.Background()
+	for _, c := range realSlurmCases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, rs) })
+	}
+}
+
+// realSlurmCases: what every real cluster and API version is put through,
+// each case starting its own jobs.
+var realSlurmCases = []struct {
+	name string
+	run  func(t *testing.T, rs *realSlurm)
+}{
+	{"hello", realSlurmHello},
+	{"submit-latency", realSlurmSubmitLatency},
+	{"awkward-script", realSlurmAwkwardScript},
+	{"exit-3", realSlurmExit3},
+	{"timeout", realSlurmTimeout},
+	{"cancel", realSlurmCancel},
+	{"find-by-key", realSlurmFindByKey},
+	{"remote-script", realSlurmRemoteScript},
+	{"time-limit-shapes", realSlurmTimeLimitShapes},
+	{"not-found", realSlurmNotFound},
+	{"refused-properties", realSlurmRefusedProperties},
+	{"site-gateway", realSlurmSiteGateway},
+	{"bearer-token", realSlurmBearerToken},
+	{"bad-token", realSlurmBadToken},
+}
+
+func realSlurmHello(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, ct := rs.backend(t, nil)
+	ctx := context.Background()
+	start := time.Now()
+	v, err := b.version(ctx)
+	require.NoError(t, err)
+	discovery, discoveryReqs := time.Since(start), ct.total()
+
+	key := newKey()
+	job := backends.Job{Name: "hello", Key: key, Script: "#!/bin/bash\necho \"hello from slurm as $(id -un) in $PWD\"\n",
+		Properties: json.RawMessage(fmt.Sprintf(`{"standard_output":%q,"time_limit":5}`, outPath(key, "out")))}
+	require.NoError(t, b.Validate(job))
+	start = time.Now()
+	id, err := b.Submit(ctx, job)
+	submitRTT := time.Since(start)
+	require.NoError(t, err)
+	st, polls := waitFor(t, b, id, 60*time.Second, final)
+	total := time.Since(start)
+	require.Equal(t, backends.Done, st.State, st.Message)
+	assert.Equal(t, "COMPLETED", st.Raw)
+	require.NotNil(t, st.ExitCode)
+	assert.Equal(t, 0, *st.ExitCode)
+	assert.False(t, st.SubmitTime.IsZero() || st.StartTime.IsZero() || st.EndTime.IsZero(), "times: %+v", st)
+	if out, ok := readJobFile(t, rs, outPath(key, "out")); ok {
+		assert.Equal(t, "hello from slurm as "+rs.user+" in /tmp\n", out)
+	}
+	t.Logf("API %s; discovery %s in %d requests; submit round trip %s; DONE after %s; requests for the job: 1 submit + %d status (polling every 100 ms) = %d after discovery",
+		v, discovery.Round(time.Millisecond), discoveryReqs, submitRTT.Round(time.Microsecond), total.Round(time.Millisecond), polls, ct.total()-discoveryReqs)
+}
+
+func realSlurmSubmitLatency(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	ctx := context.Background()
+	_, err := b.version(ctx)
+	require.NoError(t, err)
+	var rtts []time.Duration
+	for i := 0; i < 10; i++ {
+		job := backends.Job{Name: "latency", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(`{"hold":true}`)}
 		start := time.Now()
-		v, err := b.version(ctx)
-		require.NoError(t, err)
-		discovery, discoveryReqs := time.Since(start), ct.total()
-
-		key := newKey()
-		job := backends.Job{Name: "hello", Key: key, Script: "#!/bin/bash\necho \"hello from slurm as $(id -un) in $PWD\"\n",
-			Properties: json.RawMessage(fmt.Sprintf(`{"standard_output":%q,"time_limit":5}`, outPath(key, "out")))}
-		require.NoError(t, b.Validate(job))
-		start = time.Now()
 		id, err := b.Submit(ctx, job)
-		submitRTT := time.Since(start)
+		rtts = append(rtts, time.Since(start))
 		require.NoError(t, err)
-		st, polls := waitFor(t, b, id, 60*time.Second, final)
-		total := time.Since(start)
-		require.Equal(t, backends.Done, st.State, st.Message)
-		assert.Equal(t, "COMPLETED", st.Raw)
-		require.NotNil(t, st.ExitCode)
-		assert.Equal(t, 0, *st.ExitCode)
-		assert.False(t, st.SubmitTime.IsZero() || st.StartTime.IsZero() || st.EndTime.IsZero(), "times: %+v", st)
-		if out, ok := readJobFile(t, rs, outPath(key, "out")); ok {
-			assert.Equal(t, "hello from slurm as "+rs.user+" in /tmp\n", out)
+		require.NoError(t, b.Cancel(ctx, id)) // held: never runs
+	}
+	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
+	t.Logf("submit round trip over %d jobs: min %s, median %s, max %s", len(rtts), rtts[0], rtts[len(rtts)/2], rtts[len(rtts)-1])
+}
+
+func realSlurmAwkwardScript(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	key := newKey()
+	envValue := "quote ' double \" dollar $HOME back \\ tab\t é 中文 🚀 <&>"
+	script := "#!/bin/bash\ncat \"$0\" > " + outPath(key, "script") + "\nprintf '%s' \"$AWKWARD\" > " + outPath(key, "env") + "\n" + strings.TrimPrefix(awkward(), "#!/bin/bash\n")
+	props, _ := json.Marshal(map[string]any{"environment": map[string]string{"AWKWARD": envValue}, "time_limit": 5})
+	id, err := b.Submit(context.Background(), backends.Job{Name: "awkward", Key: key, Script: script, Properties: props})
+	require.NoError(t, err)
+	st, _ := waitFor(t, b, id, 60*time.Second, final)
+	require.Equal(t, backends.Done, st.State, st.Message)
+	if got, ok := readJobFile(t, rs, outPath(key, "script")); ok {
+		assert.Equal(t, len(script), len(got))
+		assert.True(t, got == script, "the script Slurm ran differs from the one sent")
+	}
+	if got, ok := readJobFile(t, rs, outPath(key, "env")); ok {
+		assert.Equal(t, envValue, got)
+	}
+}
+
+func realSlurmExit3(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	id, err := b.Submit(context.Background(), backends.Job{Name: "exit3", Key: newKey(), Script: "#!/bin/sh\necho failing\nexit 3\n"})
+	require.NoError(t, err)
+	st, _ := waitFor(t, b, id, 60*time.Second, final)
+	assert.Equal(t, backends.Failed, st.State)
+	assert.Equal(t, "FAILED", st.Raw)
+	assert.Equal(t, "NonZeroExitCode", st.Reason)
+	require.NotNil(t, st.ExitCode)
+	assert.Equal(t, 3, *st.ExitCode)
+	assert.Contains(t, st.Message, "exit code 3")
+}
+
+func realSlurmTimeout(t *testing.T, rs *realSlurm) {
+	if testing.Short() {
+		t.Skip("takes over a minute")
+	}
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	id, err := b.Submit(context.Background(), backends.Job{Name: "timeout", Key: newKey(), Script: "#!/bin/sh\nsleep 600\n",
+		Properties: json.RawMessage(`{"time_limit":1}`)})
+	require.NoError(t, err)
+	st, _ := waitFor(t, b, id, 3*time.Minute, final)
+	assert.Equal(t, backends.Failed, st.State)
+	assert.Equal(t, "TIMEOUT", st.Raw)
+	assert.Equal(t, "TIMEOUT", st.Reason)
+	assert.WithinDuration(t, st.StartTime.Add(time.Minute), st.EndTime, 45*time.Second)
+	t.Logf("TIMEOUT: %s", st.Message)
+}
+
+func realSlurmCancel(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	ctx := context.Background()
+	id, err := b.Submit(ctx, backends.Job{Name: "cancel", Key: newKey(), Script: "#!/bin/sh\nsleep 600\n", Properties: json.RawMessage(`{"time_limit":15}`)})
+	require.NoError(t, err)
+	waitFor(t, b, id, 60*time.Second, func(st backends.Status) bool { return st.State == backends.Running })
+	require.NoError(t, b.Cancel(ctx, id))
+	st, _ := waitFor(t, b, id, 60*time.Second, final)
+	assert.Equal(t, backends.Killed, st.State)
+	assert.Equal(t, "CANCELLED", st.Raw)
+	require.NoError(t, b.Cancel(ctx, id), "cancelling an ended job is fine")
+}
+
+func realSlurmFindByKey(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	ctx := context.Background()
+	key := newKey()
+	id, err := b.Submit(ctx, backends.Job{Name: "find", Key: key, Script: "#!/bin/sh\ntrue\n"})
+	require.NoError(t, err)
+	found, err := b.FindByKey(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, id, found)
+	found, err = b.FindByKey(ctx, newKey())
+	require.NoError(t, err)
+	assert.Equal(t, "", found)
+}
+
+func realSlurmRemoteScript(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	if !rs.local {
+		t.Skip("needs slurmrestd on this machine to place the script")
+	}
+	b, _ := rs.backend(t, nil)
+	key := newKey()
+	path := outPath(key, "sh")
+	here := filepath.Join(rs.root, path)
+	require.NoError(t, os.WriteFile(here, []byte("#!/bin/sh\necho remote ok\n"), 0o644)) // not executable: run through its #! line
+	t.Cleanup(func() { os.Remove(here) })
+	id, err := b.Submit(context.Background(), backends.Job{Name: "remote", Key: key, ScriptPath: path,
+		Properties: json.RawMessage(fmt.Sprintf(`{"OutputFileName":%q}`, outPath(key, "out")))})
+	require.NoError(t, err)
+	st, _ := waitFor(t, b, id, 60*time.Second, final)
+	require.Equal(t, backends.Done, st.State, st.Message)
+	out, _ := readJobFile(t, rs, outPath(key, "out"))
+	assert.Equal(t, "remote ok\n", out)
+}
+
+func realSlurmTimeLimitShapes(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	ctx := context.Background()
+	for props, want := range map[string]string{
+		`{"time_limit":"INFINITE"}`:                    "null",
+		`{"time_limit":"0:30"}`:                        "1",
+		`{"time_limit":"1-00:00:00"}`:                  "1440",
+		`{"time_limit":{"set":true,"number":7}}`:       "7",
+		`{"time_limit":{"set":false,"infinite":true}}`: "null",
+	} {
+		props = strings.Replace(props, "{", `{"hold":true,`, 1)
+		id, err := b.Submit(ctx, backends.Job{Name: "tl", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
+		require.NoError(t, err, props)
+		r, err := b.do(ctx, http.MethodGet, b.apiPath("job/"+id), nil)
+		require.NoError(t, err)
+		var rec struct {
+			Jobs []struct {
+				TimeLimit json.RawMessage `json:"time_limit"`
+			} `json:"jobs"`
 		}
-		t.Logf("API %s; discovery %s in %d requests; submit round trip %s; DONE after %s; requests for the job: 1 submit + %d status (polling every 100 ms) = %d after discovery",
-			v, discovery.Round(time.Millisecond), discoveryReqs, submitRTT.Round(time.Microsecond), total.Round(time.Millisecond), polls, ct.total()-discoveryReqs)
-	})
-
-	t.Run("submit-latency", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		ctx := context.Background()
-		_, err := b.version(ctx)
-		require.NoError(t, err)
-		var rtts []time.Duration
-		for i := 0; i < 10; i++ {
-			job := backends.Job{Name: "latency", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(`{"hold":true}`)}
-			start := time.Now()
-			id, err := b.Submit(ctx, job)
-			rtts = append(rtts, time.Since(start))
-			require.NoError(t, err)
-			require.NoError(t, b.Cancel(ctx, id)) // held: never runs
-		}
-		sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
-		t.Logf("submit round trip over %d jobs: min %s, median %s, max %s", len(rtts), rtts[0], rtts[len(rtts)/2], rtts[len(rtts)-1])
-	})
-
-	t.Run("awkward-script", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		key := newKey()
-		envValue := "quote ' double \" dollar $HOME back \\ tab\t é 中文 🚀 <&>"
-		script := "#!/bin/bash\ncat \"$0\" > " + outPath(key, "script") + "\nprintf '%s' \"$AWKWARD\" > " + outPath(key, "env") + "\n" + strings.TrimPrefix(awkward(), "#!/bin/bash\n")
-		props, _ := json.Marshal(map[string]any{"environment": map[string]string{"AWKWARD": envValue}, "time_limit": 5})
-		id, err := b.Submit(context.Background(), backends.Job{Name: "awkward", Key: key, Script: script, Properties: props})
-		require.NoError(t, err)
-		st, _ := waitFor(t, b, id, 60*time.Second, final)
-		require.Equal(t, backends.Done, st.State, st.Message)
-		if got, ok := readJobFile(t, rs, outPath(key, "script")); ok {
-			assert.Equal(t, len(script), len(got))
-			assert.True(t, got == script, "the script Slurm ran differs from the one sent")
-		}
-		if got, ok := readJobFile(t, rs, outPath(key, "env")); ok {
-			assert.Equal(t, envValue, got)
-		}
-	})
-
-	t.Run("exit-3", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		id, err := b.Submit(context.Background(), backends.Job{Name: "exit3", Key: newKey(), Script: "#!/bin/sh\necho failing\nexit 3\n"})
-		require.NoError(t, err)
-		st, _ := waitFor(t, b, id, 60*time.Second, final)
-		assert.Equal(t, backends.Failed, st.State)
-		assert.Equal(t, "FAILED", st.Raw)
-		assert.Equal(t, "NonZeroExitCode", st.Reason)
-		require.NotNil(t, st.ExitCode)
-		assert.Equal(t, 3, *st.ExitCode)
-		assert.Contains(t, st.Message, "exit code 3")
-	})
-
-	t.Run("timeout", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("takes over a minute")
-		}
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		id, err := b.Submit(context.Background(), backends.Job{Name: "timeout", Key: newKey(), Script: "#!/bin/sh\nsleep 600\n",
-			Properties: json.RawMessage(`{"time_limit":1}`)})
-		require.NoError(t, err)
-		st, _ := waitFor(t, b, id, 3*time.Minute, final)
-		assert.Equal(t, backends.Failed, st.State)
-		assert.Equal(t, "TIMEOUT", st.Raw)
-		assert.Equal(t, "TIMEOUT", st.Reason)
-		assert.WithinDuration(t, st.StartTime.Add(time.Minute), st.EndTime, 45*time.Second)
-		t.Logf("TIMEOUT: %s", st.Message)
-	})
-
-	t.Run("cancel", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		ctx := context.Background()
-		id, err := b.Submit(ctx, backends.Job{Name: "cancel", Key: newKey(), Script: "#!/bin/sh\nsleep 600\n", Properties: json.RawMessage(`{"time_limit":15}`)})
-		require.NoError(t, err)
-		waitFor(t, b, id, 60*time.Second, func(st backends.Status) bool { return st.State == backends.Running })
-		require.NoError(t, b.Cancel(ctx, id))
-		st, _ := waitFor(t, b, id, 60*time.Second, final)
-		assert.Equal(t, backends.Killed, st.State)
-		assert.Equal(t, "CANCELLED", st.Raw)
-		require.NoError(t, b.Cancel(ctx, id), "cancelling an ended job is fine")
-	})
-
-	t.Run("find-by-key", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		ctx := context.Background()
-		key := newKey()
-		id, err := b.Submit(ctx, backends.Job{Name: "find", Key: key, Script: "#!/bin/sh\ntrue\n"})
-		require.NoError(t, err)
-		found, err := b.FindByKey(ctx, key)
-		require.NoError(t, err)
-		assert.Equal(t, id, found)
-		found, err = b.FindByKey(ctx, newKey())
-		require.NoError(t, err)
-		assert.Equal(t, "", found)
-	})
-
-	t.Run("remote-script", func(t *testing.T) {
-		t.Parallel()
-		if !rs.local {
-			t.Skip("needs slurmrestd on this machine to place the script")
-		}
-		b, _ := rs.backend(t, nil)
-		key := newKey()
-		path := outPath(key, "sh")
-		here := filepath.Join(rs.root, path)
-		require.NoError(t, os.WriteFile(here, []byte("#!/bin/sh\necho remote ok\n"), 0o644)) // not executable: run through its #! line
-		t.Cleanup(func() { os.Remove(here) })
-		id, err := b.Submit(context.Background(), backends.Job{Name: "remote", Key: key, ScriptPath: path,
-			Properties: json.RawMessage(fmt.Sprintf(`{"OutputFileName":%q}`, outPath(key, "out")))})
-		require.NoError(t, err)
-		st, _ := waitFor(t, b, id, 60*time.Second, final)
-		require.Equal(t, backends.Done, st.State, st.Message)
-		out, _ := readJobFile(t, rs, outPath(key, "out"))
-		assert.Equal(t, "remote ok\n", out)
-	})
-
-	t.Run("time-limit-shapes", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		ctx := context.Background()
-		for props, want := range map[string]string{
-			`{"time_limit":"INFINITE"}`:                    "null",
-			`{"time_limit":"0:30"}`:                        "1",
-			`{"time_limit":"1-00:00:00"}`:                  "1440",
-			`{"time_limit":{"set":true,"number":7}}`:       "7",
-			`{"time_limit":{"set":false,"infinite":true}}`: "null",
-		} {
-			props = strings.Replace(props, "{", `{"hold":true,`, 1)
-			id, err := b.Submit(ctx, backends.Job{Name: "tl", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
-			require.NoError(t, err, props)
-			r, err := b.do(ctx, http.MethodGet, b.apiPath("job/"+id), nil)
-			require.NoError(t, err)
-			var rec struct {
-				Jobs []struct {
-					TimeLimit json.RawMessage `json:"time_limit"`
-				} `json:"jobs"`
-			}
-			require.NoError(t, json.Unmarshal(r.body, &rec))
-			require.Len(t, rec.Jobs, 1)
-			if tl := string(rec.Jobs[0].TimeLimit); !strings.HasPrefix(tl, "{") { // v0.0.38: minutes or null
-				assert.Equal(t, want, tl, props)
-			} else if n, ok := number(rec.Jobs[0].TimeLimit); want == "null" {
-				assert.False(t, ok, props)
-			} else {
-				assert.Equal(t, want, fmt.Sprint(n), props)
-			}
-			require.NoError(t, b.Cancel(ctx, id))
-		}
-	})
-
-	t.Run("not-found", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		_, err := b.Status(context.Background(), "99999999")
-		assert.ErrorIs(t, err, backends.ErrNotFound)
-		assert.ErrorIs(t, b.Cancel(context.Background(), "99999999"), backends.ErrNotFound)
-	})
-
-	t.Run("refused-properties", func(t *testing.T) {
-		t.Parallel()
-		var logs testutil.SyncBuffer
-		be, err := New(backends.Config{URL: rs.url, Credentials: rs.creds, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		require.NoError(t, err)
-		b := be.(*Backend)
-		ctx := context.Background()
-		v, err := b.version(ctx)
-		require.NoError(t, err)
-		refused := map[string]string{
-			`{"partition":"nope"}`:  "Invalid partition name specified",
-			`{"time_limit":"soon"}`: "time_limit",
-		}
-		unknown := `{"no_such_key":1,"hold":true}`
-		if v <= 38 {
-			refused[unknown] = `Unknown key "no_such_key"`
+		require.NoError(t, json.Unmarshal(r.body, &rec))
+		require.Len(t, rec.Jobs, 1)
+		if tl := string(rec.Jobs[0].TimeLimit); !strings.HasPrefix(tl, "{") { // v0.0.38: minutes or null
+			assert.Equal(t, want, tl, props)
+		} else if n, ok := number(rec.Jobs[0].TimeLimit); want == "null" {
+			assert.False(t, ok, props)
 		} else {
-			// v0.0.40+ parsers ignore an unknown key with a warning; the
-			// backend passes the warning on to the log.
-			id, err := b.Submit(ctx, backends.Job{Name: "unknown", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(unknown)})
-			require.NoError(t, err)
-			require.NoError(t, b.Cancel(ctx, id))
-			assert.Contains(t, logs.String(), "no_such_key")
+			assert.Equal(t, want, fmt.Sprint(n), props)
 		}
-		for props, want := range refused {
-			_, err := b.Submit(ctx, backends.Job{Name: "bad", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
-			require.ErrorIs(t, err, backends.ErrInvalid, props)
-			assert.Contains(t, err.Error(), "jobproperties")
-			assert.Contains(t, err.Error(), want)
-		}
-	})
+		require.NoError(t, b.Cancel(ctx, id))
+	}
+}
 
-	t.Run("site-gateway", func(t *testing.T) {
-		t.Parallel()
-		u, err := url.Parse(rs.url)
-		require.NoError(t, err)
-		gw := siteGateway(t, u.Scheme+"://"+u.Host)
-		creds := gatewayCreds(t, rs.creds, map[string]string{"tokenHeader": "X-Site-Token", "userHeader": "X-Site-User"})
-		be, err := New(backends.Config{URL: gw.URL + "/site/hpc" + u.Path, Credentials: creds})
-		require.NoError(t, err)
-		b := be.(*Backend)
-		id, err := b.Submit(context.Background(), backends.Job{Name: "gateway", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
-		require.NoError(t, err)
-		st, _ := waitFor(t, b, id, 60*time.Second, final)
-		assert.Equal(t, backends.Done, st.State, st.Message)
-	})
+func realSlurmNotFound(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	_, err := b.Status(context.Background(), "99999999")
+	assert.ErrorIs(t, err, backends.ErrNotFound)
+	assert.ErrorIs(t, b.Cancel(context.Background(), "99999999"), backends.ErrNotFound)
+}
 
-	t.Run("bearer-token", func(t *testing.T) {
-		t.Parallel()
-		b, _ := rs.backend(t, nil)
-		v, err := b.version(context.Background())
+func realSlurmRefusedProperties(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	var logs testutil.SyncBuffer
+	be, err := New(backends.Config{URL: rs.url, Credentials: rs.creds, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	b := be.(*Backend)
+	ctx := context.Background()
+	v, err := b.version(ctx)
+	require.NoError(t, err)
+	refused := map[string]string{
+		`{"partition":"nope"}`:  "Invalid partition name specified",
+		`{"time_limit":"soon"}`: "time_limit",
+	}
+	unknown := `{"no_such_key":1,"hold":true}`
+	if v <= 38 {
+		refused[unknown] = `Unknown key "no_such_key"`
+	} else {
+		// v0.0.40+ parsers ignore an unknown key with a warning; the
+		// backend passes the warning on to the log.
+		id, err := b.Submit(ctx, backends.Job{Name: "unknown", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(unknown)})
 		require.NoError(t, err)
-		creds := gatewayCreds(t, rs.creds, map[string]string{"tokenHeader": "Authorization", "userHeader": "none"})
-		be, err := New(backends.Config{URL: rs.url, Credentials: creds})
-		require.NoError(t, err)
-		b = be.(*Backend)
-		id, err := b.Submit(context.Background(), backends.Job{Name: "bearer", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
-		if v < 39 {
-			// 22.05 takes only its own two headers: a plain 401.
-			require.ErrorIs(t, err, backends.ErrAuth)
-			return
-		}
-		require.NoError(t, err)
-		st, _ := waitFor(t, b, id, 60*time.Second, final)
-		assert.Equal(t, backends.Done, st.State, st.Message)
-	})
+		require.NoError(t, b.Cancel(ctx, id))
+		assert.Contains(t, logs.String(), "no_such_key")
+	}
+	for props, want := range refused {
+		_, err := b.Submit(ctx, backends.Job{Name: "bad", Key: newKey(), Script: "#!/bin/sh\ntrue\n", Properties: json.RawMessage(props)})
+		require.ErrorIs(t, err, backends.ErrInvalid, props)
+		assert.Contains(t, err.Error(), "jobproperties")
+		assert.Contains(t, err.Error(), want)
+	}
+}
 
-	t.Run("bad-token", func(t *testing.T) {
-		t.Parallel()
-		ctx := context.Background()
-		good, _ := rs.backend(t, nil)
-		id, err := good.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
-		require.NoError(t, err)
+func realSlurmSiteGateway(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	u, err := url.Parse(rs.url)
+	require.NoError(t, err)
+	gw := siteGateway(t, u.Scheme+"://"+u.Host)
+	creds := gatewayCreds(t, rs.creds, map[string]string{"tokenHeader": "X-Site-Token", "userHeader": "X-Site-User"})
+	be, err := New(backends.Config{URL: gw.URL + "/site/hpc" + u.Path, Credentials: creds})
+	require.NoError(t, err)
+	b := be.(*Backend)
+	id, err := b.Submit(context.Background(), backends.Job{Name: "gateway", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+	require.NoError(t, err)
+	st, _ := waitFor(t, b, id, 60*time.Second, final)
+	assert.Equal(t, backends.Done, st.State, st.Message)
+}
 
-		forged := mintJWT([]byte("not the cluster's key, 32 bytes."), rs.user, time.Now().Add(time.Hour))
-		creds := testutil.NewCreds(map[string]string{"username": rs.user, "token": forged})
-		b, _ := rs.backend(t, creds)
-		_, err = b.Status(ctx, id)
-		assert.ErrorIs(t, err, backends.ErrAuth, "status")
-		_, err = b.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
-		assert.ErrorIs(t, err, backends.ErrAuth, "submit")
-		assert.ErrorIs(t, b.Cancel(ctx, id), backends.ErrAuth, "cancel")
-		_, err = b.FindByKey(ctx, "x")
-		assert.ErrorIs(t, err, backends.ErrAuth, "find")
-
-		if rs.jwtKey == "" {
-			t.Log("BRIDGE_TEST_SLURM_JWT_KEY not set: skipping the expired-token half")
-			return
-		}
-		key, err := os.ReadFile(rs.jwtKey)
-		require.NoError(t, err)
-		creds.Set("token", mintJWT(key, rs.user, time.Now().Add(-time.Minute)))
-		_, err = b.Status(ctx, id)
+func realSlurmBearerToken(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	b, _ := rs.backend(t, nil)
+	v, err := b.version(context.Background())
+	require.NoError(t, err)
+	creds := gatewayCreds(t, rs.creds, map[string]string{"tokenHeader": "Authorization", "userHeader": "none"})
+	be, err := New(backends.Config{URL: rs.url, Credentials: creds})
+	require.NoError(t, err)
+	b = be.(*Backend)
+	id, err := b.Submit(context.Background(), backends.Job{Name: "bearer", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+	if v < 39 {
+		// 22.05 takes only its own two headers: a plain 401.
 		require.ErrorIs(t, err, backends.ErrAuth)
-		assert.Contains(t, err.Error(), "expired at")
-		_, err = b.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
-		require.ErrorIs(t, err, backends.ErrAuth)
+		return
+	}
+	require.NoError(t, err)
+	st, _ := waitFor(t, b, id, 60*time.Second, final)
+	assert.Equal(t, backends.Done, st.State, st.Message)
+}
 
-		// Rotated to a good token minted with the cluster's key: works again.
-		creds.Set("token", mintJWT(key, rs.user, time.Now().Add(time.Hour)))
-		_, err = b.Status(ctx, id)
-		assert.NoError(t, err)
-	})
+func realSlurmBadToken(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	ctx := context.Background()
+	good, _ := rs.backend(t, nil)
+	id, err := good.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+	require.NoError(t, err)
+
+	forged := mintJWT([]byte("not the cluster's key, 32 bytes."), rs.user, time.Now().Add(time.Hour))
+	creds := testutil.NewCreds(map[string]string{"username": rs.user, "token": forged})
+	b, _ := rs.backend(t, creds)
+	_, err = b.Status(ctx, id)
+	assert.ErrorIs(t, err, backends.ErrAuth, "status")
+	_, err = b.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+	assert.ErrorIs(t, err, backends.ErrAuth, "submit")
+	assert.ErrorIs(t, b.Cancel(ctx, id), backends.ErrAuth, "cancel")
+	_, err = b.FindByKey(ctx, "x")
+	assert.ErrorIs(t, err, backends.ErrAuth, "find")
+
+	if rs.jwtKey == "" {
+		t.Log("BRIDGE_TEST_SLURM_JWT_KEY not set: skipping the expired-token half")
+		return
+	}
+	key, err := os.ReadFile(rs.jwtKey)
+	require.NoError(t, err)
+	creds.Set("token", mintJWT(key, rs.user, time.Now().Add(-time.Minute)))
+	_, err = b.Status(ctx, id)
+	require.ErrorIs(t, err, backends.ErrAuth)
+	assert.Contains(t, err.Error(), "expired at")
+	_, err = b.Submit(ctx, backends.Job{Name: "auth", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+	require.ErrorIs(t, err, backends.ErrAuth)
+
+	// Rotated to a good token minted with the cluster's key: works again.
+	creds.Set("token", mintJWT(key, rs.user, time.Now().Add(time.Hour)))
+	_, err = b.Status(ctx, id)
+	assert.NoError(t, err)
 }
