@@ -156,7 +156,12 @@ func TestDisruptionUnderAWorkflow(t *testing.T) {
 			assert.Contains(t, why, tc.why)
 		})
 	}
+	testWorkflowOwnerCases(t, e)
+}
 
+// testWorkflowOwnerCases: the owning Workflow is gone, replaced or ended,
+// there is no owner or pod, or the pod cannot be read.
+func testWorkflowOwnerCases(t *testing.T, e *disruptionEnv) {
 	t.Run("workflow-deleted", func(t *testing.T) {
 		wf := e.workflow(t, "wf-gone", true, nil)
 		require.NoError(t, e.dc.Resource(workflowsGVR).Namespace(e.ns).Delete(context.Background(), "wf-gone", metav1.DeleteOptions{}))

@@ -58,6 +58,15 @@ func fzCheckInvalid(t *testing.T, err error, want ...string) {
 // (Spec → Data → SpecFromData, with and without defaults) unchanged.
 func fzCheckDescription(t *testing.T, s Spec, d *Description) {
 	t.Helper()
+	fzCheckFields(t, d)
+	fzCheckScript(t, d)
+	fzCheckData(t, d)
+	fzCheckRoundTrip(t, s, d)
+}
+
+// fzCheckFields: backend, update interval and jobproperties as promised.
+func fzCheckFields(t *testing.T, d *Description) {
+	t.Helper()
 	if d.Backend == "" || d.Backend != strings.TrimSpace(d.Backend) {
 		t.Fatalf("backend %q is empty or untrimmed", d.Backend)
 	}
@@ -70,6 +79,11 @@ func fzCheckDescription(t *testing.T, s Spec, d *Description) {
 			t.Fatalf("jobproperties %q accepted but is no JSON object (%v)", d.Properties, err)
 		}
 	}
+}
+
+// fzCheckScript: the script and its extras are where their location says.
+func fzCheckScript(t *testing.T, d *Description) {
+	t.Helper()
 	switch d.ScriptLocation {
 	case Inline:
 		if strings.TrimSpace(d.Script) == "" {
@@ -97,6 +111,11 @@ func fzCheckDescription(t *testing.T, s Spec, d *Description) {
 	default:
 		t.Fatalf("scriptExtraLocation %q accepted", d.ExtraLocation)
 	}
+}
+
+// fzCheckData: additional data and uploads are complete, with S3 set up.
+func fzCheckData(t *testing.T, d *Description) {
+	t.Helper()
 	for _, ref := range d.AdditionalData {
 		if ref.Bucket == "" || ref.Object == "" {
 			t.Fatalf("additionalData entry %+v has an empty part", ref)
@@ -113,8 +132,11 @@ func fzCheckDescription(t *testing.T, s Spec, d *Description) {
 	if len(d.UploadFiles) > 0 && d.UploadBucket == "" {
 		t.Fatal("s3upload.files accepted without s3upload.bucket")
 	}
+}
 
-	// The record round trip: what create-configmap writes is what invoke reads.
+// fzCheckRoundTrip: what create-configmap writes is what invoke reads.
+func fzCheckRoundTrip(t *testing.T, s Spec, d *Description) {
+	t.Helper()
 	for _, in := range []Spec{s, s.WithDefaults()} {
 		back := SpecFromData(in.Data())
 		if back != in {
@@ -378,40 +400,51 @@ func FuzzScrub(f *testing.F) {
 				}
 			}
 		}
-		// Clean: no secret in any form, and no beginning of one cut short
-		// (which Scrub redacts on purpose: see scrubCut). Texts with escape
-		// characters may hold an encoded form; they are not judged here.
-		clean := !strings.ContainsAny(text, "%&\\+…")
-		for _, s := range []string{s1, s2} {
-			if len(s) >= minSecretLen && strings.Contains(text, s) {
-				clean = false
-			}
-			for l := minSecretLen; l < len(s); l++ {
-				if strings.Contains(text, s[:l]+"...") {
-					clean = false
-				}
-			}
-			if len(s) >= minSecretLen && fzHasBase64Of(text, s) {
-				clean = false
-			}
-		}
-		if clean && out != text {
+		if fzClean(text, s1, s2) && out != text {
 			t.Fatalf("Scrub changed a text without secrets: %q → %q", text, out)
 		}
-		rec := &fzRecorder{}
-		log := slog.New(NewScrubHandler(rec, &sec)).With("pre", text, "pre_err", errors.New(text)).WithGroup("g")
-		log.Info(text, "s", text, "err", errors.New(text), slog.Group("grp", slog.String("in", text)), "any", []string{text})
-		if len(rec.out) == 0 {
-			t.Fatal("nothing was logged")
+		fzCheckScrubLog(t, &sec, secrets, text)
+	})
+}
+
+// fzClean: text holds no secret in any form, and no beginning of one cut
+// short (which Scrub redacts on purpose: see scrubCut). Texts with escape
+// characters may hold an encoded form; they are not judged clean.
+func fzClean(text string, candidates ...string) bool {
+	clean := !strings.ContainsAny(text, "%&\\+…")
+	for _, s := range candidates {
+		if len(s) >= minSecretLen && strings.Contains(text, s) {
+			clean = false
 		}
-		for _, s := range secrets {
-			for _, v := range rec.out {
-				if strings.Contains(v, s) {
-					t.Fatalf("secret %q reached the log: %q", s, rec.out)
-				}
+		for l := minSecretLen; l < len(s); l++ {
+			if strings.Contains(text, s[:l]+"...") {
+				clean = false
 			}
 		}
-	})
+		if len(s) >= minSecretLen && fzHasBase64Of(text, s) {
+			clean = false
+		}
+	}
+	return clean
+}
+
+// fzCheckScrubLog: no secret reaches the scrubbing log handler's output
+// through the message, attributes, errors or groups.
+func fzCheckScrubLog(t *testing.T, sec *Secrets, secrets []string, text string) {
+	t.Helper()
+	rec := &fzRecorder{}
+	log := slog.New(NewScrubHandler(rec, sec)).With("pre", text, "pre_err", errors.New(text)).WithGroup("g")
+	log.Info(text, "s", text, "err", errors.New(text), slog.Group("grp", slog.String("in", text)), "any", []string{text})
+	if len(rec.out) == 0 {
+		t.Fatal("nothing was logged")
+	}
+	for _, s := range secrets {
+		for _, v := range rec.out {
+			if strings.Contains(v, s) {
+				t.Fatalf("secret %q reached the log: %q", s, rec.out)
+			}
+		}
+	}
 }
 
 // fzWireForms: the secret as servers echo it: JSON, XML, URL-encoded, and
