@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Sourced by hack/test.sh and hack/bench.sh: start the real services the
 # tests and benchmarks use (a kube-apiserver with etcd, an S3 server, a
-# Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Ray cluster, an sshd
-# whose user runs the Slurm 22.05 commands, an HTCondor pool in a chroot with
-# an sshd of its own), export their env, and on exit stop
+# Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Slurm 22.05 with slurmdbd,
+# a Ray cluster, an sshd whose user runs the Slurm 22.05 commands, an HTCondor
+# pool in a chroot with an sshd of its own), export their env, and on exit stop
 # the ones this run started (services already up are left up, so a
 # developer's second run is fast; KEEP_SERVICES=1 keeps all).
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
 SLURM_DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
 SLURM2411_DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
+SLURMDBD_DIR=${BRIDGE_SLURMDBD_DIR:-/tmp/bridge-runner-slurmdbd}
 S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
 RAY_AUTH_DIR=${BRIDGE_RAY_AUTH_DIR:-/tmp/bridge-runner-ray-auth}
@@ -67,6 +68,10 @@ source "$SLURM_DIR/env"
 up slurm-24.11 hack/slurm2411-up.sh hack/slurm2411-down.sh alive "$SLURM2411_DIR/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM2411_DIR/env"
+# Slurm 22.05 with slurmdbd and MariaDB, MinJobAge=2 s: jobs past MinJobAge.
+up slurmdbd hack/slurmdbd-up.sh hack/slurmdbd-down.sh alive "$SLURMDBD_DIR/rest/slurmrestd.pid"
+# shellcheck disable=SC1091
+source "$SLURMDBD_DIR/env"
 up ray hack/ray-up.sh hack/ray-down.sh ray_alive
 # shellcheck disable=SC1091
 source "$RAY_DIR/env"

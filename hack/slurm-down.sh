@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # slurm-down.sh: stop the Slurm that hack/slurm-up.sh started: first its jobs,
-# then slurmrestd, slurmd, slurmctld and munged, each found by its PID file and
+# then slurmrestd, slurmd, slurmctld, slurmdbd and MariaDB (if
+# BRIDGE_SLURM_ACCOUNTING started them) and munged, each found by its PID file and
 # checked by name before it is signalled. Idempotent: nothing running is fine.
 #
 #   hack/slurm-down.sh           # stop; keep $BRIDGE_SLURM_DIR (keys, logs)
@@ -62,6 +63,8 @@ fi
 stop "$DIR/rest/slurmrestd.pid" slurmrestd
 stop "$DIR/d/slurmd.pid" slurmd
 stop "$DIR/ctld/slurmctld.pid" slurmctld
+stop "$DIR/dbd/slurmdbd.pid" slurmdbd
+stop "$DIR/db/mariadbd.pid" mariadbd
 stop "$DIR/munge/munged.pid" munged
 rm -f "$DIR/env"
 

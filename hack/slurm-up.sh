@@ -27,6 +27,10 @@
 #                                for pods of the e2e cluster; unset: 127.0.0.1 only.
 #                                The env file then also exports
 #                                BRIDGE_TEST_SLURM_LISTEN_URL=http://<address>:<port>
+#   BRIDGE_SLURM_ACCOUNTING      1: also a private MariaDB and slurmdbd, and slurmrestd
+#                                serves /slurmdb/v0.0.38 (hack/slurm-accounting.sh)
+#   BRIDGE_SLURM_ENV_PREFIX      prefix of the env file's variables (BRIDGE_TEST_SLURM),
+#                                so that a second instance can be sourced beside the first
 set -euo pipefail
 
 DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
@@ -35,6 +39,8 @@ REST_USER=${BRIDGE_SLURM_REST_USER:-slurmrest}
 LIFESPAN=${BRIDGE_SLURM_TOKEN_LIFESPAN:-86400}
 MIN_JOB_AGE=${BRIDGE_SLURM_MIN_JOB_AGE:-600}
 LISTEN=${BRIDGE_SLURM_LISTEN:-}
+ACCOUNTING=${BRIDGE_SLURM_ACCOUNTING:-0}
+P=${BRIDGE_SLURM_ENV_PREFIX:-BRIDGE_TEST_SLURM}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CONF=$DIR/etc/slurm.conf
 ENVFILE=$DIR/env
@@ -57,11 +63,17 @@ all_alive() {
 	alive "$DIR/munge/munged.pid" munged &&
 		alive "$DIR/ctld/slurmctld.pid" slurmctld &&
 		alive "$DIR/d/slurmd.pid" slurmd &&
-		alive "$DIR/rest/slurmrestd.pid" slurmrestd
+		alive "$DIR/rest/slurmrestd.pid" slurmrestd &&
+		{ [ "$ACCOUNTING" != 1 ] || { alive "$DIR/db/mariadbd.pid" mariadbd && alive "$DIR/dbd/slurmdbd.pid" slurmdbd; }; }
 }
 
 # --- packages -----------------------------------------------------------------
 PKGS=(munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin curl)
+if [ "$ACCOUNTING" = 1 ]; then
+	# shellcheck source=hack/slurm-accounting.sh
+	source "$(dirname "${BASH_SOURCE[0]}")/slurm-accounting.sh"
+	PKGS+=("${ACCT_PKGS[@]}")
+fi
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -120,15 +132,17 @@ write_env() {
 	local tmp=$ENVFILE.tmp
 	cat >"$tmp" <<EOF
 # Written by hack/slurm-up.sh at $(date -u +%Y-%m-%dT%H:%M:%SZ); token valid for ${LIFESPAN}s.
-export BRIDGE_TEST_SLURM_URL=http://127.0.0.1:$REST_PORT
-export BRIDGE_TEST_SLURM_USER=$JOB_USER
-export BRIDGE_TEST_SLURM_TOKEN=$TOKEN
-export BRIDGE_TEST_SLURM_JWT_KEY=$DIR/ctld/jwt_hs256.key
-export BRIDGE_TEST_SLURM_CREDS=$DIR/creds
+export ${P}_URL=http://127.0.0.1:$REST_PORT
+export ${P}_USER=$JOB_USER
+export ${P}_TOKEN=$TOKEN
+export ${P}_JWT_KEY=$DIR/ctld/jwt_hs256.key
+export ${P}_CREDS=$DIR/creds
 export SLURM_CONF=$CONF
 EOF
+	# SLURM_CONF names the first instance; a second one keeps its own as ${P}_CONF.
+	[ "$P" = BRIDGE_TEST_SLURM ] || sed -i "s/^export SLURM_CONF=/export ${P}_CONF=/" "$tmp"
 	if [ -n "$LISTEN" ]; then
-		echo "export BRIDGE_TEST_SLURM_LISTEN_URL=http://$LISTEN:$REST_PORT" >>"$tmp"
+		echo "export ${P}_LISTEN_URL=http://$LISTEN:$REST_PORT" >>"$tmp"
 	fi
 	mv "$tmp" "$ENVFILE"
 }
@@ -190,6 +204,14 @@ picked+=("$CTLD_PORT")
 SLURMD_PORT=$(free_port)
 picked+=("$SLURMD_PORT")
 REST_PORT=$(free_port)
+picked+=("$REST_PORT")
+acct_conf="AccountingStorageType=accounting_storage/none"
+rest_plugins=openapi/v0.0.36,openapi/v0.0.37,openapi/v0.0.38
+if [ "$ACCOUNTING" = 1 ]; then
+	accounting_ports
+	acct_conf=$(accounting_conf)
+	rest_plugins+=,openapi/dbv0.0.38
+fi
 
 HOST=$(hostname -s)
 # At least 8 CPUs, even on a 2-core machine (config_overrides lets slurmd
@@ -221,7 +243,7 @@ SlurmdLogFile=$DIR/d/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$acct_conf
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -239,13 +261,6 @@ chmod 644 "$CONF"
 export SLURM_CONF=$CONF
 
 # --- daemons ----------------------------------------------------------------------
-log "starting munged, slurmctld, slurmd (ports $CTLD_PORT, $SLURMD_PORT)"
-runuser -u munge -- /usr/sbin/munged --socket="$DIR/munge/munge.socket" \
-	--key-file="$DIR/munge/munge.key" --pid-file="$DIR/munge/munged.pid" \
-	--log-file="$DIR/munge/munged.log" --seed-file="$DIR/munge/munged.seed"
-slurmctld
-slurmd
-
 wait_for() { # wait_for SECONDS WHAT COMMAND...
 	local deadline=$((SECONDS + $1)) what=$2
 	shift 2
@@ -254,6 +269,14 @@ wait_for() { # wait_for SECONDS WHAT COMMAND...
 		sleep 0.2
 	done
 }
+log "starting munged, slurmctld, slurmd (ports $CTLD_PORT, $SLURMD_PORT)"
+runuser -u munge -- /usr/sbin/munged --socket="$DIR/munge/munge.socket" \
+	--key-file="$DIR/munge/munge.key" --pid-file="$DIR/munge/munged.pid" \
+	--log-file="$DIR/munge/munged.log" --seed-file="$DIR/munge/munged.seed"
+[ "$ACCOUNTING" != 1 ] || accounting_start
+slurmctld
+slurmd
+
 node_idle() { [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; }
 wait_for 60 "the node" node_idle
 
@@ -267,7 +290,7 @@ log "starting slurmrestd on ${rest_addrs[*]}"
 (
 	cd "$DIR/rest"
 	SLURM_JWT=daemon exec setsid slurmrestd -u "$REST_USER" -g "$(id -gn "$REST_USER")" \
-		-s openapi/v0.0.36,openapi/v0.0.37,openapi/v0.0.38 -a rest_auth/jwt \
+		-s "$rest_plugins" -a rest_auth/jwt \
 		"${rest_addrs[@]}" </dev/null >"$DIR/rest/slurmrestd.log" 2>&1
 ) &
 echo $! >"$DIR/rest/slurmrestd.pid"
