@@ -7,7 +7,8 @@
 #              kubelet, kubectl (KUBE_VERSION, default v1.32.4)
 #              -> $BRIDGE_CACHE/kube/<version>/  (the same directory hack/build-kube.sh
 #                 uses, so its kube-apiserver is shared)
-#              Argo workflow-controller and argoexec (ARGO_VERSION, default v3.7.18)
+#              Argo workflow-controller and argoexec (ARGO_VERSION, default v3.7.18;
+#              v4.x builds from the module's /v4 path)
 #              -> $BRIDGE_CACHE/argo/<version>/
 #   e2e/:      the pause binary and the image builder (e2e/cmd/pause, e2e/cmd/mkimage),
 #              and the image tarballs pause.tar and argoexec.tar
@@ -31,6 +32,8 @@ CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
 KUBE_OUT=$CACHE/kube/$KUBE_VERSION
 ARGO_OUT=$CACHE/argo/$ARGO_VERSION
 IMG_OUT=$CACHE/images
+# Argo's module path carries its major version (github.com/argoproj/argo-workflows/v3, /v4).
+ARGO_MOD=github.com/argoproj/argo-workflows/${ARGO_VERSION%%.*}
 t0=$(now_ms)
 mkdir -p "$CACHE" "$KUBE_OUT" "$ARGO_OUT" "$IMG_OUT"
 # One build at a time per cache (two e2e runs starting together build once).
@@ -109,7 +112,7 @@ if [ ! -x "$ARGO_OUT/workflow-controller" ] || [ ! -x "$ARGO_OUT/argoexec" ]; th
   work=$(mktemp -d "${TMPDIR:-/tmp}/argo-build.XXXXXX")
   (
     cd "$work"
-    mod=github.com/argoproj/argo-workflows/v3
+    mod=$ARGO_MOD
     dir=$(GOFLAGS='' go mod download -json "$mod@$ARGO_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
     [ -d "$dir" ] || { echo "module $mod@$ARGO_VERSION has no directory" >&2; exit 1; }
     # A writable copy of the module, built as the main module (its own go.mod,
@@ -136,7 +139,7 @@ fi
 
 # The CRDs the controller needs, from the same module version.
 if [ ! -s "$ARGO_OUT/crds/argoproj.io_workflows.yaml" ]; then
-  dir=$(cd "${TMPDIR:-/tmp}" && GOFLAGS='' go mod download -json "github.com/argoproj/argo-workflows/v3@$ARGO_VERSION" |
+  dir=$(cd "${TMPDIR:-/tmp}" && GOFLAGS='' go mod download -json "$ARGO_MOD@$ARGO_VERSION" |
     sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
   [ -d "$dir/manifests/base/crds/minimal" ] || die "no CRDs in the Argo module ($dir)"
   rm -rf "$ARGO_OUT/crds.tmp" && mkdir -p "$ARGO_OUT/crds.tmp"

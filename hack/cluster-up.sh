@@ -50,7 +50,6 @@ POD_CIDR=10.244.77.0/24
 POD_RANGE="10.244.0.0/16" # covered by an unreachable route; the bridge's /24 is more specific
 BRIDGE=bre2e0
 NODE_NAME=bridge-e2e-node
-ARGO_NS=argo
 EGRESS_CHAIN="BRIDGE-E2E-EGRESS"
 t0=$(now_ms)
 
@@ -324,7 +323,7 @@ until "${CTR[@]}" version >/dev/null 2>&1; do
   [ "$(now_ms)" -lt "$deadline" ] || fail_start containerd "$STATE/containerd.log"
   sleep 0.1
 done
-for t in "$IMGS/pause.tar" "$IMGS/argoexec-$ARGO_VERSION.tar"; do
+for t in "$IMGS/pause.tar"; do # argoexec: by hack/argo-up.sh
   "${CTR[@]}" images import "$t" >/dev/null || die "ctr could not import $t"
 done
 t_cd=$(now_ms)
@@ -403,29 +402,7 @@ iptables -w -I FORWARD 1 -j "$EGRESS_CHAIN"
 t_node=$(now_ms)
 
 # ---------------------------------------------------------------- Argo
-"$KUBECTL" apply --server-side -f "$ABIN/crds/" >/dev/null
-"$KUBECTL" create namespace "$ARGO_NS" --dry-run=client -o yaml | "$KUBECTL" apply -f - >/dev/null
-cat >"$STATE/manifests/argo-config.yaml" <<EOF
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: workflow-controller-configmap, namespace: $ARGO_NS}
-data:
-  metricsConfig: |
-    enabled: false
-  telemetryConfig: |
-    enabled: false
-  executor: |
-    imagePullPolicy: Never
-EOF
-"$KUBECTL" apply -f "$STATE/manifests/argo-config.yaml" >/dev/null
-"$KUBECTL" wait --for condition=established --timeout=60s crd/workflows.argoproj.io crd/workflowtemplates.argoproj.io crd/workflowtaskresults.argoproj.io >/dev/null
-start_daemon "$STATE/workflow-controller.pid" "$STATE/workflow-controller.log" \
-  env DEFAULT_REQUEUE_TIME=1s LEADER_ELECTION_DISABLE=true ARGO_NAMESPACE="$ARGO_NS" \
-  "$ABIN/workflow-controller" --kubeconfig="$STATE/kubeconfig" --namespace="$ARGO_NS" \
-  --configmap=workflow-controller-configmap \
-  --executor-image="bridge-e2e.local/argoexec:$ARGO_VERSION" --executor-image-pull-policy=Never \
-  --loglevel=info
-wait_for_http -p "$STATE/workflow-controller.pid" "$TIMEOUT" "http://127.0.0.1:6060/healthz" ||
+ARGO_UP_LOCKED=1 ARGO_VERSION=$ARGO_VERSION BRIDGE_CLUSTER_DIR=$STATE bash "$HACK/argo-up.sh" ||
   fail_start workflow-controller "$STATE/workflow-controller.log"
 t_argo=$(now_ms)
 
