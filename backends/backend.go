@@ -34,6 +34,18 @@ type Job struct {
 	Metadata json.RawMessage
 	// Inputs are jobdata.additionalData, for backends that are InputStagers.
 	Inputs []InputFile
+	// LogShip, when set, asks a LogShipper to have the job send its own
+	// output out while it runs.
+	LogShip *LogShip
+}
+
+// LogShip is where and how often a job ships its output: URL is a presigned
+// HTTP PUT URL for one object (a secret: it travels in the job's
+// environment, never in its script); the job PUTs its whole output file
+// there every Every while it runs, when the file grew, and once at its end.
+type LogShip struct {
+	URL   string
+	Every time.Duration
 }
 
 // Status is a backend's view of a job at one moment.
@@ -78,10 +90,29 @@ type Validator interface {
 	Validate(job Job) error
 }
 
-// LogReader is implemented by backends that can read a job's output while it
-// runs. ReadLogs returns the bytes from offset on and the next offset.
+// LogReader is implemented by backends (and by the runner's own log
+// sources: a shared file, an object a log shipper writes) that can read a
+// job's output while it runs. ReadLogs writes the bytes from offset on to w
+// and returns the next offset. It must return promptly (it reads what is
+// there, it does not wait for more) and stream: memory must not grow with
+// the log's size. The runner decides when to call it and where the bytes go.
 type LogReader interface {
 	ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (next int64, err error)
+}
+
+// LogShipper is implemented by backends whose API cannot read a job's
+// output (Slurm's REST API has no file access) but whose jobs can send it
+// out themselves: given Job.LogShip, Submit wraps the job so that it does.
+// The runner then reads the object from S3.
+type LogShipper interface {
+	ShipsLogs() bool
+}
+
+// OutputLocator is implemented by backends that know the path, on the
+// remote system, of the file a job's standard output goes to. The runner
+// reads it where a shared file system makes it visible in the pod.
+type OutputLocator interface {
+	OutputPath(ctx context.Context, id string) (string, error)
 }
 
 // InputFile is an input file for the job (jobdata.additionalData), opened on

@@ -21,7 +21,8 @@ type phase int
 
 const (
 	phasePoll   phase = iota // ask the backend for the job's state
-	phaseOutput              // copy new job output to LogOut (backends.LogReader); stop at a final state
+	phaseOutput              // after a poll: read the job's output if due; stop at a final state (after its last output)
+	phaseLogs                // between polls: read the job's output on its own cadence
 	phaseRecord              // mirror the state into the record
 	phaseCancel              // cancel the job when asked; stop waiting for the backend when due
 	phaseWait                // wait for the next poll, a kill or SIGTERM
@@ -32,12 +33,13 @@ const (
 type follower struct {
 	r     *run
 	be    backends.Backend
-	logs  backends.LogReader // nil when the backend cannot read job output
-	out   *scrubWriter       // job output on its way to LogOut
+	out   *jobOutput // nil when the job's output is not followed
 	id    string
 	log   *slog.Logger
 	watch <-chan *Record
 	poll  *Backoff
+	// pollAt is when the next poll is due; zero right after a poll.
+	pollAt time.Time
 
 	// sig is invoke's context: it ends on SIGTERM. ctx is the requests'
 	// context: sig, and after SIGTERM the grace period's.
@@ -62,12 +64,13 @@ type follower struct {
 func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPoll time.Duration,
 	watch <-chan *Record, log *slog.Logger) (backends.Status, error) {
 	f := &follower{r: r, be: be, id: id, log: log, watch: watch, sig: ctx, ctx: ctx, stopGrace: func() {},
-		start: time.Now(), out: &scrubWriter{w: r.LogOut, secrets: r.Secrets},
-		poll: &Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}}
-	f.logs, _ = be.(backends.LogReader)
+		start: time.Now(), poll: &Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}}
 	r.logOff, _ = strconv.ParseInt(r.rec.Data[KeyLogOffset], 10, 64)
+	f.out = r.newJobOutput(r.logSrc, maxPoll)
 	defer func() {
-		_ = f.out.Flush()
+		if f.out != nil {
+			f.out.finish()
+		}
 		f.stopGrace()
 	}()
 	for p := phasePoll; p != phaseDone; p = f.step(p) {
@@ -82,6 +85,9 @@ func (f *follower) step(p phase) phase {
 		return f.pollStatus()
 	case phaseOutput:
 		return f.readOutput()
+	case phaseLogs:
+		f.out.readNew(f.ctx, f.id, f.log)
+		return phaseWait
 	case phaseRecord:
 		return f.recordState()
 	case phaseCancel:
@@ -100,6 +106,7 @@ func (f *follower) finish(st backends.Status, err error) phase {
 
 // pollStatus asks the backend for the job's state.
 func (f *follower) pollStatus() phase {
+	f.pollAt = time.Time{}
 	st, err := f.be.Status(f.ctx, f.id)
 	if err != nil {
 		return f.pollFailed(err)
@@ -108,6 +115,9 @@ func (f *follower) pollStatus() phase {
 	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
 		f.log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
 		f.poll.Reset()
+		if f.out != nil {
+			f.out.soon()
+		}
 	}
 	f.seen, f.last = true, st
 	return phaseOutput
@@ -145,17 +155,14 @@ func (f *follower) pollFailed(err error) phase {
 	return phaseCancel
 }
 
-// readOutput copies the job's new output to LogOut, and ends following at
-// a final state (after its last output).
+// readOutput copies the job's new output to LogOut when a read is due, and
+// always at a final state, where following ends after the last output.
 func (f *follower) readOutput() phase {
-	if f.logs != nil {
-		next, err := f.logs.ReadLogs(f.ctx, f.id, f.r.logOff, f.out)
-		if err != nil {
-			f.log.Debug("reading job output", "err", err)
-		}
-		f.r.logOff = max(f.r.logOff, next)
+	final := f.last.State.Final()
+	if f.out != nil && (final || !time.Now().Before(f.out.due)) {
+		f.out.readNew(f.ctx, f.id, f.log)
 	}
-	if f.last.State.Final() {
+	if final {
 		return f.finish(f.last, nil)
 	}
 	return phaseRecord
@@ -226,17 +233,27 @@ func (f *follower) killedStatus() backends.Status {
 // comes. A change of the record that is not a kill (most are our own
 // writes) must not poll early: that would also advance the backoff, and a
 // short job would be seen late.
+//
+// Reading the job's output has its own cadence: a due read is done and
+// the wait goes on until the poll is due.
 func (f *follower) wait() phase {
-	d := f.poll.Next()
-	if f.cancel.requested() {
-		d = min(d, 250*time.Millisecond)
+	now := time.Now()
+	if f.pollAt.IsZero() {
+		f.pollAt = now.Add(f.poll.Next())
 	}
-	timer := time.NewTimer(d)
+	if soon := now.Add(250 * time.Millisecond); f.cancel.requested() && soon.Before(f.pollAt) {
+		f.pollAt = soon
+	}
+	at, next := f.pollAt, phasePoll
+	if f.out != nil && f.out.due.Before(at) {
+		at, next = f.out.due, phaseLogs
+	}
+	timer := time.NewTimer(time.Until(at))
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C:
-			return phasePoll
+			return next
 		case rec, ok := <-f.watch:
 			if !ok {
 				f.watch = nil
@@ -349,7 +366,8 @@ func (r *run) statusData(st backends.Status) map[string]string {
 // writeStatus writes the status keys if they changed since the last write.
 func (r *run) writeStatus(ctx context.Context, st backends.Status) error {
 	want := r.statusData(st)
-	if r.written != nil && sameStatus(r.written, want) {
+	offsetDue := want[KeyLogOffset] != r.written[KeyLogOffset] && time.Since(r.offsetWritten) >= offsetWriteEvery
+	if r.written != nil && sameStatus(r.written, want) && !offsetDue {
 		return nil
 	}
 	err := r.update(ctx, func(d map[string]string) (bool, error) {
@@ -360,13 +378,13 @@ func (r *run) writeStatus(ctx context.Context, st backends.Status) error {
 		return changed, nil
 	})
 	if err == nil {
-		r.written = want
+		r.written, r.offsetWritten = want, time.Now()
 	}
 	return err
 }
 
 // sameStatus compares two status maps, ignoring the log offset (which alone
-// is not worth a write).
+// is worth a write only every offsetWriteEvery).
 func sameStatus(a, b map[string]string) bool {
 	for k, v := range b {
 		if k != KeyLogOffset && a[k] != v {

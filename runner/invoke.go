@@ -61,6 +61,11 @@ type Invoker struct {
 	CancelWait time.Duration
 	// LogOut receives the job's output for backends that can read it.
 	LogOut io.Writer
+	// LogInterval is how often a running job's output is read (see logs.go).
+	LogInterval time.Duration
+	// LogDir, when set, is where a shared file system shows the job's output
+	// in this pod: POD_DIR or REMOTE_DIR:POD_DIR (see ParseLogDir).
+	LogDir string
 	// MinPoll is the first poll delay after a state change.
 	MinPoll time.Duration
 	// S3 is how to reach S3, for jobs that use it.
@@ -132,6 +137,7 @@ func (iv *Invoker) withDefaults() *Invoker {
 	c.RetryBudget = positiveOr(c.RetryBudget, DefaultRetryBudget)
 	c.CancelWait = positiveOr(c.CancelWait, DefaultCancelWait)
 	c.MinPoll = positiveOr(c.MinPoll, DefaultMinPoll)
+	c.LogInterval = positiveOr(c.LogInterval, DefaultLogInterval)
 	if c.LogOut == nil {
 		c.LogOut = io.Discard
 	}
@@ -231,6 +237,7 @@ func (r *run) setUp(ctx context.Context) (*Description, backends.Backend, error)
 			return nil, nil, err
 		}
 	}
+	r.logSrc = r.logSource(desc, be)
 	return desc, be, nil
 }
 

@@ -18,9 +18,12 @@ type run struct {
 	rec     *Record             // the record as last seen; changed only by observe
 	written map[string]string   // status keys as last written
 	logOff  int64               // bytes of job output already copied to LogOut
+	logSrc  backends.LogReader  // where the job's output is read from; nil if nowhere
 	s3      *S3Store            // set when the job uses S3
 	memo    backends.Rememberer // set when the backend remembers (memo.go)
 	result  Result
+	// offsetWritten is when logOff was last written to the record.
+	offsetWritten time.Time
 
 	// intentSeen is the submit intent of another invoker last seen, and
 	// intentSeenAt when this process first saw it (see leaseLeft).

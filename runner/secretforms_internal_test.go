@@ -6,15 +6,15 @@ import (
 	"testing"
 )
 
-// TestScrubWriterEncodedSplit: an encoded secret that reaches the stream
+// TestOutputWriterEncodedSplit: an encoded secret that reaches the stream
 // scrubber one byte at a time is redacted all the same.
-func TestScrubWriterEncodedSplit(t *testing.T) {
+func TestOutputWriterEncodedSplit(t *testing.T) {
 	const secret = `pa ss<&>"w/rd`
 	var sec Secrets
 	sec.Add(secret)
 	for _, form := range []string{url.QueryEscape(secret), strings.ReplaceAll(secret, "<", "&lt;"), url.PathEscape(secret)} {
 		var out strings.Builder
-		w := &scrubWriter{w: &out, secrets: &sec}
+		w := &outputWriter{w: &out, secrets: &sec}
 		for _, b := range []byte("log: " + form + " end\n") {
 			if _, err := w.Write([]byte{b}); err != nil {
 				t.Fatal(err)

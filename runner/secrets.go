@@ -1,10 +1,10 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -111,71 +111,49 @@ func scrubCutAt(text, secret, mark string) string {
 	}
 }
 
-// starts returns the bytes a secret's form can begin with.
-func (s *Secrets) starts() string {
+// safeCut moves cut back, if need be, so that no secret straddles it: no
+// whole secret, and no secret's beginning at the end of b whose rest has not
+// arrived yet, in any of its literal forms (the value, its encodings, its
+// base64 cores). A cut that is not at a line's end may also fall inside a
+// form that mixes escapes, which cannot be listed: it goes back to the first
+// escape character within a secret's reach. The text before the cut can
+// then be scrubbed on its own.
+func (s *Secrets) safeCut(b []byte, cut int) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var b strings.Builder
-	b.WriteString("%\\&+")
-	for _, v := range s.values {
-		for _, f := range v.cuttable {
-			b.WriteByte(f[0])
+	for moved := true; moved; {
+		moved = false
+		for _, v := range s.values {
+			for _, f := range v.cuttable {
+				if i := straddles(b, cut, f); i >= 0 {
+					cut, moved = i, true
+				}
+			}
 		}
 	}
-	return b.String()
+	if cut > 0 && b[cut-1] != '\n' && b[cut-1] != '\r' && len(s.values) > 0 {
+		n := 0
+		for _, v := range s.values {
+			n = max(n, v.maxLen)
+		}
+		from := max(0, cut-n+1)
+		if i := bytes.IndexAny(b[from:cut], "%\\&+"); i >= 0 {
+			cut = from + i
+		}
+	}
+	return cut
 }
 
-// maxLen bounds the length of the longest text a secret's forms match.
-func (s *Secrets) maxLen() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	n := 0
-	for _, v := range s.values {
-		n = max(n, v.maxLen)
+// straddles returns where the first occurrence of f (or of its beginning,
+// at the end of b) that starts before cut and ends after it starts, or -1.
+func straddles(b []byte, cut int, f string) int {
+	for i := max(0, cut-len(f)+1); i < cut; i++ {
+		n := min(len(f), len(b)-i)
+		if string(b[i:i+n]) == f[:n] {
+			return i
+		}
 	}
-	return n
-}
-
-// scrubWriter scrubs a stream (the job's output) on its way to w. A secret
-// may be split across two writes, so it holds back as many bytes as the
-// longest secret could need to complete, but never a whole line; Flush
-// writes them at the end.
-type scrubWriter struct {
-	w       io.Writer
-	secrets *Secrets
-	buf     []byte
-}
-
-func (s *scrubWriter) Write(p []byte) (int, error) {
-	s.buf = append(s.buf, p...)
-	text := s.secrets.Scrub(string(s.buf))
-	keep := min(max(s.secrets.maxLen()-1, 0), len(text))
-	// Hold back only from where a secret's form could begin: the encoded
-	// forms are long, and holding back that much of a live log for nothing
-	// would delay its last lines.
-	if i := strings.IndexAny(text[len(text)-keep:], s.secrets.starts()); i >= 0 {
-		keep -= i
-	} else {
-		keep = 0
-	}
-	// No secret holds a raw line break (Add splits them into lines, and the
-	// encoded forms escape it), so none can straddle the last one: every
-	// whole line can go out now.
-	if nl := strings.LastIndexByte(text, '\n'); nl >= 0 {
-		keep = min(keep, len(text)-nl-1)
-	}
-	if _, err := io.WriteString(s.w, text[:len(text)-keep]); err != nil {
-		return 0, err
-	}
-	s.buf = append(s.buf[:0], text[len(text)-keep:]...)
-	return len(p), nil
-}
-
-// Flush writes what was held back.
-func (s *scrubWriter) Flush() error {
-	_, err := io.WriteString(s.w, s.secrets.Scrub(string(s.buf)))
-	s.buf = s.buf[:0]
-	return err
+	return -1
 }
 
 // identityKeys name credentials that say who, not what proves it: a user

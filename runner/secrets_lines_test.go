@@ -15,7 +15,7 @@ func TestMultiLineSecretScrubbedByLine(t *testing.T) {
 		t.Fatalf("a line of the key survived: %q", got)
 	}
 	var out strings.Builder
-	w := &scrubWriter{w: &out, secrets: &s}
+	w := &outputWriter{w: &out, secrets: &s}
 	_, _ = w.Write([]byte("running\nb3BlbnNza"))
 	if out.String() != "running\n" {
 		t.Fatalf("a whole line is held back, or a secret's beginning is not: %q", out.String())

@@ -77,7 +77,8 @@ func (r *run) prepare(ctx context.Context, desc *Description, be backends.Backen
 			return job, err
 		}
 	}
-	return job, nil
+	job.LogShip, err = r.logShip(ctx, desc, be)
+	return job, err
 }
 
 // checkCapabilities refuses a job that needs what the backend cannot do:

@@ -21,6 +21,8 @@ type invokeOptions struct {
 	submitLease    time.Duration
 	retryBudget    time.Duration
 	followLogs     bool
+	logInterval    time.Duration
+	logDir         string
 	s3CredsDir     string
 	statusKeys     string
 	inputs         *invokeInputs
@@ -71,6 +73,8 @@ and Argo DAGs publish outputs only of steps that succeed).`,
 	fs.StringVar(&o.s3CredsDir, "s3-credentials-dir", "/s3credentials", "directory of the mounted S3 credentials Secret (accesskey and secretkey)")
 	fs.StringVar(&o.statusKeys, "status-keys", runner.StatusKeysAuto, "also write the status keys and words IBM's Bridge Operator reads (KILL for KILLED, unprefixed jobStatus, ...): auto (when IBM's operator owns the record), ibm or ours")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
+	fs.DurationVar(&o.logInterval, "log-interval", envDuration("BRIDGE_LOG_INTERVAL", runner.DefaultLogInterval), "how often a running job's output is read (and shipped, for Slurm with S3: at least every 5s); $BRIDGE_LOG_INTERVAL sets the default")
+	fs.StringVar(&o.logDir, "log-dir", os.Getenv("BRIDGE_LOG_DIR"), "where a shared file system shows the job's output in this pod: POD_DIR (the output file by its base name) or REMOTE_DIR:POD_DIR; $BRIDGE_LOG_DIR sets the default")
 	o.inputs = bindInvokeInputs(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
@@ -136,6 +140,11 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 		spec, backendChoice = &o.spec, o.spec.Backend
 	}
+	if o.logDir != "" {
+		if _, err := runner.ParseLogDir(o.logDir); err != nil {
+			return fail(err)
+		}
+	}
 	iv := &runner.Invoker{
 		JobName:     o.store.JobName,
 		Store:       store,
@@ -151,7 +160,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	}
 	iv.StatusKeys, iv.BackendChoice = statusKeys, backendChoice
 	if o.followLogs {
-		iv.LogOut = a.stderr
+		iv.LogOut, iv.LogInterval, iv.LogDir = a.stderr, o.logInterval, o.logDir
 	}
 	if d := runner.DisruptionFor(store); d != nil {
 		iv.Detach = d.Detach
@@ -167,4 +176,12 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err
+}
+
+// envDuration is the duration in the environment variable name, or def.
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
 }

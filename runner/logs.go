@@ -1,0 +1,142 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// Job output: while a job runs, invoke copies its output to LogOut (the
+// step's log) from a log source (a backends.LogReader: the backend's own, a
+// shared file, or the object a log shipper writes; see logSource). The
+// runner alone decides when to read: on its own cadence, independent of
+// status polls, and once more at the end so the tail is complete.
+
+// DefaultLogInterval is how often a running job's output is read while it
+// keeps printing. Reads back off, up to maxLogInterval, while it is quiet.
+const DefaultLogInterval = 2 * time.Second
+
+// maxLogInterval bounds the back-off of reads that found nothing new: a job
+// that prints again after a long silence is shown at most this late.
+const maxLogInterval = 10 * time.Second
+
+// logReadTimeout bounds one read; a source that hangs must not stall the
+// following of the job.
+const logReadTimeout = 30 * time.Second
+
+// offsetWriteEvery: the log offset alone is written to the record at most
+// this often (it rides along with every state change anyway). A re-attach
+// repeats at most the output of this long.
+const offsetWriteEvery = 30 * time.Second
+
+// jobOutput reads a job's output from src and writes it, scrubbed, to the
+// run's LogOut; it keeps the run's offset up to date.
+type jobOutput struct {
+	r      *run
+	src    backends.LogReader
+	out    *outputWriter
+	read   int64 // bytes of the job's output read so far (some may be held in out)
+	every  *Backoff
+	due    time.Time // the next read on the cadence
+	errMsg string    // the last read error, so a persistent one is logged once
+}
+
+func (r *run) newJobOutput(src backends.LogReader, maxPoll time.Duration) *jobOutput {
+	if src == nil {
+		return nil
+	}
+	o := &jobOutput{r: r, src: src, out: &outputWriter{w: r.LogOut, secrets: r.Secrets}, read: r.logOff,
+		every: &Backoff{Initial: r.LogInterval, Max: max(r.LogInterval, min(maxPoll, maxLogInterval)), Factor: 1.5, Jitter: 0.1}}
+	o.due = time.Now()
+	return o
+}
+
+// readNew copies what the job printed since the last read and schedules the
+// next read: soon while the job prints, later while it is quiet.
+func (o *jobOutput) readNew(ctx context.Context, id string, log *slog.Logger) {
+	rctx, cancel := context.WithTimeout(ctx, logReadTimeout)
+	next, err := o.src.ReadLogs(rctx, id, o.read, o.out)
+	cancel()
+	if next > o.read {
+		o.every.Reset()
+		o.read = next
+	}
+	o.r.logOff = o.read - int64(o.out.held())
+	o.due = time.Now().Add(o.every.Next())
+	switch {
+	case err == nil:
+		o.errMsg = ""
+	case err.Error() != o.errMsg:
+		o.errMsg = err.Error()
+		log.Warn("reading the job's output failed; will try again", "err", err)
+	default:
+		log.Debug("reading the job's output", "err", err)
+	}
+}
+
+// soon makes the next read due now (the job's state changed: it may have
+// started printing).
+func (o *jobOutput) soon() {
+	o.every.Reset()
+	o.due = time.Now()
+}
+
+// finish writes what is held back; the whole output read is then in LogOut.
+func (o *jobOutput) finish() {
+	_ = o.out.Flush()
+	o.r.logOff = o.read
+}
+
+// maxHeldLine bounds the beginning of a line held back until its end comes,
+// so that the job's lines and invoke's own log lines do not interleave in
+// the middle of a line.
+const maxHeldLine = 8 << 10
+
+// outputWriter scrubs a stream (the job's output) of secrets on its way to
+// w. It writes whole lines, and never the beginning of a secret whose end
+// has not arrived yet: a secret split across two reads is still redacted.
+// What it holds back (at most the longest secret plus maxHeldLine) is raw,
+// unscrubbed output, so the offset of what was written is exact.
+type outputWriter struct {
+	w       io.Writer
+	secrets *Secrets
+	pend    []byte
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	o.pend = append(o.pend, p...)
+	cut := bytes.LastIndexAny(o.pend, "\n\r") + 1
+	if len(o.pend)-cut > maxHeldLine {
+		cut = len(o.pend)
+	}
+	cut = o.secrets.safeCut(o.pend, cut)
+	if cut == 0 {
+		return len(p), nil
+	}
+	if _, err := io.WriteString(o.w, o.secrets.Scrub(string(o.pend[:cut]))); err != nil {
+		return 0, err
+	}
+	n := copy(o.pend, o.pend[cut:])
+	o.pend = o.pend[:n]
+	if cap(o.pend) > 4*maxHeldLine && n < maxHeldLine {
+		o.pend = append([]byte(nil), o.pend...) // let a large read's buffer go
+	}
+	return len(p), nil
+}
+
+// held is how many bytes of output are held back.
+func (o *outputWriter) held() int { return len(o.pend) }
+
+// Flush writes what was held back.
+func (o *outputWriter) Flush() error {
+	if len(o.pend) == 0 {
+		return nil
+	}
+	_, err := io.WriteString(o.w, o.secrets.Scrub(string(o.pend)))
+	o.pend = o.pend[:0]
+	return err
+}
