@@ -151,6 +151,9 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	if job.LogShip != nil {
+		spec.shipLogs(*job.LogShip)
+	}
 	if err := b.checkToken(spec); err != nil {
 		return "", err
 	}

@@ -1,0 +1,126 @@
+package slurm
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// slurmrestd cannot read files, so the job's output reaches the step's log
+// in one of two ways, both chosen by the runner:
+//
+//   - a shared file system mounted into the pod: OutputPath says where the
+//     job's output file is on the cluster, and the runner reads it there;
+//   - a log shipper in the job: with Job.LogShip, Submit wraps the batch
+//     script so that a background loop PUTs the job's output file to a
+//     presigned URL while it runs (see shipScript). The runner reads the
+//     object with ranged GETs. No S3 key reaches the cluster.
+
+// ShipsLogs implements backends.LogShipper.
+func (b *Backend) ShipsLogs() bool { return true }
+
+// OutputPath implements backends.OutputLocator: the absolute path of the
+// job's standard output on the cluster.
+func (b *Backend) OutputPath(ctx context.Context, id string) (string, error) {
+	j, err := b.getJob(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	p := outputPath(j, id)
+	if !path.IsAbs(p) {
+		p = path.Join(cmp.Or(j.WorkingDir, DefaultWorkingDirectory), p)
+	}
+	return p, nil
+}
+
+// shipLogs makes s ship its output: the URL goes into the environment (the
+// wrapper takes it out before the job's script runs), the script into a
+// wrapper.
+func (s *jobSpec) shipLogs(ship backends.LogShip) {
+	s.env["BRIDGE_LOG_URL"] = ship.URL
+	s.script = shipScript(s.script, max(1, int(ship.Every/time.Second)))
+}
+
+// shipScript wraps script (a batch script starting with #!) in a POSIX sh
+// batch script that runs it through its #! interpreter and, while it runs,
+// ships the job's output file (the wrapper's own standard output, found
+// through /proc) to $BRIDGE_LOG_URL every `every` seconds when it grew, and
+// once at the end. #SBATCH lines are kept at the top. A cancelled or timed
+// out job gets SIGTERM: the wrapper passes it on, waits for the script, and
+// still ships the end of the output. The wrapper exits with the script's
+// exit status. The upload sends a snapshot of the file's length at the
+// time (head -c), so a file that grows during the PUT never makes it fail.
+func shipScript(script string, every int) string {
+	if !strings.HasSuffix(script, "\n") {
+		script += "\n"
+	}
+	sum := sha256.Sum256([]byte(script))
+	eof := "BRIDGE_JOB_SCRIPT_" + hex.EncodeToString(sum[:8])
+	for strings.Contains(script, eof) {
+		eof += "_"
+	}
+	var b strings.Builder
+	b.WriteString("#!/bin/sh\n")
+	b.WriteString(sbatchLines(script))
+	b.WriteString(`# bridge-runner: runs the job's script (below) and ships its output to
+# the step's log while it runs; see bridge-runner's README, "Logs".
+br_url=$BRIDGE_LOG_URL
+unset BRIDGE_LOG_URL
+br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
+br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
+cat > "$br_dir/script" <<'` + eof + "'\n" + script + eof + `
+br_ship() {
+	[ -n "$br_url" ] && [ -f "$br_out" ] || return 0
+	br_size=$(wc -c < "$br_out" | tr -d ' ')
+	[ "$br_size" = "$(cat "$br_dir/sent" 2>/dev/null)" ] && return 0
+	head -c "$br_size" "$br_out" | curl -fsS --retry 2 -H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - "$br_url" >/dev/null 2>&1 &&
+		echo "$br_size" > "$br_dir/sent"
+}
+( trap exit TERM; while :; do sleep ` + strconv.Itoa(every) + ` & wait $!; br_ship; done ) &
+br_loop=$!
+IFS= read -r br_first < "$br_dir/script"
+set -f
+${br_first#??} "$br_dir/script" "$@" &
+br_job=$!
+set +f
+trap 'kill -TERM $br_job 2>/dev/null' TERM INT HUP
+wait $br_job
+br_rc=$?
+while kill -0 $br_job 2>/dev/null; do wait $br_job; br_rc=$?; done
+kill $br_loop 2>/dev/null
+wait $br_loop
+br_ship
+rm -rf "$br_dir"
+exit $br_rc
+`)
+	return b.String()
+}
+
+// sbatchLines are the #SBATCH lines at the top of script (up to the first
+// line that is neither a comment nor blank, as sbatch reads them).
+func sbatchLines(script string) string {
+	var b strings.Builder
+	lines := strings.Split(script, "\n")
+	for _, l := range lines[1:] {
+		t := strings.TrimSpace(l)
+		if t != "" && !strings.HasPrefix(t, "#") {
+			break
+		}
+		if strings.HasPrefix(t, "#SBATCH") {
+			b.WriteString(t + "\n")
+		}
+	}
+	return b.String()
+}
+
+var (
+	_ backends.LogShipper    = (*Backend)(nil)
+	_ backends.OutputLocator = (*Backend)(nil)
+)

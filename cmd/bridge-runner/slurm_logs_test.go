@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// printingScript prints a numbered line every second, n times.
+func printingScript(n int) string {
+	return "#!/bin/bash\nfor i in $(seq 1 " + strconv.Itoa(n) + "); do echo \"slurm line $i\"; sleep 1; done\n"
+}
+
+// assertStreamed checks that every line reached invoke's stderr once and in
+// order, and that the first one was there before invoke saw the job end
+// (so it was read while the job ran, not only at the end).
+func assertStreamed(t *testing.T, out string, n int) {
+	t.Helper()
+	last := -1
+	for i := 1; i <= n; i++ {
+		line := "slurm line " + strconv.Itoa(i) + "\n"
+		assert.Equal(t, 1, strings.Count(out, line), "%q once in the step's log:\n%s", line, out)
+		at := strings.Index(out, line)
+		assert.Greater(t, at, last, "in order")
+		last = at
+	}
+	end := strings.Index(out, "state=DONE")
+	require.Positive(t, end, out)
+	assert.Less(t, strings.Index(out, "slurm line 1\n"), end, "the output was streamed while the job ran:\n%s", out)
+}
+
+// TestSlurmLogsFromSharedFile: the job writes its output where the pod sees
+// it (here the real Slurm runs on this machine, so its /tmp is shared);
+// --log-dir says where, and invoke streams the file to its stderr.
+func TestSlurmLogsFromSharedFile(t *testing.T) {
+	clearEnv(t)
+	url, creds := slurmEnv(t)
+	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-file-logs", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", creds, "--script", printingScript(6),
+		"--job-properties", `{"standard_output":"`+dir+`/%j.out"}`, "--update-interval", "5",
+		"--log-interval", "500ms", "--log-dir", dir)
+	require.Equal(t, 0, code, out)
+	assertStreamed(t, out, 6)
+}
+
+// TestSlurmLogsThroughS3Shipper: no shared file system; the job ships its
+// output to a presigned URL while it runs, and invoke reads the object with
+// ranged GETs. No S3 key reaches the job (only the URL, in its environment).
+func TestSlurmLogsThroughS3Shipper(t *testing.T) {
+	clearEnv(t)
+	url, slurmCreds := slurmEnv(t)
+	endpoint, access, secret, s3Creds := tests3.Env(t)
+	bucket := tests3.Bucket(t, "logs")
+	state := t.TempDir()
+	code, out := runBinary(t, "invoke", "--state-dir", state, "--job-name", "slurm-ship", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", slurmCreds, "--s3-credentials-dir", s3Creds,
+		"--script", printingScript(8)+"env | grep -c -e "+access+" -e "+secret+" -e BRIDGE_LOG_URL || true\n",
+		"--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-upload-bucket", bucket,
+		"--update-interval", "5", "--log-interval", "1s")
+	require.Equal(t, 0, code, out)
+	assertStreamed(t, out, 8)
+	assert.Contains(t, out, "\n0\n", "neither S3 keys nor the URL are in the job's environment")
+	assert.NotContains(t, out, "X-Amz-Signature", "the presigned URL is a secret")
+
+	rec, err := runner.NewFileStore(state, "slurm-ship").Get(context.Background())
+	require.NoError(t, err)
+	o, err := tests3.Client(t).GetObject(context.Background(), bucket, runner.RunPrefix("slurm-ship", rec.Data[runner.KeyKey], "")+"job.live.log", minio.GetObjectOptions{})
+	require.NoError(t, err)
+	live, err := io.ReadAll(o)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(live), "slurm line 1\n"), "the shipped object is the job's output: %q", live)
+	assert.Equal(t, strconv.Itoa(len(live)), rec.Data[runner.KeyLogOffset], "the record holds the offset")
+}
