@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/bridge-runner/bridge-runner/backends"
 )
 
@@ -28,7 +30,11 @@ import (
 //     Missing authentication token", a wrong one 403 "Forbidden: Invalid
 //     authentication token";
 //   - stop answers {"stopped": false} for a job that has ended;
-//   - logs are {"logs": "<the whole driver log>"}.
+//   - logs are {"logs": "<the whole driver log>"};
+//   - logs/tail is a WebSocket that sends the log from its first byte in
+//     TEXT messages of at most 10 lines or about 20,000 characters, looks
+//     for more every tailPoll, and closes once the job has ended and a look
+//     after that found nothing new (Ray's JobManager.tail_job_logs).
 type fakeRay struct {
 	t *testing.T
 	*httptest.Server
@@ -120,6 +126,10 @@ func (f *fakeRay) serve(w http.ResponseWriter, r *http.Request) {
 			jsonOK(w, map[string]bool{"stopped": stopped})
 		case sub == "logs" && r.Method == http.MethodGet:
 			jsonOK(w, map[string]string{"logs": j.logs})
+		case sub == "logs/tail" && r.Method == http.MethodGet:
+			f.mu.Unlock() // the stream lasts; it takes the lock for each look
+			f.tail(w, r, id)
+			f.mu.Lock()
 		default:
 			plain(w, 405, "405: Method Not Allowed")
 		}
@@ -218,4 +228,51 @@ func (c *memCreds) set(k, v string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[k] = v
+}
+
+// tailPoll is how often the fake's log stream looks for more (Ray: 1 s).
+const tailPoll = 20 * time.Millisecond
+
+var upgrader = websocket.Upgrader{}
+
+// tail streams job id's log as Ray's logs/tail does.
+func (f *fakeRay) tail(w http.ResponseWriter, r *http.Request, id string) {
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	sent, ended := 0, false
+	for {
+		f.mu.Lock()
+		j := f.jobs[id]
+		logs, terminal := j.logs, j.status != "PENDING" && j.status != "RUNNING"
+		f.mu.Unlock()
+		if len(logs) <= sent {
+			if ended {
+				_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+				return
+			}
+			ended = terminal
+			time.Sleep(tailPoll)
+			continue
+		}
+		chunk, lines := logs[sent:], 0
+		for i := 0; i < len(chunk); i++ {
+			if chunk[i] == '\n' {
+				if lines++; lines == 10 {
+					chunk = chunk[:i+1]
+					break
+				}
+			}
+			if i >= 20000 {
+				chunk = chunk[:i+1]
+				break
+			}
+		}
+		if conn.WriteMessage(websocket.TextMessage, []byte(chunk)) != nil {
+			return
+		}
+		sent += len(chunk)
+	}
 }

@@ -171,7 +171,7 @@ func TestRealLiveLogsAndDone(t *testing.T) {
 	script := `import time
 for i in range(15):
     print("tick %d %.3f" % (i, time.time()))
-    time.sleep(0.2)
+    time.sleep(0.4)
 print("END %.3f" % time.time())
 `
 	t0 := time.Now()

@@ -4,7 +4,7 @@
 //	POST /api/jobs/                submit (the idempotency key is the submission_id)
 //	GET  /api/jobs/{id}            status (also FindByKey: the id is the key)
 //	POST /api/jobs/{id}/stop       cancel
-//	GET  /api/jobs/{id}/logs       the driver's whole output so far (ReadLogs)
+//	GET  /api/jobs/{id}/logs/tail  the driver's output, streamed (ReadLogs, tail.go)
 //
 // The job's id is its submission_id, which is the idempotency key Job.Key: a
 // restarted invoke finds the job with GET /api/jobs/{key}, and a second
@@ -18,13 +18,6 @@
 // 2.52, RAY_AUTH_MODE=token). Without the key, requests carry no
 // credentials. The file is re-read for every request, so a rotated Secret
 // is picked up.
-//
-// Logs: Ray serves the driver's output only whole (GET .../logs) or over a
-// websocket (.../logs/tail). To stay on the standard library, ReadLogs polls
-// the whole log and writes the bytes from the offset on: each poll transfers
-// the entire output so far, O(size) per poll. That is fine for the usual
-// progress output; a job that prints megabytes should run with
-// --follow-logs=false (its log is then read once, if at all).
 package ray
 
 import (
@@ -63,6 +56,9 @@ type Backend struct {
 	client *http.Client
 	creds  backends.Credentials
 	log    *slog.Logger
+
+	tails map[string]*tail // open log streams (tail.go)
+	ended map[string]bool  // jobs Status saw end
 }
 
 // New builds the backend for the dashboard at cfg.URL (http or https, e.g.
@@ -433,6 +429,7 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 	if st.State != backends.Pending {
 		st.StartTime = st.SubmitTime
 	}
+	b.noteEnd(id, st.State)
 	return st, nil
 }
 
@@ -470,37 +467,6 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 		return fmt.Errorf("ray job %s: %s: %w", id, resp.text(), backends.ErrNotFound)
 	}
 	return b.statusError(resp, "stopping ray job "+id)
-}
-
-// ReadLogs writes the job's output from byte offset on and returns the new
-// offset. Ray serves the whole log each time (see the package doc).
-func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
-	resp, err := b.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", nil)
-	if err != nil {
-		return offset, err
-	}
-	if resp.status == http.StatusNotFound {
-		return offset, fmt.Errorf("ray job %s: %s: %w", id, resp.text(), backends.ErrNotFound)
-	}
-	if resp.status != http.StatusOK {
-		return offset, b.statusError(resp, "reading the log of ray job "+id)
-	}
-	var out struct {
-		Logs string `json:"logs"`
-	}
-	if err := json.Unmarshal(resp.body, &out); err != nil {
-		return offset, backends.Transient(fmt.Errorf("reading the log of ray job %s: unreadable answer: %v", id, err))
-	}
-	if offset < 0 {
-		offset = 0
-	}
-	if int64(len(out.Logs)) <= offset {
-		// Nothing new (or the log shrank, e.g. the driver's node is gone:
-		// never repeat what was already written).
-		return offset, nil
-	}
-	n, err := io.WriteString(w, out.Logs[offset:])
-	return offset + int64(n), err
 }
 
 // ---------------------------------------------------------------- HTTP

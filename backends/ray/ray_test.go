@@ -258,41 +258,69 @@ func TestCancel(t *testing.T) {
 	assert.ErrorIs(t, be.Cancel(ctx, "br-nope"), backends.ErrNotFound)
 }
 
-func TestReadLogsFromOffset(t *testing.T) {
+// readUntil reads the job's log until out holds want bytes (the stream
+// delivers what the job printed within a few of the fake's looks).
+func readUntil(t *testing.T, be *Backend, off int64, out *bytes.Buffer, want int) int64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for out.Len() < want && time.Now().Before(deadline) {
+		before := out.Len()
+		next, err := be.ReadLogs(context.Background(), testKey, off, out)
+		require.NoError(t, err)
+		require.EqualValues(t, next-off, out.Len()-before, "the offset counts the bytes written")
+		off = next
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, want, out.Len(), out.String())
+	return off
+}
+
+func TestReadLogsStreamsFromOffset(t *testing.T) {
 	f := newFakeRay(t)
 	be := newBackend(t, f, nil)
 	ctx := context.Background()
 	_, err := be.Submit(ctx, pyJob("print(1)"))
 	require.NoError(t, err)
+	f.set(testKey, func(j *fakeJob) { j.status = "RUNNING" })
 
 	var out bytes.Buffer
 	off, err := be.ReadLogs(ctx, testKey, 0, &out)
-	require.NoError(t, err)
-	assert.Zero(t, off)
+	require.NoError(t, err, "reading returns at once, whatever has arrived")
 
 	f.set(testKey, func(j *fakeJob) { j.logs = "line 1\nline 2 ü\n" })
-	off, err = be.ReadLogs(ctx, testKey, off, &out)
-	require.NoError(t, err)
+	off = readUntil(t, be, off, &out, len("line 1\nline 2 ü\n"))
 	assert.EqualValues(t, len("line 1\nline 2 ü\n"), off, "offsets count bytes")
 
-	f.set(testKey, func(j *fakeJob) { j.logs += "line 3\n" })
+	// The job ends: once Status saw it, one read gets the log to its end.
+	f.set(testKey, func(j *fakeJob) { j.logs += strings.Repeat("line 3\n", 3000); j.status = "SUCCEEDED" })
+	st, err := be.Status(ctx, testKey)
+	require.NoError(t, err)
+	require.True(t, st.State.Final())
 	off, err = be.ReadLogs(ctx, testKey, off, &out)
 	require.NoError(t, err)
-	assert.Equal(t, "line 1\nline 2 ü\nline 3\n", out.String(), "every byte exactly once")
+	assert.Equal(t, "line 1\nline 2 ü\n"+strings.Repeat("line 3\n", 3000), out.String(), "every byte exactly once")
+	assert.EqualValues(t, out.Len(), off)
 
-	// A restarted invoke resumes at the persisted offset.
+	// A restarted invoke resumes at the persisted offset: what came before
+	// is skipped, not written again.
 	var again bytes.Buffer
-	_, err = be.ReadLogs(ctx, testKey, 7, &again)
+	be2 := newBackend(t, f, nil)
+	_, err = be2.Status(ctx, testKey)
 	require.NoError(t, err)
-	assert.Equal(t, "line 2 ü\nline 3\n", again.String())
+	next, err := be2.ReadLogs(ctx, testKey, 7, &again)
+	require.NoError(t, err)
+	assert.Equal(t, out.String()[7:], again.String())
+	assert.EqualValues(t, out.Len(), next)
 
-	// A log shorter than the offset (the driver's node is gone) repeats nothing.
-	f.set(testKey, func(j *fakeJob) { j.logs = "" })
-	again.Reset()
-	next, err := be.ReadLogs(ctx, testKey, off, &again)
-	require.NoError(t, err)
-	assert.Equal(t, off, next)
-	assert.Empty(t, again.String())
+	f.mu.Lock()
+	var full int
+	for _, r := range f.requests {
+		if strings.HasSuffix(r, "/logs") {
+			full++
+		}
+	}
+	f.mu.Unlock()
+	assert.Zero(t, full, "the whole log is never fetched")
 
 	_, err = be.ReadLogs(ctx, "br-nope", 0, &again)
 	assert.ErrorIs(t, err, backends.ErrNotFound)
