@@ -66,6 +66,10 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// Unwrap returns the transport underneath, for a client (a WebSocket
+// dialer) that needs its TLS settings.
+func (c *countingTransport) Unwrap() http.RoundTripper { return c.next }
+
 // CountRequests wraps rt so that RequestCounter can report its requests
 // (for the Kubernetes client, whose transport client-go builds).
 func CountRequests(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt} }
