@@ -501,7 +501,7 @@ func (f *fakePAC) kill(w http.ResponseWriter, r *http.Request, ids string) {
 }
 
 func (f *fakePAC) jobJSON(j *pacJob) map[string]any {
-	m := map[string]any{"jobId": strconv.Itoa(j.id), "jobName": j.name, "jobStatus": j.status, "cwd": j.cwd,
+	m := map[string]any{"jobId": strconv.Itoa(j.id), "jobName": j.name, "jobStatus": j.status, "cwd": j.cwd, "outfile": j.params["OUTPUT_FILE"],
 		"command": j.cmd, "queue": orText(j.params["QUEUE"], "normal"), "user": f.user,
 		"submitTimeGMT": j.submit.Format(time.RFC3339), "pendReason": j.pendReason}
 	if !j.start.IsZero() {
@@ -527,6 +527,7 @@ type xmlJob struct {
 	ExitStatus    string   `xml:"exitStatus"`
 	ExitInfo      string   `xml:"exitInfo,omitempty"`
 	Cwd           string   `xml:"cwd"`
+	Outfile       string   `xml:"outfile"`
 	PendReason    string   `xml:"pendReason"`
 	SubmitTimeGMT string   `xml:"submitTimeGMT"`
 	StartTime     string   `xml:"startTime"`
@@ -566,7 +567,7 @@ func (f *fakePAC) writeJobs(w http.ResponseWriter, r *http.Request, elem string,
 			fmt.Fprintf(w, "<pseudoJob><id>%d</id><name>%s</name><status>%s</status></pseudoJob>", j.id, j.name, j.status)
 			continue
 		}
-		x := xmlJob{JobID: j.id, JobName: j.name, JobStatus: j.status, ExitInfo: j.exitInfo, Cwd: j.cwd, PendReason: j.pendReason,
+		x := xmlJob{JobID: j.id, JobName: j.name, JobStatus: j.status, ExitInfo: j.exitInfo, Cwd: j.cwd, Outfile: j.params["OUTPUT_FILE"], PendReason: j.pendReason,
 			SubmitTimeGMT: j.submit.Format(time.RFC3339)}
 		if j.exitStatus != nil {
 			x.ExitStatus = strconv.Itoa(*j.exitStatus)

@@ -34,7 +34,8 @@ type Backend struct {
 	mu         sync.Mutex // guards the session and killVia
 	token      string     // as sent in the cookie (quotes replaced)
 	tokenRenew time.Time
-	killVia    string // "", "jobs/kill" or "userCmd": the kill call that works
+	killVia    string            // "", "jobs/kill" or "userCmd": the kill call that works
+	outFiles   map[string]string // job id -> its output file (logs.go)
 }
 
 // New builds the backend from cfg; it sends nothing until first used.

@@ -1,0 +1,63 @@
+package lsf
+
+import (
+	"bytes"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// TestReadLogsDownloadsTheOutputFileWhileItRuns: the output file (outfile,
+// with %J) is downloaded while the job runs, and each read writes only what
+// is new; a restarted reader resumes at its offset.
+func TestReadLogsDownloadsTheOutputFileWhileItRuns(t *testing.T) {
+	h := newHarness(t)
+	job := backends.Job{Name: "sim", Key: "br-logs", Script: "#!/bin/sh\necho hi\n", Properties: []byte(`{"outputFile":"out-%J.txt"}`)}
+	id, _ := h.submit(t, job)
+	n := jobID(t, id)
+
+	var out bytes.Buffer
+	off, err := h.b.ReadLogs(ctx, id, 0, &out)
+	require.NoError(t, err, "no file yet is nothing new")
+	assert.Zero(t, off)
+
+	file := func(j *pacJob) string { return j.cwd + "/out-" + strconv.Itoa(n) + ".txt" }
+	h.f.set(n, func(j *pacJob) { j.status = "RUN"; j.outputs[file(j)] = []byte("line 1\n") })
+	off, err = h.b.ReadLogs(ctx, id, off, &out)
+	require.NoError(t, err)
+	h.f.set(n, func(j *pacJob) { j.outputs[file(j)] = append(j.outputs[file(j)], "line 2 ü\n"...) })
+	off, err = h.b.ReadLogs(ctx, id, off, &out)
+	require.NoError(t, err)
+	assert.Equal(t, "line 1\nline 2 ü\n", out.String(), "every byte once")
+	assert.EqualValues(t, out.Len(), off)
+
+	var again bytes.Buffer
+	next, err := h.newBackend(t).ReadLogs(ctx, id, 7, &again)
+	require.NoError(t, err)
+	assert.Equal(t, "line 2 ü\n", again.String())
+	assert.Equal(t, off, next)
+
+	h.f.mu.Lock()
+	downloads := 0
+	for _, r := range h.f.requests {
+		if r == "POST /platform/ws/jobfiles/download/"+id {
+			downloads++
+		}
+	}
+	h.f.mu.Unlock()
+	assert.Equal(t, 4, downloads, "one download per read")
+}
+
+func TestReadLogsWithoutOutputFile(t *testing.T) {
+	h := newHarness(t)
+	id, _ := h.submit(t, backends.Job{Name: "sim", Key: "br-nolog", Script: "#!/bin/sh\necho hi\n"})
+	var out bytes.Buffer
+	off, err := h.b.ReadLogs(ctx, id, 0, &out)
+	require.NoError(t, err)
+	assert.Zero(t, off)
+	assert.Contains(t, h.logs.String(), "set outputFile in jobproperties")
+}
