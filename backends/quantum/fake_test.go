@@ -54,6 +54,7 @@ type iqpJob struct {
 	reasonCode           any
 	created              time.Time
 	body                 map[string]json.RawMessage
+	logs                 string // GET /jobs/{id}/logs: the text so far
 }
 
 type fault struct {
@@ -421,8 +422,11 @@ func (f *fakeIQP) output(w http.ResponseWriter, r *http.Request, id, what string
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"__type__":"PrimitiveResult","__value__":{"pub_results":[{"__type__":"SamplerPubResult","__value__":{"data":{"c":{"__type__":"BitArray","__value__":{"array":{"__type__":"ndarray","__value__":"AAE="},"num_bits":2}}}}}],"metadata":{"version":2}}}`)
 	case "logs":
+		f.mu.Lock()
+		logs := j.logs
+		f.mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain")
-		io.WriteString(w, "2026-01-01T00:00:00Z INFO job "+id+" started\n")
+		io.WriteString(w, logs)
 	case "metrics":
 		w.Header().Set("Content-Type", "application/json")
 		ts := map[string]any{"created": created.Format(time.RFC3339Nano)}

@@ -83,7 +83,7 @@ func TestHappyPath(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, backends.Running, st.State)
 
-	h.f.set(id, func(j *iqpJob) { j.status = "Completed" })
+	h.f.set(id, func(j *iqpJob) { j.status, j.logs = "Completed", "2026-01-01T00:00:00Z INFO job started\n" })
 	st, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Done, st.State)
