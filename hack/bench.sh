@@ -23,6 +23,9 @@ echo "== machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go 
 if [ "$BENCH" = . ]; then BENCH='^Benchmark(Local|Slurm|SlurmSSH|HTCondor|SlurmConfigMap|ConfigMapStore|Startup|FirstRequest)$'; ONCE=1; fi
 go test -tags bridgetest -run '^$' -bench "$BENCH" -benchtime 3x -timeout 30m ./bench/ | tee -a "$out"
 if [ -n "${ONCE:-}" ]; then
+  # Job output in the step's log: each figure is one run of a job printing
+  # 12 stamped lines (LSF and Quantum through their fakes, in process).
+  go test -tags bridgetest -run '^$' -bench '^BenchmarkLog' -benchtime 1x -timeout 30m ./bench/ ./backends/lsf/ ./backends/quantum/ | tee -a "$out"
   go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator)$' -benchtime 1x -timeout 30m ./bench/ | tee -a "$out"
 fi
 if grep -q 'BENCH-GUARD FAIL' "$out"; then

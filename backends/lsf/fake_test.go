@@ -32,7 +32,7 @@ import (
 // injected per request.
 type fakePAC struct {
 	*httptest.Server
-	t *testing.T
+	t testing.TB
 
 	mu          sync.Mutex
 	user, pass  string
@@ -88,7 +88,7 @@ type fault struct {
 	times        int // 0 = always
 }
 
-func newFakePAC(t *testing.T, tls bool) *fakePAC {
+func newFakePAC(t testing.TB, tls bool) *fakePAC {
 	t.Helper()
 	f := &fakePAC{t: t, user: "lsfuser", pass: `p&ss<"word>`, tokens: map[string]time.Time{}, tokenTTL: time.Hour,
 		jobs: map[int]*pacJob{}, nextID: 1234, jacsKill: true, userCmdKill: true, jobKey: "job", killInfo: "TERM_OWNER"}

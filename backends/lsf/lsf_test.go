@@ -28,7 +28,7 @@ type harness struct {
 
 // newHarness runs the fake over TLS, as the samples' https://host:8443 does;
 // the client trusts the fake's certificate as a CA bundle would.
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	f := newFakePAC(t, true)
 	h := &harness{f: f, creds: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass + "\n"}), logs: &testutil.SyncBuffer{}}
@@ -36,7 +36,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) newBackend(t *testing.T) *Backend {
+func (h *harness) newBackend(t testing.TB) *Backend {
 	be, err := New(backends.Config{URL: h.f.URL, Credentials: h.creds, HTTPClient: h.f.Client(),
 		Logger: slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)

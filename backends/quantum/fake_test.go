@@ -26,7 +26,7 @@ import (
 // can be injected per request.
 type fakeIQP struct {
 	*httptest.Server
-	t *testing.T
+	t testing.TB
 
 	mu          sync.Mutex
 	apikey, crn string
@@ -66,7 +66,7 @@ type fault struct {
 	times        int
 }
 
-func newFakeIQP(t *testing.T) *fakeIQP {
+func newFakeIQP(t testing.TB) *fakeIQP {
 	f := &fakeIQP{t: t, apikey: "test-api-key-0123456789",
 		crn:    "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::",
 		tokens: map[string]time.Time{}, tokenTTL: time.Hour,

@@ -27,7 +27,7 @@ type harness struct {
 	logs  *testutil.SyncBuffer
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	f := newFakeIQP(t)
 	h := &harness{f: f, logs: &testutil.SyncBuffer{}, creds: testutil.NewCreds(map[string]string{
@@ -36,7 +36,7 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-func (h *harness) newBackend(t *testing.T) *Backend {
+func (h *harness) newBackend(t testing.TB) *Backend {
 	be, err := New(backends.Config{URL: h.f.URL + "/api/v1/", Credentials: h.creds, HTTPClient: h.f.Client(),
 		Logger: slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)

@@ -1,0 +1,57 @@
+package lsf
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// BenchmarkLogDelay: delay from the job printing a line (appended to its
+// output file in the fake Application Center) to invoke's log showing it,
+// through the runner in this process. See BENCHMARKS.md.
+func BenchmarkLogDelay(b *testing.B) {
+	for _, every := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
+		b.Run("source=lsf-fake/log-interval="+every.String(), func(b *testing.B) {
+			var delays []time.Duration
+			for i := 0; i < b.N; i++ {
+				h := newHarness(b)
+				go h.printStamped(12, 700*time.Millisecond)
+				d := &testutil.DelayWriter{}
+				spec := runner.Spec{Backend: "lsf", ResourceURL: h.f.URL, JobScript: "#!/bin/sh\ntrue\n",
+					JobProperties: `{"outputFile":"out-%J.txt"}`, UpdateInterval: "20"}
+				testutil.InvokeInProcess(b, h.b, spec, d, every)
+				delays = append(delays, d.Delays()...)
+			}
+			testutil.ReportDelays(b, delays)
+		})
+	}
+}
+
+// printStamped plays the fake's one job: it runs, appends n stamped lines
+// to its output file, one every period, and ends.
+func (h *harness) printStamped(n int, period time.Duration) {
+	var j *pacJob
+	for j == nil {
+		time.Sleep(10 * time.Millisecond)
+		h.f.mu.Lock()
+		for _, job := range h.f.jobs {
+			j = job
+		}
+		h.f.mu.Unlock()
+	}
+	file := fmt.Sprintf("%s/out-%d.txt", j.cwd, j.id)
+	h.f.set(j.id, func(j *pacJob) { j.status, j.start = "RUN", time.Now().UTC() })
+	for range n {
+		h.f.set(j.id, func(j *pacJob) {
+			j.outputs[file] = fmt.Appendf(j.outputs[file], "BRLAT %d\n", time.Now().UnixNano())
+		})
+		time.Sleep(period)
+	}
+	h.f.set(j.id, func(j *pacJob) {
+		zero := 0
+		j.status, j.exitStatus, j.end = "DONE", &zero, time.Now().UTC()
+	})
+}

@@ -1,0 +1,51 @@
+package quantum
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// BenchmarkLogDelay: delay from the job logging a line (appended to its log
+// in the fake IBM Quantum Platform) to invoke's log showing it, through the
+// runner in this process. See BENCHMARKS.md.
+func BenchmarkLogDelay(b *testing.B) {
+	for _, every := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
+		b.Run("source=quantum-fake/log-interval="+every.String(), func(b *testing.B) {
+			var delays []time.Duration
+			for i := 0; i < b.N; i++ {
+				h := newHarness(b)
+				go h.logStamped(12, 700*time.Millisecond)
+				d := &testutil.DelayWriter{}
+				spec := runner.Spec{Backend: "quantum", ResourceURL: h.f.URL + "/api/v1/", JobScript: bell,
+					JobProperties: `{"program_id":"sampler","backend":"ibm_torino"}`, UpdateInterval: "20"}
+				testutil.InvokeInProcess(b, h.b, spec, d, every)
+				delays = append(delays, d.Delays()...)
+			}
+			testutil.ReportDelays(b, delays)
+		})
+	}
+}
+
+// logStamped plays the fake's one job: it runs, logs n stamped lines, one
+// every period, and completes.
+func (h *harness) logStamped(n int, period time.Duration) {
+	id := ""
+	for id == "" {
+		time.Sleep(10 * time.Millisecond)
+		h.f.mu.Lock()
+		for k := range h.f.jobs {
+			id = k
+		}
+		h.f.mu.Unlock()
+	}
+	h.f.set(id, func(j *iqpJob) { j.status = "Running" })
+	for range n {
+		h.f.set(id, func(j *iqpJob) { j.logs += fmt.Sprintf("BRLAT %d\n", time.Now().UnixNano()) })
+		time.Sleep(period)
+	}
+	h.f.set(id, func(j *iqpJob) { j.status = "Completed" })
+}
