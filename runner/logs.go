@@ -107,7 +107,20 @@ type outputWriter struct {
 	pend    []byte
 }
 
+// maxChunk bounds what is scrubbed at once: a source that hands over
+// megabytes in one write costs no more memory than one that streams.
+const maxChunk = 64 << 10
+
 func (o *outputWriter) Write(p []byte) (int, error) {
+	for n := 0; n < len(p); n += maxChunk {
+		if err := o.write(p[n:min(len(p), n+maxChunk)]); err != nil {
+			return n, err
+		}
+	}
+	return len(p), nil
+}
+
+func (o *outputWriter) write(p []byte) error {
 	o.pend = append(o.pend, p...)
 	cut := bytes.LastIndexAny(o.pend, "\n\r") + 1
 	if len(o.pend)-cut > maxHeldLine {
@@ -115,17 +128,14 @@ func (o *outputWriter) Write(p []byte) (int, error) {
 	}
 	cut = o.secrets.safeCut(o.pend, cut)
 	if cut == 0 {
-		return len(p), nil
+		return nil
 	}
 	if _, err := io.WriteString(o.w, o.secrets.Scrub(string(o.pend[:cut]))); err != nil {
-		return 0, err
+		return err
 	}
 	n := copy(o.pend, o.pend[cut:])
 	o.pend = o.pend[:n]
-	if cap(o.pend) > 4*maxHeldLine && n < maxHeldLine {
-		o.pend = append([]byte(nil), o.pend...) // let a large read's buffer go
-	}
-	return len(p), nil
+	return nil
 }
 
 // held is how many bytes of output are held back.

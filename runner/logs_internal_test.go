@@ -69,3 +69,12 @@ func TestParseLogDir(t *testing.T) {
 		assert.ErrorContains(t, err, "log-dir", bad)
 	}
 }
+
+func TestPresignSecretIsTheSignature(t *testing.T) {
+	u := "https://s3.example/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261123&X-Amz-Signature=0123456789abcdef"
+	assert.Equal(t, "0123456789abcdef", presignSecret(u))
+	s := &Secrets{}
+	s.Add(presignSecret(u))
+	assert.Equal(t, strings.ReplaceAll(u, "0123456789abcdef", "[redacted]"), s.Scrub(u), "a leaked URL is useless")
+	assert.Equal(t, "not a url %zz", presignSecret("not a url %zz"))
+}

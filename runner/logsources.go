@@ -74,7 +74,7 @@ func (r *run) logShip(ctx context.Context, desc *Description, be backends.Backen
 	if err != nil {
 		return nil, err
 	}
-	r.Secrets.Add(u)
+	r.Secrets.Add(presignSecret(u))
 	return &backends.LogShip{URL: u, Every: max(r.LogInterval, minShipEvery)}, nil
 }
 

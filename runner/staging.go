@@ -207,7 +207,7 @@ const stageOutURLExpiry = 2 * time.Hour
 func (r *run) stageOut(ctx context.Context, desc *Description, be backends.Backend, so backends.StageOuter, id, prefix string) ([]string, []string, error) {
 	presign := func(name string) (string, error) {
 		u, err := r.s3.PresignPut(ctx, desc.UploadBucket, prefix+name, stageOutURLExpiry)
-		r.Secrets.Add(u)
+		r.Secrets.Add(presignSecret(u))
 		return u, err
 	}
 	fail := func(err error) ([]string, []string, error) {

@@ -28,7 +28,7 @@ import (
 const (
 	// maxTailBuffer bounds what a stream holds that ReadLogs has not taken;
 	// beyond it, the receiving goroutine stops reading (TCP pushes back).
-	maxTailBuffer = 4 << 20
+	maxTailBuffer = 1 << 20
 	// maxTailMessage bounds one message; Ray sends at most 10 lines or
 	// about 20,000 characters in one.
 	maxTailMessage = 8 << 20

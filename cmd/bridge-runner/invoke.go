@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -73,7 +74,7 @@ and Argo DAGs publish outputs only of steps that succeed).`,
 	fs.StringVar(&o.s3CredsDir, "s3-credentials-dir", "/s3credentials", "directory of the mounted S3 credentials Secret (accesskey and secretkey)")
 	fs.StringVar(&o.statusKeys, "status-keys", runner.StatusKeysAuto, "also write the status keys and words IBM's Bridge Operator reads (KILL for KILLED, unprefixed jobStatus, ...): auto (when IBM's operator owns the record), ibm or ours")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
-	fs.DurationVar(&o.logInterval, "log-interval", envDuration("BRIDGE_LOG_INTERVAL", runner.DefaultLogInterval), "how often a running job's output is read (and shipped, for Slurm with S3: at least every 5s); $BRIDGE_LOG_INTERVAL sets the default")
+	fs.DurationVar(&o.logInterval, "log-interval", runner.DefaultLogInterval, "how often a running job's output is read (and shipped, for Slurm with S3: at least every 5s); $BRIDGE_LOG_INTERVAL sets the default")
 	fs.StringVar(&o.logDir, "log-dir", os.Getenv("BRIDGE_LOG_DIR"), "where a shared file system shows the job's output in this pod: POD_DIR (the output file by its base name) or REMOTE_DIR:POD_DIR; $BRIDGE_LOG_DIR sets the default")
 	o.inputs = bindInvokeInputs(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
@@ -140,10 +141,8 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 		spec, backendChoice = &o.spec, o.spec.Backend
 	}
-	if o.logDir != "" {
-		if _, err := runner.ParseLogDir(o.logDir); err != nil {
-			return fail(err)
-		}
+	if err := o.checkLogFlags(cmd); err != nil {
+		return fail(err)
 	}
 	iv := &runner.Invoker{
 		JobName:     o.store.JobName,
@@ -178,10 +177,22 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	return res, err
 }
 
-// envDuration is the duration in the environment variable name, or def.
-func envDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
-		return d
+// checkLogFlags checks --log-dir and --log-interval (or the environment
+// variables that set their defaults, for pods whose arguments are fixed).
+func (o *invokeOptions) checkLogFlags(cmd *cobra.Command) error {
+	if v := os.Getenv("BRIDGE_LOG_INTERVAL"); v != "" && !cmd.Flags().Changed("log-interval") {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return backends.Invalid("log-interval", "$BRIDGE_LOG_INTERVAL is %q; give a duration such as 2s", v)
+		}
+		o.logInterval = d
 	}
-	return def
+	if o.logInterval < 100*time.Millisecond || o.logInterval > time.Hour {
+		return backends.Invalid("log-interval", "is %s; give a duration from 100ms to 1h", o.logInterval)
+	}
+	if o.logDir != "" {
+		_, err := runner.ParseLogDir(o.logDir)
+		return err
+	}
+	return nil
 }
