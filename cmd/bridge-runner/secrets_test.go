@@ -20,6 +20,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -247,8 +248,14 @@ func fakeRay(t *testing.T, mode string) *fakeServer {
 			_ = json.NewDecoder(r.Body).Decode(&req)
 			key = req.SubmissionID
 			_ = json.NewEncoder(w).Encode(map[string]any{"submission_id": key, "job_id": key})
-		case strings.HasSuffix(r.URL.Path, "/logs"):
-			_ = json.NewEncoder(w).Encode(map[string]any{"logs": "starting\nthe server says: " + auth + "\n"})
+		case strings.HasSuffix(r.URL.Path, "/logs/tail"): // Ray's log stream
+			conn, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			_ = conn.WriteMessage(websocket.TextMessage, []byte("starting\nthe server says: "+auth+"\n"))
+			_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+			_ = conn.Close()
 		case strings.HasPrefix(r.URL.Path, "/api/jobs/") && r.Method == http.MethodGet:
 			id := strings.TrimPrefix(r.URL.Path, "/api/jobs/")
 			if mode == "find" {
@@ -403,7 +410,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 }
 
 // TestSecretsInJobOutputAreScrubbed: the job's own output, streamed to
-// stderr while it runs, comes from the server too (Ray's logs endpoint); a
+// stderr while it runs, comes from the server too (Ray's log stream); a
 // server that puts the token there must not get it into invoke's stderr.
 func TestSecretsInJobOutputAreScrubbed(t *testing.T) {
 	clearEnv(t)
