@@ -399,3 +399,18 @@ func TestRealUnknownJobAndAuth(t *testing.T) {
 	_, err = rotated.Status(ctx, "br-00000000000000000000")
 	require.ErrorIs(t, err, backends.ErrAuth, "and a token rotated away is refused again")
 }
+
+// TestRealLogStreamWithToken: the log stream's handshake carries the bearer
+// token, so a Ray with token auth streams the job's output too.
+func TestRealLogStreamWithToken(t *testing.T) {
+	rr := needRayAt(t, "BRIDGE_TEST_RAY_AUTH")
+	be := rr.backend(t)
+	key := newKey(t)
+	_, err := be.Submit(context.Background(), backends.Job{Name: "tail-auth", Key: key, Script: "print('hello through the stream')\n"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = be.Cancel(context.Background(), key) })
+	f := &follower{be: be, id: key, interval: 200 * time.Millisecond}
+	st, _ := f.until(t, 120*time.Second, final)
+	require.Equal(t, backends.Done, st.State, f.log.String())
+	assert.Contains(t, f.log.String(), "hello through the stream\n")
+}
