@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -70,6 +71,8 @@ func (o *jobOutput) readNew(ctx context.Context, id string, log *slog.Logger) {
 	switch {
 	case err == nil:
 		o.errMsg = ""
+	case errors.Is(err, backends.ErrNotFound): // no output yet (a file not written yet)
+		log.Debug("no job output yet", "err", err)
 	case err.Error() != o.errMsg:
 		o.errMsg = err.Error()
 		log.Warn("reading the job's output failed; will try again", "err", err)
