@@ -108,33 +108,37 @@ func (f *fakeRay) serve(w http.ResponseWriter, r *http.Request) {
 	case path == "/api/jobs/" && r.Method == http.MethodPost:
 		f.submit(w, r)
 	case strings.HasPrefix(path, "/api/jobs/"):
-		rest := strings.TrimPrefix(path, "/api/jobs/")
-		id, sub, _ := strings.Cut(rest, "/")
-		j := f.jobs[id]
-		if j == nil {
-			plain(w, 404, fmt.Sprintf("Job %s does not exist", id))
-			return
-		}
-		switch {
-		case sub == "" && r.Method == http.MethodGet:
-			jsonOK(w, f.details(id, j))
-		case sub == "stop" && r.Method == http.MethodPost:
-			stopped := j.status == "PENDING" || j.status == "RUNNING"
-			if stopped {
-				j.status, j.message, j.end = "STOPPED", "Job was intentionally stopped.", time.Now().UnixMilli()
-			}
-			jsonOK(w, map[string]bool{"stopped": stopped})
-		case sub == "logs" && r.Method == http.MethodGet:
-			jsonOK(w, map[string]string{"logs": j.logs})
-		case sub == "logs/tail" && r.Method == http.MethodGet:
-			f.mu.Unlock() // the stream lasts; it takes the lock for each look
-			f.tail(w, r, id)
-			f.mu.Lock()
-		default:
-			plain(w, 405, "405: Method Not Allowed")
-		}
+		f.jobRoute(w, r, strings.TrimPrefix(path, "/api/jobs/"))
 	default:
 		plain(w, 404, "404: Not Found")
+	}
+}
+
+// jobRoute serves /api/jobs/{id}[/sub] (f.mu held).
+func (f *fakeRay) jobRoute(w http.ResponseWriter, r *http.Request, rest string) {
+	id, sub, _ := strings.Cut(rest, "/")
+	j := f.jobs[id]
+	if j == nil {
+		plain(w, 404, fmt.Sprintf("Job %s does not exist", id))
+		return
+	}
+	switch {
+	case sub == "" && r.Method == http.MethodGet:
+		jsonOK(w, f.details(id, j))
+	case sub == "stop" && r.Method == http.MethodPost:
+		stopped := j.status == "PENDING" || j.status == "RUNNING"
+		if stopped {
+			j.status, j.message, j.end = "STOPPED", "Job was intentionally stopped.", time.Now().UnixMilli()
+		}
+		jsonOK(w, map[string]bool{"stopped": stopped})
+	case sub == "logs" && r.Method == http.MethodGet:
+		jsonOK(w, map[string]string{"logs": j.logs})
+	case sub == "logs/tail" && r.Method == http.MethodGet:
+		f.mu.Unlock() // the stream lasts; it takes the lock for each look
+		f.tail(w, r, id)
+		f.mu.Lock()
+	default:
+		plain(w, 405, "405: Method Not Allowed")
 	}
 }
 
