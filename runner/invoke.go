@@ -361,7 +361,9 @@ func parseIntent(v string) (intent, bool) {
 		return intent{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, at)
-	if err != nil {
+	// Year 0000 with a positive offset is year -1 in UTC, which RFC 3339
+	// cannot write back: such an intent is as unreadable as a malformed one.
+	if err != nil || t.UTC().Year() < 1 || t.UTC().Year() > 9999 {
 		return intent{}, false
 	}
 	return intent{holder: h, at: t}, true
