@@ -23,7 +23,7 @@ import (
 // All values are strings because that is what a ConfigMap holds; Parse turns
 // them into a checked Job.
 type Spec struct {
-	Backend             string `key:"backend" flag:"backend" help:"the remote system: local, slurm, lsf, ray or quantum; default local without a resource URL, else what the URL says"`
+	Backend             string `key:"backend" flag:"backend" help:"the remote system: local, slurm, lsf, ray, quantum or htcondor (slurm and htcondor also over SSH, with an ssh://user@host URL); default local without a resource URL, else what the URL says"`
 	ResourceURL         string `key:"resourceURL" flag:"resource-url" help:"base URL of the remote system's API (not needed for local)"`
 	ResourceSecret      string `key:"resourcesecret" flag:"resource-secret" help:"name of the Secret mounted as the credentials directory (informational)"`
 	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m"`
