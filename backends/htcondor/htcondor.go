@@ -74,15 +74,11 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	if !sshexec.IsSSH(cfg.URL) {
 		return nil, backends.Invalid("resourceURL", "%q: HTCondor is reached over SSH; use ssh://USER@SUBMIT-HOST[:PORT][/DIRECTORY]", cfg.URL)
 	}
-	t, err := sshexec.ParseURL(cfg.URL)
+	c, log, err := sshexec.FromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Backend{ssh: sshexec.New(t, cfg.Credentials, log, sshexec.Options{}), log: log, iwd: map[string]string{}}, nil
+	return &Backend{ssh: c, log: log, iwd: map[string]string{}}, nil
 }
 
 // Close closes the SSH connection.

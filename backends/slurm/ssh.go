@@ -38,15 +38,11 @@ type SSHBackend struct {
 type jobFiles struct{ workDir, stdout string }
 
 func newSSH(cfg backends.Config) (backends.Backend, error) {
-	t, err := sshexec.ParseURL(cfg.URL)
+	c, log, err := sshexec.FromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &SSHBackend{ssh: sshexec.New(t, cfg.Credentials, log, sshexec.Options{}), log: log, files: map[string]jobFiles{}}, nil
+	return &SSHBackend{ssh: c, log: log, files: map[string]jobFiles{}}, nil
 }
 
 // Close closes the SSH connection.

@@ -390,3 +390,18 @@ func (w *capture) Bytes() []byte {
 	defer w.mu.Unlock()
 	return w.buf
 }
+
+// FromConfig builds the client a CLI backend reaches its login node with,
+// from the backend's configuration (resourceURL, credentials, logger), and
+// returns the logger it uses (never nil).
+func FromConfig(cfg backends.Config) (*Client, *slog.Logger, error) {
+	t, err := ParseURL(cfg.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return New(t, cfg.Credentials, log, Options{}), log, nil
+}
