@@ -27,7 +27,7 @@ ROOT=$(dirname "$HACK")
 source "$HACK/lib.sh"
 
 KUBE_VERSION=${KUBE_VERSION:-v1.32.4}
-ARGO_VERSION=${ARGO_VERSION:-v3.7.18}
+ARGO_VERSION=${ARGO_VERSION:-$ARGO_DEFAULT_VERSION}
 CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
 KUBE_OUT=$CACHE/kube/$KUBE_VERSION
 ARGO_OUT=$CACHE/argo/$ARGO_VERSION
@@ -72,6 +72,9 @@ fi
 
 # ------------------------------------------------------------------ Kubernetes
 kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
+# The same per-version lock as hack/build-kube.sh, which builds kube-apiserver alone.
+exec 7>"$KUBE_OUT.lock"
+flock -w 2400 7 || die "could not lock $KUBE_OUT.lock"
 kube_missing=()
 for b in "${kube_bins[@]}"; do [ -x "$KUBE_OUT/$b" ] || kube_missing+=("$b"); done
 if [ ${#kube_missing[@]} -gt 0 ]; then
@@ -104,6 +107,7 @@ if [ ${#kube_missing[@]} -gt 0 ]; then
   rm -rf "$work"
   log "built ${kube_missing[*]} in $(elapsed_s "$tk")s"
 fi
+exec 7>&-
 
 # ------------------------------------------------------------------ Argo
 if [ ! -x "$ARGO_OUT/workflow-controller" ] || [ ! -x "$ARGO_OUT/argoexec" ]; then

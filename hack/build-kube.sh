@@ -13,6 +13,15 @@ missing=()
 for b in "${want[@]}"; do [ -x "$out/$b" ] || missing+=("$b"); done
 [ ${#missing[@]} -eq 0 ] && { echo "$out"; exit 0; }
 
+# One build per version at a time (hack/build-cluster.sh takes the same lock): a
+# second caller waits, then builds only what is still missing.
+mkdir -p "$out"
+exec 8>"$out.lock"
+flock -w 2400 8 || { echo "could not lock $out.lock (another build still running?)" >&2; exit 1; }
+missing=()
+for b in "${want[@]}"; do [ -x "$out/$b" ] || missing+=("$b"); done
+[ ${#missing[@]} -eq 0 ] && { echo "$out"; exit 0; }
+
 staging="${KUBE_VERSION/v1./v0.}"   # staging modules are tagged v0.MINOR.PATCH
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -29,15 +29,11 @@ PKGS=slurmctld,slurmd,slurmrestd,slurm-client,slurm-wlm-jwt-plugin,slurmdbd,mung
 [ -e "$ROOT/.bridge-built" ] && { echo "$ROOT"; exit 0; }
 
 mkdir -p "$CACHE/chroot"
-with_lock "$CACHE/chroot/$NAME.lock"
+with_lock "$CACHE/chroot/$NAME.lock" "$BUILD_LOCK_WAIT"
 [ -e "$ROOT/.bridge-built" ] && { echo "$ROOT"; exit 0; }
 
 need_cmd debootstrap
-# The mirror apt already uses (deb822 or one-line sources), so nothing new is
-# reached; deb.debian.org if none is found.
-MIRROR=$(grep -hE '^[[:space:]]*(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
-	grep -oE 'https?://[^ ]+/debian/?( |$)' | head -1 | tr -d ' ' || true)
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+MIRROR=$(debian_mirror)
 
 t0=$(now_ms)
 tmp=$OUT/root.tmp

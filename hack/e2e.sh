@@ -102,7 +102,7 @@ mark "cluster up (incl. build)" "$ts"
 # proxy) build in the background, behind the first suite, which mostly waits on pods
 # and Slurm; hack/argo-up.sh later waits for them through build-cluster.sh's lock.
 ALSO=()
-for v in ${E2E_ARGO_ALSO-v4.0.2}; do [ "$v" = "${ARGO_VERSION:-v3.7.18}" ] || ALSO+=("$v"); done
+for v in ${E2E_ARGO_ALSO-$ARGO_ALSO_DEFAULT}; do [ "$v" = "${ARGO_VERSION:-$ARGO_DEFAULT_VERSION}" ] || ALSO+=("$v"); done
 BUILD_LOG=$(mktemp "${TMPDIR:-/tmp}/bridge-e2e-argo-build.XXXXXX")
 (for v in "${ALSO[@]}"; do ARGO_VERSION=$v nice -n 10 bash "$HACK/build-cluster.sh" >/dev/null || exit 1; done) 2>"$BUILD_LOG" 9>&- &
 BUILDER=$!

@@ -60,32 +60,8 @@ if [ -e "$STATE" ]; then
   BRIDGE_CONDOR_LOCKED=1 bash "$HACK/htcondor-down.sh"
 fi
 
-# --- the chroot, built once -----------------------------------------------------
-mirror() {
-  [ -n "${BRIDGE_DEBIAN_MIRROR:-}" ] && { echo "$BRIDGE_DEBIAN_MIRROR"; return; }
-  local m
-  m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' | grep -v security | head -1)
-  [ -n "$m" ] || m=$(grep -hs '^deb ' /etc/apt/sources.list | awk '{print $2}' | grep -v security | head -1)
-  echo "${m:-http://deb.debian.org/debian}"
-}
-if [ ! -e "$BASE/built" ]; then
-  need_cmd debootstrap
-  rm -rf "$BASE/root.tmp"
-  log "building the Debian 13 chroot in $ROOT (once; a few minutes)"
-  debootstrap --variant=minbase --include=openssh-server,ca-certificates trixie "$BASE/root.tmp" "$(mirror)" >"$BASE/build.log" 2>&1 ||
-    { tail -n 20 "$BASE/build.log" >&2; die "debootstrap failed; see $BASE/build.log"; }
-  printf '#!/bin/sh\nexit 101\n' >"$BASE/root.tmp/usr/sbin/policy-rc.d"
-  chmod 755 "$BASE/root.tmp/usr/sbin/policy-rc.d"
-  mount --bind /proc "$BASE/root.tmp/proc"
-  DEBIAN_FRONTEND=noninteractive chroot "$BASE/root.tmp" apt-get install -y -q --no-install-recommends minihtcondor >>"$BASE/build.log" 2>&1 ||
-    { umount "$BASE/root.tmp/proc"; tail -n 20 "$BASE/build.log" >&2; die "installing minihtcondor failed; see $BASE/build.log"; }
-  umount "$BASE/root.tmp/proc"
-  chroot "$BASE/root.tmp" apt-get clean
-  rm -rf "$ROOT"
-  mv "$BASE/root.tmp" "$ROOT"
-  touch "$BASE/built"
-  log "chroot built in $(elapsed_s "$t0")s"
-fi
+# --- the chroot, built once (hack/build-trixie-htcondor.sh) --------------------------
+[ "$(bash "$HACK/build-trixie-htcondor.sh" | tail -n 1)" = "$ROOT" ] || die "hack/build-trixie-htcondor.sh did not build $ROOT"
 
 # --- mounts (recorded, so that down removes exactly these) ---------------------------
 mkdir -p "$STATE"

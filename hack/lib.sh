@@ -191,11 +191,33 @@ safe_rm_state_dir() {
   rm -rf -- "$d"
 }
 
-# with_lock LOCKFILE : takes an exclusive flock on LOCKFILE (waiting up to 120 s) on fd 9
-# for the rest of the calling script, so that concurrent up/down runs on the same state
-# dir serialize instead of racing. start_daemon closes fd 9 for its children; close it
-# yourself (9>&-) for any other long-lived process you start while holding the lock.
+# with_lock LOCKFILE [SECONDS] : takes an exclusive flock on LOCKFILE (waiting up to
+# SECONDS, default 120) on fd 9 for the rest of the calling script, so that concurrent
+# up/down runs on the same state dir serialize instead of racing. start_daemon closes fd 9
+# for its children; close it yourself (9>&-) for any other long-lived process you start
+# while holding the lock. Builds of cached parts wait longer (BUILD_LOCK_WAIT): a second
+# caller, such as a service starting while hack/prefetch.sh still builds its part, waits
+# for that build and then finds it done.
+BUILD_LOCK_WAIT=2400
 with_lock() {
+  local wait=${2:-120}
   exec 9>"$1"
-  flock -w 120 9 || die "could not lock $1 within 120s (another up/down still running?)"
+  flock -w "$wait" 9 || die "could not lock $1 within ${wait}s (another run still holds it?)"
 }
+
+# debian_mirror : the Debian mirror apt already uses (deb822 or one-line sources), so a
+# debootstrap reaches nothing new; BRIDGE_DEBIAN_MIRROR overrides it, deb.debian.org if
+# none is found.
+debian_mirror() {
+  [ -n "${BRIDGE_DEBIAN_MIRROR:-}" ] && { echo "$BRIDGE_DEBIAN_MIRROR"; return; }
+  local m
+  m=$(grep -hE '^[[:space:]]*(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
+    grep -oE 'https?://[^ ]+/debian/?( |$)' | head -1 | tr -d ' ' || true)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+# The Argo release the e2e cluster starts with, and the releases hack/e2e.sh swaps
+# in afterwards (E2E_ARGO_ALSO overrides the latter). v4.0.2: the newest Argo 4 that
+# the Go module proxy serves here.
+ARGO_DEFAULT_VERSION=v3.7.18
+ARGO_ALSO_DEFAULT=v4.0.2

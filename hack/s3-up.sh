@@ -45,8 +45,6 @@ STATE=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 STATE=${STATE%/}
 VERSION=${VERSITYGW_VERSION:-v1.8.0}
 CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
-OUT=$CACHE/versitygw/$VERSION
-BIN=$OUT/versitygw
 TIMEOUT=${BRIDGE_S3_TIMEOUT:-30}
 LISTEN=${BRIDGE_S3_LISTEN:-127.0.0.1}
 t0=$(now_ms)
@@ -81,36 +79,9 @@ fi
 
 # ---------------------------------------------------------------- binary
 need_cmd curl || die "could not install curl"
-need_cmd go golang-go || die "Go is needed to build versitygw"
 
-build_versitygw() {
-  mkdir -p "$OUT"
-  # A second lock (fd 8), per version, so that two state dirs starting at once
-  # build only once; the second waits and then finds the binary.
-  exec 8>"$OUT.lock"
-  flock -w 900 8 || die "could not lock $OUT.lock (another build still running?)"
-  if [ -x "$BIN" ]; then exec 8>&-; return 0; fi
-  local work tb
-  work=$(mktemp -d "${TMPDIR:-/tmp}/versitygw-build.XXXXXX")
-  # shellcheck disable=SC2064
-  trap "rm -rf '$work'" EXIT
-  log "building versitygw $VERSION with go install (about 2.5 min on a cold cache)..."
-  tb=$(now_ms)
-  # GOSUMDB=off: sum.golang.org is not reachable here, only the module proxy.
-  # -modcacherw: the throwaway module cache must be removable with rm -rf.
-  # CGO_ENABLED=0: a static binary, independent of the host's libc.
-  env GOPATH="$work/gopath" GOCACHE="$work/gocache" GOBIN="$work/bin" \
-    GOFLAGS="-modcacherw -buildvcs=false" GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0 \
-    go install -trimpath -ldflags='-s -w' "github.com/versity/versitygw/cmd/versitygw@$VERSION" >&2 \
-    || die "go install github.com/versity/versitygw/cmd/versitygw@$VERSION failed"
-  mv "$work/bin/versitygw" "$BIN.tmp"
-  mv "$BIN.tmp" "$BIN"
-  rm -rf "$work"
-  trap - EXIT
-  exec 8>&-
-  log "built $BIN in $(elapsed_s "$tb")s ($(du -m "$BIN" | cut -f1) MiB)"
-}
-[ -x "$BIN" ] || build_versitygw
+BIN=$(VERSITYGW_VERSION=$VERSION bash "$HACK/build-versitygw.sh" 9>&- | tail -n 1)
+[ -x "$BIN" ] || die "hack/build-versitygw.sh did not build versitygw $VERSION"
 t_bin=$(now_ms)
 
 # ---------------------------------------------------------------- credentials
