@@ -2,10 +2,12 @@ module github.com/bridge-runner/bridge-runner/workflows/argo4
 
 go 1.24.10
 
+// Every version is the one Argo v4.0.2's own go.mod pins (sigs.k8s.io/yaml too), so
+// that this module and hack/build-cluster.sh's build of Argo 4 share compiled packages.
 require (
 	github.com/argoproj/argo-workflows/v4 v4.0.2
 	k8s.io/apimachinery v0.33.1
-	sigs.k8s.io/yaml v1.6.0
+	sigs.k8s.io/yaml v1.4.0
 )
 
 require (
@@ -78,7 +80,6 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.40.0 // indirect
 	go.opentelemetry.io/otel/trace v1.40.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.7.0 // indirect
-	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/crypto v0.45.0 // indirect
 	golang.org/x/net v0.47.0 // indirect
 	golang.org/x/oauth2 v0.30.0 // indirect
