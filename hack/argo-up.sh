@@ -58,8 +58,14 @@ data:
     imagePullPolicy: Never
 CM
 "$KUBECTL" apply -f "$STATE/manifests/argo-config.yaml" >/dev/null
-"$KUBECTL" wait --for condition=established --timeout=60s crd/workflows.argoproj.io \
-  crd/workflowtemplates.argoproj.io crd/workflowtaskresults.argoproj.io >/dev/null
+# kubectl wait fails at once ("status.conditions accessor error") on a CRD whose
+# status the apiserver has not written yet: ask again until the deadline.
+crd_deadline=$((SECONDS + 60))
+until "$KUBECTL" wait --for condition=established --timeout=60s crd/workflows.argoproj.io \
+  crd/workflowtemplates.argoproj.io crd/workflowtaskresults.argoproj.io >/dev/null 2>&1; do
+  [ "$SECONDS" -lt "$crd_deadline" ] || die "Argo's CRDs were not established within 60 s"
+  sleep 0.5
+done
 # DEFAULT_REQUEUE_TIME=1s: the default 10 s after each pod event would dominate every test.
 start_daemon "$STATE/workflow-controller.pid" "$STATE/workflow-controller.log" \
   env DEFAULT_REQUEUE_TIME=1s LEADER_ELECTION_DISABLE=true ARGO_NAMESPACE="$ARGO_NS" \
