@@ -10,7 +10,8 @@
 # Ray comes from PyPI ("ray[default]", pinned) into a virtual environment kept
 # in $BRIDGE_CACHE/ray-venv/<version>, so that only the first run pays for the
 # install. Every Ray port is picked free on 127.0.0.1 and every Ray process is
-# bound to 127.0.0.1 (--node-ip-address); usage statistics are off (flag and
+# bound to 127.0.0.1 (--node-ip-address; only the dashboard may listen on
+# BRIDGE_RAY_LISTEN instead); usage statistics are off (flag and
 # RAY_USAGE_STATS_ENABLED=0), so nothing leaves the machine.
 #
 # hack/ray-down.sh finds every process of this cluster (and the jobs' drivers)
@@ -29,11 +30,16 @@
 #   BRIDGE_RAY_AUTH      "token" starts Ray in token-auth mode (Ray >= 2.52) with
 #                        a random token; default: no auth
 #   BRIDGE_RAY_TIMEOUT   seconds to wait for the Jobs API (default 120)
+#   BRIDGE_RAY_LISTEN    the address of this machine for the dashboard (Jobs
+#                        API) to listen on instead of 127.0.0.1, e.g. the node's
+#                        own address so that pods of the e2e cluster reach it;
+#                        use it with BRIDGE_RAY_AUTH=token. The other Ray
+#                        servers stay on 127.0.0.1 (default 127.0.0.1)
 #   RAY_WRAP             a command prefix for `ray start`, to audit it, e.g.
 #                        RAY_WRAP="strace -f -e trace=connect -o /tmp/ray.strace"
 #
 # The env file exports:
-#   BRIDGE_TEST_RAY_URL        http://127.0.0.1:<dashboard port>
+#   BRIDGE_TEST_RAY_URL        http://<BRIDGE_RAY_LISTEN>:<dashboard port>
 #   BRIDGE_TEST_RAY_CREDS_DIR  a directory laid out like a mounted Secret; holds
 #                              the file `token` in token mode, else is empty
 #   BRIDGE_RAY_DIR, BRIDGE_RAY_VENV
@@ -50,10 +56,16 @@ CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
 VENV=$CACHE/ray-venv/$VERSION
 TIMEOUT=${BRIDGE_RAY_TIMEOUT:-120}
 AUTH=${BRIDGE_RAY_AUTH:-}
+LISTEN=${BRIDGE_RAY_LISTEN:-127.0.0.1}
 t0=$(now_ms)
 
 case "$STATE" in /*) ;; *) die "BRIDGE_RAY_DIR must be an absolute path" ;; esac
 [ "${#STATE}" -le 40 ] || log "warning: $STATE is long; Ray's unix socket paths under it may exceed 107 bytes"
+
+if [ "$LISTEN" != 127.0.0.1 ]; then
+  ip -o addr show 2>/dev/null | awk '{split($4, a, "/"); print a[1]}' | grep -qxF "$LISTEN" ||
+    die "BRIDGE_RAY_LISTEN=$LISTEN is not an address of this machine"
+fi
 
 mkdir -p "$(dirname "$STATE")"
 with_lock "$STATE.lock"
@@ -68,6 +80,7 @@ with_lock "$STATE.lock"
 # for anything but loopback: such a request fails at once, locally, without
 # even a DNS lookup.
 NOPROXY=127.0.0.1,localhost,::1
+[ "$LISTEN" = 127.0.0.1 ] || NOPROXY=$NOPROXY,$LISTEN
 RAY_ENV=(
   RAY_USAGE_STATS_ENABLED=0 RAY_USAGE_STATS_PROMPT_ENABLED=0
   RAY_USAGE_STATS_REPORT_URL=http://127.0.0.1:9/
@@ -76,16 +89,17 @@ RAY_ENV=(
   "no_proxy=$NOPROXY" "NO_PROXY=$NOPROXY"
 )
 
-# is_up : the cluster recorded in $STATE answers its Jobs API.
+# is_up : the cluster recorded in $STATE answers its Jobs API on $LISTEN.
 is_up() {
   [ -f "$STATE/env" ] && [ -f "$STATE/port" ] || return 1
+  [ "$(cat "$STATE/listen" 2>/dev/null || echo 127.0.0.1)" = "$LISTEN" ] || return 1
   local -a hdr=()
   [ -s "$STATE/creds/token" ] && hdr=(-H "Authorization: Bearer $(cat "$STATE/creds/token")")
-  wait_for_http 3 "http://127.0.0.1:$(cat "$STATE/port")/api/version" "${hdr[@]}" 2>/dev/null
+  wait_for_http 3 "http://$LISTEN:$(cat "$STATE/port")/api/version" "${hdr[@]}" 2>/dev/null
 }
 
 if is_up; then
-  log "Ray already up at http://127.0.0.1:$(cat "$STATE/port") (state $STATE)"
+  log "Ray already up at http://$LISTEN:$(cat "$STATE/port") (state $STATE)"
   echo "$STATE/env"
   exit 0
 fi
@@ -142,11 +156,19 @@ elif [ -n "$AUTH" ]; then
   die "BRIDGE_RAY_AUTH must be empty or 'token', not '$AUTH'"
 fi
 
+# Ray's workers take ports MIN_WORKER_PORT..MAX_WORKER_PORT (Ray's defaults,
+# passed explicitly below), and `ray start` refuses a component port inside
+# that range; the kernel may pick free ports anywhere in 1024-65535, so the
+# ones inside it are dropped (otherwise most starts fail on the first try).
+MIN_WORKER_PORT=10002 MAX_WORKER_PORT=19999
+
 start_ray() {
   local -a p
-  mapfile -t p < <(free_ports 9)
+  mapfile -t p < <(free_ports 30 | awk -v lo="$MIN_WORKER_PORT" -v hi="$MAX_WORKER_PORT" \
+    '$1 < lo || $1 > hi' | head -n 9)
   [ "${#p[@]}" = 9 ] || return 1
   echo "${p[0]}" >"$STATE/port"
+  echo "$LISTEN" >"$STATE/listen"
   # The job drivers run `python` (see backends/ray): the venv's, first on PATH.
   # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: Ray otherwise "resolves" the
   # --node-ip-address 127.0.0.1 to the host's outward address (it asks the
@@ -164,7 +186,7 @@ start_ray() {
     --temp-dir="$STATE/tmp" \
     --disable-usage-stats \
     --include-dashboard=true \
-    --dashboard-host=127.0.0.1 \
+    --dashboard-host="$LISTEN" \
     --dashboard-port="${p[0]}" \
     --port="${p[1]}" \
     --node-manager-port="${p[2]}" \
@@ -174,10 +196,11 @@ start_ray() {
     --dashboard-agent-grpc-port="${p[6]}" \
     --metrics-export-port="${p[7]}" \
     --runtime-env-agent-port="${p[8]}" \
+    --min-worker-port="$MIN_WORKER_PORT" --max-worker-port="$MAX_WORKER_PORT" \
     >>"$STATE/ray-start.log" 2>&1 </dev/null 9>&- 8>&- || return 1
   local -a hdr=()
   [ "$AUTH" = token ] && hdr=(-H "Authorization: Bearer $RAY_AUTH_TOKEN")
-  wait_for_http "$TIMEOUT" "http://127.0.0.1:${p[0]}/api/version" "${hdr[@]}"
+  wait_for_http "$TIMEOUT" "http://$LISTEN:${p[0]}/api/version" "${hdr[@]}"
 }
 
 # Belt and braces for the proxy settings above: while this cluster runs, the
@@ -211,14 +234,14 @@ PORT=$(cat "$STATE/port")
 
 cat >"$STATE/env" <<ENV
 # Written by hack/ray-up.sh; source it before running the tests.
-export BRIDGE_TEST_RAY_URL=http://127.0.0.1:$PORT
+export BRIDGE_TEST_RAY_URL=http://$LISTEN:$PORT
 export BRIDGE_TEST_RAY_CREDS_DIR=$STATE/creds
 export BRIDGE_RAY_DIR=$STATE
 export BRIDGE_RAY_VENV=$VENV
 ENV
 chmod 600 "$STATE/env"
 
-log "Ray $VERSION ready at http://127.0.0.1:$PORT${AUTH:+ (token auth)}: $(elapsed_s "$t0")s total," \
+log "Ray $VERSION ready at http://$LISTEN:$PORT${AUTH:+ (token auth)}: $(elapsed_s "$t0")s total," \
   "$(elapsed_s "$t_venv")s to start from an installed venv"
 log "to use it: source $STATE/env"
 echo "$STATE/env"
