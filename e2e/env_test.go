@@ -49,6 +49,11 @@ type env struct {
 	iptablesPods string // the pod CIDR, for the outage test
 	slurmWorkDir string // where the jobs run (writable by the Slurm job user)
 
+	// A real Ray whose Jobs API listens on the node's own address (token
+	// auth); optional for the suite, needed by the Ray tests (needRay).
+	rayURL   string
+	rayToken string
+
 	kube *kubernetes.Clientset
 	dyn  dynamic.Interface
 	s3   *minio.Client
@@ -62,6 +67,18 @@ var (
 )
 
 var workflowsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
+
+// suiteCleanups undo, after all tests, what tests set up once for all of
+// them (the operator). Appended to only inside a sync.Once.
+var suiteCleanups []func()
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for i := len(suiteCleanups) - 1; i >= 0; i-- {
+		suiteCleanups[i]()
+	}
+	os.Exit(code)
+}
 
 // setup returns the shared environment, creating the test namespace with the
 // shipped WorkflowTemplates and RBAC (kubectl apply -k workflows), the
@@ -93,6 +110,14 @@ func newEnv() (*env, error) {
 		s3SecretKey:  os.Getenv("BRIDGE_TEST_S3_SECRET_KEY"),
 		iptablesPods: os.Getenv("BRIDGE_E2E_POD_CIDR"),
 		slurmWorkDir: os.Getenv("BRIDGE_E2E_SLURM_WORKDIR"),
+		rayURL:       os.Getenv("BRIDGE_E2E_RAY_URL"),
+	}
+	if dir := os.Getenv("BRIDGE_E2E_RAY_CREDS_DIR"); dir != "" {
+		b, err := os.ReadFile(filepath.Join(dir, "token"))
+		if err != nil {
+			return nil, fmt.Errorf("the e2e Ray's token: %w", err)
+		}
+		e.rayToken = strings.TrimSpace(string(b))
 	}
 	var missing []string
 	for k, v := range map[string]string{
@@ -150,10 +175,14 @@ func newEnv() (*env, error) {
 		filepath.Join(e.repo, "workflows"), "-n", e.ns).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("kubectl apply -k workflows: %v: %s", err, out)
 	}
-	for name, data := range map[string]map[string]string{
+	secrets := map[string]map[string]string{
 		"slurm-credentials":     {"username": e.slurmUser + "\n", "token": e.slurmToken + "\n"},
 		"bridge-s3-credentials": {"accesskey": e.s3AccessKey + "\n", "secretkey": e.s3SecretKey + "\n"},
-	} {
+	}
+	if e.rayURL != "" {
+		secrets["ray-credentials"] = map[string]string{"token": e.rayToken + "\n"}
+	}
+	for name, data := range secrets {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
 		if _, err := e.kube.CoreV1().Secrets(e.ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return nil, err
@@ -168,6 +197,27 @@ func newEnv() (*env, error) {
 		return nil, fmt.Errorf("ServiceAccount bridge-runner: %w", err)
 	}
 	return e, nil
+}
+
+// needRay fails the test under CI=true (skips it elsewhere) when the suite
+// has no Ray that pods reach.
+func (e *env) needRay(t *testing.T) {
+	t.Helper()
+	msg := ""
+	switch {
+	case e.rayURL == "":
+		msg = "no Ray for the e2e suite: BRIDGE_E2E_RAY_URL is not set (hack/e2e.sh starts one)"
+	case e.rayToken == "":
+		msg = "the e2e Ray has no token: BRIDGE_E2E_RAY_CREDS_DIR is not set or its token file is empty"
+	case strings.Contains(e.rayURL, "//127.") || strings.Contains(e.rayURL, "//localhost"):
+		msg = "BRIDGE_E2E_RAY_URL=" + e.rayURL + " is a loopback address, which pods cannot reach; start Ray with BRIDGE_RAY_LISTEN=<node address>"
+	default:
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true, so this fails instead of skipping)", msg)
+	}
+	t.Skip(msg)
 }
 
 func randHex(n int) string {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,76 +18,85 @@ import (
 
 var bridgeJobs = schema.GroupVersionResource{Group: "bridgejob.ibm.com", Version: "v1alpha1", Resource: "bridgejobs"}
 
+// The operator is installed once for all the tests that need it (they run in
+// parallel) and removed after the suite (TestMain).
+var (
+	operatorOnce sync.Once
+	operatorErr  string
+)
+
 // installOperator applies deploy/operator the way the README says, with
-// the image under test, and removes it at the end.
+// the image under test, once; the suite removes it at its end.
 func (e *env) installOperator(t *testing.T) {
 	t.Helper()
+	operatorOnce.Do(func() { operatorErr = e.applyOperator() })
+	if operatorErr != "" {
+		t.Fatal(operatorErr)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- operator:\n%s", e.kubectlOut("-n", "bridge-runner-system", "logs", "deployment/bridge-runner-operator", "--tail", "80"))
+		}
+	})
+}
+
+// applyOperator installs deploy/operator with the image under test and
+// waits for its rollout; it returns what went wrong, or "".
+func (e *env) applyOperator() string {
 	out, err := exec.Command(e.kubectl, "kustomize", filepath.Join(e.repo, "deploy", "operator")).Output()
 	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/operator: %v", err)
+		return "kubectl kustomize deploy/operator: " + err.Error()
 	}
 	const pinned = "ghcr.io/bridge-runner/bridge-runner:v0.1.0"
 	img := regexp.MustCompile(`(?m)^( *)image: ` + regexp.QuoteMeta(pinned) + `$`)
 	y := img.ReplaceAllString(string(out), "${1}image: "+e.image+"\n${1}imagePullPolicy: Never")
 	y = strings.ReplaceAll(y, "--job-image="+pinned, "--job-image="+e.image)
 	if !strings.Contains(y, "imagePullPolicy: Never") {
-		t.Fatalf("deploy/operator does not pin %s any more; update this test", pinned)
+		return "deploy/operator does not pin " + pinned + " any more; update this test"
 	}
 	apply := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-f", "-")
 	apply.Stdin = strings.NewReader(y)
 	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply deploy/operator: %v: %s", err, out)
+		return "kubectl apply deploy/operator: " + err.Error() + ": " + string(out)
 	}
-	t.Cleanup(func() {
+	suiteCleanups = append(suiteCleanups, func() {
 		del := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 		del.Stdin = strings.NewReader(y)
 		_ = del.Run()
 	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- operator:\n%s", e.kubectlOut("-n", "bridge-runner-system", "logs", "deployment/bridge-runner-operator", "--tail", "80"))
-		}
-	})
 	wait := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "-n", "bridge-runner-system", "rollout", "status",
 		"deployment/bridge-runner-operator", "--timeout=180s")
 	if out, err := wait.CombinedOutput(); err != nil {
-		t.Fatalf("the operator did not start: %v: %s\n%s", err, out,
-			e.kubectlOut("-n", "bridge-runner-system", "get", "pods", "-o", "wide"))
+		return "the operator did not start: " + err.Error() + ": " + string(out) + "\n" +
+			e.kubectlOut("-n", "bridge-runner-system", "get", "pods", "-o", "wide")
 	}
+	return ""
 }
 
-// TestOperatorSlurmBridgeJob: a BridgeJob for the real Slurm, reconciled by
-// the operator installed from deploy/operator, runs in a real pod to DONE;
-// kubectl get bridgejobs shows its state and job id; deleting it removes
-// what the operator made.
-func TestOperatorSlurmBridgeJob(t *testing.T) {
-	e := setup(t)
+// runBridgeJob is one BridgeJob's life through the operator: it creates bj
+// in the test namespace, waits until its status holds a final state, wants
+// that state to be DONE with a job id, and `kubectl get bridgejobs` to show
+// both in its STATE and JOB ID columns; then check looks at the remote job
+// (by id), and the BridgeJob is deleted: its record and Job must go too.
+func (e *env) runBridgeJob(t *testing.T, bj *unstructured.Unstructured, check func(id string)) {
+	t.Helper()
 	e.installOperator(t)
-	name := "bj-slurm-" + randHex(3)
+	name := bj.GetName()
 	e.dumpOnFailure(t, "bridgejob", name)
-	bj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "bridgejob.ibm.com/v1alpha1", "kind": "BridgeJob",
-		"metadata": map[string]any{"name": name},
-		"spec": map[string]any{
-			"backend": "slurm", "resourceURL": e.slurmPodURL, "resourcesecret": "slurm-credentials",
-			"imagepullpolicy": "Never", "updateinterval": int64(2), "jobproperties": e.jobProps(),
-			"jobdata": map[string]any{"jobscript": "#!/bin/bash\necho operator job $SLURM_JOB_ID\n", "scriptlocation": "inline"},
-		},
-	}}
 	res := e.dyn.Resource(bridgeJobs).Namespace(e.ns)
-	ctx := context.Background()
-	var err error
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var createErr error
 	// The CRD may take a moment to be served after its creation.
 	if err := poll(ctx, time.Second, func() (bool, error) {
-		_, err = res.Create(ctx, bj, metav1.CreateOptions{})
-		return err == nil, nil
+		_, createErr = res.Create(ctx, bj, metav1.CreateOptions{})
+		return createErr == nil, nil
 	}); err != nil {
-		t.Fatalf("creating the BridgeJob: %v", err)
+		t.Fatalf("creating the BridgeJob: %v (last error: %v)", err, createErr)
 	}
 	var state, id string
-	deadline, cancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancel()
-	if err := poll(deadline, 2*time.Second, func() (bool, error) {
+	if err := poll(ctx, time.Second, func() (bool, error) {
 		got, err := res.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -94,20 +104,16 @@ func TestOperatorSlurmBridgeJob(t *testing.T) {
 		state, _, _ = unstructured.NestedString(got.Object, "status", "state")
 		id, _, _ = unstructured.NestedString(got.Object, "status", "jobid")
 		return state == "DONE" || state == "FAILED" || state == "KILLED" || state == "UNKNOWN", nil
-	}); err != nil || state != "DONE" {
-		t.Fatalf("BridgeJob state %q (want DONE): %v", state, err)
+	}); err != nil || state != "DONE" || id == "" {
+		t.Fatalf("BridgeJob state %q, job id %q (want DONE with an id): %v", state, id, err)
 	}
-	if sj := e.slurmJob(t, id); !strings.Contains(sj.JobState, "COMPLETED") {
-		t.Errorf("Slurm job %s: %v, want COMPLETED", id, sj.JobState)
-	}
-	table := e.kubectlOut("get", "bridgejobs", name)
-	if !strings.Contains(table, "STATE") || !strings.Contains(table, "JOB ID") || !strings.Contains(table, "DONE") || !strings.Contains(table, id) {
-		t.Errorf("kubectl get bridgejobs shows:\n%s", table)
-	}
+	t.Logf("BridgeJob %s: DONE in %s, job id %s", name, time.Since(start).Round(100*time.Millisecond), id)
+	e.checkPrinterColumns(t, name, state, id)
+	check(id)
 	if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(deadline, time.Second, func() (bool, error) {
+	if err := poll(ctx, time.Second, func() (bool, error) {
 		_, err1 := res.Get(ctx, name, metav1.GetOptions{})
 		_, err2 := e.kube.CoreV1().ConfigMaps(e.ns).Get(ctx, name+"-bridge-cm", metav1.GetOptions{})
 		_, err3 := e.kube.BatchV1().Jobs(e.ns).Get(ctx, name+"-bridge-job", metav1.GetOptions{})
@@ -115,4 +121,92 @@ func TestOperatorSlurmBridgeJob(t *testing.T) {
 	}); err != nil {
 		t.Errorf("the BridgeJob or its record or Job is still there after deletion: %v", err)
 	}
+}
+
+// checkPrinterColumns wants `kubectl get bridgejobs NAME` to show the
+// columns NAME STATE JOB ID AGE, and name's row the state and job id.
+func (e *env) checkPrinterColumns(t *testing.T, name, state, id string) {
+	t.Helper()
+	table := e.kubectlOut("get", "bridgejobs", name)
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME STATE JOB ID AGE" {
+		t.Fatalf("kubectl get bridgejobs shows, want the columns NAME STATE JOB ID AGE and one row:\n%s", table)
+	}
+	if row := strings.Fields(lines[1]); len(row) != 4 || row[0] != name || row[1] != state || row[2] != id {
+		t.Errorf("kubectl get bridgejobs shows, want %s %s %s:\n%s", name, state, id, table)
+	}
+}
+
+// bridgeJob is a BridgeJob named name with spec.
+func bridgeJob(name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "bridgejob.ibm.com/v1alpha1", "kind": "BridgeJob",
+		"metadata": map[string]any{"name": name},
+		"spec":     spec,
+	}}
+}
+
+// TestOperatorSlurmBridgeJob: a BridgeJob for the real Slurm, reconciled by
+// the operator installed from deploy/operator, runs in a real pod to DONE;
+// kubectl get bridgejobs shows its state and job id; the Slurm job
+// COMPLETED; deleting it removes what the operator made.
+func TestOperatorSlurmBridgeJob(t *testing.T) {
+	e := setup(t)
+	t.Parallel()
+	bj := bridgeJob("bj-slurm-"+randHex(3), map[string]any{
+		"backend": "slurm", "resourceURL": e.slurmPodURL, "resourcesecret": "slurm-credentials",
+		"imagepullpolicy": "Never", "updateinterval": int64(2), "jobproperties": e.jobProps(),
+		"jobdata": map[string]any{"jobscript": "#!/bin/bash\necho operator job $SLURM_JOB_ID\n", "scriptlocation": "inline"},
+	})
+	e.runBridgeJob(t, bj, func(id string) {
+		if sj := e.slurmJob(t, id); !strings.Contains(sj.JobState, "COMPLETED") {
+			t.Errorf("Slurm job %s: %v, want COMPLETED", id, sj.JobState)
+		}
+	})
+}
+
+// TestOperatorLocalBridgeJob: examples/local/bridgejob.yaml as shipped (only
+// its name made unique, since TestExampleLocalJob uses the same record name),
+// with examples/local/secret.yaml: the local backend runs the script in the
+// operator's job pod of the shipped image to DONE.
+func TestOperatorLocalBridgeJob(t *testing.T) {
+	e := setup(t)
+	t.Parallel()
+	e.apply(t, e.example(t, "local", "secret.yaml")[0])
+	bj := e.example(t, "local", "bridgejob.yaml")[0]
+	bj.SetName("bj-local-" + randHex(3))
+	e.runBridgeJob(t, bj, func(id string) {
+		cm := e.configMap(t, bj.GetName())
+		if cm == nil || cm.Data["status.jobStatus"] != "DONE" || cm.Data["id"] != id {
+			t.Errorf("the record %s-bridge-cm: %v, want DONE with id %s", bj.GetName(), cm, id)
+		}
+	})
+}
+
+// TestOperatorRayBridgeJob: examples/ray/bridgejob.yaml against the real Ray
+// whose Jobs API listens on the node's own address with token auth (the
+// token from the Secret ray-credentials, mounted in the job pod): the
+// Python script connects to the Ray cluster and the job runs to DONE; Ray
+// says SUCCEEDED and the driver's output is the script's. The example's
+// runtime_env (pip numpy) is left out: the suite has no package index.
+func TestOperatorRayBridgeJob(t *testing.T) {
+	e := setup(t)
+	e.needRay(t)
+	t.Parallel()
+	bj := e.example(t, "ray", "bridgejob.yaml")[0]
+	bj.SetName("bj-ray-" + randHex(3))
+	spec := map[string]any{"resourceURL": e.rayURL, "updateinterval": int64(2), "jobproperties": `{"entrypoint_num_cpus":1}`}
+	for k, v := range spec {
+		if err := unstructured.SetNestedField(bj.Object, v, "spec", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.runBridgeJob(t, bj, func(id string) {
+		if j := e.rayJob(t, id); j.Status != "SUCCEEDED" {
+			t.Errorf("Ray job %s: %s (%s), want SUCCEEDED", id, j.Status, j.Message)
+		}
+		if logs := e.rayLogs(t, id); !strings.Contains(logs, "'CPU': 1.0") {
+			t.Errorf("Ray job %s's output lacks the cluster's resources:\n%s", id, logs)
+		}
+	})
 }

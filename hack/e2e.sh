@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end suite: the product the way users run it. Starts (and afterwards
-# stops) a real Slurm with slurmrestd and a real S3 server listening on the node's
-# own address as well, a real single-node Kubernetes with Argo Workflows
+# stops) a real Slurm with slurmrestd, a real S3 server and a real Ray (Jobs API,
+# token auth) listening on the node's own address as well (Ray: its Jobs API
+# only), a real single-node Kubernetes with Argo Workflows
 # (hack/cluster-up.sh), builds the bridge-runner image and loads it, runs the Go
 # tests in e2e/, and tears everything down, leaving the host as it found it.
 #
@@ -27,6 +28,7 @@ cd "$ROOT"
 
 export BRIDGE_SLURM_DIR=${BRIDGE_E2E_SLURM_DIR:-/tmp/bridge-runner-e2e-slurm}
 export BRIDGE_S3_DIR=${BRIDGE_E2E_S3_DIR:-/tmp/bridge-runner-e2e-s3}
+export BRIDGE_RAY_DIR=${BRIDGE_E2E_RAY_DIR:-/tmp/bridge-runner-e2e-ray}
 export BRIDGE_CLUSTER_DIR=${BRIDGE_CLUSTER_DIR:-/tmp/bridge-runner-cluster}
 t0=$(now_ms)
 timings=()
@@ -51,21 +53,27 @@ SAMPLER=$!
 teardown() {
   local rc=$?
   kill "$SAMPLER" 2>/dev/null || true
+  [ -z "${RAY_STARTER:-}" ] || wait "$RAY_STARTER" 2>/dev/null || true
+  [ -z "${RAY_LOG:-}" ] || rm -f "$RAY_LOG" "$RAY_LOG.end"
   if [ -n "${BUILDER:-}" ]; then
     wait "$BUILDER" 2>/dev/null || { log "building Argo ${ALSO[*]} failed:"; tail -n 20 "$BUILD_LOG" >&2; }
     rm -f "$BUILD_LOG"
   fi
   wait "$SAMPLER" 2>/dev/null || true
   if [ "${KEEP_E2E:-0}" = 1 ]; then
-    log "KEEP_E2E=1: leaving the cluster, Slurm and S3 up (hack/cluster-down.sh, slurm-down.sh --purge, s3-down.sh stop them)"
+    log "KEEP_E2E=1: leaving the cluster, Slurm, S3 and Ray up (hack/cluster-down.sh, slurm-down.sh --purge, s3-down.sh, ray-down.sh stop them)"
   else
     local td; td=$(now_ms)
+    # Ray's processes take 5-13 s to end (some ignore SIGTERM): meanwhile the cluster goes.
+    bash "$HACK/ray-down.sh" 9>&- &
+    local ray_down=$!
     if ! bash "$HACK/cluster-down.sh"; then
       log "cluster-down.sh reported a problem"
       [ "$rc" != 0 ] || rc=1
     fi
     bash "$HACK/slurm-down.sh" --purge || true
     bash "$HACK/s3-down.sh" || true
+    wait "$ray_down" || true
     mark "tear-down" "$td"
   fi
   local peak; peak=$(cat "$MEMFILE" 2>/dev/null || echo "$MEM0")
@@ -78,6 +86,16 @@ teardown() {
 trap teardown EXIT
 
 # ---------------------------------------------------------------- services
+# Ray starts in the background (3-7 s of mostly Python start-up, and on a machine
+# without the venv a pip install) while Slurm, S3 and the cluster come up; the
+# tests wait for it below. Its Jobs API listens on the node's own address for the
+# pods, with a random token (the other Ray servers stay on 127.0.0.1).
+RAY_LOG=$(mktemp "${TMPDIR:-/tmp}/bridge-e2e-ray.XXXXXX")
+t_ray=$(now_ms)
+(rc=0; BRIDGE_RAY_LISTEN=$NODE_IP BRIDGE_RAY_AUTH=token bash "$HACK/ray-up.sh" >/dev/null 2>"$RAY_LOG" || rc=$?
+  now_ms >"$RAY_LOG.end"; exit "$rc") 9>&- &
+RAY_STARTER=$!
+
 ts=$(now_ms)
 BRIDGE_SLURM_LISTEN=$NODE_IP bash "$HACK/slurm-up.sh" >/dev/null
 # shellcheck disable=SC1091
@@ -110,6 +128,20 @@ BUILDER=$!
 ts=$(now_ms)
 IMAGE=$(bash "$HACK/build-image.sh" | tail -n 1)
 mark "image build+load" "$ts"
+
+# Without Ray the rest of the suite still runs; the Ray tests fail under CI=true.
+ts=$(now_ms)
+if wait "$RAY_STARTER"; then
+  # shellcheck disable=SC1091
+  source "$BRIDGE_RAY_DIR/env"
+  export BRIDGE_E2E_RAY_URL=$BRIDGE_TEST_RAY_URL BRIDGE_E2E_RAY_CREDS_DIR=$BRIDGE_TEST_RAY_CREDS_DIR
+else
+  cat "$RAY_LOG" >&2
+  log "Ray did not come up for the e2e suite (hack/ray-up.sh, state in $BRIDGE_RAY_DIR)"
+fi
+RAY_STARTER=
+d=$(( $(cat "$RAY_LOG.end" 2>/dev/null || echo "$t_ray") - t_ray ))
+timings+=("ray up (in the background): $((d / 1000)).$(((d % 1000) / 100))s, of which waited $(elapsed_s "$ts")s")
 
 # ---------------------------------------------------------------- tests
 export BRIDGE_E2E_IMAGE=$IMAGE BRIDGE_E2E_REPO=$ROOT BRIDGE_E2E_SLURM_WORKDIR=$WORKDIR
