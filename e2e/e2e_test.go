@@ -2,7 +2,9 @@
 // the shipped WorkflowTemplate bridge-job (installed with kubectl apply -k
 // workflows), its steps run the bridge-runner image in real pods of a real
 // single-node Kubernetes, the job runs on a real Slurm reached from the pods at
-// the node's own address, and files move through a real S3 server.
+// the node's own address, and files move through a real S3 server. The
+// operator (deploy/operator) runs BridgeJobs there too, on Slurm, the local
+// backend and a real Ray whose Jobs API the pods reach at the node's address.
 //
 // Run it with `bash hack/e2e.sh` (builds and starts everything, runs this, and
 // tears it all down). Under CI=true a missing cluster fails the suite.

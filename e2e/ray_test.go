@@ -5,7 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // rayJob is what the suite reads of a Ray job (GET /api/jobs/{submission_id}).
@@ -50,4 +54,72 @@ func (e *env) rayLogs(t *testing.T, id string) string {
 	}
 	e.rayGet(t, "/api/jobs/"+url.PathEscape(id)+"/logs", &l)
 	return l.Logs
+}
+
+// TestExampleRayWorkflow: examples/ray/workflow.yaml (the shipped
+// WorkflowTemplate's bridge-job) against the suite's real Ray, reached by
+// the pods at the node's own address with the token of the Secret
+// ray-credentials: the Workflow Succeeded, invoke's outputs say DONE with
+// the Ray job's id, Ray says SUCCEEDED, and the record is cleaned up.
+// The example's URL is pointed at the suite's Ray and its runtime_env (pip
+// numpy) left out: the suite has no package index.
+func TestExampleRayWorkflow(t *testing.T) {
+	e := setup(t)
+	e.needRay(t)
+	t.Parallel()
+	wf := e.example(t, "ray", "workflow.yaml")[0]
+	setTaskParams(t, wf, "job", map[string]string{"resource_url": e.rayURL, "job_properties": `{"entrypoint_num_cpus":1}`})
+	name := wf.GetGenerateName() + randHex(3)
+	wf.SetGenerateName("")
+	wf.SetName(name)
+	e.dumpOnFailure(t, "workflow", name)
+	e.apply(t, wf)
+	wf = e.waitDone(t, name, 3*time.Minute)
+	if got := phaseOf(wf); got != "Succeeded" {
+		t.Fatalf("workflow phase = %s, want Succeeded", got)
+	}
+	inv, _ := invokeNode(t, wf)
+	id := inv.Params["job_id"]
+	if inv.Params["status"] != "DONE" || id == "" {
+		t.Fatalf("invoke's outputs %v, want status DONE with a job id", inv.Params)
+	}
+	if j := e.rayJob(t, id); j.Status != "SUCCEEDED" {
+		t.Errorf("Ray job %s: %s (%s), want SUCCEEDED", id, j.Status, j.Message)
+	}
+	if logs := e.rayLogs(t, id); !strings.Contains(logs, "'CPU': 1.0") {
+		t.Errorf("Ray job %s's output lacks the cluster's resources:\n%s", id, logs)
+	}
+	e.waitNoConfigMap(t, name, 30*time.Second)
+}
+
+// setTaskParams sets the values of the named arguments of the DAG task
+// task in wf's templates; every name must be there.
+func setTaskParams(t *testing.T, wf *unstructured.Unstructured, task string, values map[string]string) {
+	t.Helper()
+	// NoCopy: the values are set in wf itself (NestedSlice returns copies).
+	slice := func(obj map[string]any, fields ...string) []any {
+		v, _, _ := unstructured.NestedFieldNoCopy(obj, fields...)
+		s, _ := v.([]any)
+		return s
+	}
+	set := map[string]bool{}
+	for _, tpl := range slice(wf.Object, "spec", "templates") {
+		for _, tk := range slice(tpl.(map[string]any), "dag", "tasks") {
+			tm := tk.(map[string]any)
+			if tm["name"] != task {
+				continue
+			}
+			for _, p := range slice(tm, "arguments", "parameters") {
+				pm := p.(map[string]any)
+				if v, ok := values[pm["name"].(string)]; ok {
+					pm["value"], set[pm["name"].(string)] = v, true
+				}
+			}
+		}
+	}
+	for k := range values {
+		if !set[k] {
+			t.Fatalf("the workflow has no task %s with the argument %s", task, k)
+		}
+	}
 }
