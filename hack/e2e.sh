@@ -54,7 +54,7 @@ teardown() {
   local rc=$?
   kill "$SAMPLER" 2>/dev/null || true
   [ -z "${RAY_STARTER:-}" ] || wait "$RAY_STARTER" 2>/dev/null || true
-  [ -z "${RAY_LOG:-}" ] || rm -f "$RAY_LOG" "$RAY_LOG.end"
+  [ -z "${RAY_LOG:-}" ] || rm -f "$RAY_LOG" "$RAY_LOG.end" "$RAY_LOG.apt"
   if [ -n "${BUILDER:-}" ]; then
     wait "$BUILDER" 2>/dev/null || { log "building Argo ${ALSO[*]} failed:"; tail -n 20 "$BUILD_LOG" >&2; }
     rm -f "$BUILD_LOG"
@@ -90,7 +90,11 @@ trap teardown EXIT
 # without the venv a pip install) while Slurm, S3 and the cluster come up; the
 # tests wait for it below. Its Jobs API listens on the node's own address for the
 # pods, with a random token (the other Ray servers stay on 127.0.0.1).
+# On a new machine the scripts running side by side may each apt-get install
+# something: apt then waits for the other's lock instead of failing.
 RAY_LOG=$(mktemp "${TMPDIR:-/tmp}/bridge-e2e-ray.XXXXXX")
+echo 'DPkg::Lock::Timeout "900";' >"$RAY_LOG.apt"
+export APT_CONFIG=$RAY_LOG.apt
 t_ray=$(now_ms)
 (rc=0; BRIDGE_RAY_LISTEN=$NODE_IP BRIDGE_RAY_AUTH=token bash "$HACK/ray-up.sh" >/dev/null 2>"$RAY_LOG" || rc=$?
   now_ms >"$RAY_LOG.end"; exit "$rc") 9>&- &
