@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/bridge-runner/bridge-runner/backends/local"
+	// Before any other package's init work: see the package.
+	_ "github.com/bridge-runner/bridge-runner/internal/oneproc"
 )
 
 func main() {
