@@ -110,7 +110,7 @@ func FuzzQuantumAnswers(f *testing.F) {
 		id, err := b.Submit(ctx, job)
 		switch {
 		case err == nil:
-			if !jobIDRE.MatchString(id) || status < 200 || status > 299 {
+			if !validJobID(id) || status < 200 || status > 299 {
 				t.Fatalf("Submit reported %q from HTTP %d %q", id, status, body)
 			}
 		case errors.Is(err, backends.ErrInvalid):
@@ -233,7 +233,7 @@ func fzAnswering(t *testing.T, status uint16, ctype string, body []byte, retryAf
 // carries the key.
 func fzCheckFind(t *testing.T, ctx context.Context, b *Backend, body []byte) {
 	found, err := b.FindByKey(ctx, fzKey)
-	if err == nil && found != "" && !jobIDRE.MatchString(found) {
+	if err == nil && found != "" && !validJobID(found) {
 		t.Fatalf("FindByKey adopted %q", found)
 	}
 	if err == nil && found != "" && !bytes.Contains(body, []byte(fzKey)) {

@@ -25,7 +25,7 @@ func notFound(err error) error {
 
 // Cancel cancels the job; a job that has ended is fine.
 func (b *Backend) Cancel(ctx context.Context, id string) error {
-	if !jobIDRE.MatchString(id) {
+	if !validJobID(id) {
 		return fmt.Errorf("IBM Quantum job id %q is malformed: %w", id, backends.ErrNotFound)
 	}
 	_, err := b.do(ctx, http.MethodPost, "/jobs/"+id+"/cancel", nil, nil)
@@ -67,7 +67,7 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	var found []jobResponse
 	for _, j := range list.Jobs {
 		for _, t := range j.Tags {
-			if t == key && jobIDRE.MatchString(j.ID) {
+			if t == key && validJobID(j.ID) {
 				found = append(found, j)
 				break
 			}
@@ -89,7 +89,7 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 
 // FetchOutput writes one of Outputs: "results", "logs" or "metrics".
 func (b *Backend) FetchOutput(ctx context.Context, id, name string, w io.Writer) error {
-	if !jobIDRE.MatchString(id) {
+	if !validJobID(id) {
 		return fmt.Errorf("IBM Quantum job id %q is malformed: %w", id, backends.ErrNotFound)
 	}
 	switch name {

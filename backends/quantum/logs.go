@@ -15,7 +15,7 @@ import (
 func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
 	ow := backends.NewOffsetWriter(w, offset)
 	err := b.FetchOutput(ctx, id, "logs", ow)
-	if errors.Is(err, backends.ErrNotFound) && jobIDRE.MatchString(id) {
+	if errors.Is(err, backends.ErrNotFound) && validJobID(id) {
 		err = nil
 	}
 	return offset + ow.Written(), err

@@ -97,7 +97,7 @@ func mapState(st backends.Status) (backends.Status, error) {
 
 // Status reads the job.
 func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
-	if !jobIDRE.MatchString(id) {
+	if !validJobID(id) {
 		return backends.Status{}, fmt.Errorf("IBM Quantum job id %q is malformed: %w", id, backends.ErrNotFound)
 	}
 	buf, err := b.do(ctx, http.MethodGet, "/jobs/"+id, url.Values{"exclude_params": {"true"}}, nil)
