@@ -121,7 +121,7 @@ func (c cancelOnClose) Close() error {
 // reading is transient.
 func ReadAll(ctx context.Context, op string, resp *http.Response, limit int64) ([]byte, error) {
 	defer resp.Body.Close()
-	buf, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	buf, err := readSized(io.LimitReader(resp.Body, limit), resp.ContentLength, limit)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -129,6 +129,31 @@ func ReadAll(ctx context.Context, op string, resp *http.Response, limit int64) (
 		return nil, backends.Transient(fmt.Errorf("%s: reading the answer: %w", op, err))
 	}
 	return buf, nil
+}
+
+// readSized reads r to the end into one buffer of the announced size (plus
+// one byte, to see the end without growing). io.ReadAll grows its buffer by
+// copying, which allocates two to three times the answer: for slurmrestd's
+// /openapi/v3 (200–650 KB, read once per process) that was the largest
+// single use of the heap. Without a usable size it is io.ReadAll.
+func readSized(r io.Reader, size, limit int64) ([]byte, error) {
+	if size <= 0 || size > limit {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, 0, size+1)
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) { // longer than announced: grow as io.ReadAll does
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }
 
 // Stream copies resp's body to w (at most limit bytes, limit < 0 for no
