@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -31,8 +32,8 @@ import (
 // A job with a resourceURL never runs locally: local with a URL is refused.
 
 var (
-	slurmPathRE    = regexp.MustCompile(`(^|/)slurm/v0\.0\.\d+(/|$)`)
-	platformPathRE = regexp.MustCompile(`(^|/)platform(/|$)`)
+	slurmPathRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|/)slurm/v0\.0\.\d+(/|$)`) })
+	platformPathRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|/)platform(/|$)`) })
 )
 
 // quantumHosts are IBM Quantum's API hosts (and their regional variants).
@@ -86,10 +87,10 @@ func inferBackend(ctx context.Context, rawURL string, hc *http.Client) (string, 
 	}
 	var found []string
 	var why []string
-	if slurmPathRE.MatchString(u.Path) {
+	if slurmPathRE().MatchString(u.Path) {
 		found, why = append(found, "slurm"), append(why, "its path has slurmrestd's /slurm/v0.0.NN/")
 	}
-	if platformPathRE.MatchString(u.Path) {
+	if platformPathRE().MatchString(u.Path) {
 		found, why = append(found, "lsf"), append(why, "its path has LSF Application Center's /platform/")
 	}
 	host := strings.ToLower(u.Hostname())

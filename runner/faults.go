@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -73,7 +74,9 @@ func Permanent(err error) bool { return errors.Is(err, backends.ErrInvalid) }
 
 // forbiddenRE picks the user, verb, resource and namespace out of the API
 // server's Forbidden message.
-var forbiddenRE = regexp.MustCompile(`User "([^"]*)" cannot (\S+) resource "([^"]+)"(?: in API group "[^"]*")?(?: in the namespace "([^"]*)")?`)
+var forbiddenRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`User "([^"]*)" cannot (\S+) resource "([^"]+)"(?: in API group "[^"]*")?(?: in the namespace "([^"]*)")?`)
+})
 
 // kubeFault recognizes the Kubernetes API errors that no retry can mend and
 // says how to fix them; it returns nil for any other error.
@@ -86,7 +89,7 @@ func kubeFault(err error) error {
 		msg := err.Error()
 		var st apierrors.APIStatus
 		if errors.As(err, &st) {
-			if m := forbiddenRE.FindStringSubmatch(st.Status().Message); m != nil {
+			if m := forbiddenRE().FindStringSubmatch(st.Status().Message); m != nil {
 				where := ""
 				if m[4] != "" {
 					where = " in namespace " + m[4]

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -341,7 +342,7 @@ func (s *S3Store) Exists(ctx context.Context, bucket, key string) (string, bool,
 	return "", false, s.classify(err, "s3upload.bucket", "checking s3://"+bucket+"/"+key)
 }
 
-var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var unsafeKeyChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
 
 // RunPrefix is the key prefix for one run's outputs: "<job>/<key>/", or
 // "<job>/<key>/<runID>/" when the remote job id is known.
@@ -355,7 +356,7 @@ var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // system's records. Each part is reduced to [A-Za-z0-9._-].
 func RunPrefix(job, key, runID string) string {
 	clean := func(s string) string {
-		s = strings.Trim(unsafeKeyChars.ReplaceAllString(s, "_"), ".")
+		s = strings.Trim(unsafeKeyChars().ReplaceAllString(s, "_"), ".")
 		if s == "" {
 			s = "_"
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,7 @@ const argoNodeName = "workflows.argoproj.io/node-name"
 
 // retryAttempt is the attempt suffix Argo gives the children of a Retry
 // node; loop items have a colon, (0:a), so they keep theirs.
-var retryAttempt = regexp.MustCompile(`\(\d+\)$`)
+var retryAttempt = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\(\d+\)$`) })
 
 // StepOwner names the task a pod runs for, the same for every attempt of the
 // task and different for every other task: the Argo node (Workflow UID and
@@ -38,7 +39,7 @@ func StepOwner(pod metav1.Object) string {
 		if ref != nil {
 			wf, uid = ref.Name, string(ref.UID)
 		}
-		return fmt.Sprintf("Workflow %s (uid %s) node %s", wf, uid, retryAttempt.ReplaceAllString(node, ""))
+		return fmt.Sprintf("Workflow %s (uid %s) node %s", wf, uid, retryAttempt().ReplaceAllString(node, ""))
 	}
 	if ref == nil {
 		return ""

@@ -96,7 +96,7 @@ func (b *Backend) Validate(job backends.Job) error {
 // transferred with the job.
 func (b *Backend) StagesInputs() bool { return true }
 
-var submitted = regexp.MustCompile(`^(\d+)\.(\d+) - \d+\.\d+$`)
+var submitted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d+)\.(\d+) - \d+\.\d+$`) })
 
 // Submit writes the job's files and submits it with condor_submit.
 func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
@@ -118,7 +118,7 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	if res.ExitCode != 0 {
 		return "", b.commandError("condor_submit", res, "jobproperties")
 	}
-	m := submitted.FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
+	m := submitted().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
 	if m == nil {
 		return "", fmt.Errorf("condor_submit printed no job id: %.200q", res.Stdout)
 	}
@@ -217,7 +217,7 @@ func (b *Backend) remember(id, dir string) {
 	b.iwd[id] = dir
 }
 
-var jobID = regexp.MustCompile(`^\d+\.\d+$`)
+var jobID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d+\.\d+$`) })
 
 // ads runs condor_q (or condor_history) for one job id or a constraint.
 func (b *Backend) ads(ctx context.Context, history bool, selector ...string) ([]*jobAd, error) {
@@ -259,7 +259,7 @@ func (b *Backend) find(ctx context.Context, selector ...string) (*jobAd, error) 
 
 // Status reads the job's ad.
 func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
-	if !jobID.MatchString(id) {
+	if !jobID().MatchString(id) {
 		return backends.Status{}, fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC): %w", id, backends.ErrNotFound)
 	}
 	ad, err := b.find(ctx, id)
@@ -283,7 +283,7 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 
 // Cancel removes the job with condor_rm.
 func (b *Backend) Cancel(ctx context.Context, id string) error {
-	if !jobID.MatchString(id) {
+	if !jobID().MatchString(id) {
 		return fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC)", id)
 	}
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_rm", id}})

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -47,9 +48,9 @@ var defaults = [][2]string{
 }
 
 var (
-	commandName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
-	attrName    = regexp.MustCompile(`^(\+|[Mm][Yy]\.)[A-Za-z_][A-Za-z0-9_]*$`)
-	safeWord    = regexp.MustCompile(`^[A-Za-z0-9._-]*$`)
+	commandName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`) })
+	attrName    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\+|[Mm][Yy]\.)[A-Za-z_][A-Za-z0-9_]*$`) })
+	safeWord    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]*$`) })
 )
 
 // submitSpec is a job turned into what will be written on the login node.
@@ -101,7 +102,7 @@ func buildSubmit(job backends.Job) (*submitSpec, error) {
 		s.inputs = append(s.inputs, in.Name)
 	}
 	for _, v := range []string{job.Name, job.Key} {
-		if !safeWord.MatchString(v) {
+		if !safeWord().MatchString(v) {
 			return nil, backends.Invalid("name", "%q: use letters, digits, '.', '_' and '-' only", v)
 		}
 	}
@@ -141,8 +142,8 @@ func properties(raw json.RawMessage) ([][2]string, error) {
 	sort.Strings(keys)
 	var out [][2]string
 	for _, k := range keys {
-		isAttr := attrName.MatchString(k)
-		if !isAttr && !commandName.MatchString(k) {
+		isAttr := attrName().MatchString(k)
+		if !isAttr && !commandName().MatchString(k) {
 			return nil, backends.Invalid("jobproperties", "%q is not a submit command or a +Attribute", k)
 		}
 		if why, ok := reserved[strings.ToLower(k)]; ok {
@@ -240,5 +241,5 @@ func safeName(n string) bool {
 	case "", ".", "..", scriptFile, paramsFile, metaFile, outFile, errFile, logFile:
 		return false
 	}
-	return safeWord.MatchString(n)
+	return safeWord().MatchString(n)
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -54,7 +55,7 @@ var propKeys = []struct {
 var reservedParams = map[string]bool{"COMMANDTORUN": true, "JOB_NAME": true, "QUEUE": true, "OUTPUT_FILE": true,
 	"ERROR_FILE": true, "RUNLIMITHOUR": true, "RUNLIMITMINUTE": true, "EXTRA_PARAMS": true}
 
-var paramID = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var paramID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func knownKeys() string {
 	var s []string
@@ -203,7 +204,7 @@ func (p *props) setCustom(v json.RawMessage) error {
 		return backends.Invalid("jobproperties", "params must be an object of application parameter ids to values: %v", err)
 	}
 	for id, pv := range m {
-		if !paramID.MatchString(id) {
+		if !paramID().MatchString(id) {
 			return backends.Invalid("jobproperties", "params: %q is not an application parameter id", id)
 		}
 		s, err := scalar(pv)

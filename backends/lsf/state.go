@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -58,8 +59,8 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 }
 
 var (
-	exitCodeRE = regexp.MustCompile(`(?i)exit(?:ed with exit)? code (\d+)`)
-	killRE     = regexp.MustCompile(`<KILL>|(?i)signal <?KILL>?`)
+	exitCodeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)exit(?:ed with exit)? code (\d+)`) })
+	killRE     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<KILL>|(?i)signal <?KILL>?`) })
 )
 
 // history reads GET ws/jobhistory?ids={id} (bhist's text).
@@ -101,7 +102,7 @@ func (b *Backend) history(ctx context.Context, id string) (backends.Status, erro
 	}
 	text := strings.Join(texts, "\n")
 	st := backends.Status{Reason: "history"}
-	if m := exitCodeRE.FindStringSubmatch(text); m != nil {
+	if m := exitCodeRE().FindStringSubmatch(text); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		st.ExitCode = &n
 	}
@@ -114,7 +115,7 @@ func (b *Backend) history(ctx context.Context, id string) (backends.Status, erro
 		}
 	case strings.Contains(text, "Completed <exit>") || strings.Contains(text, "Exited"):
 		st.Raw = "EXIT"
-		if killRE.MatchString(text) {
+		if killRE().MatchString(text) {
 			st.State, st.Message = backends.Killed, "killed (from the job history)"
 		} else {
 			st.State, st.Message = backends.Failed, "exited (from the job history)"

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -35,7 +36,7 @@ var aliases = map[string]string{
 }
 
 var (
-	dateRE    = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+	dateRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`) })
 	logLevels = map[string]bool{"DEBUG": true, "INFO": true, "WARNING": true, "ERROR": true, "CRITICAL": true}
 )
 
@@ -64,7 +65,7 @@ func (p Properties) check() error {
 		return backends.Invalid("jobproperties", "program_id must be sampler or estimator (custom programs are no longer supported), not %q", p.ProgramID)
 	case p.IAMURL != "" && !httpURL(p.IAMURL):
 		return backends.Invalid("jobproperties", "iam_url %q is not an http(s) URL such as %s", p.IAMURL, DefaultIAMURL)
-	case p.APIVersion != "" && !dateRE.MatchString(p.APIVersion):
+	case p.APIVersion != "" && !dateRE().MatchString(p.APIVersion):
 		return backends.Invalid("jobproperties", "api_version must be a date YYYY-MM-DD such as %s, not %q", DefaultAPIVersion, p.APIVersion)
 	case p.LogLevel != "" && !logLevels[p.LogLevel]:
 		return backends.Invalid("jobproperties", "log_level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, not %q", p.LogLevel)

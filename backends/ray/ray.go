@@ -32,6 +32,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -489,7 +490,7 @@ func (r *response) text() string {
 		lines := strings.Split(s, "\n")
 		last := strings.TrimSpace(lines[len(lines)-1])
 		for i := len(lines) - 1; i >= 0; i-- {
-			if l := strings.TrimSpace(lines[i]); exceptionLine.MatchString(l) {
+			if l := strings.TrimSpace(lines[i]); exceptionLine().MatchString(l) {
 				last = l
 				break
 			}
@@ -504,7 +505,9 @@ func (r *response) text() string {
 
 // exceptionLine matches the line of a Python traceback that names the
 // exception, e.g. "ValueError: Job with submission_id x already exists.".
-var exceptionLine = regexp.MustCompile(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: |$)`)
+var exceptionLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(: |$)`)
+})
 
 // do sends one request and reads the whole answer. Transport failures are
 // transient.

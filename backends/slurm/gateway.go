@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -26,7 +27,7 @@ const (
 	noHeader           = "none"
 )
 
-var headerName = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+var headerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$") })
 
 // authHeaders returns the names of the token and user headers to send.
 func (b *Backend) authHeaders() (token, user string, err error) {
@@ -37,10 +38,10 @@ func (b *Backend) authHeaders() (token, user string, err error) {
 	if v, gerr := b.creds.Get("userHeader"); gerr == nil && v != "" {
 		user = v
 	}
-	if strings.EqualFold(token, noHeader) || !headerName.MatchString(token) {
+	if strings.EqualFold(token, noHeader) || !headerName().MatchString(token) {
 		return "", "", backends.Invalid("credentials", "tokenHeader %q is not an HTTP header name; give the header your gateway expects the token in, e.g. Authorization", token)
 	}
-	if !strings.EqualFold(user, noHeader) && !headerName.MatchString(user) {
+	if !strings.EqualFold(user, noHeader) && !headerName().MatchString(user) {
 		return "", "", backends.Invalid("credentials", "userHeader %q is not an HTTP header name; give the header your gateway expects the user name in, or none", user)
 	}
 	return token, user, nil

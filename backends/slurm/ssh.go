@@ -59,7 +59,7 @@ func (b *SSHBackend) Validate(job backends.Job) error {
 // StagesInputs: additionalData is uploaded into the job's directory.
 func (b *SSHBackend) StagesInputs() bool { return true }
 
-var parsableID = regexp.MustCompile(`^(\d+)(;.*)?$`)
+var parsableID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d+)(;.*)?$`) })
 
 // Submit uploads the inputs and runs sbatch with the script on stdin.
 func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, error) {
@@ -104,7 +104,7 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 	if res.ExitCode != 0 {
 		return "", b.sbatchError(res)
 	}
-	m := parsableID.FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
+	m := parsableID().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
 	if m == nil {
 		return "", fmt.Errorf("sbatch --parsable printed no job id: %.200q", res.Stdout)
 	}
@@ -165,11 +165,11 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-var slurmID = regexp.MustCompile(`^\d+$`)
+var slurmID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d+$`) })
 
 // Status reads the job with scontrol, or with sacct once slurmctld forgot it.
 func (b *SSHBackend) Status(ctx context.Context, id string) (backends.Status, error) {
-	if !slurmID.MatchString(id) {
+	if !slurmID().MatchString(id) {
 		return backends.Status{}, fmt.Errorf("%q is not a Slurm job id: %w", id, backends.ErrNotFound)
 	}
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"scontrol", "show", "job", "--oneliner", id}})

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
@@ -27,7 +28,7 @@ var sbatchReserved = map[string]string{
 	"array": "one job per step", "hold": "a held job would never start",
 }
 
-var sbatchOption = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+var sbatchOption = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]*$`) })
 
 // sshJob is a job turned into sbatch's command line.
 type sshJob struct {
@@ -103,7 +104,7 @@ func propertyMap(raw json.RawMessage) (map[string]json.RawMessage, error) {
 }
 
 func (s *sshJob) addOption(k string, raw json.RawMessage) error {
-	if !sbatchOption.MatchString(k) {
+	if !sbatchOption().MatchString(k) {
 		return backends.Invalid("jobproperties", "%q is not an sbatch option name", k)
 	}
 	opt := restToSbatch[k]

@@ -44,7 +44,7 @@ func (b *SSHBackend) FindByKey(ctx context.Context, key string) (string, error) 
 	}
 	for _, line := range strings.Split(string(res.Stdout), "\n") {
 		id, comment, ok := strings.Cut(strings.TrimSpace(line), "|")
-		if ok && comment == key && slurmID.MatchString(id) {
+		if ok && comment == key && slurmID().MatchString(id) {
 			return id, nil
 		}
 	}
@@ -53,7 +53,7 @@ func (b *SSHBackend) FindByKey(ctx context.Context, key string) (string, error) 
 
 // Cancel runs scancel; a job that has ended is not an error.
 func (b *SSHBackend) Cancel(ctx context.Context, id string) error {
-	if !slurmID.MatchString(id) {
+	if !slurmID().MatchString(id) {
 		return fmt.Errorf("%q is not a Slurm job id", id)
 	}
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"scancel", id}})

@@ -51,7 +51,7 @@ func (v apiVersion) timeLimitAsStruct() bool { return v >= 39 }
 // deprecated there); earlier versions require the top-level one.
 func (v apiVersion) scriptInJob() bool { return v >= 41 }
 
-var versionPath = regexp.MustCompile(`^(.*)/slurm/v0\.0\.(\d+)$`)
+var versionPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(.*)/slurm/v0\.0\.(\d+)$`) })
 
 // parseURL splits resourceURL into slurmrestd's base URL (scheme, host and
 // any proxy prefix) and the API version its path pins, if any: both
@@ -71,7 +71,7 @@ func parseURL(raw string) (base string, pinned, old apiVersion, err error) {
 		return "", 0, 0, backends.Invalid("resourceURL", "%q has a query or fragment; give slurmrestd's base URL", raw)
 	}
 	path := strings.TrimRight(u.Path, "/")
-	if m := versionPath.FindStringSubmatch(path); m != nil {
+	if m := versionPath().FindStringSubmatch(path); m != nil {
 		n, _ := strconv.Atoi(m[2])
 		path = m[1]
 		if apiVersion(n) < minVersion {
@@ -178,13 +178,13 @@ type skipJSON struct{}
 
 func (*skipJSON) UnmarshalJSON([]byte) error { return nil }
 
-var servedPath = regexp.MustCompile(`^/slurm/v0\.0\.(\d+)/`)
+var servedPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/slurm/v0\.0\.(\d+)/`) })
 
 // servedVersions collects the plugin versions that paths name.
 func servedVersions[T any](paths map[string]T) map[apiVersion]bool {
 	served := map[apiVersion]bool{}
 	for p := range paths {
-		if m := servedPath.FindStringSubmatch(p); m != nil {
+		if m := servedPath().FindStringSubmatch(p); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			served[apiVersion(n)] = true
 		}
@@ -204,12 +204,12 @@ func listVersions(served map[apiVersion]bool) string {
 	return strings.Join(l, ", ")
 }
 
-var releaseRE = regexp.MustCompile(`Slurm-(\d+\.\d+\.\d+)`)
+var releaseRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Slurm-(\d+\.\d+\.\d+)`) })
 
 // slurmRelease reads the Slurm release from info.version: "Slurm-24.11.5&..."
 // from 23.11 on; 22.05 puts the API version there, so nothing is known.
 func slurmRelease(info string) string {
-	if m := releaseRE.FindStringSubmatch(info); m != nil {
+	if m := releaseRE().FindStringSubmatch(info); m != nil {
 		return m[1]
 	}
 	return ""
@@ -284,7 +284,7 @@ func (b *Backend) Remember() string {
 // Recall implements backends.Rememberer. A memo this package cannot read
 // (an older or newer bridge-runner's) is ignored: discovery runs as usual.
 func (b *Backend) Recall(memo string) {
-	m := rememberedAPI.FindStringSubmatch(memo)
+	m := rememberedAPI().FindStringSubmatch(memo)
 	if m == nil {
 		return
 	}
@@ -312,7 +312,7 @@ func (b *Backend) forgetRecalled() bool {
 	return true
 }
 
-var rememberedAPI = regexp.MustCompile(`^api=v0\.0\.(\d+)$`)
+var rememberedAPI = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^api=v0\.0\.(\d+)$`) })
 
 // apiPath is the path of endpoint under the version in use; version must
 // have succeeded before.
