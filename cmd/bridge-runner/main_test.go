@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -21,6 +22,11 @@ func TestMain(m *testing.M) {
 	// Local jobs re-execute the running binary as their supervisor; in
 	// tests that is this test binary.
 	local.RunSupervisorIfRequested()
+	// The binary runs on one P (internal/oneproc), and so would this test
+	// process, which imports it: give the parallel tests every core again.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.SetDefaultGOMAXPROCS()
+	}
 	dir, err := os.MkdirTemp("", "bridge-runner-bin")
 	if err != nil {
 		panic(err)
