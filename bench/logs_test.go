@@ -103,18 +103,10 @@ func benchBucket(*testing.B) string { return "bench-logs" }
 
 func BenchmarkLogDelay(b *testing.B) {
 	for name, args := range logSources(b) {
-		for _, interval := range []string{"500ms", "2s"} {
-			b.Run("source="+name+"/log-interval="+interval, func(b *testing.B) {
-				var delays []time.Duration
-				for i := 0; i < b.N; i++ {
-					d := &testutil.DelayWriter{}
-					invokeLogs(b, d, append(args(testutil.StampedLines(logLines, logPeriod)), "--state-dir", b.TempDir(),
-						"--job-name", "bench-logs", "--update-interval", "20", "--log-interval", interval)...)
-					delays = append(delays, d.Delays()...)
-				}
-				testutil.ReportDelays(b, delays)
-			})
-		}
+		testutil.BenchLogDelay(b, name, func(b *testing.B, log *testutil.DelayWriter, every time.Duration) {
+			invokeLogs(b, log, append(args(testutil.StampedLines(logLines, logPeriod)), "--state-dir", b.TempDir(),
+				"--job-name", "bench-logs", "--update-interval", "20", "--log-interval", every.String())...)
+		})
 	}
 }
 

@@ -13,21 +13,13 @@ import (
 // output file in the fake Application Center) to invoke's log showing it,
 // through the runner in this process. See BENCHMARKS.md.
 func BenchmarkLogDelay(b *testing.B) {
-	for _, every := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
-		b.Run("source=lsf-fake/log-interval="+every.String(), func(b *testing.B) {
-			var delays []time.Duration
-			for i := 0; i < b.N; i++ {
-				h := newHarness(b)
-				go h.printStamped(12, 700*time.Millisecond)
-				d := &testutil.DelayWriter{}
-				spec := runner.Spec{Backend: "lsf", ResourceURL: h.f.URL, JobScript: "#!/bin/sh\ntrue\n",
-					JobProperties: `{"outputFile":"out-%J.txt"}`, UpdateInterval: "20"}
-				testutil.InvokeInProcess(b, h.b, spec, d, every)
-				delays = append(delays, d.Delays()...)
-			}
-			testutil.ReportDelays(b, delays)
-		})
-	}
+	testutil.BenchLogDelay(b, "lsf-fake", func(b *testing.B, log *testutil.DelayWriter, every time.Duration) {
+		h := newHarness(b)
+		go h.printStamped(12, 700*time.Millisecond)
+		spec := runner.Spec{Backend: "lsf", ResourceURL: h.f.URL, JobScript: "#!/bin/sh\ntrue\n",
+			JobProperties: `{"outputFile":"out-%J.txt"}`, UpdateInterval: "20"}
+		testutil.InvokeInProcess(b, h.b, spec, log, every)
+	})
 }
 
 // printStamped plays the fake's one job: it runs, appends n stamped lines

@@ -13,21 +13,13 @@ import (
 // in the fake IBM Quantum Platform) to invoke's log showing it, through the
 // runner in this process. See BENCHMARKS.md.
 func BenchmarkLogDelay(b *testing.B) {
-	for _, every := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
-		b.Run("source=quantum-fake/log-interval="+every.String(), func(b *testing.B) {
-			var delays []time.Duration
-			for i := 0; i < b.N; i++ {
-				h := newHarness(b)
-				go h.logStamped(12, 700*time.Millisecond)
-				d := &testutil.DelayWriter{}
-				spec := runner.Spec{Backend: "quantum", ResourceURL: h.f.URL + "/api/v1/", JobScript: bell,
-					JobProperties: `{"program_id":"sampler","backend":"ibm_torino"}`, UpdateInterval: "20"}
-				testutil.InvokeInProcess(b, h.b, spec, d, every)
-				delays = append(delays, d.Delays()...)
-			}
-			testutil.ReportDelays(b, delays)
-		})
-	}
+	testutil.BenchLogDelay(b, "quantum-fake", func(b *testing.B, log *testutil.DelayWriter, every time.Duration) {
+		h := newHarness(b)
+		go h.logStamped(12, 700*time.Millisecond)
+		spec := runner.Spec{Backend: "quantum", ResourceURL: h.f.URL + "/api/v1/", JobScript: bell,
+			JobProperties: `{"program_id":"sampler","backend":"ibm_torino"}`, UpdateInterval: "20"}
+		testutil.InvokeInProcess(b, h.b, spec, log, every)
+	})
 }
 
 // logStamped plays the fake's one job: it runs, logs n stamped lines, one

@@ -52,9 +52,27 @@ func (d *DelayWriter) Delays() []time.Duration {
 	return slices.Clone(d.delays)
 }
 
-// ReportDelays reports the median, 90th percentile and largest delay in
+// BenchLogDelay runs a log-delay benchmark for source at each log interval
+// compared in BENCHMARKS.md: every iteration runs one job through run, which
+// writes the step's log into log, and the delays of all iterations are
+// reported together.
+func BenchLogDelay(b *testing.B, source string, run func(b *testing.B, log *DelayWriter, interval time.Duration)) {
+	for _, every := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
+		b.Run("source="+source+"/log-interval="+every.String(), func(b *testing.B) {
+			var delays []time.Duration
+			for i := 0; i < b.N; i++ {
+				d := &DelayWriter{}
+				run(b, d, every)
+				delays = append(delays, d.Delays()...)
+			}
+			reportDelays(b, delays)
+		})
+	}
+}
+
+// reportDelays reports the median, 90th percentile and largest delay in
 // milliseconds, and how many stamped lines arrived.
-func ReportDelays(b *testing.B, delays []time.Duration) {
+func reportDelays(b *testing.B, delays []time.Duration) {
 	b.Helper()
 	if len(delays) == 0 {
 		b.Fatal("no stamped line reached the step's log")
