@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/deepcopy"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -102,7 +103,7 @@ func (r *reconciler) mirror(ctx context.Context, bj *BridgeJob, s BridgeJobStatu
 			}
 		}
 	}
-	if reflect.DeepEqual(jsonCopy(&s), jsonCopy(&bj.Status)) {
+	if reflect.DeepEqual(deepcopy.JSON(&s), deepcopy.JSON(&bj.Status)) {
 		return nil
 	}
 	prev := bj.Status.State

@@ -1,10 +1,10 @@
 package operator
 
 import (
-	"encoding/json"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/bridge-runner/bridge-runner/internal/deepcopy"
 )
 
 // BridgeJob is IBM's custom resource (bridgejob.ibm.com/v1alpha1) with
@@ -88,8 +88,8 @@ type BridgeJobList struct {
 	Items           []BridgeJob `json:"items"`
 }
 
-func (b *BridgeJob) DeepCopyObject() runtime.Object     { return jsonCopy(b) }
-func (l *BridgeJobList) DeepCopyObject() runtime.Object { return jsonCopy(l) }
+func (b *BridgeJob) DeepCopyObject() runtime.Object     { return deepcopy.JSON(b) }
+func (l *BridgeJobList) DeepCopyObject() runtime.Object { return deepcopy.JSON(l) }
 
 // The built-in kinds the operator reads or writes, with only the fields it
 // uses: the generated types (and clientset) would link every API group.
@@ -110,8 +110,8 @@ type configMapList struct {
 	Items           []configMap `json:"items"`
 }
 
-func (c *configMap) DeepCopyObject() runtime.Object     { return jsonCopy(c) }
-func (l *configMapList) DeepCopyObject() runtime.Object { return jsonCopy(l) }
+func (c *configMap) DeepCopyObject() runtime.Object     { return deepcopy.JSON(c) }
+func (l *configMapList) DeepCopyObject() runtime.Object { return deepcopy.JSON(l) }
 
 // job is a batch/v1 Job: what the operator sets, and the status it reads.
 type job struct {
@@ -202,8 +202,8 @@ type jobList struct {
 	Items           []job `json:"items"`
 }
 
-func (j *job) DeepCopyObject() runtime.Object     { return jsonCopy(j) }
-func (l *jobList) DeepCopyObject() runtime.Object { return jsonCopy(l) }
+func (j *job) DeepCopyObject() runtime.Object     { return deepcopy.JSON(j) }
+func (l *jobList) DeepCopyObject() runtime.Object { return deepcopy.JSON(l) }
 
 // finished returns the Job's Complete or Failed condition that is True.
 func (j *job) finished() (typ, reason, msg string) {
@@ -228,7 +228,7 @@ type lease struct {
 	} `json:"spec"`
 }
 
-func (l *lease) DeepCopyObject() runtime.Object { return jsonCopy(l) }
+func (l *lease) DeepCopyObject() runtime.Object { return deepcopy.JSON(l) }
 
 // event is a core/v1 Event about a BridgeJob.
 type event struct {
@@ -257,18 +257,4 @@ type objectReference struct {
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
-func (e *event) DeepCopyObject() runtime.Object { return jsonCopy(e) }
-
-// jsonCopy deep-copies an object by a JSON round trip: these objects are
-// small, and a hand-written copy of each would be code to keep in step.
-func jsonCopy[T any](in *T) *T {
-	out := new(T)
-	b, err := json.Marshal(in)
-	if err == nil {
-		err = json.Unmarshal(b, out)
-	}
-	if err != nil {
-		panic("deep copy: " + err.Error()) // these types always round-trip
-	}
-	return out
-}
+func (e *event) DeepCopyObject() runtime.Object { return deepcopy.JSON(e) }

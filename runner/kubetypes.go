@@ -1,11 +1,12 @@
 package runner
 
 import (
-	"encoding/json"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/bridge-runner/bridge-runner/internal/deepcopy"
 )
 
 // The Kubernetes objects bridge-runner reads or writes, with only the fields
@@ -54,7 +55,7 @@ type pod struct {
 	} `json:"status"`
 }
 
-func (p *pod) DeepCopyObject() runtime.Object { return jsonCopy(p) }
+func (p *pod) DeepCopyObject() runtime.Object { return deepcopy.JSON(p) }
 
 // job: a batch/v1 Job's settings and progress that decide whether it runs
 // a failed pod again.
@@ -77,7 +78,7 @@ type job struct {
 	} `json:"status"`
 }
 
-func (j *job) DeepCopyObject() runtime.Object { return jsonCopy(j) }
+func (j *job) DeepCopyObject() runtime.Object { return deepcopy.JSON(j) }
 
 // workflow: an Argo Workflow's stop, deadline, phase and retry nodes.
 type workflow struct {
@@ -97,18 +98,4 @@ type workflow struct {
 	} `json:"status"`
 }
 
-func (w *workflow) DeepCopyObject() runtime.Object { return jsonCopy(w) }
-
-// jsonCopy deep-copies a read-only object; these are small and copied
-// rarely, if ever, so a round trip beats hand-written copies.
-func jsonCopy[T any](in *T) *T {
-	out := new(T)
-	b, err := json.Marshal(in)
-	if err == nil {
-		err = json.Unmarshal(b, out)
-	}
-	if err != nil {
-		panic("deep copy: " + err.Error()) // these types always round-trip
-	}
-	return out
-}
+func (w *workflow) DeepCopyObject() runtime.Object { return deepcopy.JSON(w) }
