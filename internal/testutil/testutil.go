@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -75,77 +74,6 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// Proxy forwards TCP connections on a loopback port to a target until Cut:
-// then the endpoint is down (connection refused) as if its server had
-// stopped, without disturbing the real server other tests share.
-type Proxy struct {
-	Addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-// NewProxy starts a proxy to target (host:port); it is cut at cleanup.
-func NewProxy(t testing.TB, target string) *Proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target}
-	p.serve(ln)
-	t.Cleanup(p.Cut)
-	return p
-}
-
-func (p *Proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-}
-
-// Cut closes the listener and every open connection.
-func (p *Proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// Restore listens again on the same address.
-func (p *Proxy) Restore(t testing.TB) {
-	t.Helper()
-	ln, err := net.Listen("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serve(ln)
 }
 
 // MapCreds is a fixed backends.Credentials (values as given, no trimming).
