@@ -17,12 +17,18 @@ import (
 	"time"
 )
 
-// fakeIQP is an httptest IBM Quantum Platform: IAM's token endpoint at
-// /identity/token and the Qiskit Runtime REST API at /api/v1, as
-// backend-apis.md §4 describes them: bearer tokens that expire, Service-CRN
-// and IBM-API-Version checked, strict submit bodies, the state object with
-// reason codes, the {"errors":[…],"trace"} error shape, the 5-jobs-a-minute
-// rate limit with Retry-After, 204 cancel, results, logs and metrics. Faults
+// fakeIQP is an httptest IBM Quantum Compute service: IAM's token endpoint
+// at /identity/token and the Qiskit Runtime REST API at /api/v1, as
+// backend-apis.md §4 describes them, in the wire shape of API version
+// 2026-04-15 (current-apis.md, checked 2026-11-25): bearer tokens that
+// expire, Service-CRN checked, IBM-API-Version checked against the versions
+// IBM lists (a deprecated one is refused after its sunset, by the fake's
+// clock), strict submit bodies, the state object with reason codes, the
+// {"errors":[…],"trace"} error shape, the 5-jobs-a-minute rate limit with
+// Retry-After, 204 cancel, results, logs and metrics. What 2026-04-15
+// dropped is gone: GET /jobs/{id}/transpiled_circuits answers 404 like any
+// route the service does not have, /jobs and /metrics carry no bss and no
+// usage, and circuits_execution_time_ns is at the root of /metrics. Faults
 // can be injected per request.
 type fakeIQP struct {
 	*httptest.Server
@@ -33,7 +39,8 @@ type fakeIQP struct {
 	tokens      map[string]time.Time
 	tokenTTL    time.Duration
 	iamCalls    int
-	versions    map[string]bool
+	versions    map[string]time.Time // accepted IBM-API-Version → sunset (zero: live)
+	now         func() time.Time
 	backendsOK  map[string]bool
 	jobs        map[string]*iqpJob
 	order       []string
@@ -70,11 +77,21 @@ func newFakeIQP(t testing.TB) *fakeIQP {
 	f := &fakeIQP{t: t, apikey: "test-api-key-0123456789",
 		crn:    "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::",
 		tokens: map[string]time.Time{}, tokenTTL: time.Hour,
-		versions: map[string]bool{"2025-05-01": true, "2026-04-15": true}, backendsOK: map[string]bool{"ibm_torino": true, "ibm_kyiv": true},
+		versions: map[string]time.Time{"2025-05-01": sunset("2027-01-01"), "2026-02-01": sunset("2027-02-01"),
+			"2026-02-15": sunset("2027-02-15"), "2026-03-15": sunset("2027-03-15"), "2026-04-15": {}}, now: time.Now, backendsOK: map[string]bool{"ibm_torino": true, "ibm_kyiv": true},
 		jobs: map[string]*iqpJob{}, rateLimit: 5}
 	f.Server = httptest.NewTLSServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// sunset is a version's sunset date as GET /v1/versions gives it.
+func sunset(d string) time.Time {
+	t, err := time.Parse(time.DateOnly, d)
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
 
 func (f *fakeIQP) addFault(fl *fault) {
@@ -241,7 +258,8 @@ func (f *fakeIQP) authorized(w http.ResponseWriter, r *http.Request) bool {
 	exp, known := f.tokens[tok]
 	crnOK := r.Header.Get("Service-CRN") == f.crn
 	v := r.Header.Get("IBM-API-Version")
-	vOK := v == "" || f.versions[v]
+	end, listed := f.versions[v]
+	vOK := v == "" || listed && (end.IsZero() || f.now().Before(end))
 	f.mu.Unlock()
 	switch {
 	case !ok || !known || time.Now().After(exp):
@@ -336,7 +354,7 @@ func (f *fakeIQP) jobJSON(j *iqpJob, withParams bool) map[string]any {
 	}
 	m := map[string]any{"id": j.id, "backend": j.backend, "state": state, "status": j.status,
 		"program": map[string]string{"id": j.program}, "created": j.created.Format(time.RFC3339Nano),
-		"tags": j.tags, "usage": map[string]any{"seconds": 1}, "private": false}
+		"tags": j.tags, "private": false} // no bss, no usage since 2026-03-15
 	if withParams {
 		m["params"] = j.params
 	}
@@ -414,6 +432,10 @@ func (f *fakeIQP) output(w http.ResponseWriter, r *http.Request, id, what string
 		return
 	}
 	switch what {
+	case "transpiled_circuits":
+		// Dropped on 2026-02-01: the service answers as for any route it
+		// does not have.
+		apiErr(w, http.StatusNotFound, 1200, "Not found")
 	case "results":
 		if status != "Completed" {
 			apiErr(w, http.StatusNotFound, 1292, "Results not found for job "+id)
@@ -436,8 +458,12 @@ func (f *fakeIQP) output(w http.ResponseWriter, r *http.Request, id, what string
 		if status == "Completed" || status == "Failed" || status == "Cancelled" {
 			ts["finished"] = created.Add(5 * time.Second).Format(time.RFC3339Nano)
 		}
+		m := map[string]any{"timestamps": ts} // no usage since 2026-03-15
+		if status != "Queued" {
+			m["circuits_execution_time_ns"] = 2_500_000_000 // at the root since 2026-04-15
+		}
 		var buf bytes.Buffer
-		_ = json.NewEncoder(&buf).Encode(map[string]any{"timestamps": ts, "usage": map[string]any{"quantum_seconds": 3, "seconds": 3}})
+		_ = json.NewEncoder(&buf).Encode(m)
 		w.Write(buf.Bytes())
 	default:
 		apiErr(w, http.StatusNotFound, 1200, "Not found")

@@ -1,6 +1,7 @@
-// Package quantum runs primitive jobs (sampler, estimator) on IBM Quantum
-// through the Qiskit Runtime REST API of IBM Quantum Platform on IBM Cloud
-// (the current API; IBM's Bridge Operator used the retired "programs" API).
+// Package quantum runs primitive jobs (sampler, estimator) on the IBM Quantum
+// Compute service (formerly IBM Quantum Platform) on IBM Cloud, through its
+// Qiskit Runtime REST API (the current API; IBM's Bridge Operator used the
+// retired "programs" API).
 //
 // resourceURL is the service base URL, default https://quantum.cloud.ibm.com/api/v1
 // (eu-de: https://eu-de.quantum.cloud.ibm.com/api/v1). Each request has a
@@ -21,7 +22,10 @@
 // cleanup does not read jobproperties, put a non-default IAM URL in the
 // Secret too. Every service request carries Authorization: Bearer,
 // Service-CRN and IBM-API-Version (jobproperties' api_version, default
-// DefaultAPIVersion).
+// DefaultAPIVersion, 2026-04-15). A pinned version whose sunset is past or
+// within SunsetWarning (see apiSunsets: 2025-05-01 sunsets 2027-01-01), or
+// an older one IBM no longer listed, is sent as asked but warned about: a
+// log line at submit and a note in every status message.
 //
 // # Jobs
 //
@@ -95,8 +99,6 @@ const (
 	DefaultURL = "https://quantum.cloud.ibm.com/api/v1"
 	// DefaultIAMURL is IBM Cloud's IAM token endpoint.
 	DefaultIAMURL = "https://iam.cloud.ibm.com/identity/token"
-	// DefaultAPIVersion is sent as IBM-API-Version (the documentation's samples use it).
-	DefaultAPIVersion = "2025-05-01"
 	// RequestTimeout bounds each request.
 	RequestTimeout = 60 * time.Second
 )
@@ -117,6 +119,7 @@ type Backend struct {
 	mu         sync.Mutex
 	iamURL     string // from jobproperties, once seen
 	apiVersion string
+	warned     string // the version warning last logged
 	token      string
 	tokenFor   string // iamURL + "\x00" + API key the token was made from
 	tokenRenew time.Time

@@ -115,6 +115,14 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 	if st.State.Final() {
 		b.times(ctx, id, &st)
 	}
+	if note := b.versionNote(); note != "" {
+		// A pinned version near or past its sunset is said where the user
+		// looks (status.message), not only in the pod's log.
+		if st.Message == "" {
+			st.Message = "IBM Quantum job " + id + " is " + st.Raw
+		}
+		st.Message += "; note: " + note
+	}
 	return st, nil
 }
 

@@ -221,6 +221,18 @@ func (b *Backend) remember(p Properties) {
 	if p.APIVersion != "" {
 		b.apiVersion = p.APIVersion
 	}
+	if w := versionWarning(b.apiVersion, b.now()); w != "" && w != b.warned {
+		b.warned = w
+		b.log.Warn(w, "api_version", b.apiVersion)
+	}
+}
+
+// versionNote is the warning about the pinned API version, if any, for the
+// status message (see versionWarning).
+func (b *Backend) versionNote() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return versionWarning(b.apiVersion, b.now())
 }
 
 // Validate checks the job and the credentials' presence without a request.

@@ -83,7 +83,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func (a *app) newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "bridge-runner",
-		Short: "Run a workflow step's job on Slurm, LSF, Ray, IBM Quantum or this machine",
+		Short: "Run a workflow step's job on Slurm, LSF, Ray, the IBM Quantum Compute service or this machine",
 		Long: `bridge-runner turns a job on a system that Kubernetes does not manage into an
 ordinary workflow step. It submits the job over the system's HTTP API, follows it
 to its end, mirrors its state into a ConfigMap (or a file), and exits with a code

@@ -1,4 +1,4 @@
-"""Run a job on IBM Quantum Platform (Qiskit Runtime sampler); results uploaded to S3 from Kubeflow Pipelines.
+"""Run a job on the IBM Quantum Compute service (Qiskit Runtime sampler); results uploaded to S3 from Kubeflow Pipelines.
 
 Compile it (kfp 2.x with kfp-kubernetes) and upload the YAML:
 
