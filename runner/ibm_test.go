@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -221,4 +222,54 @@ func TestCleanupReadsIBMKill(t *testing.T) {
 	assert.Equal(t, 0, h.fake.Count("cancel"))
 	_, err = h.store.Get(context.Background())
 	assert.ErrorIs(t, err, runner.ErrNoRecord)
+}
+
+// TestIBMRefusalIsFailedWithItsReason: IBM's controller shows a failed
+// pod's record only through status.jobStatus (FAILED or KILL) and then
+// status.message; a job refused before submission, whatever refused it,
+// must say FAILED and why, and leave no submit intent behind.
+func TestIBMRefusalIsFailedWithItsReason(t *testing.T) {
+	for _, c := range []struct {
+		name, props string
+		fault       error
+		extraKey    bool
+		reason      string
+	}{
+		{name: "validation", props: `{"final":"BOGUS"}`, reason: "not a final state"},
+		{name: "submit", props: `{}`, fault: backends.Invalid("jobproperties", "Invalid partition name specified"), reason: "Invalid partition name"},
+		{name: "credentials", props: `{}`, fault: fmt.Errorf("token refused: %w", backends.ErrAuth), reason: "token refused"},
+		{name: "record key", props: `{}`, extraKey: true, reason: "jobproperites"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, mode := range []string{runner.StatusKeysIBM, runner.StatusKeysOurs} {
+				h := newHarness(t, nil)
+				if c.fault != nil {
+					h.fake.SubmitFaults = []error{c.fault}
+				}
+				spec := h.spec(c.props)
+				if c.extraKey {
+					_, err := h.store.Create(context.Background(), map[string]string{"backend": "fake", "jobdata.jobScript": "x", "jobproperites": `{}`})
+					require.NoError(t, err)
+					spec = nil
+				}
+				iv := h.invoker(spec)
+				iv.StatusKeys = mode
+				err := iv.Run(context.Background())
+				require.ErrorIs(t, err, backends.ErrInvalid)
+				assert.Empty(t, h.fake.Jobs(), "nothing submitted")
+				d := h.record()
+				assert.Contains(t, d[runner.KeyMessage], c.reason)
+				assert.Empty(t, d[runner.KeyIntent], "no submit intent is left to wait out")
+				if mode == runner.StatusKeysOurs {
+					assert.Empty(t, d[runner.KeyJobStatus], "ours: nothing ran, no state")
+					continue
+				}
+				// What IBM's controller reads (and IBM's pods' unprefixed keys).
+				assert.Equal(t, "FAILED", d[runner.KeyJobStatus])
+				assert.Equal(t, "FAILED", d["jobStatus"])
+				assert.Contains(t, d["message"], c.reason)
+				assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, d[runner.KeyEnd])
+			}
+		})
+	}
 }

@@ -90,6 +90,17 @@ func (s *ibmStatusStore) seen(rec *Record) *Record {
 	return rec
 }
 
+// ibmMode reports whether s writes IBM's status keys (IBM mode is on).
+func ibmMode(s Store) bool {
+	is, ok := s.(*ibmStatusStore)
+	if !ok {
+		return false
+	}
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.on
+}
+
 func (s *ibmStatusStore) Get(ctx context.Context) (*Record, error) {
 	rec, err := s.Store.Get(ctx)
 	return s.seen(rec), err

@@ -116,12 +116,33 @@ func (iv *Invoker) Run(ctx context.Context) error {
 			// Leave a note in the record; best effort, the outputs say it too.
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = r.update(wctx, func(d map[string]string) (bool, error) {
-				return set(d, KeyMessage, r.result.Message), nil
+				return r.noteFailure(d, err), nil
 			})
 			cancel()
 		}
 	}
 	return err
+}
+
+// noteFailure leaves the reason of a failed run in the record d. A job
+// refused before it was submitted (input, credentials, or the backend
+// refusing the submit) also gives up its submit intent, which would make
+// the next invoke wait out the lease for a submit that never happened, and
+// in IBM mode is FAILED: IBM's controller reads status.jobStatus before
+// status.message and shows nothing of a record without it.
+func (r *run) noteFailure(d map[string]string, err error) bool {
+	c := set(d, KeyMessage, r.result.Message)
+	if !errors.Is(err, backends.ErrInvalid) || d[KeyID] != "" {
+		return c
+	}
+	if cur, ok := parseIntent(d[KeyIntent]); ok && cur.holder == r.Holder {
+		c = set(d, KeyIntent, "") || c
+	}
+	if ibmMode(r.Store) && d[KeyJobStatus] == "" {
+		c = set(d, KeyJobStatus, string(backends.Failed)) || c
+		c = set(d, KeyEnd, time.Now().UTC().Format(time.RFC3339)) || c
+	}
+	return c
 }
 
 // withDefaults returns a copy of iv with every unset setting at its default.
