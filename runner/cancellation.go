@@ -11,7 +11,8 @@ const (
 	// cancelNone: nobody asked to stop the job.
 	cancelNone cancelState = iota
 	// cancelByKill: kill=true in the record. Cancel the job and wait up to
-	// CancelWait for the backend to confirm.
+	// CancelWait for the backend to confirm; while it has not accepted the
+	// cancel request, keep asking for as long as the retry budget lasts.
 	cancelByKill
 	// cancelBySignal: SIGTERM (Argo stop or terminate, KFP terminate, a
 	// deadline). Cancel the job and wait up to Grace.
@@ -20,7 +21,10 @@ const (
 	// step goes on: leave the job running for the retry. Final.
 	cancelDetached
 	// cancelExpired: the wait for the backend to confirm is over (CancelWait
-	// after a kill, Grace after SIGTERM): report KILLED. Final.
+	// or the retry budget after a kill, Grace after SIGTERM). Final. The job
+	// is KILLED only if the backend accepted the cancel request; otherwise
+	// the cancel is pending: kill=true stays in the record for a retry or
+	// cleanup to finish, and invoke exits 75 (see cancelPending).
 	cancelExpired
 )
 
@@ -45,6 +49,12 @@ type cancellation struct {
 	state    cancelState
 	since    time.Time // when cancelling was first asked for
 	accepted bool      // the backend accepted the cancel request
+}
+
+// unconfirmed reports whether the job was to be cancelled and the backend
+// never accepted the cancel request.
+func (c *cancellation) unconfirmed() bool {
+	return c.state != cancelNone && c.state != cancelDetached && !c.accepted
 }
 
 // requested reports whether the job is being cancelled and invoke waits for
@@ -83,13 +93,18 @@ func (c *cancellation) signal(now time.Time, detached bool) bool {
 }
 
 // expire ends the wait for the backend to confirm when it is due: byKill →
-// expired after cancelWait; bySignal → expired after grace or when the
-// grace period's context is over (graceOver). It reports whether the state
-// is expired.
-func (c *cancellation) expire(now time.Time, cancelWait, grace time.Duration, graceOver bool) bool {
+// expired after cancelWait once the backend accepted the cancel request,
+// else after budget (a backend out of reach is given the retry budget);
+// bySignal → expired after grace or when the grace period's context is over
+// (graceOver). It reports whether the state is expired.
+func (c *cancellation) expire(now time.Time, cancelWait, budget, grace time.Duration, graceOver bool) bool {
 	switch c.state {
 	case cancelByKill:
-		if now.Sub(c.since) >= cancelWait {
+		limit := cancelWait
+		if !c.accepted {
+			limit = max(cancelWait, budget)
+		}
+		if now.Sub(c.since) >= limit {
 			c.state = cancelExpired
 		}
 	case cancelBySignal:

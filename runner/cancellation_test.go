@@ -11,13 +11,13 @@ import (
 // state, one event at a time, from every state.
 func TestCancellationTransitions(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	const wait, grace = 30 * time.Second, 25 * time.Second
+	const wait, budget, grace = 30 * time.Second, time.Minute, 25 * time.Second
 	type event func(c *cancellation) bool
 	kill := func(c *cancellation) bool { return c.kill(t0.Add(time.Second)) }
 	term := func(c *cancellation) bool { return c.signal(t0.Add(2*time.Second), false) }
 	evicted := func(c *cancellation) bool { return c.signal(t0.Add(2*time.Second), true) }
 	expireAt := func(d time.Duration, graceOver bool) event {
-		return func(c *cancellation) bool { return c.expire(t0.Add(d), wait, grace, graceOver) }
+		return func(c *cancellation) bool { return c.expire(t0.Add(d), wait, budget, grace, graceOver) }
 	}
 	at := func(s cancelState, accepted bool) cancellation {
 		c := cancellation{state: s, accepted: accepted}
@@ -43,6 +43,8 @@ func TestCancellationTransitions(t *testing.T) {
 		{"kill, SIGTERM on an evicted pod: leave the job", at(cancelByKill, false), evicted, cancelDetached, true, false},
 		{"kill, before CancelWait: keep waiting", at(cancelByKill, true), expireAt(wait-time.Millisecond, false), cancelByKill, false, true},
 		{"kill, CancelWait over: expired", at(cancelByKill, true), expireAt(wait, false), cancelExpired, true, true},
+		{"kill not accepted, CancelWait over: keep asking within the budget", at(cancelByKill, false), expireAt(wait, false), cancelByKill, false, false},
+		{"kill not accepted, budget over: expired (pending)", at(cancelByKill, false), expireAt(budget, false), cancelExpired, true, false},
 		{"SIGTERM, kill: nothing more", at(cancelBySignal, true), kill, cancelBySignal, false, true},
 		{"SIGTERM, SIGTERM again: nothing", at(cancelBySignal, true), term, cancelBySignal, false, true},
 		{"SIGTERM, before Grace: keep waiting", at(cancelBySignal, false), expireAt(grace-time.Millisecond, false), cancelBySignal, false, false},
@@ -77,9 +79,9 @@ func TestCancellationClock(t *testing.T) {
 	assert.True(t, c.signal(t0.Add(10*time.Second), false))
 	assert.Equal(t, t0, c.since, "the kill's start stands")
 	assert.False(t, c.signal(t0.Add(11*time.Second), false))
-	assert.False(t, c.expire(t0.Add(24*time.Second), time.Second, 25*time.Second, false),
+	assert.False(t, c.expire(t0.Add(24*time.Second), time.Second, time.Second, 25*time.Second, false),
 		"after SIGTERM the limit is Grace, not CancelWait")
-	assert.True(t, c.expire(t0.Add(25*time.Second), time.Second, 25*time.Second, false))
+	assert.True(t, c.expire(t0.Add(25*time.Second), time.Second, time.Second, 25*time.Second, false))
 
 	var fresh cancellation
 	assert.True(t, fresh.signal(t0, false))

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,7 +74,16 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		}
 		f.stopGrace()
 	}()
+	if killRequested(r.rec.Data) && f.cancel.kill(time.Now()) {
+		// A re-attach to a job whose cancel an earlier invoke could not
+		// confirm: finish the cancel before anything else.
+		log.Info("cancelling the remote job", "why", "kill=true in "+r.Store.Describe()+" (a cancel not yet confirmed)")
+		f.requestCancel()
+	}
 	for p := phasePoll; p != phaseDone; p = f.step(p) {
+	}
+	if f.cancel.unconfirmed() && !f.result.State.Final() {
+		return f.result, r.cancelPending(f.sig, f.result)
 	}
 	return f.result, f.err
 }
@@ -182,8 +192,10 @@ func (f *follower) recordState() phase {
 	return phaseCancel
 }
 
-// checkCancel asks the backend again to cancel if it has not accepted yet,
-// and reports KILLED once the wait for its confirmation is over.
+// checkCancel asks the backend again to cancel if it has not accepted yet.
+// Once the wait for its confirmation is over, the job is KILLED if the
+// backend accepted the cancel request; if not, the cancel is pending and
+// follow ends with the job's last known state (see cancelPending).
 func (f *follower) checkCancel() phase {
 	if !f.cancel.requested() {
 		return phaseWait
@@ -191,10 +203,22 @@ func (f *follower) checkCancel() phase {
 	if !f.cancel.accepted {
 		f.requestCancel()
 	}
-	if f.cancel.expire(time.Now(), f.r.CancelWait, f.r.Grace, f.ctx.Err() != nil) {
-		return f.finish(f.killedStatus(), nil)
+	if !f.cancel.expire(time.Now(), f.r.CancelWait, f.r.RetryBudget, f.r.Grace, f.ctx.Err() != nil) {
+		return phaseWait
 	}
-	return phaseWait
+	if !f.cancel.accepted {
+		return f.finish(f.lastKnown(), nil)
+	}
+	return f.finish(f.killedStatus(), nil)
+}
+
+// lastKnown is the job's latest state: as the backend last reported it in
+// this run, else as the record holds it.
+func (f *follower) lastKnown() backends.Status {
+	if f.seen {
+		return f.last
+	}
+	return f.r.recordedStatus()
 }
 
 // requestCancel asks the backend to cancel the job, unless it already
@@ -206,23 +230,18 @@ func (f *follower) requestCancel() {
 	cctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
 	if err := f.be.Cancel(cctx, f.id); err != nil {
-		f.log.Warn("cancel failed; will try again", "err", err)
+		f.log.Warn("cancel not accepted; will try again", "err", err)
 		return
 	}
 	f.cancel.accepted = true
 	f.poll.Reset()
 }
 
-// killedStatus is the final status once invoke stops waiting for the
-// cancellation.
+// killedStatus is the final status once the backend accepted the cancel
+// request and invoke stops waiting for it to report the job's end.
 func (f *follower) killedStatus() backends.Status {
 	msg := "cancelled"
-	if !f.cancel.accepted {
-		msg = "cancel requested, but the backend did not accept it"
-		if f.lastErr != nil {
-			msg += ": " + f.lastErr.Error()
-		}
-	} else if f.seen {
+	if f.seen {
 		msg += fmt.Sprintf("; the backend still reported %s when invoke stopped waiting", f.last.Raw)
 	}
 	return backends.Status{State: backends.Killed, Raw: f.last.Raw, Message: msg,
@@ -290,7 +309,10 @@ func (f *follower) onSignal() phase {
 	if !wasRequested {
 		f.log.Info("cancelling the remote job", "why", cause.Error())
 	}
-	f.ctx, f.stopGrace = context.WithTimeout(context.WithoutCancel(f.sig), f.r.Grace)
+	// The wait for the backend ends a little before the grace deadline:
+	// the rest is for recording the outcome and writing the outputs.
+	end := f.r.graceDeadline(f.sig).Add(-f.r.graceReserve())
+	f.ctx, f.stopGrace = context.WithDeadline(context.WithoutCancel(f.sig), end)
 	f.requestCancel()
 	return phasePoll
 }
@@ -394,6 +416,38 @@ func sameStatus(a, b map[string]string) bool {
 	return true
 }
 
+// cancelPending records a cancel the backend has not accepted: the job's
+// last known state st stays (it is not final), kill=true is kept or set so
+// that a retry of invoke, or cleanup, finishes the cancel, and the message
+// says so. The record write is bounded like final's. It returns the
+// transient error invoke exits 75 with; its text is ours alone (the
+// server's answer is in the log, not in the record or outputs).
+func (r *run) cancelPending(ctx context.Context, st backends.Status) error {
+	st = r.scrubbed(st)
+	st.Message = fmt.Sprintf("cancel of job %s requested but not yet confirmed: the backend did not accept the cancel request; "+
+		"the job's last known state is %s; kill=true stays in the record, and a retry of invoke or cleanup finishes the cancel",
+		r.result.ID, cmp.Or(string(st.State), "unknown"))
+	st.EndTime = time.Time{}
+	r.result.fill(st)
+	wctx, cancel := r.stopping(ctx, 0)
+	defer cancel()
+	r.written = nil
+	err := retryTransient(wctx, r.RetryBudget, func() error {
+		return r.update(wctx, func(d map[string]string) (bool, error) {
+			c := set(d, KeyKill, "true")
+			for k, v := range r.statusData(st) {
+				c = set(d, k, v) || c
+			}
+			return c, nil
+		})
+	})
+	if err != nil {
+		r.Log.Warn("could not record the pending cancel; the next invoke or cleanup must cancel the job", "record", r.Store.Describe(), "err", err)
+	}
+	r.Log.Warn("cancel not confirmed", "job_id", r.result.ID, "last_state", st.State)
+	return backends.Transient(errors.New(st.Message))
+}
+
 // final records the final state; it must land, so it is retried within the
 // retry budget, and failing that invoke exits 75 (a retry re-attaches and
 // records it).
@@ -403,7 +457,8 @@ func (r *run) final(ctx context.Context, st backends.Status) error {
 	}
 	st = r.scrubbed(st)
 	r.result.fill(st)
-	wctx := context.WithoutCancel(ctx)
+	wctx, cancel := r.stopping(ctx, 0)
+	defer cancel()
 	r.written = nil
 	err := retryTransient(wctx, r.RetryBudget, func() error { return r.writeStatus(wctx, st) })
 	if errors.Is(err, ErrNoRecord) {

@@ -49,7 +49,8 @@ type Invoker struct {
 	Spec *Spec
 	// Holder names this invoker in the submit intent (host/pid/random).
 	Holder string
-	// Grace bounds how long cancelling may take after SIGTERM.
+	// Grace bounds how long invoke takes after SIGTERM: cancelling the job,
+	// recording the outcome and writing the outputs (see run.stopping).
 	Grace time.Duration
 	// SubmitLease is how long a submit intent keeps other invokers waiting
 	// (they adopt the job once it is recorded or found by key).
@@ -114,7 +115,7 @@ func (iv *Invoker) Run(ctx context.Context) error {
 		r.result.Message = r.Secrets.Scrub(err.Error())
 		if r.rec != nil {
 			// Leave a note in the record; best effort, the outputs say it too.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			wctx, cancel := r.stopping(ctx, 5*time.Second)
 			_ = r.update(wctx, func(d map[string]string) (bool, error) {
 				return r.noteFailure(d, err), nil
 			})
@@ -265,7 +266,7 @@ func (r *run) setUp(ctx context.Context) (*Description, backends.Backend, error)
 // upload uploads the outputs after the job's end and records where they went.
 func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend, id, key string, log *slog.Logger) error {
 	// Uploads run after SIGTERM too, within the grace period.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.uploadTime(ctx))
+	uctx, cancel := r.stopping(ctx, r.RetryBudget)
 	defer cancel()
 	locs, notes, uerr := r.uploadOutputs(uctx, desc, be, id, key)
 	r.result.Outputs = locs
@@ -277,8 +278,10 @@ func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend
 		msg += "; " + uerr.Error()
 	}
 	r.result.Message = truncate(r.Secrets.Scrub(msg), 4096)
-	werr := retryTransient(context.WithoutCancel(ctx), r.RetryBudget, func() error {
-		return r.update(context.WithoutCancel(ctx), func(d map[string]string) (bool, error) {
+	wctx, wcancel := r.stopping(ctx, 0)
+	defer wcancel()
+	werr := retryTransient(wctx, r.RetryBudget, func() error {
+		return r.update(wctx, func(d map[string]string) (bool, error) {
 			c := set(d, KeyOutputs, strings.Join(locs, "\n"))
 			return set(d, KeyMessage, r.result.Message) || c, nil
 		})
@@ -291,15 +294,6 @@ func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend
 	}
 	log.Info("outputs uploaded", "locations", len(locs))
 	return nil
-}
-
-// uploadTime is how long uploads may take: the grace period after SIGTERM,
-// else the retry budget.
-func (r *run) uploadTime(ctx context.Context) time.Duration {
-	if ctx.Err() != nil {
-		return r.Grace
-	}
-	return r.RetryBudget
 }
 
 // loadRecord reads the state record, creating it from r.Spec when given.
@@ -595,7 +589,9 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 
 // recordID writes the job id into the record right away, clearing the intent.
 func (r *run) recordID(ctx context.Context, id string) error {
-	wctx := context.WithoutCancel(ctx) // the id must land even during SIGTERM
+	// The id must land even during SIGTERM, within the grace period.
+	wctx, cancel := r.stopping(ctx, 0)
+	defer cancel()
 	err := retryTransient(wctx, r.RetryBudget, func() error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
 			if d[KeyID] != "" && d[KeyID] != id {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -29,6 +30,42 @@ type run struct {
 	// intentSeenAt when this process first saw it (see leaseLeft).
 	intentSeen   string
 	intentSeenAt time.Time
+
+	// graceEnd is when invoke must be done after SIGTERM (unix ns; zero
+	// until invoke first sees its context end): see stopping.
+	graceEnd atomic.Int64
+}
+
+// graceReserve is the part of the grace period kept for recording the
+// outcome after the wait for the backend's cancel confirmation: a fifth of
+// it, at most 5 s.
+func (r *run) graceReserve() time.Duration { return min(5*time.Second, r.Grace/5) }
+
+// graceDeadline is when invoke must have written its outputs after SIGTERM:
+// Grace after it first saw its context end; zero while the context lasts.
+func (r *run) graceDeadline(ctx context.Context) time.Time {
+	if ctx.Err() == nil {
+		return time.Time{}
+	}
+	r.graceEnd.CompareAndSwap(0, time.Now().Add(r.Grace).UnixNano())
+	return time.Unix(0, r.graceEnd.Load())
+}
+
+// stopping returns the context for work that must go on after SIGTERM
+// (recording the outcome, uploading outputs): it is not cancelled by the
+// signal, but after SIGTERM it ends at the grace deadline, so that invoke
+// writes its outputs and exits within the grace period even when the
+// Kubernetes API does not answer; what did not land is left to the next
+// invoke or cleanup. Before SIGTERM it ends after d (0: no limit).
+func (r *run) stopping(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	wctx := context.WithoutCancel(ctx)
+	if end := r.graceDeadline(ctx); !end.IsZero() {
+		return context.WithDeadline(wctx, end)
+	}
+	if d > 0 {
+		return context.WithTimeout(wctx, d)
+	}
+	return context.WithCancel(wctx)
 }
 
 // observe makes rec the record as last seen. It is the one place that

@@ -52,7 +52,21 @@ type Backend struct {
 	LoseResponses int
 	// StatusFaults are returned by the next Status calls, in order.
 	StatusFaults []error
-	now          func() time.Time
+	// down: every call fails as with a backend out of reach (see SetDown).
+	down bool
+	now  func() time.Time
+}
+
+// errDown is what calls return while the fake is down; its text stands for
+// a server's, which must not reach a record or an output.
+var errDown = backends.Transient(fmt.Errorf("fake: connection refused (server text 5ecret-detail)"))
+
+// SetDown makes every call fail with a transient error from now on (down),
+// or work again: an outage of the backend.
+func (b *Backend) SetDown(down bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.down = down
 }
 
 // New returns an empty fake.
@@ -163,6 +177,9 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.Calls["status"]++
+	if b.down {
+		return backends.Status{}, errDown
+	}
 	if len(b.StatusFaults) > 0 {
 		err := b.StatusFaults[0]
 		b.StatusFaults = b.StatusFaults[1:]
@@ -193,6 +210,9 @@ func (b *Backend) Cancel(_ context.Context, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.Calls["cancel"]++
+	if b.down {
+		return errDown
+	}
 	j, ok := b.jobs[id]
 	if !ok {
 		return fmt.Errorf("fake job %s: %w", id, backends.ErrNotFound)
@@ -208,6 +228,9 @@ func (b *Backend) FindByKey(_ context.Context, key string) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.Calls["find"]++
+	if b.down {
+		return "", errDown
+	}
 	for _, j := range b.jobs {
 		if j.Key == key {
 			return j.ID, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,6 +94,7 @@ func defaultGrace() time.Duration {
 func (a *app) runInvoke(cmd *cobra.Command, o *invokeOptions) error {
 	res, err := a.invoke(cmd, o)
 	res.Exit = o.inputs.exit(exitCode(res, err))
+	unfinished(res)
 	if err != nil {
 		a.log.Error("invoke failed", "err", err, "exit", res.Exit)
 	}
@@ -108,6 +110,21 @@ func (a *app) runInvoke(cmd *cobra.Command, o *invokeOptions) error {
 	}
 	fmt.Fprintln(a.stdout, res.Summary())
 	return exitError{res.Exit}
+}
+
+// unfinished makes a result that exits 75 say so: the step did not finish
+// (a retry is to come), so its status names no state, even when the job
+// reached one that could not be recorded or whose outputs did not upload;
+// a summary never reads DONE or KILLED while invoke exits 75. The message
+// keeps the job's state.
+func unfinished(res *runner.Result) {
+	if res.Exit != ExitTempFail || res.Status == "" {
+		return
+	}
+	if !strings.Contains(res.Message, res.Status) {
+		res.Message = "job " + res.Status + ", step not finished: " + res.Message
+	}
+	res.Status = ""
 }
 
 func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, error) {
