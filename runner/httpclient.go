@@ -10,18 +10,20 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // NewHTTPClient returns the client backends use. TLS is verified against the
 // system roots plus caFile when given; insecure turns verification off (the
 // user must ask for it). There is no overall timeout, because downloads may
-// be large: backends bound each request with a context instead.
+// be large: backends bound each request with a context instead. Redirects
+// follow httpx's policy (same origin only, at most httpx.MaxRedirects).
 func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
 	tr, err := newTransport(caFile, insecure)
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: &countingTransport{next: tlsFaultTransport{next: tr}}}, nil
+	return &http.Client{Transport: &countingTransport{next: tlsFaultTransport{next: tr}}, CheckRedirect: httpx.CheckRedirect}, nil
 }
 
 // newTransport is the TLS-configured transport behind NewHTTPClient.

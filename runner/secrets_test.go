@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -74,4 +76,21 @@ func TestHTTPClientCAFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte("not a cert"), 0o600))
 	_, err = runner.NewHTTPClient(bad, false)
 	assert.ErrorIs(t, err, backends.ErrInvalid)
+}
+
+// TestHTTPClientRedirectPolicy: the client every backend gets follows a
+// redirect only within the origin, even when a request does not go through
+// httpx.Open; the other origin never sees the request or its header.
+func TestHTTPClientRedirectPolicy(t *testing.T) {
+	rd := testutil.NewRedirector(t, "http://127.0.0.1:9", false)
+	rd.Set(http.StatusTemporaryRedirect, nil, testutil.To(rd.Other.URL))
+	c, err := runner.NewHTTPClient("", false)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodGet, rd.Front.URL+"/x", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-SLURM-USER-TOKEN", "tok-redirect-secret")
+	_, err = c.Do(req)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "redirect refused: to another origin")
+	assert.Empty(t, rd.Received())
 }

@@ -8,6 +8,7 @@
 package httpx
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,16 @@ type Request struct {
 	// Timeout bounds the whole exchange, reading the body included; zero
 	// means none beyond ctx.
 	Timeout time.Duration
+	// Server names the server in messages as the user knows it
+	// ("slurmrestd"); "the server" when empty.
+	Server string
+	// Field is the setting that gives the URL, named when the URL is
+	// wrong (a refused redirect); "resourceURL" when empty.
+	Field string
 }
+
+func (r Request) server() string { return cmp.Or(r.Server, "the server") }
+func (r Request) field() string  { return cmp.Or(r.Field, "resourceURL") }
 
 // Op names the request in messages: method and path, never the query
 // (which may carry a key) nor user info.
@@ -56,7 +66,8 @@ func (r Request) Op() string {
 // status: the caller reads or streams it and must close it. Closing the body
 // ends r's timeout. A failure to send is wrapped as ErrTransient (the
 // caller's own cancellation is returned as ctx.Err()); a URL that cannot
-// make a request is ErrInvalid naming resourceURL.
+// make a request, and a redirect the policy refuses (CheckRedirect) or the
+// client could not follow, are ErrInvalid naming r.Field.
 func Open(ctx context.Context, client *http.Client, r Request) (*http.Response, error) {
 	var body io.Reader
 	if r.Body != nil {
@@ -72,15 +83,25 @@ func Open(ctx context.Context, client *http.Client, r Request) (*http.Response, 
 	req, err := http.NewRequestWithContext(rctx, r.Method, r.URL, body)
 	if err != nil {
 		cancel()
-		return nil, backends.Invalid("resourceURL", "%v", unwrapURLError(err))
+		return nil, backends.Invalid(r.field(), "%v", unwrapURLError(err))
 	}
 	for k, vs := range r.Header {
 		req.Header[k] = vs
 	}
-	resp, err := client.Do(req)
+	c := *client // the redirect policy holds whoever built the client
+	c.CheckRedirect = CheckRedirect
+	resp, err := c.Do(req)
 	if err != nil {
 		cancel()
+		if rerr := RedirectError(err, r.server(), r.Op(), r.field()); rerr != nil {
+			return nil, rerr
+		}
 		return nil, Transport(ctx, r.Op(), err)
+	}
+	if isRedirect(resp.StatusCode) {
+		resp.Body.Close()
+		cancel()
+		return nil, unfollowed(resp, r.server(), r.Op(), r.field())
 	}
 	resp.Body = cancelOnClose{resp.Body, cancel}
 	return resp, nil

@@ -64,7 +64,8 @@ func (b *Backend) roundTrip(ctx context.Context, r request, cookie string) (*htt
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
-	req := httpx.Request{Method: r.method, URL: u, Body: r.body, Timeout: b.requestTimeout, Header: http.Header{"Accept": {r.accept}}}
+	req := httpx.Request{Method: r.method, URL: u, Body: r.body, Timeout: b.requestTimeout, Header: http.Header{"Accept": {r.accept}},
+		Server: "Application Center"}
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}

@@ -58,17 +58,11 @@ func (b *Backend) bearer(ctx context.Context, apikey string) (string, error) {
 		return b.token, nil
 	}
 	form := url.Values{"grant_type": {"urn:ibm:params:oauth:grant-type:apikey"}, "apikey": {apikey}}.Encode()
-	rctx, cancel := context.WithTimeout(ctx, b.requestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, iam, strings.NewReader(form))
+	resp, err := httpx.Open(ctx, b.client, httpx.Request{Method: http.MethodPost, URL: iam, Timeout: b.requestTimeout,
+		Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Accept": {"application/json"}},
+		Body:   func() (io.Reader, error) { return strings.NewReader(form), nil }, Server: "IBM Cloud IAM", Field: "iam_url"})
 	if err != nil {
-		return "", backends.Invalid("jobproperties", "iam_url: %v", err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return "", httpx.Transport(ctx, "POST IAM token", err)
+		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := readAPIError("POST IAM token", resp)

@@ -154,7 +154,7 @@ func (b *Backend) open(ctx context.Context, method, path string, query url.Value
 		if len(query) > 0 {
 			u += "?" + query.Encode()
 		}
-		req := httpx.Request{Method: method, URL: u, Timeout: b.requestTimeout, Header: http.Header{}}
+		req := httpx.Request{Method: method, URL: u, Timeout: b.requestTimeout, Header: http.Header{}, Server: "IBM Quantum"}
 		if payload != nil {
 			req.Body = func() (io.Reader, error) { return bytes.NewReader(payload), nil }
 			req.Header.Set("Content-Type", "application/json")

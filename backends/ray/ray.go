@@ -514,7 +514,7 @@ var exceptionLine = sync.OnceValue(func() *regexp.Regexp {
 func (b *Backend) do(ctx context.Context, method, path string, body []byte) (*response, error) {
 	u := *b.base
 	u.Path = b.base.Path + path
-	req := httpx.Request{Method: method, URL: u.String(), Header: http.Header{"Accept": {"application/json"}}}
+	req := httpx.Request{Method: method, URL: u.String(), Header: http.Header{"Accept": {"application/json"}}, Server: "the Ray dashboard"}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Body = func() (io.Reader, error) { return bytes.NewReader(body), nil }

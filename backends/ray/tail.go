@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Job output comes from Ray's logs tail: GET /api/jobs/{id}/logs/tail, a
@@ -59,20 +60,68 @@ func (b *Backend) openTail(ctx context.Context, id string, offset int64) (*tail,
 		d.TLSClientConfig = t.TLSClientConfig
 		d.Proxy = t.Proxy
 	}
-	h := http.Header{}
-	tok, why := b.token()
-	if tok != "" {
-		h.Set("Authorization", "Bearer "+tok)
-	}
-	conn, resp, err := d.DialContext(ctx, u.String(), h)
+	conn, err := b.dialTail(ctx, &d, &u, id)
 	if err != nil {
-		return nil, b.tailError(id, resp, why, err)
+		return nil, err
 	}
 	conn.SetReadLimit(maxTailMessage)
 	t := &tail{conn: conn, next: offset, skip: offset}
 	t.cond = sync.NewCond(&t.mu)
 	go t.receive()
 	return t, nil
+}
+
+// dialTail opens the WebSocket at u. The dialer follows no redirect; one
+// that httpx's policy allows (same origin, at most httpx.MaxRedirects) is
+// followed here, as the REST calls follow theirs, and any other is refused
+// with the token unsent.
+func (b *Backend) dialTail(ctx context.Context, d *websocket.Dialer, u *url.URL, id string) (*websocket.Conn, error) {
+	h := http.Header{}
+	tok, why := b.token()
+	if tok != "" {
+		h.Set("Authorization", "Bearer "+tok)
+	}
+	op := "GET " + u.EscapedPath()
+	for hops := 1; ; hops++ {
+		conn, resp, err := d.DialContext(ctx, u.String(), h)
+		if err == nil {
+			return conn, nil
+		}
+		loc := redirectTarget(resp)
+		if loc == nil {
+			return nil, b.tailError(id, resp, why, err)
+		}
+		next := u.ResolveReference(loc)
+		if rerr := httpx.CheckRedirectURL(u, next, hops); rerr != nil {
+			return nil, httpx.RedirectError(rerr, "the Ray dashboard", op, "resourceURL")
+		}
+		switch next.Scheme { // the dialer speaks ws and wss only
+		case "http":
+			next.Scheme = "ws"
+		case "https":
+			next.Scheme = "wss"
+		}
+		u = next
+	}
+}
+
+// redirectTarget is the Location of a redirect answer (closing its body),
+// or nil for any other answer.
+func redirectTarget(resp *http.Response) *url.URL {
+	if resp == nil {
+		return nil
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return nil
+	}
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || resp.Header.Get("Location") == "" {
+		return nil
+	}
+	resp.Body.Close()
+	return loc
 }
 
 // transportOf finds the *http.Transport under c's transport (wrappers that

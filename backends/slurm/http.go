@@ -193,7 +193,7 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*respo
 		}
 		rd = &buf
 	}
-	req := httpx.Request{Method: method, URL: b.base + path, Timeout: b.requestTimeout, Header: http.Header{}}
+	req := httpx.Request{Method: method, URL: b.base + path, Timeout: b.requestTimeout, Header: http.Header{}, Server: "slurmrestd"}
 	if rd != nil {
 		req.Body = func() (io.Reader, error) { return rd, nil }
 		req.Header.Set("Content-Type", "application/json")

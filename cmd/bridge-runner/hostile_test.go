@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -365,4 +366,49 @@ func selfSignedPEM(t *testing.T) []byte {
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	defer srv.Close()
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+// TestHostileInputRedirects: a server that redirects every request to
+// another origin, or to itself forever, is exit 2 at once with the
+// redirect named in the summary and the record (never "context deadline
+// exceeded" after the retry budget), and the other origin receives nothing:
+// no token, password, API key or body.
+func TestHostileInputRedirects(t *testing.T) {
+	clearEnv(t)
+	rd := testutil.NewRedirector(t, "http://"+closedPort(t), false)
+	creds := credsDir(t, map[string]string{"username": "u", "token": hostileSecret, "password": hostileSecret,
+		"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": hostileSecret, "iam_url": rd.Front.URL + "/identity/token"})
+	for _, redirect := range []string{"elsewhere", "loop"} {
+		for _, backend := range []string{"slurm", "ray", "lsf", "quantum"} {
+			t.Run(redirect+"/"+backend, func(t *testing.T) {
+				if redirect == "loop" {
+					rd.Set(http.StatusFound, nil, testutil.Loop)
+				} else {
+					rd.Set(http.StatusTemporaryRedirect, nil, testutil.To(rd.Other.URL))
+				}
+				state := t.TempDir()
+				args := []string{"--script", "#!/bin/sh\nhostname\n"}
+				if backend == "quantum" {
+					args = []string{"--script", "OPENQASM 3.0; qubit q; bit c; h q; c = measure q;", "--job-properties", `{"program_id":"sampler","backend":"ibm_torino"}`}
+				}
+				r := run(t, append([]string{"invoke", "--state-dir", state, "--job-name", "j", "--backend", backend, "--resource-url", rd.Front.URL,
+					"--credentials-dir", creds, "--retry-budget", "1m", "--submit-lease", "1m"}, args...)...)
+				assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+				msg, _ := r.summary["message"].(string)
+				assert.Contains(t, msg, " redirected ")
+				assert.Contains(t, msg, "to the final address")
+				if redirect == "loop" {
+					assert.Contains(t, msg, "more than 5 times")
+				} else {
+					assert.Contains(t, msg, "("+rd.Other.URL+")")
+				}
+				assert.NotContains(t, r.stdout+r.stderr, "deadline")
+				assert.NotContains(t, r.stdout+r.stderr, hostileSecret)
+				rec, err := runner.NewFileStore(state, "j").Get(context.Background())
+				require.NoError(t, err)
+				assert.Contains(t, rec.Data[runner.KeyMessage], " redirected ")
+				assert.Empty(t, rd.Received(), "nothing reached the other origin")
+			})
+		}
+	}
 }
