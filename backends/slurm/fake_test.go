@@ -19,8 +19,10 @@ import (
 )
 
 // fakeSlurm is an httptest slurmrestd that answers as backend-apis.md §1
-// describes each version: paths, auth, submit validation, the shapes of job
-// records, errors and not-found, with fault injection.
+// describes each version (v0.0.46 as SchedMD's data_parser/v0.0.46 on
+// master defines it): paths, auth (X-SLURM-USER-* headers, and Authorization:
+// Bearer from 23.02 on), submit validation, the shapes of job records,
+// errors and not-found, with fault injection.
 type fakeSlurm struct {
 	*httptest.Server
 	t *testing.T
@@ -77,10 +79,11 @@ var releases = map[string][]apiVersion{
 	"25.05.8":  {40, 41, 42, 43},
 	"25.11.2":  {41, 42, 43, 44},
 	"26.05.0":  {42, 43, 44, 45},
+	"26.11.0":  {43, 44, 45, 46}, // master: v0.0.42 dropped, v0.0.43 deprecated
 }
 
 // releaseOf is the newest release that serves v.
-var releaseOf = map[apiVersion]string{38: "22.05.8", 39: "23.02.8", 40: "23.11.11", 41: "24.05.8", 42: "24.11.7", 43: "25.05.8", 44: "25.11.2", 45: "26.05.0"}
+var releaseOf = map[apiVersion]string{38: "22.05.8", 39: "23.02.8", 40: "23.11.11", 41: "24.05.8", 42: "24.11.7", 43: "25.05.8", 44: "25.11.2", 45: "26.05.0", 46: "26.11.0"}
 
 var fakeKey = []byte("0123456789abcdef0123456789abcdef")
 
@@ -202,8 +205,7 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 	if f.injectFault(w, r) {
 		return
 	}
-	// 22.05 wants both headers on every path; a missing one is a plain 401.
-	if r.Header.Get("X-SLURM-USER-NAME") == "" || r.Header.Get("X-SLURM-USER-TOKEN") == "" {
+	if _, _, ok := f.credentialsOf(r); !ok {
 		w.Header().Set("Connection", "Close")
 		plain(w, http.StatusUnauthorized, "Authentication failure")
 		return
@@ -381,12 +383,36 @@ func (f *fakeSlurm) cancel(w http.ResponseWriter, r *http.Request, v apiVersion,
 	f.ok(w, v, extra)
 }
 
+// credentialsOf reads the user and token as slurmrestd's rest_auth/jwt
+// does, and says whether it lets the request through to slurmctld (if not,
+// slurmrestd answers a plain 401). 22.05 wants X-SLURM-USER-NAME and
+// X-SLURM-USER-TOKEN on every path. 23.02 and later also take the token as
+// Authorization: Bearer (never both: that is ambiguous and refused), and
+// the user name may be left out (slurmctld takes it from the token).
+func (f *fakeSlurm) credentialsOf(r *http.Request) (user, tok string, ok bool) {
+	user, tok = r.Header.Get("X-SLURM-USER-NAME"), r.Header.Get("X-SLURM-USER-TOKEN")
+	if strings.HasPrefix(f.release, "22.") {
+		return user, tok, user != "" && tok != ""
+	}
+	switch auth := r.Header.Get("Authorization"); {
+	case auth != "" && tok != "":
+		return "", "", false
+	case auth != "":
+		tok, ok = strings.CutPrefix(auth, "Bearer ")
+		return user, tok, ok
+	}
+	return user, tok, tok != ""
+}
+
 func (f *fakeSlurm) authOK(r *http.Request) bool {
-	user, tok := r.Header.Get("X-SLURM-USER-NAME"), r.Header.Get("X-SLURM-USER-TOKEN")
+	user, tok, _ := f.credentialsOf(r)
+	c, ok := parseJWT(tok)
+	if user == "" {
+		user = c.Sun
+	}
 	if !f.tokens[tok] || user != f.user {
 		return false
 	}
-	c, ok := parseJWT(tok)
 	return ok && time.Unix(c.Exp, 0).After(time.Now())
 }
 
@@ -504,6 +530,7 @@ var knownJobKeys = map[string]bool{
 	"partition": true, "qos": true, "standard_error": true, "standard_output": true, "standard_input": true,
 	"tasks": true, "time_limit": true, "minimum_nodes": true, "tres_per_node": true, "script": true,
 	"exclusive": true, "hold": true, "requeue": true,
+	"container_type": true, "runtime": true, // v0.0.45 only; its new name from v0.0.46 on
 }
 
 func (f *fakeSlurm) submit(w http.ResponseWriter, r *http.Request, v apiVersion) {
@@ -566,7 +593,7 @@ func unknownJobKeys(job map[string]any, v apiVersion) []map[string]any {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !knownJobKeys[k] || (k == "script" && v < 40) {
+		if !knownJobKeys[k] || (k == "script" && v < 40) || (k == "container_type" && v != 45) || (k == "runtime" && v < 46) {
 			parseErrs = append(parseErrs, map[string]any{"description": fmt.Sprintf("Unknown key %q", k), "source": "hsearch_r"})
 		}
 	}
@@ -650,6 +677,12 @@ func (j *fakeJob) record(v apiVersion) map[string]any {
 		"partition": "debug", "state_reason": j.reason, "state_description": "",
 		"standard_output": j.stdout, "standard_error": "", "current_working_directory": j.cwd,
 		"batch_flag": true, "nodes": "fake", "array_task_id": nil,
+	}
+	switch { // v0.0.46 renamed v0.0.45's container_type
+	case v == 45:
+		rec["container_type"] = ""
+	case v >= 46:
+		rec["runtime"] = ""
 	}
 	// job_state: ≤v0.0.39 one string, a flag winning over the base state
 	// (job_state_string); v0.0.40+ the base state and flags as an array.

@@ -16,8 +16,10 @@ import (
 // describe, so the job description stays the same from site to site:
 //
 //	tokenHeader  header that carries the token (default X-SLURM-USER-TOKEN);
-//	             "Authorization" sends "Bearer <token>", which slurmrestd
-//	             itself accepts from 23.02 on
+//	             "Authorization" sends "Bearer <token>", for gateways that
+//	             forward only that header; slurmrestd itself accepts it
+//	             from 23.02 on (tested on 24.11), while 22.05 answers a
+//	             plain 401, reported as an error that names tokenHeader
 //	userHeader   header that carries the user name (default
 //	             X-SLURM-USER-NAME); "none" sends no user name (23.02+ take
 //	             it from the token)

@@ -83,3 +83,61 @@ func TestSiteGateway(t *testing.T) {
 		assert.Contains(t, err.Error(), "credentials")
 	}
 }
+
+// bearerGateway is a gateway that forwards only Authorization (and the
+// body's Content-Type) to slurmrestd at target, as some sites' gateways do:
+// every X-SLURM-* header is dropped on the way.
+func bearerGateway(t *testing.T, target string) *httptest.Server {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keep := http.Header{}
+		for _, k := range []string{"Authorization", "Content-Type", "Accept"} {
+			if v := r.Header.Get(k); v != "" {
+				keep.Set(k, v)
+			}
+		}
+		r.Header = keep
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(gw.Close)
+	return gw
+}
+
+// Authorization: Bearer through a gateway that forwards nothing else: 24.11
+// and 26.11 (v0.0.46) take it; 22.05 does not, and the error says what to
+// change without repeating the token.
+func TestBearerTokenThroughAGateway(t *testing.T) {
+	for _, release := range []string{"24.11.7", "26.11.0", "22.05.8"} {
+		t.Run(release, func(t *testing.T) {
+			h := newHarness(t, release, "/")
+			gw := bearerGateway(t, h.f.URL)
+			creds := gatewayCreds(t, h.creds, map[string]string{"tokenHeader": "Authorization"})
+			be, err := New(backends.Config{URL: gw.URL, Credentials: creds})
+			require.NoError(t, err)
+			id, err := be.Submit(context.Background(), testJob(hello))
+			if release == "22.05.8" {
+				require.ErrorIs(t, err, backends.ErrAuth)
+				assert.Equal(t, `GET /openapi/v3: HTTP 401 Unauthorized: slurmrestd did not accept the token as Authorization: Bearer (Slurm 22.05 and older read it only from X-SLURM-USER-TOKEN; 23.02 and later take either): remove tokenHeader, or have the gateway forward X-SLURM-USER-TOKEN; check the key "tokenHeader" in the credentials Secret: credentials refused`, err.Error())
+				return
+			}
+			require.NoError(t, err)
+			_, err = be.Status(context.Background(), id)
+			require.NoError(t, err)
+			want := releases[release][len(releases[release])-1]
+			assert.Equal(t, "POST /slurm/"+want.String()+"/job/submit", h.f.reqs()[1])
+		})
+	}
+	// slurmrestd refuses a token in both headers as ambiguous.
+	h := newHarness(t, "26.11.0", "/")
+	tok, _ := h.creds.Get("token")
+	req, _ := http.NewRequest(http.MethodGet, h.f.URL+"/slurm/v0.0.46/ping/", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("X-SLURM-USER-TOKEN", tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}

@@ -333,6 +333,12 @@ func (b *Backend) authProbe(ctx context.Context, orig *response) error {
 
 func (b *Backend) authError(r *response) error {
 	user, token, _ := b.credentials()
+	if th, _, _ := b.authHeaders(); strings.EqualFold(th, "Authorization") && r.status == http.StatusUnauthorized && !r.json {
+		// slurmrestd (or a gateway) refused the request without asking
+		// slurmctld: rest_auth/jwt reads Authorization: Bearer only from
+		// Slurm 23.02 on; 22.05 answers a plain 401 for it.
+		return httpx.AuthError(r.method+" "+r.path, r.status, "slurmrestd did not accept the token as Authorization: Bearer (Slurm 22.05 and older read it only from X-SLURM-USER-TOKEN; 23.02 and later take either): remove tokenHeader, or have the gateway forward X-SLURM-USER-TOKEN", "tokenHeader")
+	}
 	hint := "the token is invalid, expired, or was not minted for this user"
 	if c, ok := parseJWT(token); ok {
 		if c.Exp > 0 && !time.Unix(c.Exp, 0).After(time.Now()) {

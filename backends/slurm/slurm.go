@@ -1,5 +1,5 @@
 // Package slurm runs jobs on a Slurm cluster through slurmrestd's REST API,
-// versions v0.0.38 (Slurm 22.05) to v0.0.45 (Slurm 26.05).
+// versions v0.0.38 (Slurm 22.05) to v0.0.46 (Slurm master, to be 26.11).
 //
 // resourceURL is slurmrestd's base URL (http://host:6820). The API version is
 // found at run time with one GET /openapi/v3, taking the newest version both

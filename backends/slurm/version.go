@@ -23,16 +23,23 @@ type apiVersion int
 // is spoken like the newest known one.
 const (
 	minVersion apiVersion = 38
-	maxVersion apiVersion = 45
+	maxVersion apiVersion = 46
 )
 
-// From v0.0.42 to v0.0.45 nothing this package sends or reads changed in
+// From v0.0.42 to v0.0.46 nothing this package sends or reads changed in
 // SchedMD's published OpenAPI (job.script, environment as an array,
 // {set,infinite,number} numbers, job_state as base state plus flags,
 // exit_code as an object, top-level job_id), except one new job state flag
 // in v0.0.44, EXPEDITING (state.go). Slurm 25.11.0 deprecated the top-level
 // script and 25.11.1 took it back; job.script, which we send from v0.0.41
-// on, works in all of them.
+// on, works in all of them. v0.0.46 (Slurm master, to be 26.11; its
+// data_parser source is the published definition, no JSON spec is out yet)
+// renames the job's container_type (new in v0.0.45) to runtime and drops
+// partition and signal fields; we use none of them. Master serves
+// v0.0.43-v0.0.46: v0.0.42 is gone and v0.0.43 is deprecated (removed in
+// 27.05). Discovery takes the newest version both sides speak, so a
+// deprecated one is spoken only when a server serves nothing newer that we
+// know, or when resourceURL pins it.
 
 func (v apiVersion) String() string { return "v0.0." + strconv.Itoa(int(v)) }
 
