@@ -54,6 +54,8 @@ type jobSpec struct {
 	env       map[string]string
 	timeLimit *timeLimit
 	script    string
+	notes     []string // said once at submit (Info)
+	warnings  []string // said once at submit (Warn)
 }
 
 // buildJob turns a backends.Job into a jobSpec. Errors wrap ErrInvalid and
@@ -69,10 +71,16 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	sj, err := inlineDirectives(job)
+	if err != nil {
+		return nil, err
+	}
+	s.mergeScript(sj, props)
 	userEnv, err := s.takeProperties(props)
 	if err != nil {
 		return nil, err
 	}
+	userEnv = scriptEnv(sj, userEnv)
 	if err := s.takeAliases(props); err != nil {
 		return nil, err
 	}
@@ -83,6 +91,20 @@ func buildJob(job backends.Job) (*jobSpec, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// inlineDirectives reads the #SBATCH lines of an inline or S3 script. A
+// script on the cluster (scriptLocation=remote) is not read: the wrapper
+// that runs it is what Slurm sees, over REST and over SSH alike.
+func inlineDirectives(job backends.Job) (*scriptJob, error) {
+	if job.ScriptPath != "" {
+		return restDirectives(nil)
+	}
+	ds, err := scriptDirectives(job.Script)
+	if err != nil {
+		return nil, err
+	}
+	return restDirectives(ds)
 }
 
 // parseProperties reads jobproperties as an object of Slurm job fields and

@@ -154,6 +154,12 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	if job.LogShip != nil {
 		spec.shipLogs(*job.LogShip)
 	}
+	for _, n := range spec.notes {
+		b.log.Info(n)
+	}
+	for _, w := range spec.warnings {
+		b.log.Warn("the script's #SBATCH lines: " + w)
+	}
 	if err := b.checkToken(spec); err != nil {
 		return "", err
 	}

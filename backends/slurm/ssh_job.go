@@ -38,6 +38,7 @@ type sshJob struct {
 	chdir   bool // jobproperties chose the working directory
 	output  bool // jobproperties chose the output file
 	jobName string
+	nameSet bool // jobproperties named the job
 }
 
 // buildSbatch checks the job and turns jobproperties into sbatch options:
@@ -64,6 +65,9 @@ func buildSbatch(job backends.Job) (*sshJob, error) {
 		if err := s.addOption(k, props[k]); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.readScript(job); err != nil {
+		return nil, err
 	}
 	name := job.Name
 	if s.jobName != "" {
@@ -140,9 +144,40 @@ func (s *sshJob) addOption(k string, raw json.RawMessage) error {
 	case "output":
 		s.output = true
 	case "job-name":
-		s.jobName = val
+		s.jobName, s.nameSet = val, true
 		return nil
 	}
 	s.args = append(s.args, "--"+opt+"="+val)
+	return nil
+}
+
+// readScript notes the script's #SBATCH lines that bridge-runner's own
+// defaults would override (sbatch lets the command line win): the working
+// directory, the output file and the job name, which then stand as the
+// script says unless jobproperties sets them. The directives refused over
+// REST for reasons of their own (--array, --hold, ...) are refused here too.
+func (s *sshJob) readScript(job backends.Job) error {
+	if job.ScriptPath != "" {
+		return nil
+	}
+	ds, err := scriptDirectives(job.Script)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if why, ok := directiveRefused[d.opt]; ok {
+			return backends.Invalid("jobdata.jobScript", "line %d: %s: %s", d.line, d, why)
+		}
+		switch d.opt {
+		case "chdir":
+			s.chdir = true
+		case "output":
+			s.output = true
+		case "job-name":
+			if !s.nameSet {
+				s.jobName = d.val
+			}
+		}
+	}
 	return nil
 }
