@@ -265,25 +265,23 @@ type restDirective struct {
 	conv  func(val string) (any, error) // nil: the value as a string
 }
 
-// directiveFields maps sbatch's options onto slurmrestd's job fields (the
-// same in v0.0.38 to v0.0.42 unless said). Values take the shapes
-// jobproperties takes, so that both go through the same encoding per API
-// version (time_limit, nodes, ...).
+// directiveFields maps sbatch's options onto slurmrestd's job fields that
+// are the same in v0.0.38 to v0.0.42. Values take the shapes jobproperties
+// takes, so that both go through the same encoding per API version
+// (time_limit, nodes, ...). The options whose field differs by version are
+// in versionedDirectives.
 var directiveFields = map[string]restDirective{
 	"account": {"account", nil}, "job-name": {"name", nil}, "partition": {"partition", nil},
 	"qos": {"qos", nil}, "reservation": {"reservation", nil}, "wckey": {"wckey", nil},
 	"constraint": {"constraints", nil}, "dependency": {"dependency", nil}, "licenses": {"licenses", nil},
-	"nodelist": {"required_nodes", nil}, "exclude": {"excluded_nodes", nil},
 	"output": {"standard_output", nil}, "error": {"standard_error", nil}, "input": {"standard_input", nil},
 	"chdir": {"current_working_directory", nil}, "mail-user": {"mail_user", nil},
 	"nodes": {"nodes", nil}, "time": {"time_limit", nil}, "time-min": {"time_minimum", minutesValue},
 	"ntasks": {"tasks", wholeNumber}, "cpus-per-task": {"cpus_per_task", wholeNumber},
 	"ntasks-per-node": {"tasks_per_node", wholeNumber}, "mincpus": {"minimum_cpus_per_node", wholeNumber},
 	"threads-per-core": {"threads_per_core", wholeNumber}, "nice": {"nice", niceValue},
-	"mem": {"memory_per_node", megabytes}, "mem-per-cpu": {"memory_per_cpu", megabytes}, "tmp": {"temporary_disk_per_node", megabytes},
+	"mem": {"memory_per_node", megabytes}, "mem-per-cpu": {"memory_per_cpu", megabytes},
 	"requeue": {"requeue", constant(true)}, "no-requeue": {"requeue", constant(false)},
-	"gres": {"tres_per_node", gresValue}, "gpus": {"tres_per_job", gpusValue},
-	"begin": {"begin_time", beginTime}, "mail-type": {"mail_type", mailType},
 }
 
 // directiveIgnored change nothing about the job that runs.

@@ -16,14 +16,18 @@ type scriptJob struct {
 	fields map[string]json.RawMessage // jobproperties-shaped, by job field
 	from   map[string]directive       // the directive that set each field
 	env    map[string]string          // from --export=NAME=value,...
-	warn   []string
+	// versioned: directives whose field differs by API version, by their
+	// first field name
+	versioned map[string]versioned
+	warn      []string
 }
 
 // restDirectives turns the script's directives into job fields. A
 // directive that no job field carries is refused: slurmrestd would ignore
 // it, and the job would differ from the one sbatch submits.
 func restDirectives(ds []directive) (*scriptJob, error) {
-	sj := &scriptJob{fields: map[string]json.RawMessage{}, from: map[string]directive{}, env: map[string]string{}}
+	sj := &scriptJob{fields: map[string]json.RawMessage{}, from: map[string]directive{}, env: map[string]string{},
+		versioned: map[string]versioned{}}
 	for _, d := range ds {
 		if err := sj.add(d); err != nil {
 			return nil, err
@@ -45,8 +49,15 @@ func (sj *scriptJob) add(d directive) error {
 	case "comment":
 		sj.warn = append(sj.warn, fmt.Sprintf("line %d: %s is ignored: bridge-runner keeps the job's idempotency key in comment", d.line, d))
 		return nil
-	case "exclusive":
-		return sj.set(d, "exclusive", exclusiveValue(d.val))
+	}
+	if mk, ok := versionedDirectives[d.opt]; ok {
+		vd, err := mk(d.val)
+		if err != nil {
+			return backends.Invalid("jobdata.jobScript", "line %d: %s: %v", d.line, d, err)
+		}
+		vd.d = d
+		sj.versioned[vd.names[0]] = vd
+		return nil
 	}
 	rd, ok := directiveFields[d.opt]
 	if !ok {
@@ -87,57 +98,6 @@ func (sj *scriptJob) export(d directive) error {
 		}
 	}
 	return nil
-}
-
-func exclusiveValue(v string) any {
-	if v == "" {
-		return "true"
-	}
-	return v
-}
-
-// gresValue turns --gres=gpu:2 into the TRES string slurmctld takes.
-func gresValue(s string) (any, error) {
-	var parts []string
-	for _, g := range strings.Split(s, ",") {
-		if g = strings.TrimSpace(g); g == "" {
-			return nil, fmt.Errorf("an empty GRES in %q", s)
-		}
-		parts = append(parts, "gres:"+g)
-	}
-	return strings.Join(parts, ","), nil
-}
-
-// gpusValue turns --gpus=[type:]N into the job's TRES.
-func gpusValue(s string) (any, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("no GPU count")
-	}
-	return "gres:gpu:" + strings.TrimSpace(s), nil
-}
-
-var mailTypes = []string{"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
-	"TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS"}
-
-func mailType(s string) (any, error) {
-	var out []string
-	for _, t := range strings.Split(strings.ToUpper(s), ",") {
-		t = strings.TrimSpace(t)
-		if !contains(mailTypes, t) {
-			return nil, fmt.Errorf("%q is not a mail type (%s)", t, strings.Join(mailTypes, ", "))
-		}
-		out = append(out, t)
-	}
-	return strings.Join(out, ","), nil
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // beginTime reads the --begin forms that do not depend on the submitting
@@ -185,17 +145,20 @@ func nowPlus(now time.Time, rest string) (any, error) {
 // and the choice is kept in s.notes to be logged once at submit.
 func (s *jobSpec) mergeScript(sj *scriptJob, props map[string]json.RawMessage) {
 	var won []string
-	fields := make([]string, 0, len(sj.fields))
-	for f := range sj.fields {
-		fields = append(fields, f)
-	}
-	sort.Strings(fields)
-	for _, f := range fields {
+	for _, f := range sortedKeys(sj.fields) {
 		if k := propsKey(props, f); k != "" {
 			won = append(won, fmt.Sprintf("%s (jobproperties %s) over line %d %s", f, k, sj.from[f].line, sj.from[f]))
 			continue
 		}
 		props[f] = sj.fields[f]
+	}
+	for _, f := range sortedKeys(sj.versioned) {
+		vd := sj.versioned[f]
+		if k := propsKey(props, vd.names...); k != "" {
+			won = append(won, fmt.Sprintf("%s (jobproperties %s) over line %d %s", f, k, vd.d.line, vd.d))
+			continue
+		}
+		s.versioned = append(s.versioned, vd)
 	}
 	if len(won) > 0 {
 		s.notes = append(s.notes, "jobproperties wins over the script's #SBATCH lines: "+strings.Join(won, "; "))
@@ -219,14 +182,25 @@ func scriptEnv(sj *scriptJob, userEnv map[string]string) map[string]string {
 
 // propsKey is the jobproperties key that sets field, under its own name or
 // the Bridge Operator's ("" if none, or only an empty alias).
-func propsKey(props map[string]json.RawMessage, field string) string {
-	if _, ok := props[field]; ok {
-		return field
-	}
-	for _, a := range aliases {
-		if raw, ok := props[a.ibm]; ok && a.native == field && !isEmptyString(raw) {
-			return a.ibm
+func propsKey(props map[string]json.RawMessage, fields ...string) string {
+	for _, field := range fields {
+		if _, ok := props[field]; ok {
+			return field
+		}
+		for _, a := range aliases {
+			if raw, ok := props[a.ibm]; ok && a.native == field && !isEmptyString(raw) {
+				return a.ibm
+			}
 		}
 	}
 	return ""
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

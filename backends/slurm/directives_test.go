@@ -56,8 +56,9 @@ func TestScriptDirectivesAsSbatchReadsThem(t *testing.T) {
 	}
 	for _, v := range []apiVersion{38, 42} {
 		job, _ := restJob(t, v, script, `{}`)
-		for field, want := range map[string]string{"name": `"k1-my job"`, "cpus_per_task": "2", "memory_per_node": "4096",
-			"partition": `"debug"`, "tasks": "4"} {
+		mem := map[apiVersion]string{38: "4096", 42: `{"infinite":false,"number":4096,"set":true}`}[v]
+		for field, want := range map[string]string{"name": `"my job"`, "cpus_per_task": "2", "memory_per_node": mem,
+			"partition": `"debug"`, "tasks": "4", "comment": `"k1"`} {
 			if b, _ := json.Marshal(job[field]); string(b) != want {
 				t.Errorf("%s: %s = %s, want %s", v, field, b, want)
 			}
@@ -153,4 +154,46 @@ func toStrings(v any) []string {
 		}
 	}
 	return out
+}
+
+// TestDirectivesPerAPIVersion: the shapes each version's /openapi/v3 gives
+// (and the real 22.05 and 24.11 accept without warnings).
+func TestDirectivesPerAPIVersion(t *testing.T) {
+	script := "#!/bin/sh\n#SBATCH --exclusive --mail-type=END,TIME_LIMIT_90 --gres=gpu:1 -N 2 --gpus=2\ntrue\n"
+	want := map[apiVersion]string{
+		38: `exclusive="exclusive" gpus="2" gres="gpu:1" mail_type="END,TIME_LIMIT_90" nodes="2"`,
+		40: `nodes="2" shared=["none"] mail_type=["END","TIME=90%"] tres_per_job="gres/gpu:2" tres_per_node="gres/gpu:1"`,
+		42: `nodes="2" shared=["none"] mail_type=["END","TIME=90%"] tres_per_job="gres/gpu:2" tres_per_node="gres/gpu:1"`,
+	}
+	for v, fields := range want {
+		s, err := buildJob(backends.Job{Key: "k", Script: script, Properties: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.forVersion(v); err != nil {
+			t.Fatal(err)
+		}
+		job := s.body(v)["job"].(map[string]any)
+		for _, kv := range strings.Fields(fields) {
+			k, w, _ := strings.Cut(kv, "=")
+			if got, _ := json.Marshal(job[k]); string(got) != w {
+				t.Errorf("%s: %s = %s, want %s", v, k, got, w)
+			}
+		}
+	}
+	// IBM's NodesNumber "1" is a string to v0.0.39+ too.
+	job, _ := restJob(t, 42, "#!/bin/sh\n", `{"NodesNumber":"1"}`)
+	if job["nodes"] != "1" {
+		t.Errorf("nodes %#v, want \"1\"", job["nodes"])
+	}
+	job, _ = restJob(t, 38, "#!/bin/sh\n", `{"NodesNumber":"1"}`)
+	if job["nodes"] != float64(1) {
+		t.Errorf("v0.0.38 nodes %#v, want 1", job["nodes"])
+	}
+	// A field 22.05 lacks is refused when the version is known.
+	s, err := buildJob(backends.Job{Key: "k", Script: "#!/bin/sh\n#SBATCH -w node1\ntrue\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFieldError(t, s.forVersion(38), "jobdata.jobScript")
 }

@@ -54,8 +54,9 @@ type jobSpec struct {
 	env       map[string]string
 	timeLimit *timeLimit
 	script    string
-	notes     []string // said once at submit (Info)
-	warnings  []string // said once at submit (Warn)
+	versioned []versioned // #SBATCH directives encoded once the API version is known
+	notes     []string    // said once at submit (Info)
+	warnings  []string    // said once at submit (Warn)
 }
 
 // buildJob turns a backends.Job into a jobSpec. Errors wrap ErrInvalid and
@@ -208,8 +209,10 @@ func (s *jobSpec) setEnvironment(job backends.Job, props map[string]json.RawMess
 	return nil
 }
 
-// stampKey puts the key into comment (what FindByKey matches) and in front
-// of the name, and defaults the working directory.
+// stampKey puts the key into comment (what FindByKey matches), names the
+// job as its user does (jobproperties' name, else the script's #SBATCH
+// --job-name, else the step's name) so that squeue -n finds it, and
+// defaults the working directory.
 func (s *jobSpec) stampKey(job backends.Job) error {
 	name := job.Name
 	if raw, ok := s.fields["name"]; ok {
@@ -217,16 +220,22 @@ func (s *jobSpec) stampKey(job backends.Job) error {
 			return backends.Invalid("jobproperties", "name must be a string")
 		}
 	}
-	full := job.Key
-	if name != "" {
-		full += "-" + name
+	if name == "" {
+		name = job.Key
 	}
-	s.fields["name"] = mustJSON(full)
+	s.fields["name"] = mustJSON(name)
 	s.fields["comment"] = mustJSON(job.Key)
 	if _, ok := s.fields["current_working_directory"]; !ok {
 		s.fields["current_working_directory"] = mustJSON(DefaultWorkingDirectory)
 	}
 	return nil
+}
+
+// carriesKey: the job was submitted with key; by its comment, or by its
+// name, which earlier versions of bridge-runner made "<key>-<name>" (a job of an
+// older version is still adopted after an upgrade).
+func carriesKey(comment, name, key string) bool {
+	return comment == key || name == key || strings.HasPrefix(name, key+"-")
 }
 
 // body is the POST job/submit request for version v.
@@ -247,6 +256,22 @@ func (s *jobSpec) body(v apiVersion) map[string]any {
 	}
 	if s.timeLimit != nil {
 		job["time_limit"] = s.timeLimit.encode(v)
+	}
+	if !v.dataParser() && bytes.Equal(bytes.TrimSpace(s.fields["requeue"]), []byte("false")) {
+		// v0.0.38 reads requeue as sbatch's --requeue, which has no "off";
+		// sbatch's --no-requeue is no_requeue there (checked on 22.05).
+		delete(job, "requeue")
+		job["no_requeue"] = true
+	}
+	if v.dataParser() {
+		if raw, ok := s.fields["nodes"]; ok {
+			job["nodes"] = nodeCount(raw)
+		}
+		for _, f := range noValFields {
+			if raw, ok := s.fields[f]; ok {
+				job[f] = noValNumber(raw)
+			}
+		}
 	}
 	body := map[string]any{"job": job}
 	if v.scriptInJob() {
@@ -485,6 +510,32 @@ func numericString(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage(strconv.FormatUint(n, 10))
 	}
 	return raw
+}
+
+// nodeCount: v0.0.39+ take nodes as a string ("2", "1-3"); a number is
+// read, with a warning on every submit from Slurm 24.11 ("Expected OpenAPI
+// type=string ... but got OpenAPI type=integer"). v0.0.38 takes either.
+func nodeCount(raw json.RawMessage) json.RawMessage {
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return mustJSON(n.String())
+	}
+	return raw
+}
+
+// noValFields are numbers that v0.0.39+ declare as {set,infinite,number}:
+// v0.0.40 warns of a bare number on every submit ("Expected OpenAPI
+// type=object ... but got OpenAPI type=integer"); all take the object.
+var noValFields = []string{"time_minimum", "memory_per_node", "memory_per_cpu", "begin_time", "priority"}
+
+// noValNumber wraps a bare number as {set,infinite,number}; anything else (an
+// object already, a string) goes as given.
+func noValNumber(raw json.RawMessage) json.RawMessage {
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return raw
+	}
+	return mustJSON(map[string]any{"set": true, "infinite": false, "number": n})
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -29,8 +29,10 @@
 // aliases: NodesNumber, Queue, Tasks, slurmJobName, currentWorkingDir,
 // envPath, envLibPath, ErrorFileName, OutputFileName. Beyond jobproperties:
 //
-//   - comment is the idempotency key (FindByKey lists jobs and matches it),
-//     and name is "<key>-<name>", name being jobproperties' or the job's;
+//   - comment is the idempotency key (FindByKey lists jobs and matches it,
+//     or a name "<key>-..." that older versions gave), and name is the
+//     user's: jobproperties', else the script's #SBATCH --job-name, else the
+//     step's, so that squeue -n finds the job;
 //   - current_working_directory defaults to /tmp (slurmrestd would run the job
 //     in /); set it to a shared directory on a real cluster, since relative
 //     output paths and the default slurm-<id>.out land there;
@@ -41,6 +43,11 @@
 //     "K=V" array to later versions;
 //   - time_limit may be minutes, a Slurm time string ("1:30:00", "2-00:00:00",
 //     "INFINITE") or {set,infinite,number}, and is sent in the version's shape.
+//
+// The script's #SBATCH lines, which slurmrestd ignores, are read as sbatch
+// reads them and put into the job beneath jobproperties (directives.go);
+// a directive with no job field is refused, so the job submitted over REST
+// is the one sbatch would submit.
 //
 // The script is sent byte for byte, JSON-encoded. It must start with #!
 // (Slurm accepts a script without one and then fails the job), so such a
@@ -165,6 +172,9 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	}
 	v, err := b.version(ctx)
 	if err != nil {
+		return "", err
+	}
+	if err := spec.forVersion(v); err != nil {
 		return "", err
 	}
 	r, err := b.do(ctx, http.MethodPost, b.apiPath("job/submit"), spec.body(v))
@@ -337,7 +347,7 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	}
 	var found []string
 	for i := range jr.Jobs {
-		if jr.Jobs[i].Comment == key {
+		if carriesKey(jr.Jobs[i].Comment, jr.Jobs[i].Name, key) {
 			if id := jr.Jobs[i].id(); validID(id) && !slices.Contains(found, id) {
 				found = append(found, id)
 			}

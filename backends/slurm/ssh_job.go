@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"regexp"
 	"sort"
@@ -28,6 +29,15 @@ var sbatchReserved = map[string]string{
 	"array": "one job per step", "hold": "a held job would never start",
 }
 
+func envAlias(k string) (string, bool) {
+	for _, a := range envAliases {
+		if a.ibm == k {
+			return a.variable, true
+		}
+	}
+	return "", false
+}
+
 var sbatchOption = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]*$`) })
 
 // sshJob is a job turned into sbatch's command line.
@@ -39,6 +49,8 @@ type sshJob struct {
 	output  bool // jobproperties chose the output file
 	jobName string
 	nameSet bool // jobproperties named the job
+	// the script has #SBATCH lines for these
+	scriptName, scriptExport bool
 }
 
 // buildSbatch checks the job and turns jobproperties into sbatch options:
@@ -69,11 +81,16 @@ func buildSbatch(job backends.Job) (*sshJob, error) {
 	if err := s.readScript(job); err != nil {
 		return nil, err
 	}
-	name := job.Name
-	if s.jobName != "" {
-		name = s.jobName
+	s.args = append(s.args, "--comment="+job.Key)
+	switch name := cmp.Or(job.Name, job.Key); {
+	case s.nameSet:
+		s.args = append(s.args, "--job-name="+s.jobName)
+	case !s.scriptName: // else sbatch takes the script's #SBATCH --job-name
+		s.args = append(s.args, "--job-name="+name)
 	}
-	s.args = append(s.args, "--comment="+job.Key, "--job-name="+job.Key+"-"+name)
+	if err := s.exportEnv(props); err != nil {
+		return nil, err
+	}
 	s.env = []string{"BRIDGE_JOB_NAME=" + job.Name, "BRIDGE_JOB_KEY=" + job.Key}
 	if len(bytes.TrimSpace(job.Parameters)) > 0 {
 		s.env = append(s.env, "BRIDGE_JOB_PARAMETERS="+string(job.Parameters))
@@ -96,18 +113,48 @@ func propertyMap(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	for _, a := range aliases {
 		if v, ok := m[a.ibm]; ok {
 			delete(m, a.ibm)
-			m[a.native] = v
-		}
-	}
-	for _, a := range envAliases {
-		if _, ok := m[a.ibm]; ok {
-			return nil, backends.Invalid("jobproperties", "%s is not supported over SSH: the job gets the login environment; set %s in the script", a.ibm, a.variable)
+			if !isEmptyString(v) { // the samples leave unused keys "", as over REST
+				m[a.native] = v
+			}
 		}
 	}
 	return m, nil
 }
 
+// exportEnv gives the job the IBM keys' PATH and LD_LIBRARY_PATH (envPath,
+// envLibPath), as over REST: sbatch --export=ALL,NAME=value, which keeps
+// the login environment sbatch passes on by default and sets those.
+func (s *sshJob) exportEnv(props map[string]json.RawMessage) error {
+	var set []string
+	for _, a := range envAliases {
+		raw, ok := props[a.ibm]
+		if !ok {
+			continue
+		}
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return backends.Invalid("jobproperties", "%q must be a string", a.ibm)
+		}
+		switch {
+		case v == "":
+			continue // the samples leave unused keys ""
+		case strings.ContainsAny(v, ",\x00\n"):
+			return backends.Invalid("jobproperties", "%s: sbatch --export cannot carry a value with a comma or line break; set %s in the script", a.ibm, a.variable)
+		case s.scriptExport:
+			return backends.Invalid("jobproperties", "%s: the script's #SBATCH --export would be overridden by the --export that carries %s; set %s in the script, or drop its --export line", a.ibm, a.variable, a.variable)
+		}
+		set = append(set, a.variable+"="+v)
+	}
+	if len(set) > 0 {
+		s.args = append(s.args, "--export=ALL,"+strings.Join(set, ","))
+	}
+	return nil
+}
+
 func (s *sshJob) addOption(k string, raw json.RawMessage) error {
+	if _, env := envAlias(k); env {
+		return nil // exportEnv
+	}
 	if !sbatchOption().MatchString(k) {
 		return backends.Invalid("jobproperties", "%q is not an sbatch option name", k)
 	}
@@ -174,9 +221,9 @@ func (s *sshJob) readScript(job backends.Job) error {
 		case "output":
 			s.output = true
 		case "job-name":
-			if !s.nameSet {
-				s.jobName = d.val
-			}
+			s.scriptName = true
+		case "export":
+			s.scriptExport = true
 		}
 	}
 	return nil

@@ -32,10 +32,10 @@ func (b *SSHBackend) sacctStatus(ctx context.Context, id string) (backends.Statu
 	return slurmStatus(id, []string{strings.Fields(f[1] + " ")[0]}, f[2], f[3], f[4], f[5], f[6]), nil
 }
 
-// FindByKey finds the user's job whose comment is key among those slurmctld
-// still knows (squeue --states=all).
+// FindByKey finds the user's job that carries key (carriesKey) among those
+// slurmctld still knows (squeue --states=all).
 func (b *SSHBackend) FindByKey(ctx context.Context, key string) (string, error) {
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--me", "--states=all", "--format=%i|%k"}})
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--me", "--states=all", "--format=%i|%k|%j"}})
 	if err != nil {
 		return "", err
 	}
@@ -43,9 +43,9 @@ func (b *SSHBackend) FindByKey(ctx context.Context, key string) (string, error) 
 		return "", backends.Transient(fmt.Errorf("squeue (exit %d): %s", res.ExitCode, cmdText(res)))
 	}
 	for _, line := range strings.Split(string(res.Stdout), "\n") {
-		id, comment, ok := strings.Cut(strings.TrimSpace(line), "|")
-		if ok && comment == key && slurmID().MatchString(id) {
-			return id, nil
+		f := strings.SplitN(strings.TrimSpace(line), "|", 3)
+		if len(f) == 3 && carriesKey(f[1], f[2], key) && slurmID().MatchString(f[0]) {
+			return f[0], nil
 		}
 	}
 	return "", nil

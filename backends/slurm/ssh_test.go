@@ -24,7 +24,7 @@ func TestBuildSbatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(s.args, " ")
-	for _, want := range []string{"--partition=q2", "--time=10:00", "--exclusive", "--cpus-per-task=2", "--comment=k1", "--job-name=k1-mine"} {
+	for _, want := range []string{"--partition=q2", "--time=10:00", "--exclusive", "--cpus-per-task=2", "--comment=k1", "--job-name=mine"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("sbatch options %q lack %q", got, want)
 		}
@@ -32,12 +32,42 @@ func TestBuildSbatch(t *testing.T) {
 	if strings.Contains(got, "requeue") {
 		t.Errorf("false must leave the option out: %q", got)
 	}
-	for _, bad := range []string{`{"comment":"x"}`, `{"export":"ALL"}`, `{"bad key":1}`, `{"x":{"a":1}}`, `[1]`, `{"envPath":"/bin"}`} {
+	for _, bad := range []string{`{"comment":"x"}`, `{"export":"ALL"}`, `{"bad key":1}`, `{"x":{"a":1}}`, `[1]`, `{"envPath":"a,b"}`, `{"envPath":1}`} {
 		_, err := buildSbatch(backends.Job{Key: "k", Script: "#!/bin/sh\n", Properties: json.RawMessage(bad)})
 		testutil.RequireFieldError(t, err, "jobproperties")
 	}
 	_, err = buildSbatch(backends.Job{Key: "k", Script: "echo no shebang"})
 	testutil.RequireFieldError(t, err, "jobdata.jobScript")
+}
+
+// TestSbatchNamesAndEnvironment: the job keeps its user's name (squeue -n
+// finds it), the key goes in the comment, and IBM's envPath/envLibPath give
+// the job PATH and LD_LIBRARY_PATH over SSH as over REST.
+func TestSbatchNamesAndEnvironment(t *testing.T) {
+	args := func(script, props string) string {
+		t.Helper()
+		s, err := buildSbatch(backends.Job{Name: "step", Key: "k1", Script: script, Properties: json.RawMessage(props)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(s.args, " ")
+	}
+	for _, c := range []struct{ script, props, want, not string }{
+		{"#!/bin/sh\n", `{}`, "--comment=k1 --job-name=step", "k1-"},
+		{"#!/bin/sh\n#SBATCH -J mine\n", `{}`, "--comment=k1", "--job-name"}, // sbatch reads the script's
+		{"#!/bin/sh\n#SBATCH -J mine\n", `{"slurmJobName":"props"}`, "--job-name=props", "mine"},
+		{"#!/bin/sh\n", `{"slurmJobName":""}`, "--job-name=step", "--job-name= "},
+		{"#!/bin/sh\n", `{"envPath":"/opt/x/bin:/usr/bin:/bin","envLibPath":"/opt/x/lib"}`,
+			"--export=ALL,PATH=/opt/x/bin:/usr/bin:/bin,LD_LIBRARY_PATH=/opt/x/lib", "envPath"},
+		{"#!/bin/sh\n", `{"envPath":""}`, "--comment", "--export"},
+	} {
+		got := args(c.script, c.props)
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
+			t.Errorf("%q %s: sbatch %q, want %q and not %q", c.script, c.props, got, c.want, c.not)
+		}
+	}
+	_, err := buildSbatch(backends.Job{Key: "k", Script: "#!/bin/sh\n#SBATCH --export=NONE\n", Properties: json.RawMessage(`{"envPath":"/bin"}`)})
+	testutil.RequireFieldError(t, err, "jobproperties")
 }
 
 // TestScontrolSharesTheStateTable: the states scontrol prints go through
