@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync/atomic"
+	"time"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
@@ -16,48 +18,72 @@ import (
 )
 
 // sftpClient returns the SFTP session of the current connection, opening
-// both if needed.
-func (c *Client) sftpClient(ctx context.Context) (*sftp.Client, error) {
+// both if needed, and the connection it runs on.
+func (c *Client) sftpClient(ctx context.Context) (*sftp.Client, *ssh.Client, error) {
 	conn, err := c.connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	if c.conn == conn && c.sftp != nil {
+		sc := c.sftp
+		c.mu.Unlock()
+		return sc, conn, nil
+	}
+	c.mu.Unlock()
+	var sc *sftp.Client
+	err = c.await(ctx, conn, "opening SFTP", func() (err error) {
+		sc, err = sftp.NewClient(conn)
+		return err
+	}, func() { go sc.Close() })
+	switch {
+	case err != nil && (ctx.Err() != nil || errors.Is(err, backends.ErrTransient)):
+		return nil, nil, err
+	case err != nil:
+		c.drop(conn, "opening SFTP failed: "+err.Error())
+		return nil, nil, backends.Transient(fmt.Errorf("sftp on %s: %w", c.target.Addr(), err))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.conn != conn {
-		return nil, backends.Transient(errors.New("ssh: connection dropped while opening SFTP"))
-	}
-	if c.sftp != nil {
-		return c.sftp, nil
-	}
-	sc, err := sftp.NewClient(conn)
-	if err != nil {
-		_ = c.dropLocked(conn)
-		return nil, backends.Transient(fmt.Errorf("sftp on %s: %w", c.target.Addr(), err))
+	switch {
+	case c.conn != conn:
+		go sc.Close()
+		return nil, nil, backends.Transient(errors.New("ssh: connection dropped while opening SFTP"))
+	case c.sftp != nil: // another caller opened one meanwhile
+		go sc.Close()
+		return c.sftp, conn, nil
 	}
 	c.sftp = sc
-	return sc, nil
+	return sc, conn, nil
 }
 
-// withSFTP runs fn with the SFTP session. SFTP calls cannot be cancelled,
-// so when ctx ends first the connection is dropped, which ends them.
-func (c *Client) withSFTP(ctx context.Context, what string, fn func(*sftp.Client) error) error {
-	sc, err := c.sftpClient(ctx)
+// withSFTP runs fn with the SFTP session. SFTP calls can be neither
+// cancelled nor given a deadline, so the connection is dropped, which ends
+// them, when ctx ends first or when fn makes no progress (see progress)
+// for ReplyTimeout.
+func (c *Client) withSFTP(ctx context.Context, what string, fn func(*sftp.Client, *progress) error) error {
+	sc, conn, err := c.sftpClient(ctx)
 	if err != nil {
 		return err
 	}
+	p := newProgress()
 	done := make(chan error, 1)
-	go func() { done <- fn(sc) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		c.mu.Lock()
-		if c.sftp == sc {
-			_ = c.dropLocked(c.conn)
+	go func() { done <- fn(sc, p) }()
+	tick := time.NewTicker(min(time.Second, c.opts.ReplyTimeout/4))
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case err = <-done:
+			waiting = false
+		case <-ctx.Done():
+			c.detach(conn)
+			return ctx.Err()
+		case <-tick.C:
+			if p.stalled(c.opts.ReplyTimeout) {
+				c.silent(conn, c.opts.ReplyTimeout)
+				return backends.Transient(fmt.Errorf("%s: no answer from %s for %s", what, c.target.Addr(), c.opts.ReplyTimeout))
+			}
 		}
-		c.mu.Unlock()
-		<-done
-		return ctx.Err()
 	}
 	switch {
 	case err == nil:
@@ -67,17 +93,62 @@ func (c *Client) withSFTP(ctx context.Context, what string, fn func(*sftp.Client
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%s: permission denied on the login node", what)
 	case isConnectionError(err):
-		c.drop(c.currentConn(), "sftp failed: "+err.Error())
+		c.drop(conn, "sftp failed: "+err.Error())
 		return backends.Transient(fmt.Errorf("%s: %w", what, err))
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-func (c *Client) currentConn() *ssh.Client {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.conn
+// progress is when an SFTP call last heard from the server. Time spent in
+// the caller's own reader or writer (an S3 download feeding an upload, say)
+// does not count as waiting for the server.
+type progress struct {
+	last    atomic.Int64 // unix nanoseconds
+	outside atomic.Int32 // calls into the caller's reader or writer under way
 }
+
+func newProgress() *progress {
+	p := &progress{}
+	p.touch()
+	return p
+}
+
+func (p *progress) touch() { p.last.Store(time.Now().UnixNano()) }
+
+func (p *progress) stalled(limit time.Duration) bool {
+	return p.outside.Load() == 0 && time.Since(time.Unix(0, p.last.Load())) > limit
+}
+
+// reader marks progress at each read of r: SFTP asks for more only as the
+// server acknowledges what it sent.
+func (p *progress) reader(r io.Reader) io.Reader {
+	return readerFunc(func(b []byte) (int, error) {
+		p.touch()
+		p.outside.Add(1)
+		defer p.outside.Add(-1)
+		defer p.touch()
+		return r.Read(b)
+	})
+}
+
+// writer marks progress at each write to w: data came from the server.
+func (p *progress) writer(w io.Writer) io.Writer {
+	return writerFunc(func(b []byte) (int, error) {
+		p.touch()
+		p.outside.Add(1)
+		defer p.outside.Add(-1)
+		defer p.touch()
+		return w.Write(b)
+	})
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // isConnectionError: the SFTP session or its connection broke (as opposed
 // to the server refusing an operation with a status).
@@ -95,7 +166,7 @@ func isConnectionError(err error) bool {
 // backends.ErrNotFound.
 func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.Writer) (int64, error) {
 	next := offset
-	err := c.withSFTP(ctx, "reading "+name, func(sc *sftp.Client) error {
+	err := c.withSFTP(ctx, "reading "+name, func(sc *sftp.Client, p *progress) error {
 		f, err := sc.Open(name)
 		if err != nil {
 			return err
@@ -113,7 +184,7 @@ func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.W
 				return err
 			}
 		}
-		n, err := io.Copy(w, f)
+		n, err := io.Copy(p.writer(w), f)
 		next += n
 		return err
 	})
@@ -123,7 +194,7 @@ func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.W
 // WriteFile writes r to the remote file name (its directory is made),
 // through a temporary name and a rename, so a reader never sees half a file.
 func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode os.FileMode) error {
-	return c.withSFTP(ctx, "writing "+name, func(sc *sftp.Client) error {
+	return c.withSFTP(ctx, "writing "+name, func(sc *sftp.Client, p *progress) error {
 		if dir := path.Dir(name); dir != "." && dir != "/" {
 			if err := sc.MkdirAll(dir); err != nil {
 				return err
@@ -134,7 +205,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode o
 		if err != nil {
 			return err
 		}
-		if _, err := f.ReadFrom(r); err != nil {
+		if _, err := f.ReadFrom(p.reader(r)); err != nil {
 			f.Close()
 			_ = sc.Remove(tmp)
 			return err
@@ -151,13 +222,13 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode o
 
 // MkdirAll makes the remote directory dir and its parents.
 func (c *Client) MkdirAll(ctx context.Context, dir string) error {
-	return c.withSFTP(ctx, "making "+dir, func(sc *sftp.Client) error { return sc.MkdirAll(dir) })
+	return c.withSFTP(ctx, "making "+dir, func(sc *sftp.Client, _ *progress) error { return sc.MkdirAll(dir) })
 }
 
 // RealPath resolves p on the login node ("." is the user's home).
 func (c *Client) RealPath(ctx context.Context, p string) (string, error) {
 	var out string
-	err := c.withSFTP(ctx, "resolving "+p, func(sc *sftp.Client) (err error) {
+	err := c.withSFTP(ctx, "resolving "+p, func(sc *sftp.Client, _ *progress) (err error) {
 		out, err = sc.RealPath(p)
 		return err
 	})

@@ -49,6 +49,10 @@ type Options struct {
 	CommandTimeout time.Duration // a command without its own limit (2 min)
 	KeepAlive      time.Duration // interval of keepalive requests (15 s)
 	KeepAliveMax   int           // unanswered keepalives before a drop (3)
+	// ReplyTimeout bounds every wait for the server's answer: opening a
+	// session or SFTP, starting a command, and each SFTP exchange (an
+	// upload or download must make progress this often) (20 s).
+	ReplyTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -64,11 +68,16 @@ func (o Options) withDefaults() Options {
 	if o.KeepAliveMax <= 0 {
 		o.KeepAliveMax = 3
 	}
+	if o.ReplyTimeout <= 0 {
+		o.ReplyTimeout = 20 * time.Second
+	}
 	return o
 }
 
 // Client is one SSH connection to a login node, dialled on first use and
-// again after a drop. It is safe for concurrent use.
+// again after a drop. It is safe for concurrent use. Its lock guards only
+// its fields: no network call is made while it is held, so a connection
+// that stopped answering never blocks the goroutine that drops it.
 type Client struct {
 	target Target
 	creds  backends.Credentials
@@ -76,11 +85,12 @@ type Client struct {
 	opts   Options
 	keys   hostKeys
 
-	mu     sync.Mutex
-	conn   *ssh.Client
-	sftp   *sftp.Client
-	closed bool
-	dials  int // connections made, for tests and logs
+	mu      sync.Mutex
+	conn    *ssh.Client
+	sftp    *sftp.Client
+	dialing chan struct{} // closed when the dial under way ends
+	closed  bool
+	dials   int // connections made, for tests and logs
 }
 
 // New returns a client for target; it connects on first use.
@@ -104,33 +114,58 @@ func (c *Client) Dials() int {
 // Close closes the connection; the client is not usable afterwards.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
-	return c.dropLocked(c.conn)
+	conn, sc := c.detachLocked(c.conn)
+	c.mu.Unlock()
+	return closeConn(conn, sc)
 }
 
-// connect returns the open connection, dialling one if there is none.
+// connect returns the open connection, dialling one if there is none. One
+// dial runs at a time, outside the lock; others wait for it or their ctx.
 func (c *Client) connect(ctx context.Context) (*ssh.Client, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errors.New("ssh: client closed")
+	for {
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return nil, errors.New("ssh: client closed")
+		case c.conn != nil:
+			conn := c.conn
+			c.mu.Unlock()
+			return conn, nil
+		case c.dialing != nil:
+			wait := c.dialing
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.dialing = done
+		c.mu.Unlock()
+		conn, err := c.dial(ctx)
+		c.mu.Lock()
+		c.dialing = nil
+		close(done)
+		if err == nil && c.closed {
+			_ = conn.Close()
+			conn, err = nil, errors.New("ssh: client closed")
+		}
+		if err == nil {
+			c.conn = conn
+			c.dials++
+			go c.watch(conn)
+		}
+		c.mu.Unlock()
+		return conn, err
 	}
-	if c.conn != nil {
-		return c.conn, nil
-	}
-	conn, err := c.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.conn = conn
-	c.dials++
-	go c.watch(conn)
-	return conn, nil
 }
 
 // dial makes one connection: TCP, handshake with host key check, and
-// authentication.
+// authentication, all within DialTimeout and ended early by ctx.
 func (c *Client) dial(ctx context.Context) (*ssh.Client, error) {
 	user := c.target.User
 	if user == "" {
@@ -167,9 +202,15 @@ func (c *Client) dial(ctx context.Context) (*ssh.Client, error) {
 	}
 	deadline, _ := dctx.Deadline()
 	_ = raw.SetDeadline(deadline)
+	// The deadline bounds a silent server; closing on ctx ends a handshake
+	// at once when the caller stops (SIGTERM).
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	sc, chans, reqs, err := ssh.NewClientConn(raw, c.target.Addr(), cfg)
-	if err != nil {
+	if !stop() || err != nil {
 		raw.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, c.handshakeError(user, hostKeyErr, err)
 	}
 	_ = raw.SetDeadline(time.Time{})
@@ -187,6 +228,10 @@ func (c *Client) handshakeError(user string, hostKeyErr, err error) error {
 		return fmt.Errorf("%w: %s@%s refused the key in ssh-privatekey%s (%v); check that its public key is in the user's authorized_keys on the login node",
 			backends.ErrAuth, user, c.target.Addr(), certNote(c.creds), err)
 	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return backends.Transient(fmt.Errorf("ssh: handshake with %s: no answer for %s", c.target.Addr(), c.opts.DialTimeout))
+	}
 	return backends.Transient(fmt.Errorf("ssh: handshake with %s: %w", c.target.Addr(), err))
 }
 
@@ -203,7 +248,8 @@ func isAuthFailure(err error) bool {
 }
 
 // watch sends keepalives on conn and drops it when it dies or stops
-// answering, so that the next command dials again instead of hanging.
+// answering, so that the next command dials again instead of hanging, and
+// every call waiting on it ends.
 func (c *Client) watch(conn *ssh.Client) {
 	done := make(chan struct{})
 	go func() {
@@ -212,7 +258,7 @@ func (c *Client) watch(conn *ssh.Client) {
 	}()
 	t := time.NewTicker(c.opts.KeepAlive)
 	defer t.Stop()
-	missed := 0
+	var silentSince time.Time
 	for {
 		select {
 		case <-done:
@@ -231,10 +277,13 @@ func (c *Client) watch(conn *ssh.Client) {
 				c.drop(conn, "keepalive failed: "+err.Error())
 				return
 			}
-			missed = 0
+			silentSince = time.Time{}
 		case <-time.After(c.opts.KeepAlive):
-			if missed++; missed >= c.opts.KeepAliveMax {
-				c.drop(conn, fmt.Sprintf("%d keepalives unanswered", missed))
+			if silentSince.IsZero() {
+				silentSince = time.Now().Add(-c.opts.KeepAlive)
+			}
+			if silent := time.Since(silentSince); silent >= time.Duration(c.opts.KeepAliveMax)*c.opts.KeepAlive {
+				c.silent(conn, silent)
 				return
 			}
 		case <-done:
@@ -244,26 +293,86 @@ func (c *Client) watch(conn *ssh.Client) {
 	}
 }
 
-// drop closes conn if it is still the current connection.
-func (c *Client) drop(conn *ssh.Client, why string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn == conn && conn != nil {
-		c.log.Info("ssh connection dropped; the next command reconnects", "addr", c.target.Addr(), "why", why)
-		_ = c.dropLocked(conn)
+// silent drops conn after it stopped answering for d (a network partition
+// looks like this: the connection open, no traffic) and says so.
+func (c *Client) silent(conn *ssh.Client, d time.Duration) {
+	if c.detach(conn) {
+		c.log.Warn(fmt.Sprintf("ssh: no answer from %s for %s, reconnecting", c.target.Addr(), d.Round(time.Second)))
 	}
 }
 
-func (c *Client) dropLocked(conn *ssh.Client) error {
+// drop closes conn if it is still the current connection.
+func (c *Client) drop(conn *ssh.Client, why string) {
+	if c.detach(conn) {
+		c.log.Info("ssh connection dropped; the next command reconnects", "addr", c.target.Addr(), "why", why)
+	}
+}
+
+// detach makes conn no longer the current connection and closes it; false
+// if it was not current (someone else dropped it first).
+func (c *Client) detach(conn *ssh.Client) bool {
+	c.mu.Lock()
+	cur, sc := c.detachLocked(conn)
+	c.mu.Unlock()
+	if cur == nil {
+		return false
+	}
+	_ = closeConn(cur, sc)
+	return true
+}
+
+func (c *Client) detachLocked(conn *ssh.Client) (*ssh.Client, *sftp.Client) {
 	if conn == nil || c.conn != conn {
+		return nil, nil
+	}
+	sc := c.sftp
+	c.conn, c.sftp = nil, nil
+	return conn, sc
+}
+
+// closeConn closes the connection first, which never blocks and ends every
+// call waiting on it, SFTP's reader among them. SFTP's Close waits for that
+// reader (and so, on a silent connection, for the connection to go), so it
+// comes second and in the background.
+func closeConn(conn *ssh.Client, sc *sftp.Client) error {
+	if conn == nil {
 		return nil
 	}
-	if c.sftp != nil {
-		_ = c.sftp.Close()
-		c.sftp = nil
+	err := conn.Close()
+	if sc != nil {
+		go sc.Close()
 	}
-	c.conn = nil
-	return conn.Close()
+	return err
+}
+
+// await runs op, a request to the server on conn that waits for its
+// answer, for at most ReplyTimeout: past that the connection is taken for
+// silent and dropped (which ends op) and a transient error returned. When
+// ctx ends first, ctx's error is returned at once. If op's outcome comes
+// after await returned, undo releases it.
+func (c *Client) await(ctx context.Context, conn *ssh.Client, what string, op func() error, undo func()) error {
+	done := make(chan error, 1)
+	go func() { done <- op() }()
+	t := time.NewTimer(c.opts.ReplyTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		c.silent(conn, c.opts.ReplyTimeout)
+		err = backends.Transient(fmt.Errorf("ssh: %s: no answer from %s for %s", what, c.target.Addr(), c.opts.ReplyTimeout))
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if undo != nil {
+		go func() {
+			if <-done == nil {
+				undo()
+			}
+		}()
+	}
+	return err
 }
 
 // Cmd is one remote command.
@@ -307,7 +416,10 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 		sess.Stdout = &stdout
 	}
 	sess.Stderr = &stderr
-	if err := sess.Start(line); err != nil {
+	if err := c.await(ctx, conn, "starting "+cmd.Args[0], func() error { return sess.Start(line) }, nil); err != nil {
+		if errors.Is(err, backends.ErrTransient) || ctx.Err() != nil {
+			return Result{}, err
+		}
 		c.drop(conn, "starting a command failed")
 		return Result{}, backends.Transient(fmt.Errorf("ssh: starting %s on %s: %w", cmd.Args[0], c.target.Addr(), err))
 	}
@@ -339,10 +451,13 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 
 // abandon stops waiting for a command: it asks the server to kill it and
 // closes its session. If the session does not end soon, the connection
-// itself is taken for stuck and dropped.
+// itself is taken for stuck and dropped. Signal and Close write to the
+// connection, which a silent peer may never drain: they run aside.
 func (c *Client) abandon(sess *ssh.Session, conn *ssh.Client, waited <-chan error) {
-	_ = sess.Signal(ssh.SIGKILL)
-	_ = sess.Close()
+	go func() {
+		_ = sess.Signal(ssh.SIGKILL)
+		_ = sess.Close()
+	}()
 	select {
 	case <-waited:
 	case <-time.After(5 * time.Second):
@@ -352,7 +467,7 @@ func (c *Client) abandon(sess *ssh.Session, conn *ssh.Client, waited <-chan erro
 
 // session opens a session, dialling first if needed. If the connection
 // turns out to be dead, which is found before anything ran, it dials once
-// more.
+// more. A server that does not answer within ReplyTimeout is dead too.
 func (c *Client) session(ctx context.Context) (*ssh.Session, *ssh.Client, error) {
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -360,9 +475,18 @@ func (c *Client) session(ctx context.Context) (*ssh.Session, *ssh.Client, error)
 		if err != nil {
 			return nil, nil, err
 		}
-		sess, err := conn.NewSession()
-		if err == nil {
+		var sess *ssh.Session
+		err = c.await(ctx, conn, "opening a session", func() (err error) {
+			sess, err = conn.NewSession()
+			return err
+		}, func() { sess.Close() })
+		switch {
+		case err == nil:
 			return sess, conn, nil
+		case ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		case errors.Is(err, backends.ErrTransient): // silent: dialling again now would only wait again
+			return nil, nil, err
 		}
 		last = err
 		c.drop(conn, "opening a session failed: "+err.Error())

@@ -2,11 +2,14 @@ package sshexec_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os/exec"
 	"strings"
 	"testing"
@@ -367,4 +370,103 @@ func publicKeyLine(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+}
+
+// viaProxy is a client that reaches srv through p, with known_hosts naming
+// the proxy's port.
+func viaProxy(t *testing.T, srv testssh.Server, p *testutil.Proxy, log *slog.Logger, opts sshexec.Options) *sshexec.Client {
+	t.Helper()
+	creds := testssh.Creds(t, srv.CredsDir)
+	kh, _ := creds.Get("known_hosts")
+	_, port, _ := strings.Cut(p.Addr, ":")
+	creds.Set("known_hosts", strings.Replace(kh, "["+strings.Replace(srv.Addr, ":", "]:", 1), "[127.0.0.1]:"+port, 1))
+	target, _ := sshexec.ParseURL(fmt.Sprintf("ssh://%s@%s", srv.User, p.Addr))
+	c := sshexec.New(target, creds, log, opts)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestPartitionIsBoundedAndLogged: the network between client and server
+// goes silent in both directions, the connection left open (a partition),
+// while a command runs and SFTP is open. Every call returns a transient
+// error within its bound and the log says why; a cancelled context ends a
+// call at once. Before, the keepalive watcher hung closing SFTP while
+// holding the client's lock, and every later call hung behind it.
+func TestPartitionIsBoundedAndLogged(t *testing.T) {
+	srv := testssh.Default(t)
+	p := testutil.NewProxy(t, srv.Addr)
+	var logs testutil.SyncBuffer
+	opts := sshexec.Options{DialTimeout: 2 * time.Second, KeepAlive: 300 * time.Millisecond, KeepAliveMax: 3, ReplyTimeout: 2 * time.Second}
+	c := viaProxy(t, srv, p, slog.New(slog.NewTextHandler(&logs, nil)), opts)
+	ctx := testssh.Ctx(t, 2*time.Minute)
+	dir := fmt.Sprintf("sshexec-partition-%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		newClient(t, srv, testssh.Creds(t, srv.CredsDir), sshexec.Options{}).Run(ctx, sshexec.Cmd{Args: []string{"rm", "-rf", dir}})
+	})
+	if err := c.WriteFile(ctx, dir+"/f", strings.NewReader("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, sshexec.Cmd{Args: []string{"sleep", "60"}})
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	p.Set(t, testutil.Blackhole)
+	defer p.Set(t, testutil.Pass)
+	start := time.Now()
+	// within: the call ends with a transient error within limit.
+	within := func(what string, limit time.Duration, call func() error) {
+		t.Helper()
+		t0 := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, backends.ErrTransient) {
+				t.Fatalf("%s in a partition: want a transient error, got %v", what, err)
+			}
+			t.Logf("%s in a partition: %v after %s", what, err, time.Since(t0).Round(time.Millisecond))
+		case <-time.After(limit):
+			t.Fatalf("%s in a partition: no answer after %s (goroutines hang)", what, limit)
+		}
+	}
+	within("a running command", 10*time.Second, func() error { return <-errc })
+	t.Logf("partition found after %s", time.Since(start).Round(time.Millisecond))
+	within("a new command", 10*time.Second, func() error { _, err := c.Run(ctx, sshexec.Cmd{Args: []string{"true"}}); return err })
+	within("an SFTP read", 10*time.Second, func() error { _, err := c.ReadFrom(ctx, dir+"/f", 0, io.Discard); return err })
+	if !strings.Contains(logs.String(), "no answer from "+p.Addr) {
+		t.Errorf("the log does not say the server went silent:\n%s", logs.String())
+	}
+	// SIGTERM: a cancelled context ends a call waiting on a silent server.
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	t0 := time.Now()
+	if _, err := c.Run(cctx, sshexec.Cmd{Args: []string{"true"}}); !errors.Is(err, context.Canceled) || time.Since(t0) > time.Second {
+		t.Fatalf("a cancelled call in a partition: %v after %s, want context.Canceled at once", err, time.Since(t0))
+	}
+	p.Set(t, testutil.Pass)
+	if res, err := c.Run(ctx, sshexec.Cmd{Args: []string{"echo", "back"}}); err != nil || strings.TrimSpace(string(res.Stdout)) != "back" {
+		t.Fatalf("after the partition: %v %q", err, res.Stdout)
+	}
+
+	// With keepalives too rare to notice, a session or an SFTP read on the
+	// silent connection is bounded by the reply timeout.
+	opts.KeepAlive = time.Hour
+	for what, call := range map[string]func(*sshexec.Client) error{
+		"opening a session": func(c *sshexec.Client) error { _, err := c.Run(ctx, sshexec.Cmd{Args: []string{"true"}}); return err },
+		"an SFTP read":      func(c *sshexec.Client) error { _, err := c.ReadFrom(ctx, dir+"/f", 0, io.Discard); return err },
+	} {
+		logs.Reset()
+		c := viaProxy(t, srv, p, slog.New(slog.NewTextHandler(&logs, nil)), opts)
+		if err := c.WriteFile(ctx, dir+"/f", strings.NewReader("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.Set(t, testutil.Blackhole)
+		within(what+" on an open connection", 10*time.Second, func() error { return call(c) })
+		p.Set(t, testutil.Pass)
+		if !strings.Contains(logs.String(), "no answer from "+p.Addr) {
+			t.Errorf("%s: the log does not say the server went silent:\n%s", what, logs.String())
+		}
+	}
 }

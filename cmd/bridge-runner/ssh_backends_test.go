@@ -22,6 +22,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
 	"github.com/bridge-runner/bridge-runner/internal/testssh"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -227,4 +228,75 @@ func TestSlurmSSHSurvivesSSHDRestart(t *testing.T) {
 	rec, err := runner.NewFileStore(state, "ssh-restart").Get(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 1, sshSystems[1].countJobs(t, srv, rec.Data[runner.KeyKey]))
+}
+
+// TestSlurmSSHPartition: the network to the login node goes silent (the
+// connection stays open, nothing passes) while invoke follows a job. That
+// is an outage like any other: logged, given up after --retry-budget with
+// exit 75; and a SIGTERM during it exits within the grace period. Before,
+// invoke logged nothing after the drop, ignored the budget, and took over 3
+// minutes to obey SIGTERM.
+func TestSlurmSSHPartition(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Default(t)
+	for _, sigterm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "budget", true: "sigterm"}[sigterm], func(t *testing.T) {
+			t.Parallel()
+			px := testutil.NewProxy(t, srv.Addr)
+			creds := t.TempDir()
+			for _, name := range []string{"ssh-privatekey", "known_hosts"} {
+				b, err := os.ReadFile(filepath.Join(srv.CredsDir, name))
+				require.NoError(t, err)
+				if name == "known_hosts" {
+					_, port, _ := strings.Cut(srv.Addr, ":")
+					_, pport, _ := strings.Cut(px.Addr, ":")
+					b = []byte(strings.Replace(string(b), "]:"+port+" ", "]:"+pport+" ", 1))
+				}
+				require.NoError(t, os.WriteFile(filepath.Join(creds, name), b, 0o600))
+			}
+			state, job := t.TempDir(), "ssh-partition"
+			const budget, grace = 30 * time.Second, 10 * time.Second
+			cmd, buf := startInvoke(t, nil, "--state-dir", state, "--job-name", job, "--backend", "slurm",
+				"--resource-url", "ssh://"+srv.User+"@"+px.Addr, "--credentials-dir", creds, "--retry-budget", budget.String(),
+				"--grace-period", grace.String(), "--script", "#!/bin/sh\necho started\nsleep 300\n", "--update-interval", "1")
+			t.Cleanup(func() { // the job outlives an invoke that gave up
+				rec, err := runner.NewFileStore(state, job).Get(context.Background())
+				if err == nil && rec.Data[runner.KeyID] != "" {
+					be, err := builtinRegistry().New("slurm", backendsConfig(srv))
+					if err == nil {
+						_ = be.Cancel(context.Background(), rec.Data[runner.KeyID])
+						if c, ok := be.(io.Closer); ok {
+							c.Close()
+						}
+					}
+				}
+			})
+			deadline := time.Now().Add(time.Minute)
+			for !strings.Contains(buf.String(), "started") {
+				require.True(t, time.Now().Before(deadline), "the job did not start: %s", buf.String())
+				time.Sleep(100 * time.Millisecond)
+			}
+			px.Set(t, testutil.Blackhole)
+			start := time.Now()
+			limit := budget + 45*time.Second // the budget, plus one silent request and one dial
+			if sigterm {
+				time.Sleep(3 * time.Second)
+				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+				start, limit = time.Now(), grace+5*time.Second
+			}
+			done := make(chan int, 1)
+			go func() { done <- exitOf(cmd.Wait()) }()
+			select {
+			case code := <-done:
+				t.Logf("invoke exited %d %s after the partition (or SIGTERM)", code, time.Since(start).Round(time.Millisecond))
+				if !sigterm {
+					assert.Equal(t, ExitTempFail, code, buf.String())
+					assert.Contains(t, buf.String(), "ssh: no answer from "+px.Addr, "the partition is logged")
+				}
+			case <-time.After(limit):
+				_ = cmd.Process.Kill()
+				t.Fatalf("invoke still runs %s into the partition:\n%s", limit, buf.String())
+			}
+		})
+	}
 }

@@ -70,6 +70,13 @@ func (b *SyncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// Reset empties the buffer.
+func (b *SyncBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
 func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
