@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// slurmJobState asks slurmrestd itself (not through any proxy) for the
+// job's state, as squeue would show it.
+func slurmJobState(t *testing.T, c slurmCluster, id string) string {
+	t.Helper()
+	read := func(n string) string {
+		b, err := os.ReadFile(filepath.Join(c.creds, n))
+		require.NoError(t, err)
+		return strings.TrimSpace(string(b))
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(c.url, "/")+"/slurm/"+c.api+"/job/"+id, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-SLURM-USER-NAME", read("username"))
+	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var jr struct {
+		Jobs []struct {
+			State json.RawMessage `json:"job_state"`
+		} `json:"jobs"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jr))
+	require.Len(t, jr.Jobs, 1)
+	var one string // 22.05: "RUNNING"; 24.11: ["RUNNING"]
+	if json.Unmarshal(jr.Jobs[0].State, &one) == nil {
+		return one
+	}
+	var many []string
+	require.NoError(t, json.Unmarshal(jr.Jobs[0].State, &many))
+	return strings.Join(many, ",")
+}
+
+// summaryOf returns the JSON summary line of invoke's output.
+func summaryOf(t *testing.T, out string) map[string]any {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		var m map[string]any
+		if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &m) == nil {
+			if _, ok := m["exit"]; ok {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no JSON summary in %s", out)
+	return nil
+}
+
+// TestSlurmCancelDuringOutageIsPending: issue 25 item 1 on the real Slurm.
+// slurmrestd is blackholed (a partition: connections accepted, nothing
+// answered) while the job runs, and invoke gets SIGTERM. The cancel cannot
+// reach Slurm: invoke must not say KILLED. It exits 75 within the grace
+// period with the job's last state and kill=true in the record, and Slurm
+// still runs the job. When the outage ends, the retry's invoke cancels
+// first, records KILLED and exits 3, and Slurm has really cancelled it.
+func TestSlurmCancelDuringOutageIsPending(t *testing.T) {
+	clearEnv(t)
+	for _, c := range slurmClusters(t) {
+		t.Run(c.release, func(t *testing.T) { testSlurmCancelDuringOutage(t, c) })
+	}
+}
+
+func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
+	u, err := url.Parse(c.url)
+	require.NoError(t, err)
+	px := testutil.NewProxy(t, u.Host)
+	state := t.TempDir()
+	outputs := t.TempDir()
+	args := []string{"--state-dir", state, "--job-name", "cancel-outage", "--backend", "slurm",
+		"--resource-url", "http://" + px.Addr, "--credentials-dir", c.creds, "--script", "#!/bin/sh\nsleep 300\n",
+		"--update-interval", "1", "--grace-period", "3s", "--output-status", filepath.Join(outputs, "status"),
+		"--output-message", filepath.Join(outputs, "message")}
+	cmd, out := startInvoke(t, nil, args...)
+	waitForStatus(t, state, "cancel-outage", "RUNNING")
+	store := runner.NewFileStore(state, "cancel-outage")
+	rec, err := store.Get(context.Background())
+	require.NoError(t, err)
+	id := rec.Data[runner.KeyID]
+
+	px.Set(t, testutil.Blackhole)
+	start := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	code := exitOf(cmd.Wait())
+	took := time.Since(start)
+	t.Logf("SIGTERM with slurmrestd blackholed: exit %d after %s (grace 3s)", code, took.Round(time.Millisecond))
+	require.Equal(t, ExitTempFail, code, out.String())
+	assert.Less(t, took, 4*time.Second, "within the grace period")
+	rec, err = store.Get(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "RUNNING", rec.Data[runner.KeyJobStatus], "not KILLED: the cancel never reached Slurm")
+	assert.Equal(t, "true", rec.Data[runner.KeyKill], "kept for the retry or cleanup")
+	assert.Contains(t, rec.Data[runner.KeyMessage], "not yet confirmed")
+	sum := summaryOf(t, out.String())
+	assert.Equal(t, "", sum["status"], "the summary names no state while exiting 75")
+	assert.EqualValues(t, 75, sum["exit"])
+	status, err := os.ReadFile(filepath.Join(outputs, "status"))
+	require.NoError(t, err, "the status output is written")
+	assert.Empty(t, string(status))
+	assert.Contains(t, readFile(t, filepath.Join(outputs, "message")), "not yet confirmed")
+	assert.Equal(t, "RUNNING", slurmJobState(t, c, id), "Slurm still runs the job: that is what the record says")
+
+	px.Set(t, testutil.Pass)
+	again := exec.Command(binary, append([]string{"invoke"}, args...)...)
+	var out2 strings.Builder
+	again.Stdout, again.Stderr = &out2, &out2
+	require.Equal(t, ExitKilled, exitOf(again.Run()), out2.String())
+	assert.Contains(t, out2.String(), "a cancel not yet confirmed", "the retry cancels first")
+	rec, err = store.Get(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "KILLED", rec.Data[runner.KeyJobStatus])
+	assert.Equal(t, "CANCELLED", slurmJobState(t, c, id), "Slurm really cancelled the job")
+	assert.Equal(t, 1, slurmJobsWithComment(t, c, rec.Data[runner.KeyKey]), "one job, never a second")
+}
