@@ -107,14 +107,25 @@ func inferBackend(ctx context.Context, rawURL string, hc *http.Client) (string, 
 	default:
 		return "", "it matches " + strings.Join(found, " and ")
 	}
-	if v := rayVersion(ctx, u, hc); v != "" {
+	switch v, status := rayVersion(ctx, u, hc); {
+	case v == rayTokenAuth:
+		return "ray", "resourceURL answers GET /api/version as a Ray dashboard with token authentication does (401, a missing token)"
+	case v != "":
 		return "ray", "resourceURL answers GET /api/version as a Ray " + v + " dashboard"
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return "", fmt.Sprintf("GET /api/version answered %d without saying what it is (the probe sends no credentials; a Ray dashboard behind a login would answer so: then set backend: ray)", status)
 	}
 	return "", "no /slurm/v0.0.NN/ or /platform/ path, no IBM Quantum host, no Ray dashboard answering /api/version"
 }
 
-// rayVersion asks a Ray dashboard for its version; "" if it is not one.
-func rayVersion(ctx context.Context, u *url.URL, hc *http.Client) string {
+// rayTokenAuth stands for a Ray dashboard that wants a token: Ray's
+// aiohttp middleware answers 401 text/plain "Unauthorized: Missing
+// authentication token" (Ray 2.60 with RAY_AUTH_MODE=token).
+const rayTokenAuth = "token-auth"
+
+// rayVersion asks a Ray dashboard for its version; "" if it is not one,
+// rayTokenAuth if it is one that wants a token; and the HTTP status.
+func rayVersion(ctx context.Context, u *url.URL, hc *http.Client) (string, int) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -123,21 +134,24 @@ func rayVersion(ctx context.Context, u *url.URL, hc *http.Client) string {
 	probe := strings.TrimRight(u.String(), "/") + "/api/version"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, probe, nil)
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	defer resp.Body.Close()
 	var v struct {
 		RayVersion string `json:"ray_version"`
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &v) != nil {
-		return ""
+	if resp.StatusCode == http.StatusUnauthorized && strings.HasPrefix(string(body), "Unauthorized: Missing authentication token") {
+		return rayTokenAuth, resp.StatusCode
 	}
-	return v.RayVersion
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &v) != nil {
+		return "", resp.StatusCode
+	}
+	return v.RayVersion, resp.StatusCode
 }
 
 // description reads the job description from the record: it refuses

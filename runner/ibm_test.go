@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -272,4 +273,43 @@ func TestIBMRefusalIsFailedWithItsReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMissingRecordNamesBRIDGE_CONFIGMAP: IBM's samples name their
+// ConfigMap <job>-slurm-cm, not <job>-bridge-cm; a record that is not found
+// says how to name another one.
+func TestMissingRecordNamesBRIDGE_CONFIGMAP(t *testing.T) {
+	h := newHarness(t, nil)
+	err := h.invoker(nil).Run(context.Background())
+	require.ErrorIs(t, err, backends.ErrInvalid)
+	assert.Contains(t, err.Error(), "BRIDGE_CONFIGMAP")
+	assert.Contains(t, err.Error(), "--configmap")
+}
+
+// TestRayWithTokenAuthIsRecognised: a Ray dashboard with token auth
+// answers the probe (which has no token) 401; the real one is recognised
+// by Ray's words, and any other 401 or 403 is said as such, with the fix.
+func TestRayWithTokenAuthIsRecognised(t *testing.T) {
+	url := os.Getenv("BRIDGE_TEST_RAY_AUTH_URL")
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no Ray with token auth: hack/services.sh starts one and exports BRIDGE_TEST_RAY_AUTH_URL")
+		}
+		t.Skip("no Ray with token auth (BRIDGE_TEST_RAY_AUTH_URL)")
+	}
+	names := []string{"local", "ray", "slurm"}
+	name, why, err := runner.SelectBackend(context.Background(), "", "", url, names, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "ray", name)
+	assert.Contains(t, why, "token authentication")
+
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusUnauthorized)
+	}))
+	defer other.Close()
+	_, _, err = runner.SelectBackend(context.Background(), "", "", other.URL, names, nil)
+	require.ErrorIs(t, err, backends.ErrInvalid)
+	assert.Contains(t, err.Error(), "answered 401")
+	assert.Contains(t, err.Error(), "set backend: ray")
+	assert.NotContains(t, err.Error(), "no Ray dashboard answering")
 }

@@ -313,7 +313,7 @@ func (r *run) loadRecord(ctx context.Context) error {
 			return err
 		}
 	case errors.Is(err, ErrNoRecord):
-		return backends.Invalid("configmap", "%s does not exist; run create-configmap first, or give the job's flags to invoke", r.Store.Describe())
+		return backends.Invalid("configmap", "%s does not exist; run create-configmap first, or give the job's flags to invoke; if the ConfigMap has another name (IBM's samples: <job>-slurm-cm, <job>-lsf-cm, ...), name it with --configmap or BRIDGE_CONFIGMAP", r.Store.Describe())
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", r.Store.Describe(), err)
 	case r.Spec != nil:

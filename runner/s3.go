@@ -208,7 +208,7 @@ func (s *S3Store) Preflight(ctx context.Context, inputs []S3Input, uploadBucket 
 		return nil
 	}
 	if !createBucket {
-		return backends.Invalid("s3upload.bucket", "bucket %q does not exist at %s; create it, or name an existing bucket", uploadBucket, s.endpoint)
+		return backends.Invalid("s3upload.bucket", "bucket %q does not exist at %s; create it, name an existing bucket, or set s3upload.createBucket: \"true\" (--s3-create-bucket) for invoke to create it", uploadBucket, s.endpoint)
 	}
 	err = s.probe.MakeBucket(ctx, uploadBucket, minio.MakeBucketOptions{})
 	var er minio.ErrorResponse

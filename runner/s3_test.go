@@ -33,6 +33,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -549,4 +550,16 @@ func TestS3NewStoreBadEndpoint(t *testing.T) {
 		require.ErrorAs(t, err, &fe, "endpoint %q", ep)
 		assert.Equal(t, "s3.endpoint", fe.Field)
 	}
+}
+
+// TestS3PreflightMissingBucketSaysCreateBucket: a missing upload bucket is
+// exit 2 with the three ways out, createBucket among them; with it set,
+// the bucket is made.
+func TestS3PreflightMissingBucketSaysCreateBucket(t *testing.T) {
+	s := s3Store(t)
+	name := "missing-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:20] + "-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+	err := s.Preflight(t.Context(), nil, name, false)
+	testutil.RequireFieldError(t, err, "s3upload.bucket")
+	assert.Contains(t, err.Error(), "s3upload.createBucket")
+	require.NoError(t, s.Preflight(t.Context(), nil, name, true))
 }

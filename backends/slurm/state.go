@@ -199,6 +199,11 @@ func mapState(st []string, stateReason string) (state backends.State, reason str
 	return baseStates[base], stateReason
 }
 
+// sigLaunchFailed is the "signal" slurmstepd gives a batch job it could not
+// launch (seen on 22.05 and 24.11 for a missing working directory: state
+// reason JobLaunchFailure or RaisedSignal); no process was killed.
+const sigLaunchFailed = 53
+
 // exitStatus is a decoded exit code.
 type exitStatus struct {
 	code   int // the exit code; 128+signal when a signal ended the job
@@ -206,6 +211,9 @@ type exitStatus struct {
 }
 
 func (e exitStatus) String() string {
+	if e.signal == sigLaunchFailed {
+		return "the job did not start (Slurm reports a job slurmstepd could not launch as signal 53, most often because its working directory does not exist on the compute node: create it there, or set current_working_directory (over SSH: chdir, or #SBATCH -D) to a directory that exists)"
+	}
 	if e.signal != 0 {
 		return fmt.Sprintf("killed by signal %d (%s), exit code %d", e.signal, signalName(e.signal), e.code)
 	}
