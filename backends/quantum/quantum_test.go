@@ -576,3 +576,18 @@ func TestSecretsStayOut(t *testing.T) {
 	assert.NotContains(t, err.Error(), h.f.apikey)
 	assert.NotContains(t, h.logs.String(), h.f.apikey)
 }
+
+// TestIBMPythonProgramIsToldToUsePrimitives: IBM's Quantum samples upload a
+// Python program; custom programs are retired, and the message says what
+// to do instead. An inline circuit without program_id names program_id.
+func TestIBMPythonProgramIsToldToUsePrimitives(t *testing.T) {
+	h := newHarness(t)
+	err := h.b.Validate(backends.Job{Key: key, Properties: []byte(`{"backend":"ibm_torino"}`),
+		Script: "from qiskit_ibm_runtime import QiskitRuntimeService\nprint('hello')\n"})
+	testutil.RequireFieldError(t, err, "jobdata.jobScript")
+	assert.Contains(t, err.Error(), "retired custom programs")
+	assert.Contains(t, err.Error(), "sampler or estimator")
+	err = h.b.Validate(backends.Job{Key: key, Properties: []byte(`{"backend":"ibm_torino"}`), Script: bell})
+	testutil.RequireFieldError(t, err, "jobproperties")
+	assert.Contains(t, err.Error(), "program_id is required with an inline OpenQASM circuit")
+}

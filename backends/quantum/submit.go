@@ -143,7 +143,14 @@ func programOf(job backends.Job, p Properties) (string, error) {
 		}
 		program = sp
 	}
-	if program == "" {
+	switch script := strings.TrimSpace(job.Script); {
+	case program == "" && script != "" && !strings.Contains(script, "OPENQASM"):
+		// IBM's samples: a Python program uploaded as a custom program.
+		return "", backends.Invalid("jobdata.jobScript", "is a program, not an OpenQASM circuit: IBM Quantum retired custom programs and runs only its primitives; "+
+			"set program_id in jobproperties to sampler or estimator, and give the circuit as OpenQASM in jobdata.jobScript (or as pubs in jobdata.jobParameters)")
+	case program == "" && script != "":
+		return "", backends.Invalid("jobproperties", "program_id is required with an inline OpenQASM circuit: sampler or estimator (the circuit becomes its one pub)")
+	case program == "":
 		return "", backends.Invalid("jobproperties", "program_id is required: sampler or estimator")
 	}
 	if p.Backend == "" {

@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -155,6 +156,9 @@ func buildRequest(job backends.Job) (*submitRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ibmMetadata(job.Metadata, &p); err != nil {
+		return nil, err
+	}
 	if err := checkJob(job, p); err != nil {
 		return nil, err
 	}
@@ -184,6 +188,68 @@ func buildRequest(job backends.Job) (*submitRequest, error) {
 		EntrypointMemory:    p.EntrypointMemory,
 		EntrypointResources: p.EntrypointResources,
 	}, nil
+}
+
+// ibmMetadata maps the pip and env of IBM's Ray scriptMetadata
+// ({"pip":{"numpy":"1.26.4"},"env":{"K":"V"}}, which IBM's pod turned into
+// runtime_env pip ["numpy==1.26.4"] and env_vars) into p, beneath what
+// jobproperties says. The metadata still reaches the job whole, as
+// $BRIDGE_SCRIPT_METADATA.
+func ibmMetadata(raw json.RawMessage, p *Properties) error {
+	var md struct {
+		Pip json.RawMessage   `json:"pip"`
+		Env map[string]string `json:"env"`
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return nil
+	}
+	if err := json.Unmarshal(raw, &md); err != nil {
+		return backends.Invalid("jobdata.scriptMetadata", "pip must be an object {\"package\":\"version\"} or an array of requirements, env an object of strings: %v", err)
+	}
+	if _, inRT := p.RuntimeEnv["pip"]; len(md.Pip) > 0 && p.Pip == nil && !inRT {
+		var pins map[string]string
+		var list []string
+		if json.Unmarshal(md.Pip, &list) != nil && json.Unmarshal(md.Pip, &pins) != nil {
+			return backends.Invalid("jobdata.scriptMetadata", "pip must be an object {\"package\":\"version\"} or an array of requirements")
+		}
+		if pins != nil {
+			reqs := make([]string, 0, len(pins))
+			for name, version := range pins {
+				reqs = append(reqs, strings.TrimSuffix(name+"=="+version, "=="))
+			}
+			sort.Strings(reqs)
+			md.Pip = mustMarshal(reqs)
+		}
+		p.Pip = md.Pip
+	}
+	if len(md.Env) == 0 {
+		return nil
+	}
+	env := p.EnvVars
+	if rt, ok := p.RuntimeEnv["env_vars"]; ok {
+		env = map[string]string{}
+		if err := json.Unmarshal(rt, &env); err != nil {
+			return backends.Invalid("jobproperties", "runtime_env.env_vars must be an object of strings: %v", err)
+		}
+		defer func() { p.RuntimeEnv["env_vars"] = mustMarshal(env) }()
+	}
+	if env == nil {
+		env = map[string]string{}
+	}
+	for k, v := range md.Env {
+		if _, ok := env[k]; !ok {
+			env[k] = v
+		}
+	}
+	if _, ok := p.RuntimeEnv["env_vars"]; !ok {
+		p.EnvVars = env
+	}
+	return nil
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // checkJob refuses what Ray would refuse or misread.
@@ -387,7 +453,7 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 	}
 	st := backends.Status{Raw: d.Status, ExitCode: d.DriverExitCode}
 	if d.Message != nil {
-		st.Message = firstLine(*d.Message)
+		st.Message = rayMessage(*d.Message)
 	}
 	if d.ErrorType != nil {
 		st.Reason = *d.ErrorType
@@ -565,6 +631,26 @@ func (b *Backend) statusError(r *response, what string) error {
 		return backends.Transient(errors.New(msg))
 	}
 	return errors.New(msg)
+}
+
+// rayMessage is the first line of Ray's message; when that line only
+// announces the logs that follow ("... last available logs (truncated to
+// 20,000 chars):"), the last line of those logs comes with it, which for a
+// Python job is its exception, and where the rest is.
+func rayMessage(m string) string {
+	first := firstLine(m)
+	if !strings.HasSuffix(first, ":") || !strings.Contains(first, "last available logs") {
+		return first
+	}
+	lines := strings.Split(strings.TrimSpace(m), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if len(lines) < 2 || last == "" {
+		return strings.TrimSuffix(first, ":") + " (none; see the step's log)"
+	}
+	if len(last) > 500 {
+		last = last[:500] + "..."
+	}
+	return first + " ... " + last + " (the whole log is in the step's log)"
 }
 
 func firstLine(s string) string {

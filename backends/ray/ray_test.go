@@ -213,14 +213,15 @@ func TestStatusMapping(t *testing.T) {
 	three := 3
 	f.set(testKey, func(j *fakeJob) {
 		j.status, j.errType, j.exitCode, j.end = "FAILED", "JOB_ENTRYPOINT_COMMAND_ERROR", &three, time.Now().UnixMilli()
-		j.message = "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars):\nboom\n"
+		j.message = "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars):\nTraceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom\n"
 	})
 	st, err = be.Status(ctx, testKey)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Failed, st.State)
 	assert.Equal(t, "FAILED", st.Raw)
 	assert.Equal(t, "JOB_ENTRYPOINT_COMMAND_ERROR", st.Reason)
-	assert.Equal(t, "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars):", st.Message)
+	assert.Equal(t, "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars): ... ValueError: boom (the whole log is in the step's log)", st.Message,
+		"the message does not end at the colon: the exception comes with it")
 	require.NotNil(t, st.ExitCode)
 	assert.Equal(t, 3, *st.ExitCode)
 	assert.False(t, st.EndTime.IsZero())
@@ -467,3 +468,29 @@ type unwrapper struct{ next http.RoundTripper }
 
 func (u unwrapper) RoundTrip(r *http.Request) (*http.Response, error) { return u.next.RoundTrip(r) }
 func (u unwrapper) Unwrap() http.RoundTripper                         { return u.next }
+
+// TestIBMScriptMetadataBecomesRuntimeEnv: IBM's Ray samples carry pip and
+// env in scriptMetadata; they reach Ray's runtime_env as IBM's pod sent
+// them, beneath jobproperties.
+func TestIBMScriptMetadataBecomesRuntimeEnv(t *testing.T) {
+	job := backends.Job{Key: "k", Script: "print(1)\n", Metadata: json.RawMessage(`{"pip":{"numpy":"1.26.4","requests":""},"env":{"A":"1","B":"2"}}`)}
+	req, err := buildRequest(job)
+	require.NoError(t, err)
+	assert.JSONEq(t, `["numpy==1.26.4","requests"]`, string(req.RuntimeEnv["pip"].(json.RawMessage)))
+	env := req.RuntimeEnv["env_vars"].(map[string]string)
+	assert.Equal(t, "1", env["A"])
+	assert.Equal(t, "2", env["B"])
+
+	job.Properties = json.RawMessage(`{"pip":["scipy"],"runtime_env":{"env_vars":{"B":"props"}}}`)
+	req, err = buildRequest(job)
+	require.NoError(t, err)
+	assert.JSONEq(t, `["scipy"]`, string(req.RuntimeEnv["pip"].(json.RawMessage)), "jobproperties wins")
+	env = req.RuntimeEnv["env_vars"].(map[string]string)
+	assert.Equal(t, "props", env["B"])
+	assert.Equal(t, "1", env["A"])
+
+	job.Metadata = json.RawMessage(`{"pip":7}`)
+	job.Properties = nil
+	_, err = buildRequest(job)
+	require.ErrorIs(t, err, backends.ErrInvalid)
+}
