@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // node is a decoded answer: Application Center's JSON is a mapping of its
@@ -25,13 +27,18 @@ func decodeDoc(body []byte) (node, error) {
 		return node{}, nil
 	}
 	if body[0] == '<' {
-		return decodeXML(body)
+		doc, err := decodeXML(body)
+		if err != nil {
+			// The decoder's words quote the server's element names.
+			return nil, fmt.Errorf("not well-formed XML (%s)", httpx.NotShown)
+		}
+		return doc, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not JSON or XML: %w", err)
+		return nil, fmt.Errorf("neither JSON nor XML (%s)", httpx.NotShown)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -171,19 +178,14 @@ func list(v any) []node {
 	return nil
 }
 
-// errorMessage finds the message of an error answer: <error><message>,
-// {"message"}, {"error":{"message"}} or a plain-text body.
+// errorMessage finds the message of an error answer in the documented
+// shapes, <error><message> and {"message"} (and the variants
+// {"error":{"message"}}, errMsg, errorMessage, note), as the server wrote
+// it: httpx.Reason makes it fit for a message. Any other body gives "".
 func errorMessage(body []byte) string {
 	doc, err := decodeDoc(body)
 	if err != nil {
-		s := strings.TrimSpace(string(body))
-		if strings.HasPrefix(s, "<") { // HTML error page: not useful
-			return ""
-		}
-		if len(s) > 300 {
-			s = s[:300] + "..."
-		}
-		return s
+		return ""
 	}
 	for _, m := range []node{doc, firstMap(get(doc, "error")), firstMap(get(doc, "errors"))} {
 		if s := str(get(m, "message", "errMsg", "errorMessage", "note")); s != "" {

@@ -39,11 +39,7 @@ type statusError struct {
 }
 
 func (e *statusError) Error() string {
-	msg := e.msg
-	if msg == "" {
-		msg = http.StatusText(e.status)
-	}
-	s := fmt.Sprintf("%s: HTTP %d: %s", e.req, e.status, msg)
+	s := e.req + ": " + httpx.Failure(e.status, "Application Center", e.msg, "")
 	if e.retryAfter != "" {
 		s += " (Retry-After: " + e.retryAfter + ")"
 	}
@@ -87,7 +83,8 @@ func refused(se *statusError) bool {
 		return true
 	}
 	m := strings.ToLower(se.msg)
-	return se.status >= 400 && se.status != http.StatusTooManyRequests &&
+	// A 5xx is the server's trouble, whatever its message says.
+	return se.status >= 400 && se.status < 500 && se.status != http.StatusTooManyRequests &&
 		(strings.Contains(m, "token") || strings.Contains(m, "logon") || strings.Contains(m, "log on") ||
 			strings.Contains(m, "login") || strings.Contains(m, "not logged"))
 }
@@ -203,7 +200,7 @@ func (b *Backend) logon(ctx context.Context) (cookie string, renew time.Time, er
 		se := readError(r, resp)
 		switch se.status {
 		case http.StatusBadRequest:
-			return "", time.Time{}, backends.Invalid("credentials", "Application Center refused the logon of user %q: %s", user, orText(se.msg, "bad request (an empty user name?)"))
+			return "", time.Time{}, backends.Invalid("credentials", "Application Center refused the logon of user %q: %s", user, orText(httpx.Reason(se.msg), "bad request (an empty user name?)"))
 		case http.StatusUnauthorized, http.StatusForbidden:
 			// Never the server's words: an echo of the logon would carry
 			// the password (see httpx.AuthError).
@@ -229,7 +226,7 @@ func (b *Backend) logon(ctx context.Context) (cookie string, renew time.Time, er
 		}
 	}
 	if raw == "" {
-		return "", time.Time{}, fmt.Errorf("%s: HTTP 200 without a token: %s", r, orText(errorMessage(buf), "empty answer"))
+		return "", time.Time{}, fmt.Errorf("%s: HTTP 200 without a token: %s", r, orText(httpx.Reason(errorMessage(buf)), httpx.NotShown))
 	}
 	now := b.now()
 	renew = now.Add(tokenLifetime)

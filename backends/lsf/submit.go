@@ -13,6 +13,8 @@ import (
 	"net/textproto"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // appParam is one application parameter of the submit's data part.
@@ -98,7 +100,7 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	buf, err := b.do(ctx, r)
 	if err != nil {
 		if se := asStatus(err); se != nil && (se.status == http.StatusBadRequest || se.status == http.StatusUnprocessableEntity) {
-			return "", backends.Invalid("jobproperties", "Application Center refused the job: %s", orText(se.msg, "bad request"))
+			return "", backends.Invalid("jobproperties", "Application Center refused the job: %s", orText(httpx.Reason(se.msg), "bad request"))
 		}
 		return "", transientOr(err)
 	}
@@ -115,7 +117,7 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	if !validID(id) {
 		// Never report a job that may not exist (the Bridge Operator
 		// followed job 0 forever).
-		return "", fmt.Errorf("%s: HTTP 200 without a job id: %s", r, orText(errorMessage(buf), string(bytes.TrimSpace(buf))))
+		return "", fmt.Errorf("%s: HTTP 200 without a job id: %s", r, orText(httpx.Reason(errorMessage(buf)), httpx.NotShown))
 	}
 	return id, nil
 }

@@ -65,7 +65,7 @@ func (b *Backend) bearer(ctx context.Context, apikey string) (string, error) {
 		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		e := readAPIError("POST IAM token", resp)
+		e := readAPIError("POST IAM token", "IBM Cloud IAM", resp)
 		if e.status == http.StatusBadRequest || e.status == http.StatusUnauthorized || e.status == http.StatusForbidden {
 			return "", httpx.AuthError(e.op, e.status, "IAM refused the API key"+httpx.Code(e.code), "apikey")
 		}

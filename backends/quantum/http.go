@@ -5,11 +5,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -33,9 +34,13 @@ func (e *RateLimitError) Error() string {
 
 func (e *RateLimitError) Unwrap() error { return e.Err }
 
-// apiError is a non-2xx answer of the service or of IAM.
+// apiError is a non-2xx answer of the service or of IAM. msg is the
+// reason as the server wrote it (Error makes it fit with httpx.Reason);
+// code and trace are shown only in the shapes httpx.Code and traceID
+// accept.
 type apiError struct {
 	op         string
+	server     string
 	status     int
 	code       string
 	msg        string
@@ -44,74 +49,53 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string {
-	s := fmt.Sprintf("%s: HTTP %d", e.op, e.status)
-	if e.msg != "" {
-		s += ": " + e.msg
-	} else {
-		s += ": " + http.StatusText(e.status)
-	}
-	if e.code != "" {
-		s += " (code " + e.code + ")"
-	}
-	if e.trace != "" {
-		s += " [trace " + e.trace + "]"
+	s := e.op + ": " + httpx.Failure(e.status, e.server, e.msg, "") + httpx.Code(e.code)
+	if traceID().MatchString(e.trace) {
+		s += " [trace " + e.trace + "; IBM support can look it up]"
 	}
 	return s
 }
 
-// readAPIError reads the {"errors":[…],"trace"} body (or IAM's
-// {"errorCode","errorMessage"}, or text).
-func readAPIError(op string, resp *http.Response) *apiError {
+// traceID is the shape of the service's trace: a UUID.
+var traceID = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+})
+
+// readAPIError reads the documented error shapes: the service's
+// {"errors":[{"code","message"}],"trace"} and IAM's
+// {"errorCode","errorMessage"}. Of the errors, the first one's message is
+// kept (one field: a value split over two is not joined again), and every
+// code. Any other body is not read at all.
+func readAPIError(op, server string, resp *http.Response) *apiError {
 	buf := httpx.ReadError(resp)
-	e := &apiError{op: op, status: resp.StatusCode, retryAfter: httpx.RetryAfter(resp.Header, time.Now())}
+	e := &apiError{op: op, server: server, status: resp.StatusCode, retryAfter: httpx.RetryAfter(resp.Header, time.Now())}
 	var body struct {
 		Errors []struct {
-			Code     json.RawMessage `json:"code"`
-			Message  string          `json:"message"`
-			Solution string          `json:"solution"`
+			Code    json.RawMessage `json:"code"`
+			Message string          `json:"message"`
 		} `json:"errors"`
 		Trace        string `json:"trace"`
 		ErrorCode    string `json:"errorCode"`
 		ErrorMessage string `json:"errorMessage"`
-		Message      string `json:"message"`
-		Detail       string `json:"detail"`
 	}
-	if json.Unmarshal(buf, &body) == nil {
-		e.trace = body.Trace
-		var msgs, codes []string
-		for _, x := range body.Errors {
-			m := x.Message
-			if x.Solution != "" {
-				m += " (" + x.Solution + ")"
-			}
-			msgs = append(msgs, m)
-			if c := rawScalar(x.Code); c != "" && c != "null" {
-				codes = append(codes, c)
-			}
-		}
-		e.msg, e.code = strings.Join(msgs, "; "), strings.Join(codes, ",")
-		if e.msg == "" {
-			e.msg = firstNonEmpty(body.ErrorMessage, body.Message, body.Detail)
-			e.code = body.ErrorCode
-		}
+	if json.Unmarshal(buf, &body) != nil {
 		return e
 	}
-	if s := strings.TrimSpace(string(buf)); s != "" && !strings.HasPrefix(s, "<") {
-		if len(s) > 300 {
-			s = s[:300] + "..."
+	e.trace = body.Trace
+	var codes []string
+	for _, x := range body.Errors {
+		if c := rawScalar(x.Code); c != "" && c != "null" {
+			codes = append(codes, c)
 		}
-		e.msg = s
+	}
+	e.code = strings.Join(codes, ",")
+	if len(body.Errors) > 0 {
+		e.msg = body.Errors[0].Message
+	}
+	if e.msg == "" && e.code == "" {
+		e.msg, e.code = body.ErrorMessage, body.ErrorCode
 	}
 	return e
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // classify turns an apiError into what the runner understands.
@@ -172,7 +156,7 @@ func (b *Backend) open(ctx context.Context, method, path string, query url.Value
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, nil
 		}
-		e := readAPIError(op, resp)
+		e := readAPIError(op, "IBM Quantum", resp)
 		if e.status == http.StatusUnauthorized && attempt == 1 {
 			b.dropToken(tok)
 			b.log.Debug("IBM Quantum refused the IAM token; making a new one", "request", op)

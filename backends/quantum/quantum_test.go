@@ -351,9 +351,11 @@ func TestTransientAndErrorAnswers(t *testing.T) {
 		want  error
 		text  string
 	}{
-		{"500", fault{status: 500, body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"abc"}`}, backends.ErrTransient, "Internal error (code 5000) [trace abc]"},
-		{"502 text", fault{status: 502, body: `Bad Gateway`}, backends.ErrTransient, "Bad Gateway"},
-		{"503", fault{status: 503, body: ``}, backends.ErrTransient, "Service Unavailable"},
+		{"500", fault{status: 500, body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"}`}, backends.ErrTransient,
+			"HTTP 500 from IBM Quantum: Internal error (code 5000) [trace 0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0; IBM support can look it up]"},
+		{"500 odd trace", fault{status: 500, body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"abc"}`}, backends.ErrTransient, "Internal error (code 5000)"},
+		{"502 text", fault{status: 502, body: `Bad Gateway`}, backends.ErrTransient, "HTTP 502 from IBM Quantum (body not in the documented error shape, not shown)"},
+		{"503", fault{status: 503, body: ``}, backends.ErrTransient, "HTTP 503 from IBM Quantum (body not in the documented error shape, not shown)"},
 		{"429 date", fault{status: 429, body: `{"errors":[{"code":"rate_limited","message":"Too many requests"}]}`, retryAfter: "7"}, backends.ErrTransient, "Retry-After: 7s"},
 		{"dropped", fault{drop: true}, backends.ErrTransient, ""},
 	} {
@@ -562,7 +564,7 @@ func refAnswers(t *testing.T) {
 	require.NoError(t, be.Cancel(ctx, id))
 	_, err = be.Status(ctx, "x1")
 	require.ErrorIs(t, err, backends.ErrNotFound)
-	assert.Equal(t, "GET /jobs/x1: HTTP 404: Job not found. Job ID: x (…) (code 1291) [trace <uuid>]: job not found", err.Error())
+	assert.Equal(t, "GET /jobs/x1: HTTP 404 from IBM Quantum: Job not found. Job ID: x (code 1291): job not found", err.Error())
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }

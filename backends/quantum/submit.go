@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Properties are the quantum backend's jobproperties.
@@ -284,7 +285,7 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		return "", fmt.Errorf("POST /jobs: cannot read the answer: %w", err)
 	}
 	if !validJobID(r.ID) {
-		return "", fmt.Errorf("POST /jobs: HTTP 200 without a job id: %.200s", string(buf))
+		return "", fmt.Errorf("POST /jobs: HTTP 200 without a job id (%s)", httpx.NotShown)
 	}
 	return r.ID, nil
 }

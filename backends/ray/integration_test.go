@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 // dirCreds reads a mounted-Secret-like directory as the runner does (one
@@ -348,7 +350,7 @@ func TestRealUnknownJobAndAuth(t *testing.T) {
 	ctx := context.Background()
 	_, err := be.Status(ctx, "br-00000000000000000000")
 	require.ErrorIs(t, err, backends.ErrNotFound)
-	assert.ErrorContains(t, err, "Job br-00000000000000000000 does not exist")
+	assert.ErrorContains(t, err, "HTTP 404 from the Ray dashboard: Job … does not exist")
 	assert.ErrorIs(t, be.Cancel(ctx, "br-00000000000000000000"), backends.ErrNotFound)
 
 	if !rr.token {
@@ -413,4 +415,31 @@ func TestRealLogStreamWithToken(t *testing.T) {
 	st, _ := f.until(t, 120*time.Second, final)
 	require.Equal(t, backends.Done, st.State, f.log.String())
 	assert.Contains(t, f.log.String(), "hello through the stream\n")
+}
+
+// TestRealRedirectNeverCarriesTheToken: the real dashboard (token mode)
+// behind a front that redirects a status read or the log stream to another
+// origin: refused and named, the other origin gets no request; a slash
+// added on the same origin reaches Ray with the token.
+func TestRealRedirectNeverCarriesTheToken(t *testing.T) {
+	rr := needRayAt(t, "BRIDGE_TEST_RAY_AUTH")
+	rd := testutil.NewRedirector(t, rr.url, false)
+	var creds backends.Credentials
+	if rr.creds != "" {
+		creds = rr.creds
+	}
+	be, err := New(backends.Config{URL: rd.Front.URL, Credentials: creds, HTTPClient: rd.Front.Client()})
+	require.NoError(t, err)
+	b := be.(*Backend)
+	c := testutil.RedirectCases[0]
+	id := "br-00000000000000000000"
+	rd.Set(http.StatusTemporaryRedirect, nil, testutil.To(c.Dest(rd)))
+	_, err = b.Status(context.Background(), id)
+	testutil.RequireRefusedRedirect(t, err, rd, c, "the Ray dashboard", "GET /api/jobs/"+id, "resourceURL")
+	_, err = b.ReadLogs(context.Background(), id, 0, io.Discard)
+	testutil.RequireRefusedRedirect(t, err, rd, c, "the Ray dashboard", "GET /api/jobs/"+id+"/logs/tail", "resourceURL")
+	rd.Set(http.StatusMovedPermanently, nil, testutil.Slash)
+	_, err = b.Status(context.Background(), id)
+	require.ErrorIs(t, err, backends.ErrNotFound, "Ray answered, the token accepted")
+	assert.Equal(t, 2+1, rd.Redirected())
 }

@@ -398,7 +398,7 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	case resp.status == http.StatusBadRequest:
 		return "", backends.Invalid("jobproperties", "the Ray cluster refused the job: %s", resp.text())
 	case resp.status == http.StatusNotFound:
-		return "", backends.Invalid("resourceURL", "%s has no Ray Jobs API (POST /api/jobs/ answered 404: %s); give the Ray dashboard's URL", b.base.Redacted(), resp.text())
+		return "", backends.Invalid("resourceURL", "%s has no Ray Jobs API (POST /api/jobs/ answered %s); give the Ray dashboard's URL", b.base.Redacted(), resp.text())
 	}
 	return "", b.statusError(resp, "submitting ray job "+job.Key)
 }
@@ -440,7 +440,7 @@ func (b *Backend) details(ctx context.Context, id string) (*jobDetails, error) {
 	}
 	var d jobDetails
 	if err := json.Unmarshal(resp.body, &d); err != nil {
-		return nil, backends.Transient(fmt.Errorf("reading ray job %s: unreadable answer (%v): %s", id, err, httpx.Clip(string(resp.body), 200)))
+		return nil, backends.Transient(fmt.Errorf("reading ray job %s: HTTP 200 with an answer that is not a job's details (%s)", id, httpx.NotShown))
 	}
 	return &d, nil
 }
@@ -545,28 +545,39 @@ type response struct {
 	noToken string
 }
 
-// text is the answer's body as Ray wrote it (plain text), trimmed. Ray's
-// dashboard answers many failures with a Python traceback; that is
-// shortened to the exception that caused it (the last "XxxError: ..."
-// line: with Ray >= 2.9 the head relays the agent's traceback inside its
-// own, and the agent's exception is the one that says what went wrong).
+// text is what a message may say of a failed answer: the status and the
+// reason. Ray's dashboard answers failures in plain text, many of them a
+// Python traceback; the reason is the exception that caused it (the last
+// "XxxError: ..." line: with Ray >= 2.9 the head relays the agent's
+// traceback inside its own, and the agent's exception is the one that says
+// what went wrong), or the text's first line, or a JSON answer's "detail"
+// (aiohttp and newer routes), made fit by httpx.Reason. Nothing else of the
+// body is shown.
 func (r *response) text() string {
+	return httpx.Failure(r.status, "the Ray dashboard", r.reason(), "")
+}
+
+func (r *response) reason() string {
 	s := strings.TrimSpace(string(r.body))
+	var j struct {
+		Detail string `json:"detail"`
+	}
+	if strings.HasPrefix(s, "{") {
+		if json.Unmarshal(r.body, &j) == nil {
+			return j.Detail
+		}
+		return ""
+	}
 	if strings.HasPrefix(s, "Traceback (most recent call last):") {
 		lines := strings.Split(s, "\n")
-		last := strings.TrimSpace(lines[len(lines)-1])
 		for i := len(lines) - 1; i >= 0; i-- {
 			if l := strings.TrimSpace(lines[i]); exceptionLine().MatchString(l) {
-				last = l
-				break
+				return l
 			}
 		}
-		s = last
+		return ""
 	}
-	if s == "" {
-		s = fmt.Sprintf("HTTP %d with an empty body", r.status)
-	}
-	return httpx.Clip(s, 2000)
+	return firstLine(s)
 }
 
 // exceptionLine matches the line of a Python traceback that names the
@@ -625,7 +636,7 @@ func (b *Backend) statusError(r *response, what string) error {
 		}
 		return httpx.AuthError(what, r.status, "the Ray dashboard refused the token", "token")
 	}
-	msg := fmt.Sprintf("%s: HTTP %d: %s", what, r.status, r.text())
+	msg := fmt.Sprintf("%s: %s; the dashboard's log (dashboard.log, dashboard_agent.log) says more", what, r.text())
 	switch {
 	case r.status == http.StatusTooManyRequests || r.status >= 500:
 		return backends.Transient(errors.New(msg))

@@ -175,7 +175,7 @@ func TestDuplicateIsErrExistsAndFindByKeyAdopts(t *testing.T) {
 			_, err = be.Submit(ctx, pyJob("print(1)"))
 			require.ErrorIs(t, err, backends.ErrExists)
 			assert.NotErrorIs(t, err, backends.ErrTransient, "a duplicate must not be retried as a 500")
-			assert.Contains(t, err.Error(), "ValueError: Job with submission_id "+testKey+" already exists", "the exception line, not the traceback")
+			assert.Contains(t, err.Error(), "ValueError: Job with submission_id … already exists", "the exception line, not the traceback")
 			assert.NotContains(t, err.Error(), "Traceback")
 
 			id, err = be.FindByKey(ctx, testKey)
@@ -364,7 +364,9 @@ func TestTokenAuth(t *testing.T) {
 	assert.Empty(t, g.lastAuth)
 }
 
-func TestErrorsArePlainTextVerbatim(t *testing.T) {
+// TestErrorsArePlainText: Ray's plain-text errors give their exception or
+// first line as the reason (words only, see httpx.Reason).
+func TestErrorsArePlainText(t *testing.T) {
 	f := newFakeRay(t)
 	be := newBackend(t, f, nil)
 	ctx := context.Background()
@@ -372,7 +374,7 @@ func TestErrorsArePlainTextVerbatim(t *testing.T) {
 	f.fail(503)
 	_, err := be.Submit(ctx, pyJob("print(1)"))
 	assert.ErrorIs(t, err, backends.ErrTransient)
-	assert.ErrorContains(t, err, "HTTP 503: Service Unavailable")
+	assert.ErrorContains(t, err, "HTTP 503 from the Ray dashboard: Service Unavailable; the dashboard's log")
 
 	f.fail(429)
 	_, err = be.Status(ctx, testKey)
@@ -386,8 +388,9 @@ func TestErrorsArePlainTextVerbatim(t *testing.T) {
 		r := &response{status: 400, body: []byte("  Traceback (most recent call last):\n  File \"x\", line 1\nTypeError: missing 'entrypoint'\n\n")}
 		return backends.Invalid("jobproperties", "the Ray cluster refused the job: %s", r.text())
 	}()
-	assert.ErrorContains(t, err, "refused the job: TypeError: missing 'entrypoint'")
-	assert.Equal(t, "Job x does not exist", (&response{status: 404, body: []byte("\n Job x does not exist \n")}).text())
+	assert.ErrorContains(t, err, "refused the job: HTTP 400 from the Ray dashboard: TypeError: missing 'entrypoint'")
+	assert.Equal(t, "HTTP 404 from the Ray dashboard: Job x does not exist", (&response{status: 404, body: []byte("\n Job x does not exist \n")}).text())
+	assert.Equal(t, "HTTP 500 from the Ray dashboard: No available agent", (&response{status: 500, body: []byte(`{"detail":"No available agent"}`)}).text())
 
 	// The wrong URL (no Jobs API there) is a configuration error.
 	wrong, err := New(backends.Config{URL: f.URL + "/elsewhere", HTTPClient: f.Client()})

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -117,24 +118,38 @@ type response struct {
 	env          envelope
 }
 
+// errorText is what a message may say of a failed answer: the status, the
+// reason of its first error (error, which slurmrestd fills from Slurm's
+// table of error texts, else description: one field, so that a value split
+// over two cannot be joined again), made safe by httpx.Reason,
+// and every error number; or one of slurmrestd's own plain-text answers.
+// Any other body is not shown (httpx.NotShown).
 func (r *response) errorText() string {
-	var msgs []string
-	for _, e := range r.env.Errors {
-		if t := e.text(); t != "" {
-			msgs = append(msgs, t)
+	reason := ""
+	if len(r.env.Errors) > 0 {
+		e := r.env.Errors[0]
+		reason = cmp.Or(strings.TrimSpace(e.Error), strings.TrimSpace(e.Description))
+	} else if !r.json {
+		reason = plainAnswer(r.body)
+	}
+	return httpx.Failure(r.status, "slurmrestd", reason, "") + r.errorNumbers()
+}
+
+// plainAnswers are the text/plain bodies slurmrestd itself writes (400,
+// 401, 404, 405, 415).
+var plainAnswers = []string{"Unable to parse query.", "Authentication failure",
+	"Unable find requested URL. Please view /openapi/v3 for API reference.",
+	"Requested REST method is not defined at URL", "Unsupported Media Type"}
+
+// plainAnswer is body when it is one of plainAnswers, else "".
+func plainAnswer(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	for _, a := range plainAnswers {
+		if s == a || (strings.HasSuffix(a, "URL") && strings.HasPrefix(s, a) && len(s) < len(a)+200) {
+			return a
 		}
 	}
-	if len(msgs) == 0 {
-		body := strings.TrimSpace(string(r.body))
-		if !r.json && body != "" {
-			body = httpx.Clip(body, 300)
-			msgs = append(msgs, body)
-		}
-	}
-	if len(msgs) == 0 {
-		return http.StatusText(r.status)
-	}
-	return strings.Join(msgs, "; ")
+	return ""
 }
 
 // errorNumbers names the Slurm error numbers of the answer, " (error
@@ -172,7 +187,7 @@ func (r *response) notFound() bool {
 }
 
 func (r *response) String() string {
-	return fmt.Sprintf("%s %s: HTTP %d: %s", r.method, r.path, r.status, r.errorText())
+	return fmt.Sprintf("%s %s: %s; slurmctld's log says more", r.method, r.path, r.errorText())
 }
 
 // do sends one request and reads the whole response. Errors are transport
@@ -233,7 +248,7 @@ func (b *Backend) classify(ctx context.Context, r *response, onInvalid string) e
 	case r.status == http.StatusNotFound && b.forgetRecalled():
 		return backends.Transient(errors.New(r.String()))
 	case r.status == http.StatusNotFound:
-		return backends.Invalid("resourceURL", "slurmrestd at %s does not serve %s (HTTP 404: %s); check the URL and the API version it names", b.base, r.path, r.errorText())
+		return backends.Invalid("resourceURL", "slurmrestd at %s does not serve %s (%s); check the URL and the API version it names", b.base, r.path, r.errorText())
 	case (r.status == http.StatusBadRequest || r.status == http.StatusUnprocessableEntity) && onInvalid != "":
 		return backends.Invalid(onInvalid, "slurmrestd refused the job: %s", r.errorText())
 	case r.status >= 500 && r.hasTransientError():

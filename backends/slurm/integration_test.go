@@ -252,6 +252,30 @@ var realSlurmCases = []struct {
 	{"site-gateway", realSlurmSiteGateway},
 	{"bearer-token", realSlurmBearerToken},
 	{"bad-token", realSlurmBadToken},
+	{"redirect", realSlurmRedirect},
+}
+
+// realSlurmRedirect: the real slurmrestd behind a front that redirects the
+// submit to another origin: refused and named, and the other origin gets
+// no request (no token, no script); a slash added on the same origin works.
+func realSlurmRedirect(t *testing.T, rs *realSlurm) {
+	t.Parallel()
+	u, err := url.Parse(rs.url)
+	require.NoError(t, err)
+	rd := testutil.NewRedirector(t, u.Scheme+"://"+u.Host, false)
+	be, err := New(backends.Config{URL: rd.Front.URL + u.Path, Credentials: rs.creds, HTTPClient: rd.Front.Client()})
+	require.NoError(t, err)
+	submits := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/job/submit") }
+	c := testutil.RedirectCases[0]
+	for _, code := range testutil.RedirectCodes {
+		rd.Set(code, submits, testutil.To(c.Dest(rd)))
+		_, err = be.Submit(context.Background(), backends.Job{Name: "redirect", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+		testutil.RequireRefusedRedirect(t, err, rd, c, "slurmrestd", "POST /slurm/", "resourceURL")
+	}
+	rd.Set(http.StatusPermanentRedirect, submits, testutil.Slash)
+	id, err := be.Submit(context.Background(), backends.Job{Name: "redirect", Key: newKey(), Script: "#!/bin/sh\ntrue\n"})
+	require.NoError(t, err)
+	require.NoError(t, be.Cancel(context.Background(), id))
 }
 
 func realSlurmHello(t *testing.T, rs *realSlurm) {

@@ -9,6 +9,8 @@ package main
 import (
 	"context"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -409,6 +411,76 @@ func TestHostileInputRedirects(t *testing.T) {
 				assert.Contains(t, rec.Data[runner.KeyMessage], " redirected ")
 				assert.Empty(t, rd.Received(), "nothing reached the other origin")
 			})
+		}
+	}
+}
+
+// TestHostileInputBodiesNeverReachMessages: every backend's server answers
+// with a body that echoes the credential in every encoding the sweep found
+// the scrubber missing (hex, base32, MIME base64 in lines, quoted-printable,
+// entities without ';', \xHH, octal, doubled quotes, reversed, upper-cased,
+// UTF-16), as bare text and inside the API's documented error shape. None
+// of it reaches stdout, stderr (debug logs included), the record or the
+// output files, for a refusal (400, exit 2) or a fault (500, exit 75).
+func TestHostileInputBodiesNeverReachMessages(t *testing.T) {
+	clearEnv(t)
+	var all []string
+	for _, f := range testutil.HostileForms(hostileSecret) {
+		all = append(all, f.Text)
+	}
+	echo := "invalid credential " + strings.Join(all, " and ")
+	bodies := map[string]map[string]string{ // backend -> name -> body
+		"slurm":   {"errors": `{"errors":[{"description":` + testutil.JSONString(echo) + `,"error_number":2000,"error":` + testutil.JSONString(echo) + `}]}`},
+		"lsf":     {"message": `{"message":` + testutil.JSONString(echo) + `}`},
+		"quantum": {"errors": `{"errors":[{"code":1,"message":` + testutil.JSONString(echo) + `}],"trace":` + testutil.JSONString(echo) + `}`},
+		"ray":     {"traceback": "Traceback (most recent call last):\nValueError: " + echo + "\n"},
+	}
+	for backend, shapes := range bodies {
+		shapes["text"] = echo
+		for shape, body := range shapes {
+			for _, status := range []int{http.StatusBadRequest, http.StatusInternalServerError} {
+				t.Run(fmt.Sprintf("%s/%s/%d", backend, shape, status), func(t *testing.T) {
+					srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						if backend == "quantum" && r.URL.Path == "/identity/token" {
+							_, _ = io.WriteString(w, `{"access_token":"at-0123456789","expires_in":3600}`)
+							return
+						}
+						ct := "text/plain"
+						if strings.HasPrefix(body, "{") {
+							ct = "application/json"
+						}
+						w.Header().Set("Content-Type", ct)
+						w.WriteHeader(status)
+						_, _ = io.WriteString(w, body)
+					}))
+					defer srv.Close()
+					creds := credsDir(t, map[string]string{"username": "u", "token": hostileSecret, "password": hostileSecret,
+						"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": hostileSecret, "iam_url": srv.URL + "/identity/token"})
+					state, outs := t.TempDir(), t.TempDir()
+					args := []string{"--script", "#!/bin/sh\nhostname\n"}
+					if backend == "quantum" {
+						args = []string{"--script", "OPENQASM 3.0; qubit q; bit c; h q; c = measure q;", "--job-properties", `{"program_id":"sampler","backend":"ibm_torino"}`}
+					}
+					url := srv.URL
+					if backend == "slurm" {
+						url += "/slurm/v0.0.42/"
+					}
+					r := run(t, append([]string{"invoke", "--state-dir", state, "--job-name", "j", "--backend", backend, "--resource-url", url,
+						"--credentials-dir", creds, "--retry-budget", "1s", "--submit-lease", "5s", "--log-level", "debug",
+						"--output-message", filepath.Join(outs, "message"), "--output-status", filepath.Join(outs, "status")}, args...)...)
+					assert.Contains(t, []int{ExitInvalid, ExitTempFail, ExitUnknown}, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+					assert.Empty(t, testutil.Leaks(r.stdout+r.stderr, hostileSecret), "stdout=%s stderr=%s", r.stdout, r.stderr)
+					for _, dir := range []string{state, outs} {
+						_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+							if err == nil && !fi.IsDir() {
+								b, _ := os.ReadFile(p)
+								assert.Empty(t, testutil.Leaks(string(b), hostileSecret), "%s: %s", p, b)
+							}
+							return nil
+						})
+					}
+				})
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"crypto/tls"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -27,6 +28,7 @@ type Redirector struct {
 	match    func(r *http.Request) bool
 	received []string
 	answered int
+	answer   func(w http.ResponseWriter, r *http.Request) bool
 }
 
 // NewRedirector starts the front (TLS when tls is set) before target.
@@ -42,6 +44,12 @@ func NewRedirector(t testing.TB, target string, tls bool) *Redirector {
 	proxy.Transport = insecureTransport()
 	front := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rd.redirect(w, r) {
+			return
+		}
+		rd.mu.Lock()
+		answer := rd.answer
+		rd.mu.Unlock()
+		if answer != nil && answer(w, r) {
 			return
 		}
 		// A path that the same-origin redirect added a slash to reaches
@@ -102,6 +110,27 @@ func (rd *Redirector) redirect(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Location", to(r))
 	w.WriteHeader(code)
 	return true
+}
+
+// Answer makes the front answer the requests match picks (nil: every
+// request) itself, with status and body of content type ctype; a zero
+// status passes everything on again.
+func (rd *Redirector) Answer(match func(r *http.Request) bool, status int, ctype, body string) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if status == 0 {
+		rd.answer = nil
+		return
+	}
+	rd.answer = func(w http.ResponseWriter, r *http.Request) bool {
+		if match != nil && !match(r) {
+			return false
+		}
+		w.Header().Set("Content-Type", ctype)
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+		return true
+	}
 }
 
 // Received is every request (headers and body) that reached Other or

@@ -1,0 +1,81 @@
+package ray
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
+)
+
+const hostileSecret = "pw-Hostile-9f3a"
+
+// rayShapes: Ray answers errors in plain text (a traceback, or one line),
+// and some routes in JSON with "detail".
+var rayShapes = map[string]func(string) (string, string){
+	"traceback": func(r string) (string, string) {
+		return "text/plain", "Traceback (most recent call last):\n  File \"job_head.py\", line 1\nValueError: " + r + "\n"
+	},
+	"detail": func(r string) (string, string) {
+		return "application/json", `{"detail":` + testutil.JSONString(r) + `}`
+	},
+}
+
+// TestHostileBodiesStayOutOfMessages: the dashboard echoing the token, in
+// any encoding, on a REST call or the log stream's handshake, puts none
+// of it into the error. Before, the body was copied whole (clipped at
+// 2,000 bytes), and an unreadable 200 at 200.
+func TestHostileBodiesStayOutOfMessages(t *testing.T) {
+	f := newFakeRay(t)
+	f.token = hostileSecret
+	rd := testutil.NewRedirector(t, f.URL, false)
+	be, err := New(backends.Config{URL: rd.Front.URL, HTTPClient: rd.Front.Client(),
+		Credentials: &memCreds{m: map[string]string{"token": hostileSecret}}})
+	require.NoError(t, err)
+	b := be.(*Backend)
+	_, err = b.Submit(context.Background(), pyJob("print(1)"))
+	require.NoError(t, err)
+	ops := map[string]func() error{
+		"submit": func() error { _, err := b.Submit(context.Background(), pyJob("print(1)")); return err },
+		"status": func() error { _, err := b.Status(context.Background(), testKey); return err },
+		"cancel": func() error { return b.Cancel(context.Background(), testKey) },
+		"logs": func() error {
+			b.tails = nil
+			_, err := b.ReadLogs(context.Background(), testKey, 0, &bytes.Buffer{})
+			return err
+		},
+	}
+	seen := 0
+	for _, hb := range testutil.HostileBodies(hostileSecret, rayShapes) {
+		for _, status := range []int{200, 400, 403, 404, 500, 503} {
+			rd.Answer(nil, status, hb.ContentType, hb.Body)
+			for name, op := range ops {
+				err := op()
+				if err == nil {
+					continue
+				}
+				assert.Empty(t, testutil.Leaks(err.Error(), hostileSecret), "%s %s %d: %s", hb.Name, name, status, err)
+				seen++
+			}
+		}
+	}
+	rd.Answer(nil, 0, "", "")
+	t.Logf("%d failed answers, no leak", seen)
+}
+
+func TestFailedAnswerWording(t *testing.T) {
+	f := newFakeRay(t)
+	rd := testutil.NewRedirector(t, f.URL, false)
+	be, err := New(backends.Config{URL: rd.Front.URL, HTTPClient: rd.Front.Client()})
+	require.NoError(t, err)
+	rd.Answer(func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/jobs/") }, http.StatusOK, "text/html", "<html>login</html>")
+	_, err = be.Status(context.Background(), testKey)
+	require.ErrorIs(t, err, backends.ErrTransient)
+	assert.Equal(t, "reading ray job "+testKey+": HTTP 200 with an answer that is not a job's details (body not in the documented error shape, not shown)", err.Error())
+}
