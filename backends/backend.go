@@ -108,6 +108,14 @@ type LogShipper interface {
 	ShipsLogs() bool
 }
 
+// TimeLimiter is implemented by backends that can read a job's time limit
+// from its description (Slurm's time_limit), so that what the job is given
+// for its run, a log shipper's presigned URL, lives no longer than it
+// needs. ok is false when the job has no limit of its own.
+type TimeLimiter interface {
+	TimeLimit(job Job) (limit time.Duration, ok bool)
+}
+
 // OutputLocator is implemented by backends that know the path, on the
 // remote system, of the file a job's standard output goes to. The runner
 // reads it where a shared file system makes it visible in the pod.

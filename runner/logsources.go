@@ -55,9 +55,28 @@ func (r *run) shipKey(desc *Description, be backends.Backend) (string, bool) {
 	return RunPrefix(r.JobName, IdempotencyKey(r.rec.UID), "") + "job.live.log", true
 }
 
-// shipURLExpiry: a log shipper's URL must outlive the job's wait in the
-// queue and its run; a week is the longest S3 signatures allow.
-const shipURLExpiry = 7 * 24 * time.Hour
+// A log shipper's URL must outlive the job's wait in the queue and its run,
+// and no more: whoever reads it off the node can overwrite the log until
+// it expires. It lives the job's time limit plus shipQueueAllowance when
+// the backend knows the limit, else shipURLDefault; never past a week, the
+// longest S3 signatures allow. A job that outlives its URL's life stops
+// shipping (the step's log stops); its whole output is still uploaded at
+// its end, by a stage-out job with URLs of its own.
+const (
+	shipQueueAllowance = time.Hour
+	shipURLDefault     = 24 * time.Hour
+	shipURLMax         = 7 * 24 * time.Hour
+)
+
+// shipURLLife is how long the URL of job's log shipper lives.
+func shipURLLife(be backends.Backend, job backends.Job) time.Duration {
+	if tl, ok := be.(backends.TimeLimiter); ok {
+		if limit, ok := tl.TimeLimit(job); ok {
+			return min(limit+shipQueueAllowance, shipURLMax)
+		}
+	}
+	return shipURLDefault
+}
 
 // minShipEvery: a shipper PUTs the whole output file each time it grew, so
 // it does not run more often than this.
@@ -65,16 +84,18 @@ const minShipEvery = 5 * time.Second
 
 // logShip presigns the URL a LogShipper's job ships its output to, when it
 // will (see shipKey).
-func (r *run) logShip(ctx context.Context, desc *Description, be backends.Backend) (*backends.LogShip, error) {
+func (r *run) logShip(ctx context.Context, desc *Description, be backends.Backend, job backends.Job) (*backends.LogShip, error) {
 	key, ok := r.shipKey(desc, be)
 	if !ok {
 		return nil, nil
 	}
-	u, err := r.s3.PresignPut(ctx, desc.UploadBucket, key, shipURLExpiry)
+	life := shipURLLife(be, job)
+	u, err := r.s3.PresignPut(ctx, desc.UploadBucket, key, life)
 	if err != nil {
 		return nil, err
 	}
 	r.Secrets.Add(presignSecret(u))
+	r.Log.Info("the job ships its output to a presigned URL", "valid_for", life.String())
 	return &backends.LogShip{URL: u, Every: max(r.LogInterval, minShipEvery)}, nil
 }
 

@@ -77,7 +77,7 @@ func (r *run) prepare(ctx context.Context, desc *Description, be backends.Backen
 			return job, err
 		}
 	}
-	job.LogShip, err = r.logShip(ctx, desc, be)
+	job.LogShip, err = r.logShip(ctx, desc, be, job)
 	return job, err
 }
 
@@ -197,10 +197,11 @@ func outputName(file string) string {
 	return strings.TrimPrefix(clean, "/")
 }
 
-// stageOutURLExpiry bounds the presigned URLs a stage-out job gets: long
-// enough for a small job to wait in a busy queue, short enough to be worth
+// stageOutURLExpiry bounds the presigned URLs a stage-out job gets, which
+// are minted right before it is submitted: long enough for a small job
+// (a 10-minute limit) to wait in a busy queue, short enough to be worth
 // little if leaked.
-const stageOutURLExpiry = 2 * time.Hour
+const stageOutURLExpiry = time.Hour
 
 // stageOut has the backend run a job of its own that uploads the outputs to
 // presigned URLs, follows it, and then asks S3 which objects arrived.

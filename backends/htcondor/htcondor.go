@@ -145,17 +145,20 @@ func (b *Backend) jobDir(ctx context.Context, key string) (string, error) {
 	return path.Join(root, key), nil
 }
 
-// upload writes the script, parameters, metadata and input files.
+// upload writes the script, parameters, metadata and input files into the
+// job's directory, which only the login user may enter: the files are the
+// job's own (parameters may hold secrets), not the other users' of the node.
 func (b *Backend) upload(ctx context.Context, dir string, spec *submitSpec, inputs []backends.InputFile) error {
-	if spec.script != "" {
-		if err := b.ssh.WriteFile(ctx, path.Join(dir, scriptFile), strings.NewReader(spec.script), 0o755); err != nil {
-			return err
-		}
-	} else if err := b.ssh.MkdirAll(ctx, dir); err != nil {
+	if err := b.ssh.MkdirAll(ctx, dir, 0o700); err != nil {
 		return err
 	}
+	if spec.script != "" {
+		if err := b.ssh.WriteFile(ctx, path.Join(dir, scriptFile), strings.NewReader(spec.script), 0o700); err != nil {
+			return err
+		}
+	}
 	for _, f := range spec.files {
-		if err := b.ssh.WriteFile(ctx, path.Join(dir, f.name), bytes.NewReader(f.data), 0o644); err != nil {
+		if err := b.ssh.WriteFile(ctx, path.Join(dir, f.name), bytes.NewReader(f.data), 0o600); err != nil {
 			return err
 		}
 	}
@@ -164,7 +167,7 @@ func (b *Backend) upload(ctx context.Context, dir string, spec *submitSpec, inpu
 		if err != nil {
 			return fmt.Errorf("input %s: %w", in.Name, err)
 		}
-		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o644)
+		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o600)
 		rc.Close()
 		if err != nil {
 			return fmt.Errorf("input %s: %w", in.Name, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"path"
 	"strconv"
 	"strings"
@@ -26,6 +27,16 @@ import (
 // ShipsLogs implements backends.LogShipper.
 func (b *Backend) ShipsLogs() bool { return true }
 
+// TimeLimit implements backends.TimeLimiter: jobproperties' time_limit,
+// when it sets a finite one.
+func (b *Backend) TimeLimit(job backends.Job) (time.Duration, bool) {
+	spec, err := buildJob(job)
+	if err != nil || spec.timeLimit == nil || spec.timeLimit.infinite || spec.timeLimit.minutes == 0 {
+		return 0, false
+	}
+	return time.Duration(spec.timeLimit.minutes) * time.Minute, true
+}
+
 // OutputPath implements backends.OutputLocator: the absolute path of the
 // job's standard output on the cluster.
 func (b *Backend) OutputPath(ctx context.Context, id string) (string, error) {
@@ -41,11 +52,28 @@ func (b *Backend) OutputPath(ctx context.Context, id string) (string, error) {
 }
 
 // shipLogs makes s ship its output: the URL goes into the environment (the
-// wrapper takes it out before the job's script runs), the script into a
-// wrapper.
-func (s *jobSpec) shipLogs(ship backends.LogShip) {
+// wrapper takes it out before the job's script runs, and hands it to curl
+// in a file only the job's user can read), the script into a wrapper.
+func (s *jobSpec) shipLogs(ship backends.LogShip) error {
+	if !curlConfigSafe(ship.URL) {
+		return errors.New("the log shipper's URL cannot be written in a curl config file")
+	}
 	s.env["BRIDGE_LOG_URL"] = ship.URL
 	s.script = shipScript(s.script, max(1, int(ship.Every/time.Second)))
+	return nil
+}
+
+// curlConfigSafe: u can be written as url = "u" in a curl config file, the
+// way the job's scripts pass presigned URLs to curl: never on its command
+// line, which every user of the node can read in /proc/PID/cmdline. A
+// presigned URL is percent-encoded, so this never refuses one.
+func curlConfigSafe(u string) bool {
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return u != ""
 }
 
 // shipScript wraps script (a batch script starting with #!) in a POSIX sh
@@ -75,12 +103,15 @@ br_url=$BRIDGE_LOG_URL
 unset BRIDGE_LOG_URL
 br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
 br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
+# curl reads the URL from a file of this 0700 directory, not from its
+# command line: other users of the node can read every process's.
+( umask 077; printf 'url = "%s"\n' "$br_url" > "$br_dir/ship.conf" )
 cat > "$br_dir/script" <<'` + eof + "'\n" + script + eof + `
 br_ship() {
 	[ -n "$br_url" ] && [ -f "$br_out" ] || return 0
 	br_size=$(wc -c < "$br_out" | tr -d ' ')
 	[ "$br_size" = "$(cat "$br_dir/sent" 2>/dev/null)" ] && return 0
-	head -c "$br_size" "$br_out" | curl -fsS --retry 2 -H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - "$br_url" >/dev/null 2>&1 &&
+	head -c "$br_size" "$br_out" | curl -fsS --retry 2 -H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - -K "$br_dir/ship.conf" >/dev/null 2>&1 &&
 		echo "$br_size" > "$br_dir/sent"
 }
 ( trap exit TERM; while :; do sleep ` + strconv.Itoa(every) + ` & wait $!; br_ship; done ) &
@@ -122,5 +153,6 @@ func sbatchLines(script string) string {
 
 var (
 	_ backends.LogShipper    = (*Backend)(nil)
+	_ backends.TimeLimiter   = (*Backend)(nil)
 	_ backends.OutputLocator = (*Backend)(nil)
 )

@@ -159,7 +159,9 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		return "", err
 	}
 	if job.LogShip != nil {
-		spec.shipLogs(*job.LogShip)
+		if err := spec.shipLogs(*job.LogShip); err != nil {
+			return "", err
+		}
 	}
 	for _, n := range spec.notes {
 		b.log.Info(n)

@@ -71,7 +71,7 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 	if err != nil {
 		return "", err
 	}
-	if err := b.ssh.MkdirAll(ctx, dir); err != nil {
+	if err := b.ssh.MkdirAll(ctx, dir, 0o700); err != nil {
 		return "", err
 	}
 	for _, in := range job.Inputs {
@@ -82,13 +82,15 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 		if err != nil {
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
 		}
-		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o644)
+		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o600)
 		rc.Close()
 		if err != nil {
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
 		}
 	}
-	args := append([]string{"env"}, sj.env...)
+	// umask 077: sbatch hands its umask to the job (SLURM_UMASK), so
+	// job.out and what the job writes are its owner's only.
+	args := append([]string{"sh", "-c", `umask 077 && exec "$@"`, "sh", "env"}, sj.env...)
 	args = append(args, "sbatch", "--parsable")
 	if !sj.chdir {
 		args = append(args, "--chdir="+dir)

@@ -3,6 +3,8 @@ package slurm
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path"
 	"strconv"
 	"strings"
@@ -17,7 +19,8 @@ const stageOutMinutes = 10
 // after the job ended a small job is submitted beside it, in its working
 // directory, partition, account and QOS, that PUTs each file (and the job's
 // standard output) to its presigned URL with curl. The URLs travel in the
-// stage-out job's environment, never in its script; no S3 key reaches the
+// stage-out job's environment, never in its script nor on a command line
+// (curl reads each from its standard input); no S3 key reaches the
 // cluster. The stage-out job exits 1 if an upload failed; a missing file is
 // only reported on its stderr, which goes nowhere: the runner asks S3 which
 // objects arrived.
@@ -29,11 +32,17 @@ func (b *Backend) StageOut(ctx context.Context, id string, uploads []backends.Up
 	env := map[string]string{}
 	var lines []string
 	for i, u := range uploads {
+		if !curlConfigSafe(u.URL) {
+			return "", fmt.Errorf("the stage-out URL of %s cannot be written in a curl config file", u.Path)
+		}
 		name := "BRIDGE_URL_" + strconv.Itoa(i)
 		env[name] = u.URL
 		lines = append(lines, "put "+shellQuote(u.Path)+` "$`+name+`"`)
 	}
 	if logURL != "" {
+		if !curlConfigSafe(logURL) {
+			return "", errors.New("the stage-out URL of the job's output cannot be written in a curl config file")
+		}
 		env["BRIDGE_LOG_URL"] = logURL
 		lines = append(lines, "put "+shellQuote(outputPath(j, id))+` "$BRIDGE_LOG_URL"`)
 	}
@@ -74,7 +83,9 @@ put() {
 		echo "bridge-runner stage-out: $1: not found" >&2
 		return 0
 	fi
-	curl -fsS --retry 3 --retry-delay 1 -T "$1" "$2" >/dev/null || {
+	# The URL reaches curl on its standard input (printf is built into
+	# sh), never on its command line, which other users can read.
+	printf 'url = "%s"\n' "$2" | curl -fsS --retry 3 --retry-delay 1 -K - -T "$1" >/dev/null || {
 		echo "bridge-runner stage-out: $1: upload failed" >&2
 		rc=1
 	}

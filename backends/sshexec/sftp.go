@@ -193,6 +193,7 @@ func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.W
 
 // WriteFile writes r to the remote file name (its directory is made),
 // through a temporary name and a rename, so a reader never sees half a file.
+// The file has mode from its creation on, before any byte is written.
 func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode os.FileMode) error {
 	return c.withSFTP(ctx, "writing "+name, func(sc *sftp.Client, p *progress) error {
 		if dir := path.Dir(name); dir != "." && dir != "/" {
@@ -205,6 +206,10 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode o
 		if err != nil {
 			return err
 		}
+		if err := f.Chmod(mode); err != nil {
+			f.Close()
+			return err
+		}
 		if _, err := f.ReadFrom(p.reader(r)); err != nil {
 			f.Close()
 			_ = sc.Remove(tmp)
@@ -213,16 +218,19 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode o
 		if err := f.Close(); err != nil {
 			return err
 		}
-		if err := sc.Chmod(tmp, mode); err != nil {
-			return err
-		}
 		return sc.PosixRename(tmp, name)
 	})
 }
 
-// MkdirAll makes the remote directory dir and its parents.
-func (c *Client) MkdirAll(ctx context.Context, dir string) error {
-	return c.withSFTP(ctx, "making "+dir, func(sc *sftp.Client, _ *progress) error { return sc.MkdirAll(dir) })
+// MkdirAll makes the remote directory dir and its parents, and gives dir
+// (not its parents, which may be shared) mode perm.
+func (c *Client) MkdirAll(ctx context.Context, dir string, perm os.FileMode) error {
+	return c.withSFTP(ctx, "making "+dir, func(sc *sftp.Client, _ *progress) error {
+		if err := sc.MkdirAll(dir); err != nil {
+			return err
+		}
+		return sc.Chmod(dir, perm|os.ModeDir)
+	})
 }
 
 // RealPath resolves p on the login node ("." is the user's home).
