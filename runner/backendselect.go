@@ -178,7 +178,7 @@ func (r *run) description(ctx context.Context) (*Description, error) {
 	}
 	if spec.Backend == "" {
 		r.Log.Info("backend chosen", "backend", name, "why", why)
-		err := retryTransient(ctx, r.RetryBudget, func() error {
+		err := retryTransient(ctx, r.RetryBudget, func(ctx context.Context) error {
 			return r.update(ctx, func(d map[string]string) (bool, error) {
 				if d["backend"] != "" {
 					return false, nil

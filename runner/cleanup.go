@@ -32,7 +32,7 @@ func (c *Cleaner) Run(ctx context.Context) (bool, error) {
 	}
 	c.Store = WithStatusKeys(c.Store, StatusKeysOurs, c.Log) // reads IBM's KILL as KILLED
 	var rec *Record
-	err := retryTransient(ctx, c.RetryBudget, func() (err error) {
+	err := retryTransient(ctx, c.RetryBudget, func(ctx context.Context) (err error) {
 		rec, err = c.Store.Get(ctx)
 		return err
 	})
@@ -49,7 +49,7 @@ func (c *Cleaner) Run(ctx context.Context) (bool, error) {
 			return cancelled, err
 		}
 	}
-	if err := retryTransient(ctx, c.RetryBudget, func() error { return c.Store.Delete(ctx) }); err != nil {
+	if err := retryTransient(ctx, c.RetryBudget, func(ctx context.Context) error { return c.Store.Delete(ctx) }); err != nil {
 		return cancelled, fmt.Errorf("deleting %s: %w", c.Store.Describe(), err)
 	}
 	c.Log.Info("deleted", "record", c.Store.Describe())
@@ -59,7 +59,7 @@ func (c *Cleaner) Run(ctx context.Context) (bool, error) {
 // cancel asks a live invoker to stop (kill=true) and cancels the remote job
 // directly, in case no invoker is alive to do it.
 func (c *Cleaner) cancel(ctx context.Context, rec *Record) (bool, error) {
-	err := retryTransient(ctx, c.RetryBudget, func() error {
+	err := retryTransient(ctx, c.RetryBudget, func(ctx context.Context) error {
 		for {
 			if killRequested(rec.Data) {
 				return nil
@@ -107,7 +107,7 @@ func (c *Cleaner) cancel(ctx context.Context, rec *Record) (bool, error) {
 	if id == "" {
 		// A submit may have happened without the id being recorded.
 		if f, ok := be.(backends.Finder); ok {
-			_ = retryTransient(ctx, c.RetryBudget, func() (err error) {
+			_ = retryTransient(ctx, c.RetryBudget, func(ctx context.Context) (err error) {
 				id, err = f.FindByKey(ctx, IdempotencyKey(rec.UID))
 				return err
 			})
@@ -117,7 +117,7 @@ func (c *Cleaner) cancel(ctx context.Context, rec *Record) (bool, error) {
 		c.Log.Info("no remote job to cancel")
 		return false, nil
 	}
-	err = retryTransient(ctx, c.RetryBudget, func() error {
+	err = retryTransient(ctx, c.RetryBudget, func(ctx context.Context) error {
 		err := be.Cancel(ctx, id)
 		if errors.Is(err, backends.ErrNotFound) {
 			return nil // gone already

@@ -135,7 +135,7 @@ func TestTLSVerificationFailureIsPermanentAndNamed(t *testing.T) {
 	wrapped := backends.Transient(fmt.Errorf("GET /x: %w", f))
 	assert.True(t, Permanent(wrapped))
 	calls := 0
-	_ = retryTransient(context.Background(), time.Minute, func() error { calls++; return wrapped })
+	_ = retryTransient(context.Background(), time.Minute, func(context.Context) error { calls++; return wrapped })
 	assert.Equal(t, 1, calls, "a permanent fault is not retried")
 
 	expired := tlsFault("ca-file", "https://h", x509.CertificateInvalidError{Reason: x509.Expired, Detail: "expired at noon"})

@@ -50,8 +50,7 @@ type follower struct {
 	start        time.Time
 	last         backends.Status // the latest state the backend reported
 	seen         bool            // the backend reported a state at least once
-	failingSince time.Time       // first of the current run of failed polls
-	lastErr      error           // the latest failed poll's error
+	failingSince time.Time       // when the first of the current run of failed polls was sent
 	cancel       cancellation
 
 	result backends.Status
@@ -117,11 +116,17 @@ func (f *follower) finish(st backends.Status, err error) phase {
 // pollStatus asks the backend for the job's state.
 func (f *follower) pollStatus() phase {
 	f.pollAt = time.Time{}
-	st, err := f.be.Status(f.ctx, f.id)
+	started := time.Now()
+	// The retry budget is a ceiling: a request to a server that never
+	// answers ends with it, counted from the first failed request's start.
+	since := cmp.Or(f.failingSince, started)
+	pctx, cancel := context.WithDeadline(f.ctx, since.Add(f.r.RetryBudget))
+	st, err := f.be.Status(pctx, f.id)
+	cancel()
 	if err != nil {
-		return f.pollFailed(err)
+		return f.pollFailed(err, started)
 	}
-	f.failingSince, f.lastErr = time.Time{}, nil
+	f.failingSince = time.Time{}
 	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
 		f.log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
 		f.poll.Reset()
@@ -133,9 +138,9 @@ func (f *follower) pollStatus() phase {
 	return phaseOutput
 }
 
-// pollFailed judges a failed status request: a job the backend forgot, or
-// a fault ridden out within the retry budget.
-func (f *follower) pollFailed(err error) phase {
+// pollFailed judges a failed status request sent at started: a job the
+// backend forgot, or a fault ridden out within the retry budget.
+func (f *follower) pollFailed(err error, started time.Time) phase {
 	notFound := errors.Is(err, backends.ErrNotFound)
 	switch {
 	case notFound && backends.State(f.r.rec.Data[KeyJobStatus]).Final():
@@ -155,10 +160,9 @@ func (f *follower) pollFailed(err error) phase {
 		return phaseCancel
 	}
 	if f.failingSince.IsZero() {
-		f.failingSince = time.Now()
+		f.failingSince = started
 	}
-	f.lastErr = err
-	if time.Since(f.failingSince) > f.r.RetryBudget {
+	if time.Since(f.failingSince) >= f.r.RetryBudget {
 		return f.finish(f.last, backends.Transient(fmt.Errorf("lost contact with the backend for %s: %w", f.r.RetryBudget, err)))
 	}
 	f.log.Warn("status request failed; will try again", "err", err)
@@ -262,6 +266,9 @@ func (f *follower) wait() phase {
 	}
 	if soon := now.Add(250 * time.Millisecond); f.cancel.requested() && soon.Before(f.pollAt) {
 		f.pollAt = soon
+	}
+	if end := f.failingSince.Add(f.r.RetryBudget); !f.failingSince.IsZero() && end.Before(f.pollAt) {
+		f.pollAt = end // the budget's end: the poll there gives up
 	}
 	at, next := f.pollAt, phasePoll
 	if f.out != nil && f.out.due.Before(at) {
@@ -432,7 +439,7 @@ func (r *run) cancelPending(ctx context.Context, st backends.Status) error {
 	wctx, cancel := r.stopping(ctx, 0)
 	defer cancel()
 	r.written = nil
-	err := retryTransient(wctx, r.RetryBudget, func() error {
+	err := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
 			c := set(d, KeyKill, "true")
 			for k, v := range r.statusData(st) {
@@ -460,7 +467,7 @@ func (r *run) final(ctx context.Context, st backends.Status) error {
 	wctx, cancel := r.stopping(ctx, 0)
 	defer cancel()
 	r.written = nil
-	err := retryTransient(wctx, r.RetryBudget, func() error { return r.writeStatus(wctx, st) })
+	err := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error { return r.writeStatus(wctx, st) })
 	if errors.Is(err, ErrNoRecord) {
 		// cleanup deleted the record while we were stopping the job: the
 		// outputs still say what happened.

@@ -280,7 +280,7 @@ func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend
 	r.result.Message = truncate(r.Secrets.Scrub(msg), 4096)
 	wctx, wcancel := r.stopping(ctx, 0)
 	defer wcancel()
-	werr := retryTransient(wctx, r.RetryBudget, func() error {
+	werr := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
 			c := set(d, KeyOutputs, strings.Join(locs, "\n"))
 			return set(d, KeyMessage, r.result.Message) || c, nil
@@ -299,7 +299,7 @@ func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend
 // loadRecord reads the state record, creating it from r.Spec when given.
 func (r *run) loadRecord(ctx context.Context) error {
 	var rec *Record
-	err := retryTransient(ctx, r.RetryBudget, func() (err error) {
+	err := retryTransient(ctx, r.RetryBudget, func(ctx context.Context) (err error) {
 		rec, err = r.Store.Get(ctx)
 		return err
 	})
@@ -331,7 +331,7 @@ func (r *run) loadRecord(ctx context.Context) error {
 // keys that differ.
 func EnsureRecord(ctx context.Context, store Store, spec Spec, budget time.Duration) (*Record, error) {
 	var rec *Record
-	err := retryTransient(ctx, budget, func() (err error) {
+	err := retryTransient(ctx, budget, func(ctx context.Context) (err error) {
 		rec, err = store.Create(ctx, spec.WithDefaults().Data())
 		if errors.Is(err, ErrRecordExists) {
 			rec, err = store.Get(ctx)
@@ -460,7 +460,7 @@ func (r *run) findByKey(ctx context.Context, finder backends.Finder, key string)
 		return "", nil
 	}
 	var id string
-	err := retryTransient(ctx, r.RetryBudget, func() (err error) {
+	err := retryTransient(ctx, r.RetryBudget, func(ctx context.Context) (err error) {
 		id, err = finder.FindByKey(ctx, key)
 		return err
 	})
@@ -573,12 +573,16 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 			return "", err
 		case errors.Is(err, backends.ErrAuth):
 			return "", &backends.FieldError{Field: "credentials", Msg: err.Error() + "; check the Secret mounted as the credentials directory"}
+		case sctx.Err() != nil && ctx.Err() == nil:
+			// Nothing refused the job: the backend did not answer in time.
+			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached within %s (%d attempts): %w",
+				time.Since(start).Round(time.Second), attempt, err))
 		case !errors.Is(err, backends.ErrTransient) && ctx.Err() == nil:
 			return "", fmt.Errorf("submit refused: %w", err)
 		}
 		d := b.Next()
-		if ctx.Err() != nil || sctx.Err() != nil || !sleepCtx(sctx, d) {
-			return "", backends.Transient(fmt.Errorf("submit did not succeed after %d attempts: %w", attempt, err))
+		if ctx.Err() != nil || !sleepCtx(sctx, d) {
+			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached (%d attempts): %w", attempt, err))
 		}
 		log.Warn("submit failed; retrying", "attempt", attempt, "err", err)
 		if id, ferr := find(sctx); ferr == nil && id != "" {
@@ -592,7 +596,7 @@ func (r *run) recordID(ctx context.Context, id string) error {
 	// The id must land even during SIGTERM, within the grace period.
 	wctx, cancel := r.stopping(ctx, 0)
 	defer cancel()
-	err := retryTransient(wctx, r.RetryBudget, func() error {
+	err := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
 			if d[KeyID] != "" && d[KeyID] != id {
 				return false, fmt.Errorf("%s records job %s, but this invoker has job %s", r.Store.Describe(), d[KeyID], id)

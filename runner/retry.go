@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"syscall"
@@ -58,18 +59,24 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 }
 
 // retryTransient calls fn until it succeeds, fails with a non-transient
-// error, or budget has passed since the first failure; the last error is
-// returned. Backoff runs from 200 ms to 10 s.
-func retryTransient(ctx context.Context, budget time.Duration, fn func() error) error {
+// error, or budget has passed since the first attempt began; the last error
+// is returned. Budget is a ceiling on all of it, waiting and requests: each
+// attempt gets a context that ends when the budget does (a request to a
+// server that never answers would otherwise add its own timeout, and 30 s
+// became 60), and an attempt cut off there is a transient error. Backoff
+// runs from 200 ms to 10 s.
+func retryTransient(ctx context.Context, budget time.Duration, fn func(context.Context) error) error {
 	b := Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
-	var deadline time.Time
+	deadline := time.Now().Add(budget)
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	for {
-		err := fn()
+		err := fn(actx)
+		if err != nil && actx.Err() != nil && ctx.Err() == nil && !errors.Is(err, backends.ErrTransient) {
+			err = backends.Transient(fmt.Errorf("no answer within the retry budget (%s): %w", budget, err))
+		}
 		if err == nil || !errors.Is(err, backends.ErrTransient) || Permanent(err) {
 			return err
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(budget)
 		}
 		d := b.Next()
 		if time.Now().Add(d).After(deadline) || !sleepCtx(ctx, d) {

@@ -152,7 +152,9 @@ func (r *run) uploadOutputs(ctx context.Context, desc *Description, be backends.
 	}
 	var locs, notes []string
 	put := func(name string, fetch func(w io.Writer) error) error {
-		return retryTransient(ctx, min(r.RetryBudget, 2*time.Minute), func() error {
+		// A transfer may outlast the budget: it bounds the failed attempts
+		// and the waits between them, not a healthy upload (ctx is upload's).
+		return retryTransient(ctx, min(r.RetryBudget, 2*time.Minute), func(context.Context) error {
 			pr, pw := io.Pipe()
 			go func() { pw.CloseWithError(fetch(pw)) }()
 			loc, err := r.s3.Upload(ctx, desc.UploadBucket, prefix+name, pr, -1)
@@ -227,7 +229,7 @@ func (r *run) stageOut(ctx context.Context, desc *Description, be backends.Backe
 		return fail(err)
 	}
 	var sid string
-	if err := retryTransient(ctx, r.RetryBudget, func() (err error) {
+	if err := retryTransient(ctx, r.RetryBudget, func(ctx context.Context) (err error) {
 		sid, err = so.StageOut(ctx, id, uploads, logURL)
 		return err
 	}); err != nil {

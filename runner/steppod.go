@@ -98,7 +98,7 @@ func (r *run) claim(ctx context.Context) error {
 	if r.Owner == "" {
 		return nil
 	}
-	return retryTransient(ctx, r.RetryBudget, func() error {
+	return retryTransient(ctx, r.RetryBudget, func(ctx context.Context) error {
 		return r.update(ctx, func(d map[string]string) (bool, error) {
 			switch cur := d[KeyOwner]; cur {
 			case r.Owner:

@@ -133,3 +133,55 @@ func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
 	assert.Equal(t, "CANCELLED", slurmJobState(t, c, id), "Slurm really cancelled the job")
 	assert.Equal(t, 1, slurmJobsWithComment(t, c, rec.Data[runner.KeyKey]), "one job, never a second")
 }
+
+// TestRetryBudgetCapsABlackholedSlurmrestd: issue 25 item 7. With
+// slurmrestd blackholed (connections accepted, never answered), a 3 s
+// --retry-budget ends the submit after about 3 s, although each request
+// may wait 30 s for its answer; exit 75, and the message says the backend
+// could not be reached, not that it refused the job.
+func TestRetryBudgetCapsABlackholedSlurmrestd(t *testing.T) {
+	clearEnv(t)
+	slurmURL, creds := slurmEnv(t)
+	u, err := url.Parse(slurmURL)
+	require.NoError(t, err)
+	px := testutil.NewProxy(t, u.Host)
+	px.Set(t, testutil.Blackhole)
+	start := time.Now()
+	r := run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "blackholed", "--backend", "slurm",
+		"--resource-url", "http://"+px.Addr, "--credentials-dir", creds, "--script", "#!/bin/sh\ntrue\n",
+		"--retry-budget", "3s", "--termination-log", "")
+	took := time.Since(start)
+	t.Logf("submit to a blackholed slurmrestd with --retry-budget 3s: exit %d after %s", r.code, took.Round(time.Millisecond))
+	assert.Equal(t, ExitTempFail, r.code, r.stderr)
+	assert.Less(t, took, 5*time.Second, "the budget is a ceiling")
+	assert.NotContains(t, r.summary["message"], "refused")
+	assert.Contains(t, r.summary["message"], "could not be reached")
+}
+
+// TestRetryBudgetCapsABlackholeWhileFollowing: slurmrestd goes silent
+// while the job runs; with --retry-budget 4s invoke gives up (exit 75)
+// about 4 s after the first unanswered request, not 4 s after that
+// request's own 30 s timeout.
+func TestRetryBudgetCapsABlackholeWhileFollowing(t *testing.T) {
+	clearEnv(t)
+	slurmURL, creds := slurmEnv(t)
+	u, err := url.Parse(slurmURL)
+	require.NoError(t, err)
+	px := testutil.NewProxy(t, u.Host)
+	state := t.TempDir()
+	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "follow-blackholed", "--backend", "slurm",
+		"--resource-url", "http://"+px.Addr, "--credentials-dir", creds, "--script", "#!/bin/sh\nsleep 120\n",
+		"--update-interval", "1", "--retry-budget", "4s")
+	waitForStatus(t, state, "follow-blackholed", "RUNNING")
+	px.Set(t, testutil.Blackhole)
+	start := time.Now()
+	code := exitOf(cmd.Wait())
+	took := time.Since(start)
+	t.Logf("following through a blackholed slurmrestd with --retry-budget 4s: exit %d after %s", code, took.Round(time.Millisecond))
+	assert.Equal(t, ExitTempFail, code, out.String())
+	assert.Less(t, took, 4*time.Second+2*time.Second, "the budget (plus at most one poll interval) is a ceiling")
+	px.Set(t, testutil.Pass)
+	// Leave nothing running on the shared Slurm.
+	r := run(t, "cleanup", "--state-dir", state, "--job-name", "follow-blackholed", "--credentials-dir", creds)
+	assert.Equal(t, 0, r.code, r.stderr)
+}
