@@ -97,6 +97,7 @@ func (c *Cleaner) cancel(ctx context.Context, rec *Record) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	defer closeBackend(be, c.Log)
 	if err := checkRecordedID(rec); err != nil {
 		return false, err // never cancel a job this record did not submit
 	}

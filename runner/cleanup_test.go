@@ -33,6 +33,9 @@ func TestCleanupCancelsARunningJobAndDeletes(t *testing.T) {
 	_, err = h.store.Get(context.Background())
 	assert.ErrorIs(t, err, runner.ErrNoRecord)
 	assert.GreaterOrEqual(t, h.fake.Count("cancel"), 1)
+	// Each built the backend once and closed it (the SSH backends' Close
+	// ends their connection).
+	assert.Equal(t, 2, h.fake.Count("close"), "invoke and cleanup each close the backend they built")
 }
 
 func TestCleanupWithoutInvokerCancelsByKey(t *testing.T) {

@@ -192,6 +192,7 @@ func (r *run) execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer closeBackend(be, r.Log)
 	r.result.Job = r.JobName
 	base := backends.Job{Name: r.JobName, Key: IdempotencyKey(r.rec.UID), Properties: desc.Properties}
 	prepare := r.preparer(ctx, desc, be, base)
@@ -256,11 +257,22 @@ func (r *run) setUp(ctx context.Context) (*Description, backends.Backend, error)
 		r.s3, err = NewS3Store(S3Config{Endpoint: desc.S3.Endpoint, Secure: desc.S3.Secure, Region: desc.S3.Region,
 			Credentials: DirCredentials{Dir: r.S3.CredentialsDir, Secrets: r.Secrets}, CAFile: r.S3.CAFile, Insecure: r.S3.Insecure})
 		if err != nil {
+			closeBackend(be, r.Log)
 			return nil, nil, err
 		}
 	}
 	r.logSrc = r.logSource(desc, be)
 	return desc, be, nil
+}
+
+// closeBackend releases what a backend holds (the SSH backends' connection)
+// once the run or cleanup is done with it.
+func closeBackend(be backends.Backend, log *slog.Logger) {
+	if c, ok := be.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			log.Debug("closing the backend", "err", err)
+		}
+	}
 }
 
 // upload uploads the outputs after the job's end and records where they went.

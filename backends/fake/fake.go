@@ -79,6 +79,14 @@ func (b *Backend) Factory() backends.Factory {
 	return func(backends.Config) (backends.Backend, error) { return b, nil }
 }
 
+// Close counts its calls: the runner closes every backend it built.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["close"]++
+	return nil
+}
+
 // Jobs returns a snapshot of the submitted jobs.
 func (b *Backend) Jobs() []Job {
 	b.mu.Lock()

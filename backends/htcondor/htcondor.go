@@ -104,7 +104,7 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	dir, err := b.jobDir(ctx, job.Key)
+	dir, err := b.ssh.JobDir(ctx, job.Key)
 	if err != nil {
 		return "", err
 	}
@@ -116,7 +116,7 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		return "", err
 	}
 	if res.ExitCode != 0 {
-		return "", b.commandError("condor_submit", res, "jobproperties")
+		return "", b.ssh.CommandError(condor, "condor_submit", res, "jobproperties")
 	}
 	m := submitted().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
 	if m == nil {
@@ -125,24 +125,6 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	id := m[1] + "." + m[2]
 	b.remember(id, dir)
 	return id, nil
-}
-
-// jobDir is the job's directory on the submit host: DIRECTORY/<key>, with
-// DIRECTORY taken from the URL (relative to the home directory) or
-// bridge-runner.
-func (b *Backend) jobDir(ctx context.Context, key string) (string, error) {
-	root := b.ssh.Target().Dir
-	if root == "" {
-		root = "bridge-runner"
-	}
-	if !path.IsAbs(root) {
-		home, err := b.ssh.RealPath(ctx, ".")
-		if err != nil {
-			return "", err
-		}
-		root = path.Join(home, root)
-	}
-	return path.Join(root, key), nil
 }
 
 // upload writes the script, parameters, metadata and input files into the
@@ -176,40 +158,10 @@ func (b *Backend) upload(ctx context.Context, dir string, spec *submitSpec, inpu
 	return nil
 }
 
-// unreachable are HTCondor's words for a schedd it cannot reach: a
-// transient fault, unlike a refused job.
-var unreachable = []string{"Can't find address", "Failed to connect", "Could not connect", "Failed to fetch ads",
-	"Error: Couldn't contact", "Failed to end classad message", "SECMAN", "timed out", "Connection refused"}
-
-// commandError turns a command's failure into an error: a missing command
-// is a wrong login node (invalid), an unreachable schedd is transient, the
-// rest is a refusal of field's value.
-func (b *Backend) commandError(cmd string, res sshexec.Result, field string) error {
-	text := strings.TrimSpace(string(res.Stderr))
-	if text == "" {
-		text = strings.TrimSpace(string(res.Stdout))
-	}
-	if len(text) > 2000 {
-		text = text[:2000] + "..."
-	}
-	t := b.ssh.Target()
-	switch {
-	case res.ExitCode == 127:
-		return backends.Invalid("resourceURL", "%s is not on the PATH of %s on %s; point resourceURL at an HTCondor submit host", cmd, t.User, t.Host)
-	case containsAny(text, unreachable...):
-		return backends.Transient(fmt.Errorf("%s: the schedd cannot be reached (exit %d): %s", cmd, res.ExitCode, text))
-	}
-	return backends.Invalid(field, "%s refused the job (exit %d): %s", cmd, res.ExitCode, text)
-}
-
-func containsAny(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
+// condor is HTCondor as its commands on a submit host show it.
+var condor = sshexec.System{Host: "an HTCondor submit host", Controller: "the schedd",
+	Unreachable: []string{"Can't find address", "Failed to connect", "Could not connect", "Failed to fetch ads",
+		"Error: Couldn't contact", "Failed to end classad message", "SECMAN", "timed out", "Connection refused"}}
 
 func (b *Backend) remember(id, dir string) {
 	if dir == "" {
@@ -235,7 +187,7 @@ func (b *Backend) ads(ctx context.Context, history bool, selector ...string) ([]
 		return nil, err
 	}
 	if res.ExitCode != 0 {
-		err := b.commandError(args[0], res, "id")
+		err := b.ssh.CommandError(condor, args[0], res, "id")
 		if res.ExitCode != 127 {
 			err = backends.Transient(err) // a query of ours cannot be bad input
 		}
@@ -293,9 +245,8 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	out := string(res.Stdout) + string(res.Stderr)
-	if res.ExitCode == 0 || strings.Contains(out, "not found") {
+	if res.ExitCode == 0 || res.Says("not found") {
 		return nil // removed, or no longer in the queue: it has ended
 	}
-	return backends.Transient(fmt.Errorf("condor_rm %s (exit %d): %s", id, res.ExitCode, strings.TrimSpace(out)))
+	return backends.Transient(fmt.Errorf("condor_rm %s (exit %d): %s", id, res.ExitCode, res.Text()))
 }

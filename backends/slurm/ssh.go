@@ -67,7 +67,7 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 	if err != nil {
 		return "", err
 	}
-	dir, err := b.jobDir(ctx, job.Key)
+	dir, err := b.ssh.JobDir(ctx, job.Key)
 	if err != nil {
 		return "", err
 	}
@@ -104,7 +104,7 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 		return "", err
 	}
 	if res.ExitCode != 0 {
-		return "", b.sbatchError(res)
+		return "", b.ssh.CommandError(slurmCLI, "sbatch", res, "jobproperties")
 	}
 	m := parsableID().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
 	if m == nil {
@@ -113,59 +113,10 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 	return m[1], nil
 }
 
-// jobDir is DIR/<key> on the login node, absolute.
-func (b *SSHBackend) jobDir(ctx context.Context, key string) (string, error) {
-	root := b.ssh.Target().Dir
-	if root == "" {
-		root = "bridge-runner"
-	}
-	if !path.IsAbs(root) {
-		home, err := b.ssh.RealPath(ctx, ".")
-		if err != nil {
-			return "", err
-		}
-		root = path.Join(home, root)
-	}
-	return path.Join(root, key), nil
-}
-
-// slurmUnreachable are Slurm's words for a slurmctld it cannot reach.
-var slurmUnreachable = []string{"Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted",
-	"Connection refused", "Communication connection failure", "slurm_persist_conn_open"}
-
-// sbatchError: a missing sbatch is a wrong login node, an unreachable
-// slurmctld is transient, the rest is a refusal of the job.
-func (b *SSHBackend) sbatchError(res sshexec.Result) error {
-	text := cmdText(res)
-	switch {
-	case res.ExitCode == 127:
-		t := b.ssh.Target()
-		return backends.Invalid("resourceURL", "sbatch is not on the PATH of %s on %s; point resourceURL at a Slurm login node", t.User, t.Host)
-	case containsAny(text, slurmUnreachable...):
-		return backends.Transient(fmt.Errorf("sbatch: slurmctld cannot be reached (exit %d): %s", res.ExitCode, text))
-	}
-	return backends.Invalid("jobproperties", "sbatch refused the job (exit %d): %s", res.ExitCode, text)
-}
-
-func cmdText(res sshexec.Result) string {
-	text := strings.TrimSpace(string(res.Stderr))
-	if text == "" {
-		text = strings.TrimSpace(string(res.Stdout))
-	}
-	if len(text) > 2000 {
-		text = text[:2000] + "..."
-	}
-	return text
-}
-
-func containsAny(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
-}
+// slurmCLI is Slurm as its commands on a login node show it.
+var slurmCLI = sshexec.System{Host: "a Slurm login node", Controller: "slurmctld",
+	Unreachable: []string{"Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted",
+		"Connection refused", "Communication connection failure", "slurm_persist_conn_open"}}
 
 var slurmID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d+$`) })
 
@@ -178,15 +129,15 @@ func (b *SSHBackend) Status(ctx context.Context, id string) (backends.Status, er
 	if err != nil {
 		return backends.Status{}, err
 	}
-	text := cmdText(res)
+	text := res.Text()
 	switch {
 	case res.ExitCode == 0:
 		f := parseScontrol(string(res.Stdout))
 		b.remember(id, jobFiles{workDir: f["WorkDir"], stdout: f["StdOut"]})
 		return scontrolStatus(id, f), nil
-	case strings.Contains(text, "Invalid job id"):
+	case res.Says("Invalid job id"):
 		return b.sacctStatus(ctx, id)
-	case containsAny(text, slurmUnreachable...):
+	case res.Says(slurmCLI.Unreachable...):
 		return backends.Status{}, backends.Transient(fmt.Errorf("scontrol show job %s: %s", id, text))
 	}
 	return backends.Status{}, backends.Transient(fmt.Errorf("scontrol show job %s (exit %d): %s", id, res.ExitCode, text))

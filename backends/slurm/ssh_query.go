@@ -21,7 +21,7 @@ func (b *SSHBackend) sacctStatus(ctx context.Context, id string) (backends.Statu
 	}
 	line := strings.TrimSpace(string(res.Stdout))
 	if res.ExitCode != 0 || line == "" {
-		return backends.Status{}, fmt.Errorf("Slurm job %s is unknown to slurmctld and to sacct (%s): %w", id, cmdText(res), backends.ErrNotFound)
+		return backends.Status{}, fmt.Errorf("Slurm job %s is unknown to slurmctld and to sacct (%s): %w", id, res.Text(), backends.ErrNotFound)
 	}
 	f := strings.Split(strings.SplitN(line, "\n", 2)[0], "|")
 	if len(f) < 8 || f[0] != id {
@@ -40,7 +40,7 @@ func (b *SSHBackend) FindByKey(ctx context.Context, key string) (string, error) 
 		return "", err
 	}
 	if res.ExitCode != 0 {
-		return "", backends.Transient(fmt.Errorf("squeue (exit %d): %s", res.ExitCode, cmdText(res)))
+		return "", backends.Transient(fmt.Errorf("squeue (exit %d): %s", res.ExitCode, res.Text()))
 	}
 	for _, line := range strings.Split(string(res.Stdout), "\n") {
 		f := strings.SplitN(strings.TrimSpace(line), "|", 3)
@@ -60,11 +60,10 @@ func (b *SSHBackend) Cancel(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	text := cmdText(res)
-	if res.ExitCode == 0 || containsAny(text, "already completing or completed", "Invalid job id") {
+	if res.ExitCode == 0 || res.Says("already completing or completed", "Invalid job id") {
 		return nil
 	}
-	return backends.Transient(fmt.Errorf("scancel %s (exit %d): %s", id, res.ExitCode, text))
+	return backends.Transient(fmt.Errorf("scancel %s (exit %d): %s", id, res.ExitCode, res.Text()))
 }
 
 // files is where the job's output and working directory are.
