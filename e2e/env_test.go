@@ -183,7 +183,8 @@ func newEnv() (*env, error) {
 		secrets["ray-credentials"] = map[string]string{"token": e.rayToken + "\n"}
 	}
 	for name, data := range secrets {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
+		// Opted in to BridgeJobs (the operator's tenancy model; README, Security).
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bridge-runner.io/allow-bridgejobs": "true"}}, StringData: data}
 		if _, err := e.kube.CoreV1().Secrets(e.ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}

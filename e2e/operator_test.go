@@ -50,7 +50,9 @@ func (e *env) applyOperator() string {
 	const pinned = "ghcr.io/bridge-runner/bridge-runner:v0.1.0"
 	img := regexp.MustCompile(`(?m)^( *)image: ` + regexp.QuoteMeta(pinned) + `$`)
 	y := img.ReplaceAllString(string(out), "${1}image: "+e.image+"\n${1}imagePullPolicy: Never")
-	y = strings.ReplaceAll(y, "--job-image="+pinned, "--job-image="+e.image)
+	// The local backend is off unless the admin allows it; the suite runs
+	// examples/local/bridgejob.yaml.
+	y = strings.ReplaceAll(y, "--job-image="+pinned, "--job-image="+e.image+"\n        - --allow-local")
 	if !strings.Contains(y, "imagePullPolicy: Never") {
 		return "deploy/operator does not pin " + pinned + " any more; update this test"
 	}

@@ -2,6 +2,8 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 
@@ -22,6 +24,7 @@ var (
 	coreV1  = schema.GroupVersion{Version: "v1"}
 	batchV1 = schema.GroupVersion{Group: "batch", Version: "v1"}
 	coordV1 = schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
+	rbacV1  = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
 	scheme  = newScheme()
 )
 
@@ -36,6 +39,9 @@ func newScheme() *runtime.Scheme {
 	s.AddKnownTypeWithName(batchV1.WithKind("Job"), &job{})
 	s.AddKnownTypeWithName(batchV1.WithKind("JobList"), &jobList{})
 	s.AddKnownTypeWithName(coordV1.WithKind("Lease"), &lease{})
+	s.AddKnownTypeWithName(coreV1.WithKind("ServiceAccount"), &serviceAccount{})
+	s.AddKnownTypeWithName(rbacV1.WithKind("Role"), &role{})
+	s.AddKnownTypeWithName(rbacV1.WithKind("RoleBinding"), &roleBinding{})
 	return s
 }
 
@@ -122,10 +128,18 @@ func (c *client) delete(ctx context.Context, gv schema.GroupVersion, ns, resourc
 	return c.rest.Delete().AbsPath(path(gv, ns, resource), name).Body(opts).Do(ctx).Error()
 }
 
-// secretExists checks a Secret by its metadata only: the server leaves out
-// its data, so the operator never holds a credential.
-func (c *client) secretExists(ctx context.Context, ns, name string) error {
-	return c.rest.Get().AbsPath(path(coreV1, ns, "secrets"), name).
+// secretLabels reads a Secret's labels by its metadata only: the server
+// leaves out its data, so the operator never holds a credential.
+func (c *client) secretLabels(ctx context.Context, ns, name string) (map[string]string, error) {
+	raw, err := c.rest.Get().AbsPath(path(coreV1, ns, "secrets"), name).
 		SetHeader("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1").
-		Do(ctx).Error()
+		Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var m metav1.PartialObjectMetadata
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("reading the Secret %s/%s's metadata: %w", ns, name, err)
+	}
+	return m.Labels, nil
 }

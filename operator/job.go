@@ -33,10 +33,7 @@ func (r *reconciler) buildCleanup(bj *BridgeJob) *job {
 // podJob is a Job of bj named name whose pod runs the bridge-runner step
 // with the credentials mounted.
 func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *job {
-	image := bj.Spec.Image
-	if image == "" {
-		image = r.o.JobImage
-	}
+	image, _ := r.jobImage(bj)
 	c := container{
 		Name:            step,
 		Image:           image,
@@ -53,7 +50,12 @@ func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *j
 	p := &kj.Spec.Template
 	p.Metadata.Labels = childLabels(bj)
 	p.Spec.RestartPolicy = "Never"
+	// The pod's own identity, never the operator's: the BridgeJob's
+	// ServiceAccount (its record only), or the admin's shared one.
 	p.Spec.ServiceAccountName = r.o.JobServiceAccount
+	if p.Spec.ServiceAccountName == "" {
+		p.Spec.ServiceAccountName = AccessName(bj.Name)
+	}
 	p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
 	c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
 	if s := s3Secret(bj); s != "" && step == "invoke" {

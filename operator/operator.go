@@ -34,10 +34,22 @@ type Options struct {
 	Config    *rest.Config
 	Namespace string // watch BridgeJobs only here; "" for every namespace
 
-	JobImage          string // the jobs' pods' image when a BridgeJob names none
-	JobServiceAccount string // the jobs' pods' ServiceAccount
+	JobImage string // the jobs' pods' image: the operator's own
+	// JobServiceAccount is a ServiceAccount every job's pod runs as; ""
+	// (the default) gives each BridgeJob its own, allowed only its record.
+	JobServiceAccount string
 	StatusKeys        string // auto, ibm or ours: passed to invoke, and the words of status.jobstatus
 	Backends          []string
+	// DefaultBackend is the backend of a BridgeJob that names none (the
+	// operator's --backend or BRIDGE_BACKEND), chosen as invoke chooses.
+	DefaultBackend string
+
+	// The tenancy policy (see policy.go): what a BridgeJob's author may
+	// reach through the operator.
+	AllowedImages  []string // images a BridgeJob's spec.image may name besides JobImage
+	AllowedSecrets []string // Secrets usable without opting in: name or namespace/name
+	SecretOptIn    string   // the label a Secret opts in with ("true"); "" reads no Secret at all
+	AllowLocal     bool     // let BridgeJobs run the local backend (in the Job's pod)
 
 	Workers       int
 	Resync        time.Duration // how often every BridgeJob is reconciled anyway

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
@@ -49,6 +51,8 @@ type env struct {
 	// state is the pods' state directory: the local backend keeps its jobs
 	// there, so invoke and cleanup must share it (as pods share the machine).
 	state string
+	// opts adjusts the operator's Options before it starts.
+	opts func(*Options)
 }
 
 var crdOnce sync.Once
@@ -93,10 +97,14 @@ func (e *env) operatorWith(identity string, deleteTimeout time.Duration) (stop f
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Config: e.opCfg, Namespace: e.ns, JobImage: "example.org/bridge-runner:test",
-			JobServiceAccount: "bridge-runner", Backends: []string{"local", "slurm", "lsf", "ray", "quantum"},
+		o := Options{Config: e.opCfg, Namespace: e.ns, JobImage: testImage,
+			Backends: []string{"local", "slurm", "lsf", "ray", "quantum"}, SecretOptIn: SecretOptInLabel, AllowLocal: true,
 			Workers: 2, Resync: 30 * time.Second, DeleteTimeout: deleteTimeout,
-			LeaderElection: true, LeaseNamespace: e.ns, Identity: identity})
+			LeaderElection: true, LeaseNamespace: e.ns, Identity: identity}
+		if e.opts != nil {
+			e.opts(&o)
+		}
+		done <- Run(ctx, o)
 	}()
 	var once sync.Once
 	stop = func() {
@@ -116,10 +124,19 @@ func (e *env) operatorWith(identity string, deleteTimeout time.Duration) (stop f
 	return stop
 }
 
+// testImage is the operator's own image in these tests.
+const testImage = "example.org/bridge-runner:test"
+
+// secret creates a Secret that opted in to BridgeJobs.
 func (e *env) secret(name string) {
 	e.t.Helper()
-	_, err := e.kc.CoreV1().Secrets(e.ns).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"token": "not-for-logs"}}, metav1.CreateOptions{})
+	e.secretIn(e.ns, name, map[string]string{SecretOptInLabel: "true"})
+}
+
+func (e *env) secretIn(ns, name string, labels map[string]string) {
+	e.t.Helper()
+	_, err := e.kc.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, StringData: map[string]string{"token": "not-for-logs"}}, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -201,7 +218,7 @@ func (e *env) invoke(kj *job) *exec.Cmd {
 			args[i] = e.t.TempDir()
 		}
 	}
-	args = append(args, "--kubeconfig", os.Getenv(testkube.EnvKubeconfig), "--namespace", e.ns,
+	args = append(args, "--kubeconfig", e.podKubeconfig(kj.Spec.Template.Spec.ServiceAccountName), "--namespace", e.ns,
 		"--state-dir", e.state)
 	if args[0] == "invoke" {
 		args = append(args, "--termination-log", filepath.Join(e.t.TempDir(), "termination-log"))
@@ -213,6 +230,23 @@ func (e *env) invoke(kj *job) *exec.Cmd {
 	}
 	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	return cmd
+}
+
+// podKubeconfig is a kubeconfig of the pod's ServiceAccount, as the pod
+// would have its token: what the played pod may do is what the real one may.
+func (e *env) podKubeconfig(sa string) string {
+	e.t.Helper()
+	cfg := testkube.ServiceAccountConfig(e.t, e.kc, e.ns, sa)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test", Namespace: e.ns}
+	kc.CurrentContext = "test"
+	p := filepath.Join(e.t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
 }
 
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
@@ -267,14 +301,14 @@ func TestCreateToDone(t *testing.T) {
 	}
 	pod := kj.Spec.Template.Spec
 	c := pod.Containers[0]
-	if c.Image != "example.org/bridge-runner:test" || c.Args[0] != "invoke" || !slices.Contains(c.Args, "hello") {
+	if c.Image != testImage || c.Args[0] != "invoke" || !slices.Contains(c.Args, "hello") {
 		t.Errorf("Job's container: image %q args %q", c.Image, c.Args)
 	}
 	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "creds" ||
 		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/credentials" {
 		t.Errorf("Job's credentials: volumes %+v mounts %+v", pod.Volumes, c.VolumeMounts)
 	}
-	if pod.ServiceAccountName != "bridge-runner" || pod.RestartPolicy != "Never" {
+	if pod.ServiceAccountName != AccessName("hello") || pod.RestartPolicy != "Never" {
 		t.Errorf("Job's pod: serviceAccountName %q restartPolicy %q", pod.ServiceAccountName, pod.RestartPolicy)
 	}
 	if bj, _ := e.get("hello"); bj.Status.State != "PENDING" && bj.Status.State != "" {
@@ -498,7 +532,7 @@ func TestRestartMidRun(t *testing.T) {
 func TestLeastPrivilege(t *testing.T) {
 	e := newEnv(t)
 	e.secret("creds")
-	e.grantOperatorRBAC()
+	e.grantOperatorRBAC(true, "../deploy/operator/rbac.yaml")
 	e.opCfg = testkube.ServiceAccountConfig(t, e.kc, e.ns, "bridge-runner-operator")
 	e.operator("least")
 
@@ -525,36 +559,42 @@ func TestLeastPrivilege(t *testing.T) {
 	})
 }
 
-// grantOperatorRBAC creates deploy/operator/rbac.yaml's ClusterRole (under
-// a name of this test's) bound in the namespace only, and its leader
-// election Role, for the ServiceAccount bridge-runner-operator.
-func (e *env) grantOperatorRBAC() {
+// grantOperatorRBAC creates the Roles of files and, with clusterRoles,
+// their ClusterRole (under a name of this test's, bound in the namespace
+// only), and binds each to the ServiceAccount bridge-runner-operator.
+func (e *env) grantOperatorRBAC(clusterRoles bool, files ...string) {
 	e.t.Helper()
 	ctx := context.Background()
 	sa := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "bridge-runner-operator", Namespace: e.ns}}
-	for _, doc := range testutil.YAMLDocs(e.t, "../deploy/operator/rbac.yaml") {
-		var obj struct {
-			Kind  string              `json:"kind"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
-		}
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			e.t.Fatal(err)
-		}
-		switch obj.Kind {
-		case "ClusterRole":
-			name := "bt-" + e.ns
-			cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: obj.Rules}
-			if _, err := e.kc.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+	for _, f := range files {
+		for _, doc := range testutil.YAMLDocs(e.t, f) {
+			var obj struct {
+				Kind     string              `json:"kind"`
+				Metadata metav1.ObjectMeta   `json:"metadata"`
+				Rules    []rbacv1.PolicyRule `json:"rules"`
+			}
+			if err := yaml.Unmarshal(doc, &obj); err != nil {
 				e.t.Fatal(err)
 			}
-			e.t.Cleanup(func() { _ = e.kc.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-			e.bind("operator", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, sa)
-		case "Role":
-			r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "operator-leader"}, Rules: obj.Rules}
-			if _, err := e.kc.RbacV1().Roles(e.ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
-				e.t.Fatal(err)
+			switch obj.Kind {
+			case "ClusterRole":
+				if !clusterRoles {
+					continue
+				}
+				name := "bt-" + e.ns
+				cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: obj.Rules}
+				if _, err := e.kc.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+					e.t.Fatal(err)
+				}
+				e.t.Cleanup(func() { _ = e.kc.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+				e.bind("operator", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, sa)
+			case "Role":
+				r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: obj.Metadata.Name}, Rules: obj.Rules}
+				if _, err := e.kc.RbacV1().Roles(e.ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+					e.t.Fatal(err)
+				}
+				e.bind(r.Name, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: r.Name}, sa)
 			}
-			e.bind("operator-leader", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: r.Name}, sa)
 		}
 	}
 }

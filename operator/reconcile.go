@@ -60,8 +60,8 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err := r.ensureKill(ctx, bj, cm); err != nil {
 		return 0, err
 	}
-	kj, err := r.ensureJob(ctx, bj, cm)
-	if err != nil {
+	kj, stop, err := r.ensureJob(ctx, bj, cm)
+	if err != nil || stop {
 		return 0, err
 	}
 	return 0, r.mirror(ctx, bj, r.observe(bj, cm, kj))
@@ -74,7 +74,7 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*configMa
 	name := runner.ConfigMapName(bj.Name)
 	if cm := r.cached(r.cms, bj.Namespace, name); cm != nil {
 		cm := cm.(*configMap)
-		if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != bj.UID {
+		if !ownedBy(cm, bj) {
 			return nil, r.fail(ctx, bj, "RecordConflict", fmt.Sprintf("the ConfigMap %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
 		}
 		return cm, nil
@@ -97,7 +97,7 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*configMa
 	if apierrors.IsAlreadyExists(err) {
 		// Created by an earlier pass that the cache has not seen yet.
 		if err = r.c.get(ctx, coreV1, bj.Namespace, "configmaps", name, out); err == nil {
-			if owner := metav1.GetControllerOf(out); owner == nil || owner.UID != bj.UID {
+			if !ownedBy(out, bj) {
 				return nil, r.fail(ctx, bj, "RecordConflict", fmt.Sprintf("the ConfigMap %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
 			}
 		}
@@ -133,27 +133,51 @@ func (r *reconciler) setKill(ctx context.Context, cm *configMap) error {
 }
 
 // ensureJob creates the Job that runs invoke, unless the record is final
-// already (nothing left to run) or the Job exists.
-func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *configMap) (*job, error) {
+// already (nothing left to run) or the Job exists. stop: the BridgeJob was
+// failed instead (its pods' identity is taken).
+func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *configMap) (kj *job, stop bool, err error) {
 	name := JobName(bj.Name)
-	if kj := r.cached(r.kjobs, bj.Namespace, name); kj != nil {
-		return kj.(*job), nil
+	if kj, _ := r.cached(r.kjobs, bj.Namespace, name).(*job); kj != nil {
+		if !ownedBy(kj, bj) {
+			return nil, true, r.fail(ctx, bj, "JobConflict", fmt.Sprintf("the Job %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
+		}
+		return kj, false, nil
 	}
 	if isFinal(cm.Data[runner.KeyJobStatus]) {
-		return nil, nil
+		return nil, false, nil
 	}
-	kj := r.buildJob(bj)
+	if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
+		return nil, stop, err
+	}
 	out := &job{}
-	err := r.c.create(ctx, batchV1, bj.Namespace, "jobs", kj, out)
+	err = r.c.create(ctx, batchV1, bj.Namespace, "jobs", r.buildJob(bj), out)
 	if apierrors.IsAlreadyExists(err) {
 		// Created by an earlier pass that the cache has not seen yet.
-		return out, r.c.get(ctx, batchV1, bj.Namespace, "jobs", name, out)
+		return out, false, r.c.get(ctx, batchV1, bj.Namespace, "jobs", name, out)
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if _, ignored := r.jobImage(bj); ignored != "" {
+		r.event(ctx, bj, "Warning", "ImageIgnored", fmt.Sprintf("spec.image %q is ignored: the Job runs %s, which serves every backend "+
+			"(the operator's admin allows other images with --allowed-images)", ignored, r.o.JobImage))
 	}
 	r.event(ctx, bj, "Normal", "Created", "created the record "+cm.Name+" and the Job "+name+" that runs bridge-runner invoke")
-	return out, nil
+	return out, false, nil
+}
+
+// ensurePodAccess makes the BridgeJob's own ServiceAccount for its pods
+// (unless the admin gave one for all); stop: it failed the BridgeJob.
+func (r *reconciler) ensurePodAccess(ctx context.Context, bj *BridgeJob) (stop bool, err error) {
+	if r.o.JobServiceAccount != "" {
+		return false, nil
+	}
+	err = r.ensureAccess(ctx, bj)
+	var ac *accessConflict
+	if errors.As(err, &ac) {
+		return true, r.fail(ctx, bj, "AccessConflict", ac.Error())
+	}
+	return false, err
 }
 
 // finalize cancels a deleted BridgeJob's job (kill=true in the record,
@@ -163,21 +187,22 @@ func (r *reconciler) finalize(ctx context.Context, bj *BridgeJob) (time.Duration
 	if !slices.Contains(bj.Finalizers, Finalizer) {
 		return 0, nil
 	}
+	// Only what this BridgeJob owns is updated or deleted: a ConfigMap or
+	// Job of the same name that someone else made is left alone.
 	var cm *configMap
-	if o := r.cached(r.cms, bj.Namespace, runner.ConfigMapName(bj.Name)); o != nil {
-		cm = o.(*configMap)
+	if o, _ := r.cached(r.cms, bj.Namespace, runner.ConfigMapName(bj.Name)).(*configMap); o != nil && ownedBy(o, bj) {
+		cm = o
 	}
 	var kj *job
-	if o := r.cached(r.kjobs, bj.Namespace, JobName(bj.Name)); o != nil {
-		kj = o.(*job)
+	if o, _ := r.cached(r.kjobs, bj.Namespace, JobName(bj.Name)).(*job); o != nil && ownedBy(o, bj) {
+		kj = o
 	}
 	if cm != nil && !isFinal(cm.Data[runner.KeyJobStatus]) {
 		if after, err := r.cancel(ctx, bj, cm, kj); after > 0 || err != nil {
 			return after, err
 		}
 	}
-	if o := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)); o != nil {
-		cj := o.(*job)
+	if cj, _ := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)).(*job); cj != nil && ownedBy(cj, bj) {
 		if err := r.c.delete(ctx, batchV1, bj.Namespace, "jobs", cj.Name, cj.UID); err != nil && !apierrors.IsNotFound(err) {
 			return 0, err
 		}
@@ -222,6 +247,9 @@ func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *configMap, k
 	}
 	cj, _ := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)).(*job)
 	if cj == nil {
+		if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
+			return 0, err
+		}
 		err := r.c.create(ctx, batchV1, bj.Namespace, "jobs", r.buildCleanup(bj), &job{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, err

@@ -258,3 +258,47 @@ type objectReference struct {
 }
 
 func (e *event) DeepCopyObject() runtime.Object { return deepcopy.JSON(e) }
+
+// serviceAccount, role and roleBinding give a BridgeJob's pods their own
+// identity (access.go).
+type serviceAccount struct {
+	metav1.TypeMeta              `json:",inline"`
+	metav1.ObjectMeta            `json:"metadata,omitempty"`
+	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
+}
+
+type policyRule struct {
+	APIGroups     []string `json:"apiGroups"`
+	Resources     []string `json:"resources"`
+	ResourceNames []string `json:"resourceNames,omitempty"`
+	Verbs         []string `json:"verbs"`
+}
+
+type role struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Rules             []policyRule `json:"rules"`
+}
+
+type roleRef struct {
+	APIGroup string `json:"apiGroup"`
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+}
+
+type subject struct {
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+type roleBinding struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	RoleRef           roleRef   `json:"roleRef"`
+	Subjects          []subject `json:"subjects"`
+}
+
+func (s *serviceAccount) DeepCopyObject() runtime.Object { return deepcopy.JSON(s) }
+func (r *role) DeepCopyObject() runtime.Object           { return deepcopy.JSON(r) }
+func (b *roleBinding) DeepCopyObject() runtime.Object    { return deepcopy.JSON(b) }

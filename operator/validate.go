@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/runner"
@@ -77,13 +73,25 @@ func RecordSpec(bj *BridgeJob) runner.Spec {
 	return spec
 }
 
-// validate checks a BridgeJob and returns its record's data. A bad spec is
-// a *fieldError; any other error (the API) is transient.
+// validate checks a BridgeJob against its schema and the tenancy policy
+// (policy.go) and returns its record's data, with the backend chosen. A bad
+// spec is a *fieldError; any other error (the API) is transient.
 func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]string, error) {
 	if len(bj.Name) > maxName {
 		return nil, &fieldError{"metadata.name", fmt.Sprintf("is %d characters; a BridgeJob's name may have at most %d", len(bj.Name), maxName)}
 	}
+	if err := checkNames(bj); err != nil {
+		return nil, err
+	}
+	if bj.Spec.ResourceSecret == "" {
+		return nil, &fieldError{"spec.resourcesecret", "is empty; name the Secret with the credentials"}
+	}
 	spec := RecordSpec(bj)
+	backend, err := r.chooseBackend(ctx, bj)
+	if err != nil {
+		return nil, err
+	}
+	spec.Backend = backend
 	if _, err := spec.Parse(); err != nil {
 		var fe *backends.FieldError
 		if errors.As(err, &fe) {
@@ -91,23 +99,13 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 		}
 		return nil, &fieldError{"spec", err.Error()}
 	}
-	if b := strings.TrimSpace(bj.Spec.Backend); b != "" && len(r.o.Backends) > 0 && !slices.Contains(r.o.Backends, b) {
-		return nil, &fieldError{"spec.backend", fmt.Sprintf("is %q; use one of %s", b, strings.Join(r.o.Backends, ", "))}
-	}
 	for field, name := range map[string]string{"spec.resourcesecret": bj.Spec.ResourceSecret, "spec.s3storage.s3secret": s3Secret(bj)} {
 		if name == "" {
 			continue
 		}
-		err := r.c.secretExists(ctx, bj.Namespace, name)
-		if apierrors.IsNotFound(err) {
-			return nil, &fieldError{field, fmt.Sprintf("the Secret %q does not exist in namespace %s; create it (see examples/)", name, bj.Namespace)}
+		if err := r.checkSecret(ctx, bj.Namespace, field, name); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("checking the Secret %s/%s: %w", bj.Namespace, name, err)
-		}
-	}
-	if bj.Spec.ResourceSecret == "" {
-		return nil, &fieldError{"spec.resourcesecret", "is empty; name the Secret with the credentials (an empty Secret for local)"}
 	}
 	return spec.Data(), nil
 }

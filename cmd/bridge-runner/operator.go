@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,12 +32,17 @@ and its Secrets, creates the record ConfigMap <name>-bridge-cm and a Job whose p
 runs bridge-runner invoke (credentials at /credentials, S3 ones at /s3credentials),
 and mirrors the record's state into the BridgeJob's status. spec.kill: true and
 deleting the BridgeJob cancel the remote job. Install it with
-kubectl apply -k deploy/operator.`,
+kubectl apply -k deploy/operator (every namespace) or deploy/operator/namespaced.
+
+What a BridgeJob may reach is the admin's choice (README, Security): the
+operator's image (--allowed-images adds others), Secrets that carry the label
+bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
+(--allow-local), and pods that run as the BridgeJob's own ServiceAccount.`,
 		Example: `  # In its Deployment (deploy/operator):
   bridge-runner operator --job-image ghcr.io/bridge-runner/bridge-runner:v0.1.0
 
   # From a laptop, for one namespace, without leader election:
-  bridge-runner operator --kubeconfig ~/.kube/config --namespace dev --leader-elect=false --job-image my/bridge-runner:dev`,
+  bridge-runner operator --kubeconfig ~/.kube/config --namespace dev --leader-elect=false --job-image my/bridge-runner:dev --allow-local`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := runner.ParseStatusKeys(o.StatusKeys); err != nil {
@@ -43,6 +50,9 @@ kubectl apply -k deploy/operator.`,
 			}
 			if o.JobImage == "" {
 				return usageError{backends.Invalid("job-image", "is empty; give the bridge-runner image the jobs' pods run")}
+			}
+			if b := o.DefaultBackend; b != "" && !slices.Contains(a.registry.Names(), b) {
+				return usageError{backends.Invalid("backend", "unknown backend %q; use one of: %s", b, strings.Join(a.registry.Names(), ", "))}
 			}
 			cfg, err := operator.LoadConfig(opts.kubeconfig, "bridge-runner-operator/"+versionString(), opts.qps, opts.burst)
 			if err != nil {
@@ -61,8 +71,13 @@ kubectl apply -k deploy/operator.`,
 	fs.Float32Var(&opts.qps, "kube-qps", 200, "requests a second to the Kubernetes API, sustained")
 	fs.IntVar(&opts.burst, "kube-burst", 400, "requests to the Kubernetes API in a burst")
 	fs.StringVar(&o.Namespace, "namespace", "", "watch BridgeJobs in this namespace only (default: every namespace)")
-	fs.StringVar(&o.JobImage, "job-image", "", "image of the jobs' pods when a BridgeJob names none (the operator's own)")
-	fs.StringVar(&o.JobServiceAccount, "job-service-account", "bridge-runner", "ServiceAccount of the jobs' pods, in each BridgeJob's namespace (workflows/rbac)")
+	fs.StringVar(&o.JobImage, "job-image", "", "image of the jobs' pods: the operator's own (a BridgeJob's spec.image is ignored unless --allowed-images lists it)")
+	fs.StringSliceVar(&o.AllowedImages, "allowed-images", nil, "images a BridgeJob's spec.image may name besides --job-image (comma-separated; an entry ending in * is a prefix)")
+	fs.StringSliceVar(&o.AllowedSecrets, "allowed-secrets", nil, "Secrets BridgeJobs may mount without the opt-in label: name (any namespace) or namespace/name, comma-separated")
+	fs.StringVar(&o.SecretOptIn, "secret-opt-in-label", operator.SecretOptInLabel, "the label (value \"true\") by which a Secret lets BridgeJobs of its namespace mount it; empty: the operator reads no Secret and only --allowed-secrets count")
+	fs.BoolVar(&o.AllowLocal, "allow-local", false, "let BridgeJobs use the local backend, which runs their script inside the Job's pod")
+	fs.StringVar(&o.DefaultBackend, "backend", "", "backend of a BridgeJob that names none and whose resourceURL does not say (as invoke's --backend)")
+	fs.StringVar(&o.JobServiceAccount, "job-service-account", "", "one ServiceAccount for every job's pods (default: each BridgeJob gets its own, allowed only its record)")
 	fs.StringVar(&o.StatusKeys, "status-keys", runner.StatusKeysAuto, "IBM's status words too (KILL for KILLED in status.jobstatus and the record): auto (IBM's, as the record is a BridgeJob's), ibm or ours")
 	fs.IntVar(&o.Workers, "workers", 4, "BridgeJobs reconciled at once")
 	fs.DurationVar(&o.Resync, "resync", 10*time.Minute, "how often every BridgeJob is reconciled even without a change")

@@ -1,0 +1,79 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// AccessName names a BridgeJob's ServiceAccount, Role and RoleBinding: the
+// identity of its pods, which may read, watch, update and delete its record
+// and nothing else (not even list: the record is watched by its name).
+func AccessName(bridgeJob string) string { return bridgeJob + "-bridge-runner" }
+
+// recordVerbs are what invoke and cleanup do to their record.
+var recordVerbs = []string{"get", "watch", "update", "delete"}
+
+// accessConflict: an object the BridgeJob's pods would run as exists and is
+// not this BridgeJob's (its pods must never borrow another identity).
+type accessConflict struct{ kind, name string }
+
+func (e *accessConflict) Error() string {
+	return fmt.Sprintf("the %s %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", e.kind, e.name)
+}
+
+// ensureAccess creates the BridgeJob's ServiceAccount, Role and RoleBinding
+// (owned by it, so they go with it) unless they exist and are its own.
+// The operator can grant only what it holds itself (RBAC's escalation
+// check), and it holds these verbs on ConfigMaps.
+func (r *reconciler) ensureAccess(ctx context.Context, bj *BridgeJob) error {
+	name := AccessName(bj.Name)
+	sa := &serviceAccount{}
+	sa.APIVersion, sa.Kind = "v1", "ServiceAccount"
+	ro := &role{Rules: []policyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		ResourceNames: []string{runner.ConfigMapName(bj.Name)}, Verbs: recordVerbs}}}
+	ro.APIVersion, ro.Kind = rbacV1.String(), "Role"
+	rb := &roleBinding{RoleRef: roleRef{APIGroup: rbacV1.Group, Kind: "Role", Name: name},
+		Subjects: []subject{{Kind: "ServiceAccount", Name: name, Namespace: bj.Namespace}}}
+	rb.APIVersion, rb.Kind = rbacV1.String(), "RoleBinding"
+	for _, o := range []struct {
+		gv       schema.GroupVersion
+		resource string
+		obj      interface {
+			runtime.Object
+			metav1.Object
+		}
+		out runtime.Object
+	}{
+		{coreV1, "serviceaccounts", sa, &serviceAccount{}},
+		{rbacV1, "roles", ro, &role{}},
+		{rbacV1, "rolebindings", rb, &roleBinding{}},
+	} {
+		o.obj.SetName(name)
+		o.obj.SetNamespace(bj.Namespace)
+		o.obj.SetLabels(childLabels(bj))
+		o.obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(bj)})
+		err := r.c.create(ctx, o.gv, bj.Namespace, o.resource, o.obj, o.out)
+		if apierrors.IsAlreadyExists(err) {
+			if err = r.c.get(ctx, o.gv, bj.Namespace, o.resource, name, o.out); err == nil && !ownedBy(o.out.(metav1.Object), bj) {
+				return &accessConflict{o.obj.GetObjectKind().GroupVersionKind().Kind, name}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownedBy: bj is obj's controller.
+func ownedBy(obj metav1.Object, bj *BridgeJob) bool {
+	o := metav1.GetControllerOf(obj)
+	return o != nil && o.UID == bj.UID && o.Kind == "BridgeJob" && o.APIVersion == GroupVersion.String()
+}

@@ -1,0 +1,137 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// The tenancy model. Whoever may create a BridgeJob gets a pod the operator
+// makes for them, so the operator, not the author, decides what that pod
+// is: the operator's own image (or one its admin allows), Secrets of the
+// BridgeJob's namespace that opted in (or that the admin lists), no local
+// backend unless the admin allows it, and a ServiceAccount of the
+// BridgeJob's own that reaches its record and nothing else. A BridgeJob
+// names objects only inside its own namespace: every name is checked as a
+// Kubernetes name before it is used.
+
+// SecretOptInLabel is the label (value "true") by which a Secret's owner
+// lets BridgeJobs of its namespace mount it.
+const SecretOptInLabel = "bridge-runner.io/allow-bridgejobs"
+
+// jobImage is the image the BridgeJob's pods run, and the image it named
+// that is ignored ("" when none is): spec.image is IBM's field, which named
+// one of IBM's per-system images; ours runs every system, so an image
+// counts only when the operator's admin allowed it.
+func (r *reconciler) jobImage(bj *BridgeJob) (image, ignored string) {
+	want := strings.TrimSpace(bj.Spec.Image)
+	if want == "" || want == r.o.JobImage {
+		return r.o.JobImage, ""
+	}
+	if imageAllowed(want, r.o.AllowedImages) {
+		return want, ""
+	}
+	return r.o.JobImage, want
+}
+
+// imageAllowed: an exact entry, or an entry ending in * as a prefix
+// (registry.example.org/bridge-runner:*).
+func imageAllowed(image string, allowed []string) bool {
+	for _, a := range allowed {
+		a = strings.TrimSpace(a)
+		if p, ok := strings.CutSuffix(a, "*"); ok && p != "" && strings.HasPrefix(image, p) {
+			return true
+		}
+		if a == image {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNames refuses a name the spec carries that is not a Kubernetes
+// object name: it becomes part of an API path (../../other-ns/...).
+func checkNames(bj *BridgeJob) error {
+	for _, n := range []struct{ field, name string }{
+		{"spec.resourcesecret", bj.Spec.ResourceSecret},
+		{"spec.s3storage.s3secret", s3Secret(bj)},
+	} {
+		if n.name == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Subdomain(n.name); len(errs) > 0 {
+			return &fieldError{n.field, fmt.Sprintf("%q is not the name of a Secret (%s); name a Secret of the BridgeJob's own namespace",
+				n.name, strings.Join(errs, "; "))}
+		}
+	}
+	return nil
+}
+
+// checkSecret: the Secret may be mounted into a BridgeJob's pod. An admin's
+// entry needs no read; otherwise the Secret's metadata (never its data) is
+// read for the opt-in label. A missing Secret and one that did not opt in
+// get the same answer, so a BridgeJob is no oracle for Secret names.
+func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string) error {
+	for _, a := range r.o.AllowedSecrets {
+		if a = strings.TrimSpace(a); a == name || a == ns+"/"+name {
+			return nil
+		}
+	}
+	refuse := &fieldError{field, fmt.Sprintf("the Secret %q of namespace %s is not one BridgeJobs may use", name, ns)}
+	if r.o.SecretOptIn == "" {
+		refuse.Msg += "; the operator's admin lists those (--allowed-secrets)"
+		return refuse
+	}
+	refuse.Msg += fmt.Sprintf(": it does not exist or lacks the label %s=true, which its owner adds to let BridgeJobs mount it", r.o.SecretOptIn)
+	labels, err := r.c.secretLabels(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return refuse
+	}
+	if err != nil {
+		return fmt.Errorf("checking the Secret %s/%s: %w", ns, name, err)
+	}
+	if labels[r.o.SecretOptIn] != "true" {
+		return refuse
+	}
+	return nil
+}
+
+// noProbe is the HTTP client the operator gives SelectBackend: the operator
+// sends no request to a URL a BridgeJob's author wrote (a Ray dashboard is
+// recognised only by asking it), so such a BridgeJob names its backend.
+var noProbe = &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+	return nil, errors.New("the operator does not probe resourceURLs")
+})}
+
+// chooseBackend picks the BridgeJob's backend with invoke's own rules
+// (runner.SelectBackend: spec.backend, else the operator's default, else
+// local without a resourceURL, else what the URL says), and refuses local
+// unless the admin allowed it: local runs the script in the Job's pod,
+// beside the mounted Secret.
+func (r *reconciler) chooseBackend(ctx context.Context, bj *BridgeJob) (string, error) {
+	name, why, err := runner.SelectBackend(ctx, bj.Spec.Backend, r.o.DefaultBackend, bj.Spec.ResourceURL, r.o.Backends, noProbe)
+	if err != nil {
+		var fe *backends.FieldError
+		if errors.As(err, &fe) {
+			msg := fe.Msg
+			if strings.TrimSpace(bj.Spec.Backend) == "" && r.o.DefaultBackend == "" {
+				msg += " (the operator does not probe URLs: set spec.backend, e.g. ray for a Ray dashboard)"
+			}
+			return "", &fieldError{"spec.backend", msg}
+		}
+		return "", &fieldError{"spec.backend", err.Error()}
+	}
+	if name == runner.LocalBackend && !r.o.AllowLocal {
+		return "", &fieldError{"spec.backend", fmt.Sprintf("is local (%s), which runs the script inside the Job's pod; "+
+			"this operator does not run local jobs (its admin allows them with --allow-local); set spec.resourceURL and spec.backend to a remote system", why)}
+	}
+	return name, nil
+}

@@ -1,0 +1,311 @@
+package operator
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// author is a client of someone who may do anything with BridgeJobs in the
+// namespace and nothing else: no pods, no Secrets, no ConfigMaps.
+func (e *env) author() *client {
+	e.t.Helper()
+	ctx := context.Background()
+	r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "bridgejob-author"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{GroupVersion.Group}, Resources: []string{"bridgejobs"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}}
+	if _, err := e.kc.RbacV1().Roles(e.ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.bind("bridgejob-author", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: r.Name},
+		[]rbacv1.Subject{{Kind: "ServiceAccount", Name: "author", Namespace: e.ns}})
+	c, err := newClient(testkube.ServiceAccountConfig(e.t, e.kc, e.ns, "author"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// The author's rights are BridgeJobs only: what follows is what the
+	// operator lets them reach, not what they could do anyway.
+	for _, res := range []string{"pods", "secrets", "configmaps"} {
+		if err := c.rest.Get().AbsPath(path(coreV1, e.ns, res)).Do(ctx).Error(); !apierrors.IsForbidden(err) {
+			e.t.Fatalf("the author may list %s (%v); the test needs a user with BridgeJob rights only", res, err)
+		}
+	}
+	return c
+}
+
+// slurmJob is a BridgeJob for a Slurm REST URL with the Secret creds.
+func (e *env) slurmJob(name string) *BridgeJob {
+	bj := e.localJob(name, "hostname")
+	bj.Spec.Backend = ""
+	bj.Spec.ResourceURL = "https://slurm.example.org:6820/slurm/v0.0.37/"
+	return bj
+}
+
+func (e *env) createAs(c *client, bj *BridgeJob) {
+	e.t.Helper()
+	if err := c.create(context.Background(), GroupVersion, e.ns, "bridgejobs", bj, &BridgeJob{}); err != nil {
+		e.t.Fatalf("creating BridgeJob %s: %v", bj.Name, err)
+	}
+}
+
+// refused waits for name to be FAILED for a bad spec naming field, and
+// wants nothing created for it: no record, no Job, no ServiceAccount.
+func (e *env) refused(name, field, says string) {
+	e.t.Helper()
+	bj := e.waitState(name, "FAILED")
+	if !strings.HasPrefix(bj.Status.Message, field+":") || !strings.Contains(bj.Status.Message, says) {
+		e.t.Errorf("%s: message %q, want %s: ...%s...", name, bj.Status.Message, field, says)
+	}
+	if c := condition(bj, CondAccepted); c.Status != "False" || c.Reason != "InvalidSpec" {
+		e.t.Errorf("%s: Accepted condition = %+v", name, c)
+	}
+	ctx := context.Background()
+	for res, n := range map[string]string{"configmaps": runner.ConfigMapName(name), "serviceaccounts": AccessName(name)} {
+		if err := e.c.get(ctx, coreV1, e.ns, res, n, &configMap{}); !apierrors.IsNotFound(err) {
+			e.t.Errorf("%s: %s %s exists (%v)", name, res, n, err)
+		}
+	}
+	if err := e.c.get(ctx, batchV1, e.ns, "jobs", JobName(name), &job{}); !apierrors.IsNotFound(err) {
+		e.t.Errorf("%s: the Job exists (%v)", name, err)
+	}
+}
+
+// TestTenancy: a user who may create BridgeJobs and nothing else gets
+// neither an image of their choice, nor a Secret that did not opt in, nor
+// the local backend, nor another namespace's Secret by a path.
+func TestTenancy(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.secretIn(e.ns, "plain", nil)
+	other := testkube.Namespace(t, e.kc)
+	e.secretIn(other, "x", map[string]string{SecretOptInLabel: "true"})
+	e.opts = func(o *Options) { o.AllowLocal = false }
+	e.operator("a")
+	author := e.author()
+
+	foreign := e.slurmJob("foreign-image")
+	foreign.Spec.Image = "evil.example.org/exfiltrate:latest"
+	e.createAs(author, foreign)
+	unlabelled := e.slurmJob("unlabelled")
+	unlabelled.Spec.ResourceSecret = "plain"
+	e.createAs(author, unlabelled)
+	missing := e.slurmJob("missing")
+	missing.Spec.ResourceSecret = "no-such-secret"
+	e.createAs(author, missing)
+	local := e.localJob("local", "cat /credentials/*")
+	e.createAs(author, local)
+	implicitLocal := e.localJob("implicit-local", "cat /credentials/*")
+	implicitLocal.Spec.Backend = ""
+	e.createAs(author, implicitLocal)
+	escape := e.slurmJob("escape")
+	escape.Spec.ResourceSecret = "../../" + other + "/secrets/x"
+	e.createAs(author, escape)
+	escapeS3 := e.slurmJob("escape-s3")
+	escapeS3.Spec.S3Storage = &S3{S3Secret: "../../../kube-system", Endpoint: "s3.example.org"}
+	e.createAs(author, escapeS3)
+
+	_, kj := e.children("foreign-image")
+	if img := kj.Spec.Template.Spec.Containers[0].Image; img != testImage {
+		t.Errorf("the Job runs %q, want the operator's %q", img, testImage)
+	}
+	e.waitEvent("foreign-image", "Warning", "ImageIgnored", "evil.example.org/exfiltrate:latest")
+
+	e.refused("unlabelled", "spec.resourcesecret", SecretOptInLabel+"=true")
+	e.refused("missing", "spec.resourcesecret", SecretOptInLabel+"=true")
+	// A missing Secret and one that did not opt in read the same: no oracle.
+	u, _ := e.get("unlabelled")
+	m, _ := e.get("missing")
+	if strings.ReplaceAll(u.Status.Message, "plain", "X") != strings.ReplaceAll(m.Status.Message, "no-such-secret", "X") {
+		t.Errorf("a missing Secret and one that did not opt in are told apart:\n%s\n%s", u.Status.Message, m.Status.Message)
+	}
+	e.refused("local", "spec.backend", "--allow-local")
+	e.refused("implicit-local", "spec.backend", "--allow-local")
+	e.refused("escape", "spec.resourcesecret", "is not the name of a Secret")
+	e.refused("escape-s3", "spec.s3storage.s3secret", "is not the name of a Secret")
+}
+
+func (e *env) waitEvent(name, typ, reason, says string) {
+	e.t.Helper()
+	e.waitFor(typ+" Event "+reason+" on "+name, func() (bool, error) {
+		evs, err := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if ev.Type == typ && ev.Reason == reason && strings.Contains(ev.Message, says) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// TestAllowedImageAndSecret: what the admin lists is used as named.
+func TestAllowedImageAndSecret(t *testing.T) {
+	e := newEnv(t)
+	e.secretIn(e.ns, "listed", nil)
+	e.opts = func(o *Options) {
+		o.AllowedImages = []string{"registry.example.org/bridge-runner:*"}
+		o.AllowedSecrets = []string{e.ns + "/listed"}
+		o.SecretOptIn = "" // no Secret is read: the list decides
+	}
+	e.operator("a")
+	bj := e.slurmJob("listed")
+	bj.Spec.ResourceSecret = "listed"
+	bj.Spec.Image = "registry.example.org/bridge-runner:v2"
+	e.create(bj)
+	_, kj := e.children("listed")
+	if img := kj.Spec.Template.Spec.Containers[0].Image; img != bj.Spec.Image {
+		t.Errorf("the Job runs %q, want the allowed %q", img, bj.Spec.Image)
+	}
+	e.secret("labelled") // a label does not count when the operator reads no Secret
+	bj = e.slurmJob("labelled")
+	bj.Spec.ResourceSecret = "labelled"
+	e.create(bj)
+	e.refused("labelled", "spec.resourcesecret", "--allowed-secrets")
+}
+
+// TestPodServiceAccount: a BridgeJob's pods run as its own ServiceAccount,
+// which reaches its record and no other ConfigMap, and no Secret.
+func TestPodServiceAccount(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.operator("a")
+	e.create(e.localJob("mine", "true"))
+	cm, kj := e.children("mine")
+	sa := kj.Spec.Template.Spec.ServiceAccountName
+	if sa != AccessName("mine") {
+		t.Fatalf("the pod's ServiceAccount is %q, want %q", sa, AccessName("mine"))
+	}
+	ctx := context.Background()
+	if _, err := e.kc.CoreV1().ConfigMaps(e.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"},
+		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := newClient(testkube.ServiceAccountConfig(t, e.kc, e.ns, sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pod.get(ctx, coreV1, e.ns, "configmaps", cm.Name, &configMap{}); err != nil {
+		t.Errorf("the pod cannot read its record: %v", err)
+	}
+	if err := pod.get(ctx, coreV1, e.ns, "configmaps", "someone-elses", &configMap{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the pod reads another ConfigMap: %v", err)
+	}
+	for _, res := range []string{"configmaps", "secrets", "pods"} {
+		if err := pod.rest.Get().AbsPath(path(coreV1, e.ns, res)).Do(ctx).Error(); !apierrors.IsForbidden(err) {
+			t.Errorf("the pod lists %s: %v", res, err)
+		}
+	}
+	if err := pod.get(ctx, coreV1, e.ns, "secrets", "creds", &configMap{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the pod reads a Secret through the API: %v", err)
+	}
+	// And it is enough: invoke (played with this identity) runs the job.
+	if code := exitCode(t, e.invoke(kj)); code != 0 {
+		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
+	}
+	e.waitState("mine", "DONE")
+}
+
+// ibmSample reads one of IBM's BridgeJobs as IBM ships it, with the
+// placeholders its docs ask users to fill in filled.
+func ibmSample(t *testing.T, file, url, secret string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/ibm/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer("{{RESOURCE_URL}}", url, "{{RESOURCE_SECRET}}", secret).Replace(string(b))
+	j, err := yaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// TestIBMSlurmSample: IBM's job0slurm.yaml applies unchanged: no backend
+// (its /slurm/v0.0.37 URL says slurm, as invoke would read it), and IBM's
+// slurm-pod image ignored for ours, with one Warning saying so. With a URL
+// that does not say, the operator's BRIDGE_BACKEND decides.
+func TestIBMSlurmSample(t *testing.T) {
+	for name, tc := range map[string]struct{ url, defaultBackend string }{
+		"url":     {"https://slurm.example.org:6820/slurm/v0.0.37/", ""},
+		"default": {"https://slurm.example.org:6820", "slurm"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.secret("slurm-secret")
+			e.opts = func(o *Options) { o.DefaultBackend = tc.defaultBackend }
+			e.operator("a")
+			body := ibmSample(t, "job0slurm.yaml", tc.url, "slurm-secret")
+			if err := e.c.rest.Post().AbsPath(path(GroupVersion, e.ns, "bridgejobs")).Body(body).Do(context.Background()).Error(); err != nil {
+				t.Fatalf("applying IBM's job0slurm.yaml: %v", err)
+			}
+			cm, kj := e.children("slurmjob")
+			if got := cm.Data["backend"]; got != "slurm" {
+				t.Errorf("record's backend = %q, want slurm", got)
+			}
+			c := kj.Spec.Template.Spec.Containers[0]
+			if c.Image != testImage || c.ImagePullPolicy != "Always" {
+				t.Errorf("the Job runs %q (pull %s), want ours, %q (Always, as IBM's sample asks)", c.Image, c.ImagePullPolicy, testImage)
+			}
+			e.waitEvent("slurmjob", "Warning", "ImageIgnored", "quay.io/ibmdpdev/slurm-pod:v0.0.1")
+			time.Sleep(time.Second) // the Warning is said once
+			evs, _ := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=slurmjob,reason=ImageIgnored"})
+			if len(evs.Items) != 1 {
+				t.Errorf("%d ImageIgnored Events, want 1", len(evs.Items))
+			}
+		})
+	}
+}
+
+// TestNamespacedInstall: with deploy/operator-namespaced's Role (no
+// ClusterRole) an operator of one namespace does its whole job, and that
+// Role's rules are the ClusterRole's.
+func TestNamespacedInstall(t *testing.T) {
+	e := newEnv(t)
+	rules := func(file, kind string) []rbacv1.PolicyRule {
+		for _, doc := range testutil.YAMLDocs(t, file) {
+			var obj struct {
+				Kind     string              `json:"kind"`
+				Metadata metav1.ObjectMeta   `json:"metadata"`
+				Rules    []rbacv1.PolicyRule `json:"rules"`
+			}
+			if err := yaml.Unmarshal(doc, &obj); err != nil {
+				t.Fatal(err)
+			}
+			if obj.Kind == kind && obj.Metadata.Name == "bridge-runner-operator" {
+				return obj.Rules
+			}
+		}
+		t.Fatalf("%s has no %s bridge-runner-operator", file, kind)
+		return nil
+	}
+	if a, b := rules("../deploy/operator/rbac.yaml", "ClusterRole"), rules("../deploy/operator-namespaced/role.yaml", "Role"); !reflect.DeepEqual(a, b) {
+		t.Errorf("the namespaced Role's rules differ from the ClusterRole's:\n%+v\n%+v", b, a)
+	}
+	e.secret("creds")
+	// The Roles only: the namespaced Role, and the base's leader election Role.
+	e.grantOperatorRBAC(false, "../deploy/operator-namespaced/role.yaml", "../deploy/operator/rbac.yaml")
+	e.opCfg = testkube.ServiceAccountConfig(t, e.kc, e.ns, "bridge-runner-operator")
+	e.operator("ns")
+	e.create(e.localJob("scoped", "echo one namespace"))
+	_, kj := e.children("scoped")
+	if code := exitCode(t, e.invoke(kj)); code != 0 {
+		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
+	}
+	e.waitState("scoped", "DONE")
+}
