@@ -18,6 +18,9 @@ type ConfigMapStore struct {
 	Client    *KubeClient
 	Namespace string
 	Name      string
+	// Owners are the owner references a record created here gets (see
+	// SetRecordOwner), so that it goes with the run that made it.
+	Owners []metav1.OwnerReference
 
 	// last is the newest ConfigMap this store has seen: an Update against
 	// its version needs no GET first (the server's resourceVersion check
@@ -81,7 +84,7 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: map[string]string{
 			LabelManagedBy: "bridge-runner",
 			LabelJob:       labelValue(s.Name),
-		}},
+		}, OwnerReferences: s.Owners},
 		Data: data,
 	}
 	cm, err := s.Client.createConfigMap(ctx, cm)

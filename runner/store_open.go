@@ -2,10 +2,14 @@ package runner
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -179,6 +183,45 @@ func DisruptionFor(s Store) *Disruption {
 		return nil
 	}
 	return &Disruption{Client: cm.Client, Namespace: PodNamespace(), Pod: PodName()}
+}
+
+// SetRecordOwner makes the run this step belongs to the owner of a record
+// the store creates, so that Kubernetes deletes the record with the run
+// (argo terminate, kubectl delete workflow, a Job's TTL) and a re-run under
+// the same name starts afresh. The run is this pod's controller: the Argo
+// Workflow (KFP's runs are Argo Workflows too) or the Job; never the pod,
+// whose retries must find the record. It reads this pod (the pod that
+// ARGO_POD_NAME or POD_NAME names, else this one inside a cluster), which
+// the shipped Role allows; it returns the owner ("" for none: a bare pod,
+// outside a pod, a pod of another namespace) and an error when the pod
+// could not be read, and the record is then created without an owner.
+func SetRecordOwner(ctx context.Context, s Store) (string, error) {
+	cm, ok := s.(*ConfigMapStore)
+	if !ok {
+		return "", nil
+	}
+	name := cmp.Or(os.Getenv("ARGO_POD_NAME"), os.Getenv("POD_NAME"))
+	if name == "" && InCluster() && PodNamespace() == cm.Namespace {
+		name = PodName()
+	}
+	if name == "" {
+		return "", nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pod, err := cm.Client.getPod(rctx, cm.Namespace, name)
+	if err != nil {
+		return "", fmt.Errorf("reading this pod %s/%s for the record's owner: %w", cm.Namespace, name, err)
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return "", nil
+	}
+	// Not the controller, and not blocking the owner's deletion: the
+	// record only goes with it (blocking would need update on the owner's
+	// finalizers, which the Role does not grant).
+	cm.Owners = []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}}
+	return fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID), nil
 }
 
 // KubeRequests reports the requests a ConfigMap store's client sent (0 for

@@ -55,6 +55,7 @@ func (a *app) runCreate(cmd *cobra.Command, o *createOptions) (int, error) {
 	if err != nil {
 		return exitCode(nil, err), err
 	}
+	a.recordOwner(cmd, store)
 	rec, err := runner.EnsureRecord(cmd.Context(), store, o.spec, defaultRetryBudget)
 	if err != nil {
 		return exitCode(nil, err), err

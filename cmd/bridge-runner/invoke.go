@@ -157,6 +157,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 			return fail(err)
 		}
 		spec, backendChoice = &o.spec, o.spec.Backend
+		a.recordOwner(cmd, store)
 	}
 	if err := o.checkLogFlags(cmd); err != nil {
 		return fail(err)

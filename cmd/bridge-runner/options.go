@@ -35,6 +35,17 @@ func (o *storeOptions) build() (runner.Store, error) {
 
 func (o *storeOptions) stateDir() string { return o.Dir() }
 
+// recordOwner gives a record the step may create its run as owner
+// (runner.SetRecordOwner); a pod that cannot be read leaves it without one.
+func (a *app) recordOwner(cmd *cobra.Command, store runner.Store) {
+	owner, err := runner.SetRecordOwner(cmd.Context(), store)
+	if err != nil {
+		a.log.Warn("the record, if created now, has no owner: it stays after the run", "err", err)
+	} else if owner != "" {
+		a.log.Debug("a record created now goes with its run", "owner", owner)
+	}
+}
+
 // backendOptions configure how backends are reached (invoke, cleanup).
 type backendOptions struct {
 	CredentialsDir string
