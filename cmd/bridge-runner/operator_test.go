@@ -20,3 +20,13 @@ func TestOperatorBadFlags(t *testing.T) {
 	assert.Equal(t, 2, r.code)
 	assert.True(t, strings.Contains(r.stderr, "kubeconfig"), r.stderr)
 }
+
+// BRIDGE_BACKEND reaches the operator's --backend (IBM's BridgeJobs have no
+// backend): an unknown one is exit 2 naming it, before any API call.
+func TestOperatorBackendFromEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("BRIDGE_BACKEND", "pbs")
+	r := run(t, "operator", "--job-image", "x:1", "--kubeconfig", "/nonexistent")
+	assert.Equal(t, 2, r.code)
+	assert.True(t, strings.Contains(r.stderr, "backend") && strings.Contains(r.stderr, "pbs"), r.stderr)
+}
