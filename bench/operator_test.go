@@ -69,12 +69,13 @@ func operatorOnce(b *testing.B, n int) {
 	res := dc.Resource(bridgeJobs).Namespace(ns)
 	b.Cleanup(func() { dropFinalizers(res) })
 	ctx := context.Background()
-	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds",
+		Labels: map[string]string{operator.SecretOptInLabel: "true"}}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	var stderr bytes.Buffer
 	op := exec.Command(binary, "operator", "--kubeconfig", os.Getenv(testkube.EnvKubeconfig), "--namespace", ns,
-		"--leader-elect=false", "--job-image", "example.org/bridge-runner:bench")
+		"--leader-elect=false", "--job-image", "example.org/bridge-runner:bench", "--allow-local")
 	op.Stderr = &stderr
 	if err := op.Start(); err != nil {
 		b.Fatal(err)
