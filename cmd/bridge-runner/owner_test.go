@@ -78,7 +78,7 @@ func TestRecordOwnedByRun(t *testing.T) {
 	assert.Equal(t, want(wfRef), owners("argo"), "after the step's retry")
 
 	pod("wf-bridge-job-1", wfRef) // bridge-job: invoke makes the record itself
-	step("ARGO_POD_NAME", "wf-bridge-job-1", "onestep", "invoke", "--state-dir", t.TempDir())
+	step("ARGO_POD_NAME", "wf-bridge-job-1", "onestep", "invoke", "--store", "configmap", "--state-dir", t.TempDir())
 	assert.Equal(t, want(wfRef), owners("onestep"), "the record invoke made")
 
 	j, err := admin.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "plain"},
