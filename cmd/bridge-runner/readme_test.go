@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -77,4 +79,42 @@ func TestREADMESnippetsAreTheTestedExamples(t *testing.T) {
 		checked++
 	}
 	assert.GreaterOrEqual(t, checked, 2, "the Argo and KFP sections show tested examples")
+}
+
+// TestQuickStartTouchesNoCluster runs the Quick Start's command as the
+// README writes it, on a laptop whose KUBECONFIG names a cluster (here one
+// that cannot be reached): it runs the job with a file record, exits 0,
+// and its second run re-attaches instead of running the job again.
+func TestQuickStartTouchesNoCluster(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	quick := readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
+	line := ""
+	for _, l := range strings.Split(quick, "\n") {
+		if strings.HasPrefix(l, "go run ./cmd/bridge-runner invoke ") {
+			line = strings.TrimPrefix(l, "go run ./cmd/bridge-runner ")
+		}
+	}
+	require.NotEmpty(t, line)
+	home := t.TempDir()
+	kc := filepath.Join(home, "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: x}}]\n"), 0o600))
+	for run := 1; run <= 2; run++ {
+		cmd := exec.Command("sh", "-c", `exec "$BIN" `+line)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "KUBECONFIG=" + kc, "BIN=" + binary}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "run %d: %s", run, stderr.String())
+		assert.Contains(t, stdout.String(), `"status":"DONE"`, "run %d", run)
+		assert.NotContains(t, stderr.String(), "127.0.0.1:1", "run %d: the cluster is not asked", run)
+		if run == 1 {
+			assert.Contains(t, stderr.String(), "hello from hello")
+		} else {
+			assert.NotContains(t, stderr.String(), "hello from hello", "the second run re-attaches")
+		}
+	}
+	_, err = os.Stat(filepath.Join(home, ".local", "state", "bridge-runner"))
+	require.NoError(t, err, "the record is a file under ~/.local/state")
 }
