@@ -88,10 +88,19 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
 		}
 	}
-	// umask 077: sbatch hands its umask to the job (SLURM_UMASK), so
-	// job.out and what the job writes are its owner's only.
-	args := append([]string{"sh", "-c", `umask 077 && exec "$@"`, "sh", "env"}, sj.env...)
-	args = append(args, "sbatch", "--parsable")
+	// The job's variables (its parameters among them) go in a file only its
+	// user can read, not on sbatch's command line, which every user of the
+	// login node can read. umask 077: sbatch hands its umask to the job
+	// (SLURM_UMASK), so job.out and what the job writes are its owner's only.
+	vars, err := envScript(sj.env)
+	if err != nil {
+		return "", err
+	}
+	envFile := path.Join(dir, "job.env")
+	if err := b.ssh.WriteFile(ctx, envFile, strings.NewReader(vars), 0o600); err != nil {
+		return "", err
+	}
+	args := []string{"sh", "-c", `umask 077 && . "$1" && shift && exec "$@"`, "sh", envFile, "sbatch", "--parsable"}
 	if !sj.chdir {
 		args = append(args, "--chdir="+dir)
 	}
@@ -111,6 +120,20 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 		return "", fmt.Errorf("sbatch --parsable printed no job id: %.200q", res.Stdout)
 	}
 	return m[1], nil
+}
+
+// envScript is a POSIX sh script that exports env (NAME=VALUE each), every
+// value quoted as one word. A NUL byte cannot be in a variable at all.
+func envScript(env []string) (string, error) {
+	var b strings.Builder
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.IndexByte(v, 0) >= 0 {
+			return "", backends.Invalid("jobdata", "%s holds a NUL byte, which no job variable can hold", k)
+		}
+		b.WriteString("export " + k + "=" + sshexec.Quote(v) + "\n")
+	}
+	return b.String(), nil
 }
 
 // slurmCLI is Slurm as its commands on a login node show it.

@@ -43,7 +43,7 @@ var sbatchOption = sync.OnceValue(func() *regexp.Regexp { return regexp.MustComp
 // sshJob is a job turned into sbatch's command line.
 type sshJob struct {
 	args    []string // sbatch options
-	env     []string // NAME=VALUE for env(1) in front of sbatch
+	env     []string // NAME=VALUE, exported (from job.env) to sbatch
 	script  string
 	chdir   bool // jobproperties chose the working directory
 	output  bool // jobproperties chose the output file

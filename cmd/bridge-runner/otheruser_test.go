@@ -155,7 +155,8 @@ func shipURLExpires(t *testing.T) (string, string) {
 // TestOtherUserCannotReadSSHJobFiles: on the HTCondor pool and the Slurm
 // login node (over SSH), with the job directory in a world-readable place,
 // another user can neither list the job's directory nor read its script,
-// parameters or output while it runs.
+// parameters or output while it runs, nor find its parameters on a command
+// line (sbatch's, the login shell's).
 func TestOtherUserCannotReadSSHJobFiles(t *testing.T) {
 	for _, sys := range sshSystems {
 		t.Run(sys.backend, func(t *testing.T) { testOtherUserSSHFiles(t, sys) })
@@ -169,6 +170,9 @@ func testOtherUserSSHFiles(t *testing.T, sys sshSystem) {
 	top := fmt.Sprintf("/tmp/bridge-other-%d", time.Now().UnixNano())
 	state := t.TempDir()
 	secret := fmt.Sprintf("param-secret-%d", time.Now().UnixNano())
+	// invoke's own command line holds the parameters (as the test gives
+	// them); the job's variable assignment must be on none.
+	stop := cmdlineScanner(t, "BRIDGE_JOB_PARAMETERS=")
 	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "other-files", "--backend", sys.backend,
 		"--resource-url", srv.URL+"/"+top, "--credentials-dir", srv.CredsDir,
 		"--script", "#!/bin/sh\necho started\nsleep 20\n", "--job-parameters", `{"token":"`+secret+`"}`, "--update-interval", "1")
@@ -186,7 +190,7 @@ func testOtherUserSSHFiles(t *testing.T, sys sshSystem) {
 	rec, err := runner.NewFileStore(state, "other-files").Get(context.Background())
 	require.NoError(t, err)
 	dir := path.Join(top, rec.Data[runner.KeyKey])
-	files := []string{"job.out"}
+	files := []string{"job.out", "job.env"}
 	if sys.backend != "slurm" {
 		files = append(files, "job.sh", "parameters.json")
 	}
@@ -200,4 +204,5 @@ func testOtherUserSSHFiles(t *testing.T, sys sshSystem) {
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	_ = cmd.Wait()
+	assert.Empty(t, stop(), "another user read the job's parameters on a command line")
 }
