@@ -58,8 +58,9 @@
 // CANCELLED to KILLED; FAILED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL,
 // DEADLINE and OUT_OF_MEMORY to FAILED with the raw state (or, for FAILED,
 // Slurm's state_reason) as the reason. Flags: COMPLETING and STAGE_OUT keep
-// an ended job RUNNING (not final yet); REQUEUED, REQUEUE_FED, REQUEUE_HOLD,
-// SPECIAL_EXIT and RESV_DEL_HOLD are PENDING; STOPPED is SUSPENDED; REVOKED
+// an ended job RUNNING (not final yet); REQUEUED and REQUEUE_FED are PENDING;
+// a held job (REQUEUE_HOLD, SPECIAL_EXIT, RESV_DEL_HOLD, or PENDING with
+// reason JobHeldUser or JobHeldAdmin) and STOPPED are SUSPENDED; REVOKED
 // (a federation sibling runs the job) is UNKNOWN; the others ride on the base
 // state. The exit code is decoded from the wait status (128+n for signal n).
 // A job slurmctld no longer knows (MinJobAge after it ended) is

@@ -138,16 +138,16 @@ var flagStates = []struct {
 	flag  string
 	state backends.State
 }{
-	{"REVOKED", backends.Unknown},       // federation: the job runs on a sibling cluster, which we do not follow
-	{"REQUEUED", backends.Pending},      // going back to the queue
-	{"REQUEUE_FED", backends.Pending},   // the same, by the federation
-	{"REQUEUE_HOLD", backends.Pending},  // requeued and held
-	{"EXPEDITING", backends.Pending},    // v0.0.44+: an expedited requeue under way
-	{"SPECIAL_EXIT", backends.Pending},  // requeued and held after a special exit code
-	{"RESV_DEL_HOLD", backends.Pending}, // held because its reservation was deleted
-	{"STOPPED", backends.Suspended},     // SIGSTOPped, keeping its resources
-	{"COMPLETING", backends.Running},    // ended, epilog still running: not final yet
-	{"STAGE_OUT", backends.Running},     // ended, burst buffer staging out: not final yet
+	{"REVOKED", backends.Unknown},         // federation: the job runs on a sibling cluster, which we do not follow
+	{"REQUEUED", backends.Pending},        // going back to the queue
+	{"REQUEUE_FED", backends.Pending},     // the same, by the federation
+	{"REQUEUE_HOLD", backends.Suspended},  // requeued and held
+	{"EXPEDITING", backends.Pending},      // v0.0.44+: an expedited requeue under way
+	{"SPECIAL_EXIT", backends.Suspended},  // requeued and held after a special exit code
+	{"RESV_DEL_HOLD", backends.Suspended}, // held because its reservation was deleted
+	{"STOPPED", backends.Suspended},       // SIGSTOPped, keeping its resources
+	{"COMPLETING", backends.Running},      // ended, epilog still running: not final yet
+	{"STAGE_OUT", backends.Running},       // ended, burst buffer staging out: not final yet
 }
 
 // Flags that say nothing about where the job is (they ride on a base state);
@@ -191,6 +191,13 @@ func mapState(st []string, stateReason string) (state backends.State, reason str
 		// A state this package does not know: keep following the job
 		// rather than end it on a guess.
 		return backends.Running, "unrecognized Slurm state " + strings.Join(st, ",")
+	case "PENDING":
+		// A held job (scontrol hold, or held by an administrator) waits for
+		// a person, not for resources: SUSPENDED, as the README's state
+		// table says of held jobs (and as HTCondor's held jobs are).
+		if strings.HasPrefix(stateReason, "JobHeld") {
+			return backends.Suspended, stateReason
+		}
 	case "FAILED":
 		return backends.Failed, cmp.Or(stateReason, base)
 	case "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY":
