@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // notFoundGrace: a job the backend does not know yet right after submit is
@@ -164,6 +165,13 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 	}
 	if time.Since(f.failingSince) >= f.r.RetryBudget {
 		return f.finish(f.last, backends.Transient(fmt.Errorf("lost contact with the backend for %s: %w", f.r.RetryBudget, err)))
+	}
+	if ra := httpx.RetryAfterOf(err); ra > 0 { // no poll before the server's time
+		if time.Since(f.failingSince)+ra > f.r.RetryBudget {
+			return f.finish(f.last, fmt.Errorf("%w; the server asked to wait %s before trying again (Retry-After), longer than the retry budget (%s) left",
+				err, ra, f.r.RetryBudget))
+		}
+		f.pollAt = time.Now().Add(max(ra, f.poll.Next()))
 	}
 	f.log.Warn("status request failed; will try again", "err", err)
 	return phaseCancel

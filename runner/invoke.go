@@ -592,7 +592,11 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 		case !errors.Is(err, backends.ErrTransient) && ctx.Err() == nil:
 			return "", fmt.Errorf("submit refused: %w", err)
 		}
-		d := b.Next()
+		deadline, _ := sctx.Deadline()
+		d, werr := retryDelay(&b, err, deadline)
+		if werr != nil {
+			return "", fmt.Errorf("submit: %w", werr)
+		}
 		if ctx.Err() != nil || !sleepCtx(sctx, d) {
 			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached (%d attempts): %w", attempt, err))
 		}

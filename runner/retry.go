@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -64,7 +65,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // attempt gets a context that ends when the budget does (a request to a
 // server that never answers would otherwise add its own timeout, and 30 s
 // became 60), and an attempt cut off there is a transient error. Backoff
-// runs from 200 ms to 10 s.
+// runs from 200 ms to 10 s, and never sooner than the server's Retry-After.
 func retryTransient(ctx context.Context, budget time.Duration, fn func(context.Context) error) error {
 	b := Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second}
 	deadline := time.Now().Add(budget)
@@ -78,11 +79,31 @@ func retryTransient(ctx context.Context, budget time.Duration, fn func(context.C
 		if err == nil || !errors.Is(err, backends.ErrTransient) || Permanent(err) {
 			return err
 		}
-		d := b.Next()
+		d, werr := retryDelay(&b, err, deadline)
+		if werr != nil {
+			return werr
+		}
 		if time.Now().Add(d).After(deadline) || !sleepCtx(ctx, d) {
 			return err
 		}
 	}
+}
+
+// retryDelay is the wait before the retry of err: the backoff's next, or
+// the server's Retry-After when longer. A Retry-After that ends after
+// deadline gives up at once (no request before the server's time), with
+// an error that names the wait.
+func retryDelay(b *Backoff, err error, deadline time.Time) (time.Duration, error) {
+	d := b.Next()
+	ra := httpx.RetryAfterOf(err)
+	if ra <= d {
+		return d, nil
+	}
+	if time.Now().Add(ra).After(deadline) {
+		return 0, fmt.Errorf("%w; the server asked to wait %s before trying again (Retry-After), longer than the %s left of the retry budget",
+			err, ra, max(time.Until(deadline), 0).Round(time.Second))
+	}
+	return ra, nil
 }
 
 // kubeErr marks Kubernetes API errors that a retry may cure as transient:

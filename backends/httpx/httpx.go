@@ -292,3 +292,31 @@ func Clip(s string, n int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
+
+// retryAfterError carries the wait a server asked for (Retry-After) with
+// the fault it came with, for the runner's retries.
+type retryAfterError struct {
+	err  error
+	wait time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// WithRetryAfter attaches the server's Retry-After to err (a transient
+// fault), so that no retry comes sooner; a zero wait leaves err as it is.
+func WithRetryAfter(err error, wait time.Duration) error {
+	if err == nil || wait <= 0 {
+		return err
+	}
+	return &retryAfterError{err: err, wait: wait}
+}
+
+// RetryAfterOf is the wait attached to err by WithRetryAfter, or zero.
+func RetryAfterOf(err error) time.Duration {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.wait
+	}
+	return 0
+}

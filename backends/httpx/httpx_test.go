@@ -3,6 +3,7 @@ package httpx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,4 +96,14 @@ func TestOpenReadStream(t *testing.T) {
 
 	_, err = httpx.Open(ctx, srv.Client(), httpx.Request{Method: "GET", URL: "http://[::1"})
 	assert.ErrorIs(t, err, backends.ErrInvalid)
+}
+
+func TestWithRetryAfter(t *testing.T) {
+	base := backends.Transient(errors.New("HTTP 503 from x"))
+	err := fmt.Errorf("submitting: %w", httpx.WithRetryAfter(base, 30*time.Second))
+	assert.Equal(t, 30*time.Second, httpx.RetryAfterOf(err))
+	assert.ErrorIs(t, err, backends.ErrTransient)
+	assert.Equal(t, "submitting: HTTP 503 from x", err.Error())
+	assert.Same(t, base, httpx.WithRetryAfter(base, 0))
+	assert.Zero(t, httpx.RetryAfterOf(base))
 }

@@ -35,7 +35,8 @@ type statusError struct {
 	req        string
 	status     int
 	msg        string
-	retryAfter string
+	retryAfter string        // as the server wrote it
+	wait       time.Duration // retryAfter read (httpx.RetryAfter)
 }
 
 func (e *statusError) Error() string {
@@ -74,7 +75,8 @@ func (b *Backend) roundTrip(ctx context.Context, r request, cookie string) (*htt
 // readError reads a non-2xx answer into a statusError.
 func readError(r request, resp *http.Response) *statusError {
 	buf := httpx.ReadError(resp)
-	return &statusError{req: r.String(), status: resp.StatusCode, msg: errorMessage(buf), retryAfter: resp.Header.Get("Retry-After")}
+	return &statusError{req: r.String(), status: resp.StatusCode, msg: errorMessage(buf), retryAfter: resp.Header.Get("Retry-After"),
+		wait: httpx.RetryAfter(resp.Header, time.Now())}
 }
 
 // refused reports whether an answer means the session token was refused.
@@ -142,7 +144,7 @@ func transientOr(err error) error {
 		return err
 	}
 	if se.status == http.StatusTooManyRequests || se.status >= 500 || se.status == http.StatusRequestTimeout {
-		return backends.Transient(err)
+		return httpx.WithRetryAfter(backends.Transient(err), se.wait)
 	}
 	return err
 }

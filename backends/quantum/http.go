@@ -102,9 +102,9 @@ func readAPIError(op, server string, resp *http.Response) *apiError {
 func classify(e *apiError) error {
 	switch {
 	case e.status == http.StatusTooManyRequests:
-		return backends.Transient(&RateLimitError{Err: e, RetryAfter: e.retryAfter})
+		return httpx.WithRetryAfter(backends.Transient(&RateLimitError{Err: e, RetryAfter: e.retryAfter}), e.retryAfter)
 	case e.status >= 500 || e.status == http.StatusRequestTimeout:
-		return backends.Transient(e)
+		return httpx.WithRetryAfter(backends.Transient(e), e.retryAfter)
 	case httpx.IsAuth(e.status):
 		// Never the server's words: an echo of the request would carry the
 		// bearer token (see httpx.AuthError).

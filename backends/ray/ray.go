@@ -539,8 +539,9 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 // ---------------------------------------------------------------- HTTP
 
 type response struct {
-	status int
-	body   []byte
+	status     int
+	body       []byte
+	retryAfter time.Duration
 	// noToken is why no token was sent ("" if one was).
 	noToken string
 }
@@ -606,7 +607,7 @@ func (b *Backend) do(ctx context.Context, method, path string, body []byte) (*re
 	if err != nil {
 		return nil, err
 	}
-	resp.status = hr.StatusCode
+	resp.status, resp.retryAfter = hr.StatusCode, httpx.RetryAfter(hr.Header, time.Now())
 	if resp.body, err = httpx.ReadAll(ctx, method+" "+path, hr, httpx.MaxBody); err != nil {
 		return nil, err
 	}
@@ -639,7 +640,7 @@ func (b *Backend) statusError(r *response, what string) error {
 	msg := fmt.Sprintf("%s: %s; the dashboard's log (dashboard.log, dashboard_agent.log) says more", what, r.text())
 	switch {
 	case r.status == http.StatusTooManyRequests || r.status >= 500:
-		return backends.Transient(errors.New(msg))
+		return httpx.WithRetryAfter(backends.Transient(errors.New(msg)), r.retryAfter)
 	}
 	return errors.New(msg)
 }

@@ -116,6 +116,7 @@ type response struct {
 	body         []byte
 	json         bool // the body is a JSON envelope
 	env          envelope
+	retryAfter   time.Duration
 }
 
 // errorText is what a message may say of a failed answer: the status, the
@@ -225,7 +226,7 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*respo
 	if err != nil {
 		return nil, err
 	}
-	r := &response{method: method, path: path, status: resp.StatusCode, body: buf}
+	r := &response{method: method, path: path, status: resp.StatusCode, body: buf, retryAfter: httpx.RetryAfter(resp.Header, time.Now())}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" || (mt == "" && len(buf) > 0 && buf[0] == '{') {
 		if json.Unmarshal(buf, &r.env) == nil {
 			r.json = true
@@ -244,7 +245,7 @@ func (b *Backend) classify(ctx context.Context, r *response, onInvalid string) e
 	case r.notFound() && onInvalid == "":
 		return fmt.Errorf("%v: %w", r, backends.ErrNotFound)
 	case r.busy():
-		return backends.Transient(errors.New(r.String()))
+		return httpx.WithRetryAfter(backends.Transient(errors.New(r.String())), r.retryAfter)
 	case r.status == http.StatusNotFound && b.forgetRecalled():
 		return backends.Transient(errors.New(r.String()))
 	case r.status == http.StatusNotFound:

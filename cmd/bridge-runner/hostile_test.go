@@ -18,8 +18,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -481,6 +483,52 @@ func TestHostileInputBodiesNeverReachMessages(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestHostileInputRetryAfterBeyondBudget: a server answering every request
+// 503 (and 429) with Retry-After: 30 gets no second request within those
+// 30 s; with a 3 s retry budget, invoke exits 75 at once naming the wait.
+// Before, slurm and ray retried six times in 8 s.
+func TestHostileInputRetryAfterBeyondBudget(t *testing.T) {
+	clearEnv(t)
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests} {
+		for _, backend := range []string{"slurm", "ray", "lsf", "quantum"} {
+			t.Run(fmt.Sprintf("%s/%d", backend, status), func(t *testing.T) {
+				var mu sync.Mutex
+				seen := map[string]int{}
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					seen[r.Method+" "+r.URL.Path]++
+					mu.Unlock()
+					w.Header().Set("Retry-After", "30")
+					w.WriteHeader(status)
+				}))
+				defer srv.Close()
+				creds := credsDir(t, map[string]string{"username": "u", "token": "tok-abcdef", "password": "pass-abcdef",
+					"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": "key-abcdef", "iam_url": srv.URL + "/identity/token"})
+				args := []string{"--script", "#!/bin/sh\nhostname\n"}
+				if backend == "quantum" {
+					args = []string{"--script", "OPENQASM 3.0; qubit q; bit c; h q; c = measure q;", "--job-properties", `{"program_id":"sampler","backend":"ibm_torino"}`}
+				}
+				url := srv.URL
+				if backend == "slurm" {
+					url += "/slurm/v0.0.42/"
+				}
+				start := time.Now()
+				r := run(t, append([]string{"invoke", "--state-dir", t.TempDir(), "--job-name", "j", "--backend", backend, "--resource-url", url,
+					"--credentials-dir", creds, "--retry-budget", "3s", "--submit-lease", "30s"}, args...)...)
+				assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+				assert.Less(t, time.Since(start), 3*time.Second, "the budget cannot hold the wait: it ends at once")
+				msg, _ := r.summary["message"].(string)
+				assert.Contains(t, msg, "asked to wait 30s before trying again (Retry-After)")
+				mu.Lock()
+				defer mu.Unlock()
+				for req, n := range seen {
+					assert.Equal(t, 1, n, "%s was sent again before the server's 30 s", req)
+				}
+			})
 		}
 	}
 }
