@@ -116,7 +116,7 @@ name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.AddCommand(a.newCreateCmd(), a.newInvokeCmd(), a.newCleanupCmd(), a.newOperatorCmd(), a.newVersionCmd())
+	root.AddCommand(a.newCreateCmd(), a.newInvokeCmd(), a.newCleanupCmd(), a.newOperatorCmd(), a.newStatusCmd(), a.newVersionCmd())
 	return root
 }
 
@@ -152,12 +152,15 @@ func envName(flag string) string {
 	return "BRIDGE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
+// noEnv annotates a flag that no environment variable sets.
+const noEnv = "bridge-runner/no-env"
+
 // applyEnv sets every flag not given on the command line from its
 // environment variable, if set. Flags win over the environment.
 func applyEnv(cmd *cobra.Command) error {
 	var errs []error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" || f.Name == "version" {
+		if f.Changed || f.Name == "help" || f.Name == "version" || f.Annotations[noEnv] != nil {
 			return
 		}
 		for _, name := range append([]string{envName(f.Name)}, envAliases[f.Name]...) {

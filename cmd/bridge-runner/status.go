@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+type statusOptions struct {
+	store         runner.StoreOptions
+	allNamespaces bool
+	output        string
+	watch         bool
+	states        []string
+	backends      []string
+	jobs          []string
+}
+
+func (a *app) newStatusCmd() *cobra.Command {
+	o := &statusOptions{}
+	cmd := &cobra.Command{
+		Use:     "status [JOB...]",
+		Aliases: []string{"get"},
+		Short:   "List the jobs' records of a namespace or a state directory",
+		Long: `status lists the records of a namespace (the ConfigMaps bridge-runner created,
+found by their label app.kubernetes.io/managed-by=bridge-runner) or of a state
+directory (--store file), one job a line: name, backend, target (the host of its
+resourceURL), state, remote job id, owner (BridgeJob, workflow step or Job) and
+age. It reads records only and never asks a backend, so it is cheap and safe to
+run often; a record shows what its invoke last wrote.
+
+With --watch it prints the table, then a line each time a record changes
+(a Kubernetes watch on the ConfigMaps; a state directory is polled every 2s),
+until interrupted.`,
+		Example: `  bridge-runner status
+  bridge-runner status -n science --state RUNNING,PENDING
+  bridge-runner get sim-42 -o yaml
+  bridge-runner status --store file --state-dir /var/lib/bridge -w`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.jobs = args
+			if err := o.check(a); err != nil {
+				return err
+			}
+			code, err := a.runStatus(cmd.Context(), o)
+			if err != nil {
+				a.log.Error("status failed", "err", err)
+			}
+			return exitError{code}
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&o.store.Namespace, "namespace", "n", "", "namespace of the records (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
+	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list the records of every namespace")
+	fs.StringVar(&o.store.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
+	fs.StringVar(&o.store.StateDir, "state-dir", "", "list the state files in this directory instead of ConfigMaps (default outside a cluster: "+runner.DefaultStateDir()+")")
+	fs.StringVar(&o.store.Kind, "store", "auto", "where the records are kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
+	fs.StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
+	fs.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change to a record until interrupted")
+	fs.StringSliceVar(&o.states, "state", nil, "only jobs in these states (comma-separated): "+stateNames())
+	fs.StringSliceVar(&o.backends, "backend", nil, "only jobs of these backends (comma-separated)")
+	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
+	// A pod's BRIDGE_BACKEND names its own job's backend; it must not
+	// quietly filter a listing, nor BRIDGE_OUTPUT pick its format.
+	for _, f := range []string{"all-namespaces", "output", "watch", "state", "backend"} {
+		_ = fs.SetAnnotation(f, noEnv, []string{"true"})
+	}
+	return cmd
+}
+
+func stateNames() string {
+	var s []string
+	for _, st := range backends.States {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+// check refuses bad flags and arguments (exit 2, naming them).
+func (o *statusOptions) check(a *app) error {
+	switch o.output {
+	case "", "wide", "json", "yaml":
+	default:
+		return usageError{fmt.Errorf("--output: %q is not a format; use wide, json or yaml (or leave it out for a table)", o.output)}
+	}
+	switch o.store.Kind {
+	case "auto", "configmap", "file":
+	default:
+		return usageError{fmt.Errorf("--store: %q is not a store; use auto, configmap or file", o.store.Kind)}
+	}
+	for i, s := range o.states {
+		o.states[i] = strings.ToUpper(strings.TrimSpace(s))
+		if !backends.State(o.states[i]).Valid() {
+			return usageError{fmt.Errorf("--state: %q is not a state; use one or more of %s", s, stateNames())}
+		}
+	}
+	for _, b := range o.backends {
+		if !slices.Contains(a.registry.Names(), b) {
+			return usageError{fmt.Errorf("--backend: %q is not a backend; use one or more of %s", b, strings.Join(a.registry.Names(), ", "))}
+		}
+	}
+	for _, j := range o.jobs {
+		if err := runner.ValidateJobName(j); err != nil {
+			return usageError{fmt.Errorf("job name argument %q: %w", j, err)}
+		}
+	}
+	if o.allNamespaces && o.store.Namespace != "" {
+		return usageError{errors.New("--all-namespaces and --namespace exclude each other; give one")}
+	}
+	return nil
+}
+
+func (a *app) runStatus(ctx context.Context, o *statusOptions) (int, error) {
+	o.store.UserAgent = "bridge-runner/" + versionString()
+	l, err := o.store.OpenLister(o.allNamespaces)
+	if err != nil {
+		return exitCode(nil, err), err
+	}
+	items, version, err := l.List(ctx)
+	if err != nil {
+		return exitCode(nil, err), err
+	}
+	p := &statusPrinter{w: a.stdout, o: o, now: time.Now, last: map[string]string{}}
+	var rows []statusRow
+	for _, it := range items {
+		if r := toRow(it); o.match(r) {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 && o.output != "json" && o.output != "yaml" {
+		fmt.Fprintf(a.stderr, "No records found (%s).\n", l.Describe())
+	}
+	if err := p.list(rows); err != nil {
+		return exitCode(nil, err), err
+	}
+	if !o.watch {
+		return ExitDone, nil
+	}
+	for ev := range l.Watch(ctx, version) {
+		r := toRow(ev.Listed)
+		if ev.Deleted {
+			r.Event = "DELETED"
+		}
+		if o.match(r) {
+			p.change(r)
+		}
+	}
+	return ExitDone, nil // interrupted: the end of a watch
+}
+
+// statusRow is one job as status prints it; -o json and yaml print these.
+type statusRow struct {
+	Name         string    `json:"name"`
+	Namespace    string    `json:"namespace,omitempty"`
+	Backend      string    `json:"backend,omitempty"`
+	Target       string    `json:"target,omitempty"`
+	State        string    `json:"state,omitempty"`
+	BackendState string    `json:"backendState,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	JobID        string    `json:"jobID,omitempty"`
+	Owner        string    `json:"owner,omitempty"`
+	Kill         bool      `json:"kill,omitempty"`
+	Message      string    `json:"message,omitempty"`
+	SubmitTime   string    `json:"submitTime,omitempty"`
+	StartTime    string    `json:"startTime,omitempty"`
+	EndTime      string    `json:"endTime,omitempty"`
+	Created      time.Time `json:"created"`
+	Record       string    `json:"record"`
+	// Event is set while watching: ADDED, MODIFIED or DELETED.
+	Event string `json:"event,omitempty"`
+}
+
+func toRow(l runner.Listed) statusRow {
+	d := l.Record.Data
+	return statusRow{
+		Name: l.Job, Namespace: l.Namespace, Backend: d["backend"], Target: runner.TargetHost(d["resourceURL"]),
+		State: d[runner.KeyJobStatus], BackendState: d[runner.KeyRawState], Reason: d[runner.KeyReason],
+		JobID: d[runner.KeyID], Owner: runner.RecordOwner(l), Kill: d[runner.KeyKill] == "true",
+		Message: d[runner.KeyMessage], SubmitTime: d[runner.KeySubmit], StartTime: d[runner.KeyStart], EndTime: d[runner.KeyEnd],
+		Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,
+	}
+}
+
+func (o *statusOptions) match(r statusRow) bool {
+	return (len(o.states) == 0 || slices.Contains(o.states, r.State)) &&
+		(len(o.backends) == 0 || slices.Contains(o.backends, r.Backend)) &&
+		(len(o.jobs) == 0 || slices.Contains(o.jobs, r.Name))
+}
+
+// statusPrinter prints the list, then changes. A table's columns are as
+// wide as the list's widest cell, and so stay while watching (like kubectl).
+type statusPrinter struct {
+	w      io.Writer
+	o      *statusOptions
+	now    func() time.Time
+	widths []int
+	last   map[string]string // what was printed last for each record, to skip repeats
+}
+
+func (p *statusPrinter) list(rows []statusRow) error {
+	switch p.o.output {
+	case "json", "yaml":
+		if p.o.watch {
+			for _, r := range rows {
+				p.change(r)
+			}
+			return nil
+		}
+		if rows == nil {
+			rows = []statusRow{}
+		}
+		return p.encode(map[string]any{"items": rows}, true)
+	}
+	cells := [][]string{p.header()}
+	for _, r := range rows {
+		cells = append(cells, p.cells(r))
+		p.last[r.Record] = p.key(r)
+	}
+	p.widths = make([]int, len(cells[0]))
+	for _, row := range cells {
+		for i, c := range row {
+			p.widths[i] = max(p.widths[i], len(c))
+		}
+	}
+	if len(rows) == 0 && !p.o.watch {
+		return nil
+	}
+	for _, row := range cells {
+		p.line(row)
+	}
+	return nil
+}
+
+// change prints one record's new state, unless it prints as before (a
+// write of log offsets or memos changes no column).
+func (p *statusPrinter) change(r statusRow) {
+	k := p.key(r)
+	if p.last[r.Record] == k {
+		return
+	}
+	_, seen := p.last[r.Record]
+	p.last[r.Record] = k
+	if r.Event == "" && !seen {
+		r.Event = "ADDED"
+	}
+	if r.Event == "DELETED" {
+		delete(p.last, r.Record)
+	}
+	switch p.o.output {
+	case "json", "yaml":
+		if r.Event == "" {
+			r.Event = "MODIFIED"
+		}
+		_ = p.encode(r, false)
+	default:
+		p.line(p.cells(r))
+	}
+}
+
+// key is what a row shows, but its age.
+func (p *statusPrinter) key(r statusRow) string {
+	r.Created = time.Time{}
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+func (p *statusPrinter) encode(v any, indent bool) error {
+	if p.o.output == "yaml" {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if p.o.watch {
+			fmt.Fprintln(p.w, "---")
+		}
+		_, err = p.w.Write(b)
+		return err
+	}
+	var b []byte
+	var err error
+	if indent {
+		b, err = json.MarshalIndent(v, "", "  ")
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err == nil {
+		fmt.Fprintln(p.w, string(b))
+	}
+	return err
+}
+
+func (p *statusPrinter) header() []string {
+	h := []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE"}
+	if p.o.output == "wide" {
+		h = append(h, "BACKEND-STATE", "REASON", "KILL", "MESSAGE")
+	}
+	if p.o.allNamespaces {
+		h = append([]string{"NAMESPACE"}, h...)
+	}
+	return h
+}
+
+func (p *statusPrinter) cells(r statusRow) []string {
+	age := "<unknown>"
+	if !r.Created.IsZero() {
+		age = duration.HumanDuration(p.now().Sub(r.Created))
+	}
+	c := []string{r.Name, none(r.Backend), none(r.Target), none(r.State), none(r.JobID), none(r.Owner), age}
+	if r.Event == "DELETED" {
+		c[3] += " (deleted)"
+	}
+	if p.o.output == "wide" {
+		kill := ""
+		if r.Kill {
+			kill = "true"
+		}
+		c = append(c, none(r.BackendState), none(r.Reason), none(kill), none(oneLine(r.Message)))
+	}
+	if p.o.allNamespaces {
+		c = append([]string{r.Namespace}, c...)
+	}
+	return c
+}
+
+func (p *statusPrinter) line(cells []string) {
+	var b strings.Builder
+	for i, c := range cells {
+		b.WriteString(c)
+		if i < len(cells)-1 {
+			b.WriteString(strings.Repeat(" ", max(p.widths[i]-len(c), 0)+3))
+		}
+	}
+	fmt.Fprintln(p.w, b.String())
+}
+
+func none(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// oneLine keeps a table row one line: a message's first line.
+func oneLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
