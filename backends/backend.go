@@ -84,6 +84,15 @@ type Finder interface {
 	FindByKey(ctx context.Context, key string) (string, error)
 }
 
+// Forgetter is implemented by backends that keep something of a job on
+// this side of the wire (the local backend's job directory). cleanup calls
+// Forget once the job has ended and its record is about to go, so nothing
+// of the job stays behind. A job that has not ended is left as it is (an
+// error says so).
+type Forgetter interface {
+	Forget(ctx context.Context, id string) error
+}
+
 // Validator is implemented by backends that can check a job before anything
 // is submitted. Errors should wrap ErrInvalid and name the field.
 type Validator interface {

@@ -24,7 +24,9 @@ func (r *reconciler) buildJob(bj *BridgeJob) *job {
 // deleted bj whose invoke is gone: it cancels the remote job with the
 // credentials (which only pods see) and deletes the record.
 func (r *reconciler) buildCleanup(bj *BridgeJob) *job {
-	kj := r.podJob(bj, CleanupName(bj.Name), "cleanup", "--wait", "10s")
+	// --any-owner: the record is this BridgeJob's (the operator made it), but
+	// its owner is the invoke Job, another Job than this one.
+	kj := r.podJob(bj, CleanupName(bj.Name), "cleanup", "--wait", "10s", "--any-owner")
 	limit := int32(2)
 	kj.Spec.BackoffLimit = &limit
 	return kj

@@ -193,3 +193,18 @@ func (r *run) description(ctx context.Context) (*Description, error) {
 	}
 	return spec.Parse()
 }
+
+// newBackend builds the backend the description names, at its resourceURL,
+// and hands it the record's memo. invoke and cleanup both build theirs here,
+// after description chose it.
+func (r *run) newBackend(desc *Description) (backends.Backend, error) {
+	cfg := r.Backend
+	cfg.URL = desc.ResourceURL
+	cfg.Logger = r.Log.With("backend", desc.Backend)
+	be, err := r.Registry.New(desc.Backend, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.recallMemo(be)
+	return be, nil
+}

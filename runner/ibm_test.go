@@ -217,9 +217,10 @@ func TestCleanupReadsIBMKill(t *testing.T) {
 	iv.StatusKeys = runner.StatusKeysIBM
 	require.NoError(t, iv.Run(context.Background()))
 	require.Equal(t, "KILL", h.record()[runner.KeyJobStatus])
-	cancelled, err := h.cleaner().Run(context.Background())
+	res, err := h.cleaner().Run(context.Background())
 	require.NoError(t, err)
-	assert.False(t, cancelled)
+	assert.False(t, res.Cancelled)
+	assert.True(t, res.Deleted)
 	assert.Equal(t, 0, h.fake.Count("cancel"))
 	_, err = h.store.Get(context.Background())
 	assert.ErrorIs(t, err, runner.ErrNoRecord)

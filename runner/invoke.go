@@ -245,14 +245,10 @@ func (r *run) setUp(ctx context.Context) (*Description, backends.Backend, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := r.Backend
-	cfg.URL = desc.ResourceURL
-	cfg.Logger = r.Log.With("backend", desc.Backend)
-	be, err := r.Registry.New(desc.Backend, cfg)
+	be, err := r.newBackend(desc)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.recallMemo(be)
 	if desc.UsesS3() {
 		r.s3, err = NewS3Store(S3Config{Endpoint: desc.S3.Endpoint, Secure: desc.S3.Secure, Region: desc.S3.Region,
 			Credentials: DirCredentials{Dir: r.S3.CredentialsDir, Secrets: r.Secrets}, CAFile: r.S3.CAFile, Insecure: r.S3.Insecure})

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -44,15 +45,28 @@ func (s *FileStore) lock() (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
 		return nil, fileFault(filepath.Dir(s.Path), err)
 	}
-	f, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fileFault(s.Path+".lock", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	for {
+		f, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fileFault(s.Path+".lock", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fileFault(s.Path+".lock", err)
+		}
+		// Delete removes the lock file while it holds the lock: whoever
+		// waited on that file holds a lock nobody else sees, and must lock
+		// the file that is there now.
+		held, herr := f.Stat()
+		now, nerr := os.Stat(s.Path + ".lock")
+		if herr == nil && nerr == nil && os.SameFile(held, now) {
+			return func() { f.Close() }, nil
+		}
 		f.Close()
-		return nil, fileFault(s.Path+".lock", err)
+		if err := cmp.Or(herr, nerr); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fileFault(s.Path+".lock", err)
+		}
 	}
-	return func() { f.Close() }, nil
 }
 
 func (s *FileStore) read() (*fileRecord, error) {
@@ -153,6 +167,10 @@ func (s *FileStore) Delete(context.Context) error {
 	defer unlock()
 	if err := os.Remove(s.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fileFault(s.Path, err)
+	}
+	// The lock goes with the record (see lock); nothing of the job stays.
+	if err := os.Remove(s.Path + ".lock"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fileFault(s.Path+".lock", err)
 	}
 	return nil
 }

@@ -501,3 +501,20 @@ func supervisorAlive(dir string) bool {
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false
 }
+
+// Forget removes an ended job's directory (its script, output, state and
+// lock). A job whose supervisor still holds the lock is left alone: the
+// directory is what keeps it from starting twice.
+func (b *Backend) Forget(_ context.Context, id string) error {
+	if !validKey(id) {
+		return fmt.Errorf("local job %q: %w", id, backends.ErrNotFound)
+	}
+	dir := b.dir(id)
+	if _, err := os.Stat(filepath.Join(dir, "job.json")); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if supervisorAlive(dir) {
+		return fmt.Errorf("local job %s is still running; its directory %s stays", id, dir)
+	}
+	return os.RemoveAll(dir)
+}

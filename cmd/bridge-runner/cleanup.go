@@ -14,9 +14,13 @@ import (
 const defaultRetryBudget = 2 * time.Minute
 
 type cleanupOptions struct {
-	store   storeOptions
-	backend backendOptions
-	wait    time.Duration
+	store       storeOptions
+	backend     backendOptions
+	backendName string
+	wait        time.Duration
+	submitLease time.Duration
+	force       bool
+	anyOwner    bool
 }
 
 func (a *app) newCleanupCmd() *cobra.Command {
@@ -24,42 +28,77 @@ func (a *app) newCleanupCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Cancel the remote job if it is still running, then delete the record",
-		Long: `cleanup is the exit handler of a bridge job. If the job has not reached a final
-state it sets kill=true in the record (so a live invoke stops and reports KILLED)
-and cancels the remote job itself (in case no invoke is alive), then deletes the
-record. It is idempotent: a missing record is success.`,
-		Example: `  bridge-runner cleanup --job-name sim-42`,
-		Args:    noArgs,
+		Long: `cleanup is the exit handler of a bridge job. If the job has not ended it sets
+kill=true in the record (so a live invoke stops and reports KILLED) and cancels
+the remote job itself (in case no invoke is alive), with the backend invoke would
+choose; a job the record does not name yet is found by its idempotency key. It
+deletes the record only when the job is known to have ended, the backend accepted
+the cancel, or nothing was submitted; otherwise the record stays and cleanup exits
+75 (a retry finishes the cancel), unless --force. Inside a pod it acts only on a
+record of its own run (the Argo Workflow or the Job): another run's record is left
+alone and cleanup exits 0 saying so. It is idempotent: a missing record is success.
+stdout carries one JSON summary line: record, id, cancelled, deleted, reason.`,
+		Example: `  bridge-runner cleanup --job-name sim-42
+  # IBM's records name no backend; invoke infers it from the URL, and so does cleanup:
+  bridge-runner cleanup --configmap sim-42-slurm-cm --backend slurm`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			code, err := a.runCleanup(cmd, o)
-			if err != nil {
-				a.log.Error("cleanup failed", "err", err)
-			}
-			return exitError{code}
+			return exitError{a.runCleanup(cmd, o)}
 		},
 	}
-	o.store.addFlags(cmd.Flags())
-	o.backend.addFlags(cmd.Flags())
-	cmd.Flags().DurationVar(&o.wait, "wait", 10*time.Second, "how long a running invoke is given to record the cancellation before the record is deleted")
+	fs := cmd.Flags()
+	o.store.addFlags(fs)
+	o.backend.addFlags(fs)
+	fs.StringVar(&o.backendName, "backend", "", "the backend of a record that names none (IBM's), as for invoke; the record's own backend key wins")
+	fs.DurationVar(&o.wait, "wait", 10*time.Second, "how long a running invoke is given to record the cancellation before the record is deleted")
+	fs.DurationVar(&o.submitLease, "submit-lease", runner.DefaultSubmitLease, "how long a live invoke's unfinished submit is waited out before cleanup concludes nothing was submitted")
+	fs.BoolVar(&o.force, "force", false, "delete the record even when its job's end could not be confirmed (the job may run on, untracked)")
+	fs.BoolVar(&o.anyOwner, "any-owner", false, "act on the record even when another run (Argo Workflow or Job) owns it")
+	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
 }
 
-func (a *app) runCleanup(cmd *cobra.Command, o *cleanupOptions) (int, error) {
+func (a *app) runCleanup(cmd *cobra.Command, o *cleanupOptions) int {
+	res, err := a.cleanup(cmd, o)
+	code := ExitDone
+	if err != nil {
+		code = exitCode(nil, err)
+		a.log.Error("cleanup failed", "err", err, "exit", code)
+		if res.Reason == "" {
+			res.Reason = err.Error()
+		}
+	}
+	res.Reason = a.secrets.Scrub(res.Reason)
+	out, _ := json.Marshal(res)
+	fmt.Fprintln(a.stdout, string(out))
+	return code
+}
+
+func (a *app) cleanup(cmd *cobra.Command, o *cleanupOptions) (*runner.CleanupResult, error) {
+	res := &runner.CleanupResult{}
 	store, err := o.store.build()
 	if err != nil {
-		return exitCode(nil, err), err
+		return res, err
 	}
+	res.Record = store.Describe()
 	cfg, err := o.backend.config(a, o.store.stateDir())
 	if err != nil {
-		return exitCode(nil, err), err
+		return res, err
 	}
 	c := &runner.Cleaner{Store: store, Registry: a.registry, Backend: cfg, Log: a.log.With("job", o.store.JobName),
-		RetryBudget: defaultRetryBudget, Wait: o.wait}
-	cancelled, err := c.Run(cmd.Context())
-	if err != nil {
-		return exitCode(nil, err), err
+		RetryBudget: defaultRetryBudget, Wait: o.wait, SubmitLease: o.submitLease, Force: o.force, AnyOwner: o.anyOwner}
+	if cmd.Flags().Changed("backend") {
+		c.BackendChoice = o.backendName
 	}
-	out, _ := json.Marshal(map[string]any{"record": store.Describe(), "cancelled": cancelled, "deleted": true})
-	fmt.Fprintln(a.stdout, string(out))
-	return ExitDone, nil
+	// Inside a pod, cleanup is a task of a run and acts on its run's record
+	// only; outside one it is a person's explicit command.
+	if d := runner.DisruptionFor(store); d != nil {
+		var ferr error
+		if c.Owner, _, ferr = runner.StepFacts(cmd.Context(), d.Client, d.Namespace, d.Pod); ferr != nil {
+			a.log.Warn("no check that the record is this run's", "err", ferr)
+		}
+	}
+	res, err = c.Run(cmd.Context())
+	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", runner.KubeRequests(store))
+	return res, err
 }
