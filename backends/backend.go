@@ -55,6 +55,9 @@ type Status struct {
 	Reason   string // why, when the backend says (e.g. "NonZeroExitCode", "1305")
 	Message  string // human-readable detail
 	ExitCode *int   // the job's exit code, when known
+	// Category is whose doing a FAILED or KILLED end was, when the backend
+	// can tell (see FailureCategory for the default).
+	Category Category
 
 	SubmitTime time.Time
 	StartTime  time.Time

@@ -36,3 +36,46 @@ func (s State) Valid() bool {
 	}
 	return false
 }
+
+// Category says whose doing a FAILED or KILLED outcome was, so that a
+// workflow can retry what a retry can mend (the infrastructure's failures)
+// and nothing else. It is empty for every other state.
+type Category string
+
+const (
+	// CategoryJob: the job itself failed (non-zero exit, out of memory, a
+	// bad script): running it again as it is fails again.
+	CategoryJob Category = "job"
+	// CategoryInfrastructure: the system failed the job (node failure,
+	// preemption, boot failure, a lost host or Ray node): running it again
+	// elsewhere or later may succeed.
+	CategoryInfrastructure Category = "infrastructure"
+	// CategoryTimeout: the job reached a time limit (its own or a
+	// deadline): it needs more time, not a retry as it is.
+	CategoryTimeout Category = "timeout"
+	// CategoryCancelled: someone cancelled it (kill flag, SIGTERM, an
+	// administrator, a user on the remote system).
+	CategoryCancelled Category = "cancelled"
+)
+
+// Categories lists the four categories.
+var Categories = []Category{CategoryJob, CategoryInfrastructure, CategoryTimeout, CategoryCancelled}
+
+// FailureCategory returns the category of st: the backend's own when it set
+// one, else what the state implies (FAILED: the job's; KILLED: cancelled).
+// It is empty unless st is FAILED or KILLED.
+func (st Status) FailureCategory() Category {
+	switch st.State {
+	case Failed:
+		if st.Category != "" && st.Category != CategoryCancelled {
+			return st.Category
+		}
+		return CategoryJob
+	case Killed:
+		if st.Category != "" && st.Category != CategoryJob {
+			return st.Category
+		}
+		return CategoryCancelled
+	}
+	return ""
+}

@@ -70,15 +70,17 @@ func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *j
 }
 
 // finalExits fails the Job at once when invoke's exit code is an outcome
-// (1 FAILED, 2 invalid input, 3 KILLED, 4 UNKNOWN): running it again would
-// only read the same final state back. 75 (temporary) counts against
-// backoffLimit and is retried.
+// (1 FAILED, 2 invalid input, 3 KILLED, 4 UNKNOWN, 5 FAILED by the
+// infrastructure): running it again would only read the same final state
+// back, and a BridgeJob asks for one run (a new attempt after an
+// infrastructure failure is a workflow's choice, through its retries). 75
+// (temporary) counts against backoffLimit and is retried.
 func finalExits() *podFailurePolicy {
 	rule := podFailureRule{Action: "FailJob"}
 	rule.OnExitCodes = &struct {
 		Operator string  `json:"operator"`
 		Values   []int32 `json:"values"`
-	}{Operator: "In", Values: []int32{1, 2, 3, 4}}
+	}{Operator: "In", Values: []int32{1, 2, 3, 4, 5}}
 	return &podFailurePolicy{Rules: []podFailureRule{rule}}
 }
 

@@ -352,7 +352,8 @@ func (r *run) detach(ctx context.Context, log *slog.Logger) bool {
 // recordedStatus rebuilds a status from the record's keys.
 func (r *run) recordedStatus() backends.Status {
 	d := r.rec.Data
-	st := backends.Status{State: backends.State(d[KeyJobStatus]), Raw: d[KeyRawState], Reason: d[KeyReason], Message: d[KeyMessage]}
+	st := backends.Status{State: backends.State(d[KeyJobStatus]), Raw: d[KeyRawState], Reason: d[KeyReason], Message: d[KeyMessage],
+		Category: backends.Category(d[KeyFailureCategory])}
 	if c, err := strconv.Atoi(d[KeyExitCode]); err == nil {
 		st.ExitCode = &c
 	}
@@ -390,6 +391,9 @@ func (r *run) statusData(st backends.Status) map[string]string {
 		KeyStart:     rfc3339(st.StartTime),
 		KeyEnd:       rfc3339(st.EndTime),
 		KeyExitCode:  "",
+		// Written with the final state, so that a record never says FAILED
+		// without saying whose doing it was.
+		KeyFailureCategory: string(st.FailureCategory()),
 	}
 	if st.ExitCode != nil {
 		d[KeyExitCode] = strconv.Itoa(*st.ExitCode)

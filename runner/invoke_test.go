@@ -436,3 +436,44 @@ func TestRecordChangesDoNotDrivePolling(t *testing.T) {
 	setKill(t, h.store)
 	require.NoError(t, <-done)
 }
+
+// TestFailureCategoryIsRecorded: the backend's category lands in the record
+// and the result; without one, FAILED is the job's and KILLED cancelled.
+func TestFailureCategoryIsRecorded(t *testing.T) {
+	cases := []struct{ final, category, want string }{
+		{"FAILED", "infrastructure", "infrastructure"},
+		{"FAILED", "timeout", "timeout"},
+		{"FAILED", "", "job"},
+		{"KILLED", "", "cancelled"},
+		{"DONE", "", ""},
+		{"UNKNOWN", "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.final+"-"+c.category, func(t *testing.T) {
+			h := newHarness(t, nil)
+			iv := h.invoker(h.spec(fmt.Sprintf(`{"run":"50ms","final":%q,"category":%q,"exitCode":3}`, c.final, c.category)))
+			require.NoError(t, iv.Run(context.Background()))
+			assert.Equal(t, c.final, iv.Result().Status)
+			assert.Equal(t, c.want, iv.Result().FailureCategory)
+			d := h.record()
+			assert.Equal(t, c.want, d[runner.KeyFailureCategory])
+			_, present := d[runner.KeyFailureCategory]
+			assert.Equal(t, c.want != "", present, "no category key without a failure")
+		})
+	}
+}
+
+// TestKillFlagIsCancelledCategory: a job cancelled through the record is
+// KILLED with the category cancelled.
+func TestKillFlagIsCancelledCategory(t *testing.T) {
+	h := newHarness(t, nil)
+	iv := h.invoker(h.spec(`{"run":"30s"}`))
+	done := make(chan error, 1)
+	go func() { done <- iv.Run(context.Background()) }()
+	require.Eventually(t, func() bool { return h.fake.Count("status") > 0 }, 5*time.Second, 10*time.Millisecond)
+	setKill(t, h.store)
+	require.NoError(t, <-done)
+	assert.Equal(t, "KILLED", iv.Result().Status)
+	assert.Equal(t, "cancelled", iv.Result().FailureCategory)
+	assert.Equal(t, "cancelled", h.record()[runner.KeyFailureCategory])
+}

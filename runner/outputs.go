@@ -16,17 +16,18 @@ import (
 // Result is what invoke reports: the step outputs (one file per field, the
 // paths given by --output-<name> flags) and the final JSON summary line.
 type Result struct {
-	Job          string   `json:"job"`
-	ID           string   `json:"id" output:"job-id" help:"the remote job id"`
-	Status       string   `json:"status" output:"status" help:"the final state: DONE, FAILED, KILLED or UNKNOWN; empty if none was reached"`
-	Message      string   `json:"message" output:"message" help:"what happened, in one line"`
-	BackendState string   `json:"backendState,omitempty" output:"backend-state" help:"the backend's own final state, e.g. TIMEOUT"`
-	ExitCode     string   `json:"jobExitCode,omitempty" output:"job-exit-code" help:"the job's own exit code, when the backend reports it"`
-	SubmitTime   string   `json:"submitTime,omitempty" output:"submit-time" help:"RFC 3339"`
-	StartTime    string   `json:"startTime,omitempty" output:"start-time" help:"RFC 3339"`
-	EndTime      string   `json:"endTime,omitempty" output:"end-time" help:"RFC 3339"`
-	Outputs      []string `json:"outputs,omitempty" output:"outputs" help:"locations of uploaded outputs, one per line"`
-	Exit         int      `json:"exit"`
+	Job             string   `json:"job"`
+	ID              string   `json:"id" output:"job-id" help:"the remote job id"`
+	Status          string   `json:"status" output:"status" help:"the final state: DONE, FAILED, KILLED or UNKNOWN; empty if none was reached"`
+	Message         string   `json:"message" output:"message" help:"what happened, in one line"`
+	BackendState    string   `json:"backendState,omitempty" output:"backend-state" help:"the backend's own final state, e.g. TIMEOUT"`
+	ExitCode        string   `json:"jobExitCode,omitempty" output:"job-exit-code" help:"the job's own exit code, when the backend reports it"`
+	FailureCategory string   `json:"failureCategory,omitempty" output:"failure-category" help:"whose doing a FAILED or KILLED end was: job, infrastructure, timeout or cancelled; empty otherwise"`
+	SubmitTime      string   `json:"submitTime,omitempty" output:"submit-time" help:"RFC 3339"`
+	StartTime       string   `json:"startTime,omitempty" output:"start-time" help:"RFC 3339"`
+	EndTime         string   `json:"endTime,omitempty" output:"end-time" help:"RFC 3339"`
+	Outputs         []string `json:"outputs,omitempty" output:"outputs" help:"locations of uploaded outputs, one per line"`
+	Exit            int      `json:"exit"`
 }
 
 // OutputField describes one step output.
@@ -108,6 +109,7 @@ func (r *Result) fill(st backends.Status) {
 	r.Status = string(st.State)
 	r.BackendState = st.Raw
 	r.Message = st.Message
+	r.FailureCategory = string(st.FailureCategory())
 	r.ExitCode = ""
 	if st.ExitCode != nil {
 		r.ExitCode = strconv.Itoa(*st.ExitCode)

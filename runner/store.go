@@ -69,7 +69,10 @@ const (
 	KeyIntent    = "status.submitIntent" // holder@time while a submit is under way
 	KeyLogOffset = "status.logOffset"    // bytes of job output already streamed
 	KeyOutputs   = "status.outputs"      // uploaded output locations, one per line
+	// KeyFailureCategory is whose doing a FAILED or KILLED end was: job,
+	// infrastructure, timeout or cancelled (backends.Category).
+	KeyFailureCategory = "status.failureCategory"
 )
 
 // StateKeys lists every key the runner owns; a new run starts without them.
-var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo}
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory}

@@ -21,6 +21,8 @@ type Properties struct {
 	Run      string `json:"run"`
 	Final    string `json:"final"`
 	ExitCode int    `json:"exitCode"`
+	// Category is the final status's failure category (backends.Category).
+	Category string `json:"category"`
 }
 
 // Job is one submitted fake job.
@@ -31,6 +33,7 @@ type Job struct {
 	Run       time.Duration
 	Final     backends.State
 	ExitCode  int
+	Category  backends.Category
 	Cancelled *time.Time
 	Vanished  bool // Status says not found
 }
@@ -50,6 +53,10 @@ type Backend struct {
 	// LoseResponses makes the next N submits create the job but return a
 	// transient error, as when a response is lost on the wire.
 	LoseResponses int
+	// InfraFailures makes the next N submitted jobs end FAILED with the
+	// category infrastructure (raw NODE_FAIL), whatever their properties
+	// say: a node failure that a later attempt does not meet.
+	InfraFailures int
 	// StatusFaults are returned by the next Status calls, in order.
 	StatusFaults []error
 	// down: every call fails as with a backend out of reach (see SetDown).
@@ -169,9 +176,13 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	}
 	b.next++
 	j := &Job{ID: fmt.Sprintf("fake-%d", b.next), Key: job.Key, Submitted: b.now(),
-		Pending: dur(p.Pending), Run: dur(p.Run), Final: backends.State(p.Final), ExitCode: p.ExitCode}
+		Pending: dur(p.Pending), Run: dur(p.Run), Final: backends.State(p.Final), ExitCode: p.ExitCode, Category: backends.Category(p.Category)}
 	if j.Final == "" {
 		j.Final = backends.Done
+	}
+	if b.InfraFailures > 0 {
+		b.InfraFailures--
+		j.Final, j.Category = backends.Failed, backends.CategoryInfrastructure
 	}
 	b.jobs[j.ID] = j
 	if b.LoseResponses > 0 {
@@ -210,6 +221,10 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 	default:
 		code := j.ExitCode
 		st.State, st.Raw, st.StartTime, st.EndTime, st.ExitCode = j.Final, "END_"+string(j.Final), startAt, endAt, &code
+		st.Category = j.Category
+		if j.Category == backends.CategoryInfrastructure {
+			st.Raw = "NODE_FAIL"
+		}
 	}
 	return st, nil
 }

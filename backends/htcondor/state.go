@@ -51,6 +51,30 @@ var statusNames = map[int]string{
 // transfer a file, or a policy expression fired): FAILED, with the reason.
 var userHolds = map[int]bool{1: true, 15: true}
 
+// holdCategories are the hold reason codes (HTCondor's HoldReasonCode
+// table) that are not the job's own doing. Infrastructure: the pool failed
+// the job (11 and 18 file transfer protocol, 17 JobShadowMismatch, 19 and
+// 48 a prepare-job hook, 21 StartdHeldJob, 23 FailedToAccessUserAccount,
+// 24 NoCompatibleShadow, 28-31 sandbox ownership,
+// 36 FailedToCheckpoint, 38-42 the cloud's own errors, 45
+// SingularityTestFailed on the execute node). Timeout: 46
+// JobDurationExceeded and 47 JobExecuteExceeded. Every other code (the
+// executable, input or output files, the job's own policy, resources it
+// outgrew) is the job's, and so is 26 SystemPolicy: pools use
+// SYSTEM_PERIODIC_HOLD mostly for jobs that outgrow their memory request,
+// which a retry would not mend. An evicted job is not held: it goes back to IDLE
+// and runs again, so it is PENDING, not a failure at all.
+var holdCategories = map[int]backends.Category{
+	11: backends.CategoryInfrastructure, 17: backends.CategoryInfrastructure, 18: backends.CategoryInfrastructure,
+	19: backends.CategoryInfrastructure, 21: backends.CategoryInfrastructure, 23: backends.CategoryInfrastructure,
+	24: backends.CategoryInfrastructure,
+	28: backends.CategoryInfrastructure, 29: backends.CategoryInfrastructure, 30: backends.CategoryInfrastructure,
+	31: backends.CategoryInfrastructure, 36: backends.CategoryInfrastructure, 38: backends.CategoryInfrastructure,
+	39: backends.CategoryInfrastructure, 40: backends.CategoryInfrastructure, 41: backends.CategoryInfrastructure,
+	42: backends.CategoryInfrastructure, 45: backends.CategoryInfrastructure, 48: backends.CategoryInfrastructure,
+	46: backends.CategoryTimeout, 47: backends.CategoryTimeout,
+}
+
 // status maps the ad onto the contract's states.
 func (a *jobAd) status() backends.Status {
 	raw, ok := statusNames[a.JobStatus]
@@ -122,6 +146,7 @@ func (a *jobAd) held(st *backends.Status) string {
 		if userHolds[*a.HoldReasonCode] {
 			st.State = backends.Suspended
 		}
+		st.Category = holdCategories[*a.HoldReasonCode]
 	}
 	return reasonText(a.HoldReason)
 }

@@ -66,3 +66,29 @@ func TestStateTable(t *testing.T) {
 		t.Errorf("killed by signal 9: exit code %d, want 137", *st.ExitCode)
 	}
 }
+
+// TestHoldCategories: a hold by the pool is infrastructure, a duration
+// limit is timeout, the job's own troubles (a missing executable, its own
+// policy, SystemPolicy) are the job's, and an evicted job (back to IDLE) is
+// no failure at all.
+func TestHoldCategories(t *testing.T) {
+	i := func(n int) *int { return &n }
+	for _, c := range []struct {
+		ad   jobAd
+		want backends.Category
+	}{
+		{jobAd{JobStatus: 5, HoldReasonCode: i(21)}, backends.CategoryInfrastructure},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(45)}, backends.CategoryInfrastructure},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(46)}, backends.CategoryTimeout},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(6), HoldReasonSubCode: i(2)}, backends.CategoryJob},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(26)}, backends.CategoryJob},
+		{jobAd{JobStatus: 5}, backends.CategoryJob},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(1)}, ""},
+		{jobAd{JobStatus: 1, JobCurrentStartDate: 1}, ""},
+		{jobAd{JobStatus: 3}, backends.CategoryCancelled},
+	} {
+		if got := c.ad.status().FailureCategory(); got != c.want {
+			t.Errorf("%+v: category %q, want %q", c.ad, got, c.want)
+		}
+	}
+}

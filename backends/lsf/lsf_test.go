@@ -690,3 +690,18 @@ func TestErrorsDoNotLeakThePassword(t *testing.T) {
 	assert.NotContains(t, err.Error(), h.f.pass)
 	assert.NotContains(t, h.logs.String(), h.f.pass)
 }
+
+// TestExitReasonCategories: LSF's exit reasons, by name or by number, give
+// the failure category; a plain non-zero exit is the job's.
+func TestExitReasonCategories(t *testing.T) {
+	for info, want := range map[string]backends.Category{
+		"TERM_PREEMPT": backends.CategoryInfrastructure, "1": backends.CategoryInfrastructure,
+		"TERM_ZOMBIE": backends.CategoryInfrastructure, "TERM_RUNLIMIT": backends.CategoryTimeout,
+		"12": backends.CategoryTimeout, "TERM_MEMLIMIT": backends.CategoryJob, "": backends.CategoryJob,
+		"TERM_OWNER": backends.CategoryCancelled,
+	} {
+		st, err := mapJob(map[string]any{"jobStatus": "EXIT", "exitStatus": "1", "exitInfo": info})
+		require.NoError(t, err)
+		assert.Equal(t, want, st.FailureCategory(), "exitInfo %q", info)
+	}
+}

@@ -137,6 +137,24 @@ var killedInfo = map[string]bool{
 	"8": true, "9": true, "10": true, "11": true, "14": true, "15": true,
 }
 
+// lsfCategories are the exit reasons (TERM_* names and numbers from
+// lsbatch.h) that are not the job's own failure: LSF took the host or the
+// slot away (preemption, a closed run window, host load, a hung or zombie
+// job removed after its host stopped answering, a reclaimed cloud host),
+// or a time limit ran out. Memory, process and thread limits stay the
+// job's: it exceeded what it asked for.
+var lsfCategories = map[string]backends.Category{
+	"TERM_PREEMPT": backends.CategoryInfrastructure, "1": backends.CategoryInfrastructure,
+	"TERM_WINDOW": backends.CategoryInfrastructure, "2": backends.CategoryInfrastructure,
+	"TERM_LOAD": backends.CategoryInfrastructure, "3": backends.CategoryInfrastructure,
+	"TERM_ZOMBIE": backends.CategoryInfrastructure, "19": backends.CategoryInfrastructure,
+	"TERM_REMOVE_HUNG_JOB": backends.CategoryInfrastructure, "26": backends.CategoryInfrastructure,
+	"TERM_RC_RECLAIM": backends.CategoryInfrastructure, "31": backends.CategoryInfrastructure,
+	"TERM_RUNLIMIT": backends.CategoryTimeout, "5": backends.CategoryTimeout,
+	"TERM_DEADLINE": backends.CategoryTimeout, "6": backends.CategoryTimeout,
+	"TERM_CPULIMIT": backends.CategoryTimeout, "12": backends.CategoryTimeout,
+}
+
 // mapJob maps one job element to a Status.
 func mapJob(e node) (backends.Status, error) {
 	raw := strings.ToUpper(str(get(e, "jobStatus", "status", "stat")))
@@ -175,7 +193,7 @@ func mapJob(e node) (backends.Status, error) {
 		case info == "" && st.ExitCode != nil && *st.ExitCode == 130:
 			st.State, st.Message = backends.Killed, "killed (exit code 130: SIGINT, as bkill sends)"
 		default:
-			st.State = backends.Failed
+			st.State, st.Category = backends.Failed, lsfCategories[info]
 			st.Message = "exited"
 			if st.ExitCode != nil {
 				st.Message = fmt.Sprintf("exited with code %d", *st.ExitCode)

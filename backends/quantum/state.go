@@ -77,7 +77,7 @@ func mapState(st backends.Status) (backends.Status, error) {
 		st.State = backends.Failed
 	case strings.HasPrefix(l, "cancelled") || strings.HasPrefix(l, "canceled"):
 		if st.Reason == ranTooLong || strings.Contains(l, "ran too long") || strings.Contains(strings.ToLower(st.Message), "ran too long") {
-			st.State = backends.Failed
+			st.State, st.Category = backends.Failed, backends.CategoryTimeout
 			if st.Reason == "" {
 				st.Reason = ranTooLong
 			}

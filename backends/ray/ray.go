@@ -445,6 +445,17 @@ func (b *Backend) details(ctx context.Context, id string) (*jobDetails, error) {
 	return &d, nil
 }
 
+// rayCategories are Ray's job error types (JobErrorType) that are the
+// cluster's doing: the supervisor actor that runs the entrypoint died (its
+// node was lost) or could not be started. Every other failure (the
+// entrypoint's exit code, a runtime_env that does not install, resources no
+// node has) is the job's.
+var rayCategories = map[string]backends.Category{
+	"JOB_SUPERVISOR_ACTOR_DIED":            backends.CategoryInfrastructure,
+	"JOB_SUPERVISOR_ACTOR_START_FAILURE":   backends.CategoryInfrastructure,
+	"JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE": backends.CategoryInfrastructure,
+}
+
 // Status maps Ray's job state onto the seven states.
 func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
 	d, err := b.details(ctx, id)
@@ -472,7 +483,7 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 	case raySucceeded:
 		st.State = backends.Done
 	case rayFailed:
-		st.State = backends.Failed
+		st.State, st.Category = backends.Failed, rayCategories[st.Reason]
 		if st.Reason == "" && d.DriverExitCode != nil && *d.DriverExitCode != 0 {
 			st.Reason = "NonZeroExitCode"
 		}

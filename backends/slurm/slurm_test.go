@@ -830,3 +830,32 @@ func TestRequestsPerJob(t *testing.T) {
 	// One discovery request (GET /openapi/v3) + submit + one status.
 	assert.Len(t, h.f.reqs(), 3)
 }
+
+// TestFailureCategories: each final base state's category, through the
+// REST record and scontrol's words alike; a requeue in progress has none.
+func TestFailureCategories(t *testing.T) {
+	for _, c := range []struct {
+		state string
+		want  backends.Category
+	}{
+		{`["NODE_FAIL"]`, backends.CategoryInfrastructure},
+		{`["BOOT_FAIL"]`, backends.CategoryInfrastructure},
+		{`["PREEMPTED"]`, backends.CategoryInfrastructure},
+		{`["TIMEOUT"]`, backends.CategoryTimeout},
+		{`["DEADLINE"]`, backends.CategoryTimeout},
+		{`["OUT_OF_MEMORY"]`, backends.CategoryJob},
+		{`["FAILED"]`, backends.CategoryJob},
+		{`["CANCELLED"]`, backends.CategoryCancelled},
+		{`"TIMEOUT"`, backends.CategoryTimeout},
+		{`["COMPLETED"]`, ""},
+		{`["NODE_FAIL","REQUEUED"]`, ""},
+		{`["PENDING"]`, ""},
+	} {
+		j := jobInfo{JobID: json.RawMessage(`7`), JobState: json.RawMessage(c.state)}
+		st := j.status()
+		assert.Equal(t, c.want, st.FailureCategory(), "REST %s", c.state)
+		words := strings.Trim(strings.ReplaceAll(strings.Trim(c.state, "[]"), `"`, ""), " ")
+		ss := scontrolStatus("7", map[string]string{"JobState": words})
+		assert.Equal(t, c.want, ss.FailureCategory(), "scontrol %s", words)
+	}
+}

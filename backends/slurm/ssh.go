@@ -201,6 +201,7 @@ func slurmStatus(id string, st []string, reason, exit, submit, start, end string
 		msg += " (" + reason + ")"
 	}
 	if out.State.Final() {
+		out.Category = category(st)
 		out.EndTime = slurmTime(end)
 		if ec, ok := colonExit(exit); ok {
 			code := ec.code

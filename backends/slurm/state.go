@@ -206,6 +206,36 @@ func mapState(st []string, stateReason string) (state backends.State, reason str
 	return baseStates[base], stateReason
 }
 
+// baseCategories says whose doing each failed base state was. The rest
+// take the default (FAILED: job, CANCELLED: cancelled).
+//   - PREEMPTED, NODE_FAIL, BOOT_FAIL: the cluster took the node or the
+//     job's place away; the same job may well succeed on another try.
+//   - TIMEOUT, DEADLINE: the job's own time limit or deadline ran out.
+//   - OUT_OF_MEMORY is the job's: it used more than it asked for, and
+//     running it again with the same request fails the same way (Armada
+//     and Flyte count it apart from node failures for the same reason).
+var baseCategories = map[string]backends.Category{
+	"PREEMPTED":     backends.CategoryInfrastructure,
+	"NODE_FAIL":     backends.CategoryInfrastructure,
+	"BOOT_FAIL":     backends.CategoryInfrastructure,
+	"TIMEOUT":       backends.CategoryTimeout,
+	"DEADLINE":      backends.CategoryTimeout,
+	"OUT_OF_MEMORY": backends.CategoryJob,
+	"FAILED":        backends.CategoryJob,
+	"CANCELLED":     backends.CategoryCancelled,
+}
+
+// category is the failure category of a final job_state: the first base
+// state in it that has one.
+func category(st []string) backends.Category {
+	for _, s := range st {
+		if c, ok := baseCategories[strings.ToUpper(strings.TrimSpace(s))]; ok {
+			return c
+		}
+	}
+	return ""
+}
+
 // sigLaunchFailed is the "signal" slurmstepd gives a batch job it could not
 // launch (seen on 22.05 and 24.11 for a missing working directory: state
 // reason JobLaunchFailure or RaisedSignal); no process was killed.
@@ -298,6 +328,7 @@ func (j *jobInfo) status() backends.Status {
 		msg += " (" + j.StateReason + ")"
 	}
 	if out.State.Final() {
+		out.Category = category(st)
 		out.EndTime = timestamp(j.EndTime)
 		if ec, ok := decodeExitCode(j.ExitCode); ok {
 			code := ec.code

@@ -79,6 +79,9 @@ func TestExitCodeOfEachFinalState(t *testing.T) {
 		})
 	}
 	assert.Equal(t, ExitUnknown, exitCode(&runner.Result{Status: "UNKNOWN"}, nil))
+	assert.Equal(t, ExitInfra, exitCode(&runner.Result{Status: "FAILED", FailureCategory: "infrastructure"}, nil))
+	assert.Equal(t, ExitFailed, exitCode(&runner.Result{Status: "FAILED", FailureCategory: "timeout"}, nil))
+	assert.Equal(t, ExitFailed, exitCode(&runner.Result{Status: "FAILED", FailureCategory: "job"}, nil))
 	assert.Equal(t, ExitTempFail, exitCode(&runner.Result{}, backends.Transient(assert.AnError)))
 	assert.Equal(t, ExitTempFail, exitCode(&runner.Result{Status: "RUNNING"}, nil))
 	assert.Equal(t, ExitInvalid, exitCode(nil, backends.Invalid("x", "y")))

@@ -11,11 +11,16 @@ import (
 // Exit codes of bridge-runner. They are a documented contract: Argo's
 // retryStrategy.expression can retry exactly ExitTempFail.
 const (
-	ExitDone     = 0  // the job is DONE
-	ExitFailed   = 1  // the job FAILED remotely
-	ExitInvalid  = 2  // invalid input or configuration; nothing was submitted
-	ExitKilled   = 3  // the job was KILLED (kill flag, SIGTERM, cancelled remotely)
-	ExitUnknown  = 4  // UNKNOWN: we lost track of the job
+	ExitDone    = 0 // the job is DONE
+	ExitFailed  = 1 // the job FAILED remotely
+	ExitInvalid = 2 // invalid input or configuration; nothing was submitted
+	ExitKilled  = 3 // the job was KILLED (kill flag, SIGTERM, cancelled remotely)
+	ExitUnknown = 4 // UNKNOWN: we lost track of the job
+	// ExitInfra: the job FAILED because of the infrastructure (node
+	// failure, preemption, a lost host or Ray node): status.failureCategory
+	// is infrastructure. Another attempt may succeed, and a retry of the
+	// step submits one (see runner's attempts).
+	ExitInfra    = 5
 	ExitTempFail = 75 // temporary failure after retries, or an evicted pod; a retry re-attaches
 )
 
@@ -27,6 +32,9 @@ func exitCode(res *runner.Result, err error) int {
 	}
 	if res == nil {
 		return ExitDone
+	}
+	if backends.Category(res.FailureCategory) == backends.CategoryInfrastructure {
+		return ExitInfra
 	}
 	switch backends.State(res.Status) {
 	case backends.Done:

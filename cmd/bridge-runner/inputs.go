@@ -33,7 +33,7 @@ func bindInvokeInputs(cmd *cobra.Command) *invokeInputs {
 // in the status output).
 func (in *invokeInputs) exit(code int) int {
 	switch code {
-	case ExitFailed, ExitKilled, ExitUnknown:
+	case ExitFailed, ExitKilled, ExitUnknown, ExitInfra:
 		if in.exitZero {
 			return ExitDone
 		}

@@ -47,7 +47,7 @@ func TestREADMEContract(t *testing.T) {
 	for _, s := range backends.States {
 		has("| `" + string(s) + "` |")
 	}
-	for _, code := range []int{ExitDone, ExitFailed, ExitInvalid, ExitKilled, ExitUnknown, ExitTempFail} {
+	for _, code := range []int{ExitDone, ExitFailed, ExitInvalid, ExitKilled, ExitUnknown, ExitInfra, ExitTempFail} {
 		has(fmt.Sprintf("\n| %d | ", code))
 	}
 	for _, o := range runner.OutputFields {
