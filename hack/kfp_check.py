@@ -148,6 +148,23 @@ def _():
     require(any("status" in c and "DONE" in c for c in conds), f"no task is conditioned on the job's status (conditions: {conds})")
 
 
+# 4. The kfp.local example (hack/kfp-local.sh runs it under Docker) compiles
+#    for a cluster too: the job and its cleanup, caching off, its outputs the
+#    pipeline's.
+@check("compile examples/kfp-local/kfp_pipeline.py (pipeline outputs from the job)")
+def _():
+    ir = compile_example(os.path.join(ROOT, "examples", "kfp-local", "kfp_pipeline.py"), "example_kfp_local")[0]
+    tasks = all_tasks(ir)
+    require(set(tasks) == {"bridge-job", "bridge-cleanup"}, f"tasks {sorted(tasks)}")
+    for name, task in tasks.items():
+        require(not task.get("cachingOptions", {}).get("enableCache"), f"{name} is cached")
+    outs = ir["root"]["dag"]["outputs"]["parameters"]
+    require(set(outs) == {"status", "message", "job_id", "job_exit_code"}, f"pipeline outputs {sorted(outs)}")
+    for name, o in outs.items():
+        sel = o["valueFromParameter"]
+        require(sel["producerSubtask"] == "bridge-job" and sel["outputParameterKey"] == name, f"output {name} comes from {sel}")
+
+
 passed = sum(1 for _, e in results if e is None)
 failed = len(results) - passed
 print(f"kfp-check: {passed} passed, {failed} failed")

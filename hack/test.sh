@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's whole test suite: starts the real services the tests use (a
 # kube-apiserver with etcd, an S3 server, a Slurm with slurmrestd, a Ray
-# cluster), runs `go test ./...`
-# against them, and stops the services it started (services that were
-# already up are left up, so a developer's second run is fast).
+# cluster), runs `go test ./...` against them, then the KFP SDK's checks and
+# kfp.local with a real Docker daemon (hack/kfp-check.sh, hack/kfp-local.sh),
+# and stops the services it started (services that were already up are left
+# up, so a developer's second run is fast).
 #
 #   make test                      # what the README and CI run
 #   KEEP_SERVICES=1 make test      # leave what this run started, for re-runs
@@ -29,3 +30,6 @@ go test -tags bridgetest -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
 (cd workflows/argo4 && CGO_ENABLED=0 go test -trimpath -count=1 ./...)
 # The real KFP SDK loads every component and compiles every example pipeline.
 bash hack/kfp-check.sh
+# ... and runs the components under kfp.local's DockerRunner with a real
+# Docker daemon (installed and started here if missing, stopped after).
+bash hack/kfp-local.sh

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -72,9 +74,11 @@ func (o OutputField) value(r *Result) string {
 
 // WriteOutputs writes each output whose path is set in paths (output name →
 // file). Parent directories are created (plain Argo does not create them);
-// each file is written atomically and without a trailing newline.
+// each file is written atomically and without a trailing newline. A
+// directory this user may not write is named once, with the fix.
 func WriteOutputs(r *Result, paths map[string]string) error {
 	var errs []error
+	denied := ""
 	for _, o := range OutputFields {
 		p := paths[o.Name]
 		if p == "" {
@@ -82,13 +86,19 @@ func WriteOutputs(r *Result, paths map[string]string) error {
 		}
 		if err := writeAtomic(p, []byte(o.value(r))); err != nil {
 			errs = append(errs, fmt.Errorf("output %s: %w", o.Name, err))
+			if denied == "" && errors.Is(err, fs.ErrPermission) {
+				denied = filepath.Dir(p)
+			}
 		}
+	}
+	if denied != "" {
+		errs = append(errs, fmt.Errorf("this step runs as uid %d, which may not write beneath %s: make that directory writable for it (under KFP's local DockerRunner: the pipeline root, see the README)", os.Geteuid(), denied))
 	}
 	return errors.Join(errs...)
 }
 
 func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := mkdirOutput(filepath.Dir(path)); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
@@ -96,6 +106,45 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// mkdirOutput creates dir and its missing parents, 0755, except beneath a
+// directory that every user may write and that has no sticky bit (KFP's
+// local pipeline root opened to the image's user): there a new directory
+// takes its parent's permissions, so that the pipeline root's owner, who is
+// not this step's user, can still remove what the step wrote.
+func mkdirOutput(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent == dir {
+		return err
+	}
+	if err := mkdirOutput(parent); err != nil {
+		return err
+	}
+	pfi, err := os.Stat(parent)
+	if err != nil {
+		return err
+	}
+	mode := fs.FileMode(0o755)
+	if pm := pfi.Mode(); pm&0o002 != 0 && pm&fs.ModeSticky == 0 {
+		mode = pm.Perm()
+	}
+	if err := os.Mkdir(dir, mode); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // made meanwhile by another writer
+		}
+		return err
+	}
+	return os.Chmod(dir, mode) // past the umask
 }
 
 // Summary is the one JSON line invoke prints on stdout.

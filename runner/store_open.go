@@ -3,10 +3,13 @@ package runner
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,18 +112,40 @@ func (o *StoreOptions) Dir() string {
 // DefaultStateDir is where the file store and local jobs live when no
 // state directory is given: $XDG_STATE_HOME/bridge-runner, else in a pod
 // $TMPDIR/bridge-runner (the image's home is read-only, and the templates
-// mount a writable /tmp), else ~/.local/state/bridge-runner.
+// mount a writable /tmp), else ~/.local/state/bridge-runner when this user
+// may create it there, else $TMPDIR/bridge-runner: a container started
+// outside a pod as another user than the image's (docker run --user, KFP's
+// local DockerRunner(user=...)) has a home it cannot write.
 func DefaultStateDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "bridge-runner")
 	}
+	tmp := filepath.Join(os.TempDir(), "bridge-runner")
 	if InCluster() {
-		return filepath.Join(os.TempDir(), "bridge-runner")
+		return tmp
 	}
 	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "bridge-runner")
+		d := filepath.Join(home, ".local", "state", "bridge-runner")
+		if mayCreate(d) {
+			return d
+		}
 	}
-	return filepath.Join(os.TempDir(), "bridge-runner")
+	return tmp
+}
+
+// mayCreate reports whether this process could create (or write in) dir:
+// its nearest existing ancestor is a directory this user may write. It
+// creates nothing, since help texts show the default.
+func mayCreate(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err == nil {
+			return fi.IsDir() && syscall.Access(d, 2 /* W_OK */) == nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			return false
+		}
+	}
 }
 
 // InCluster reports whether this process runs in a pod with a service

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -39,4 +40,35 @@ func TestOpenStoreChoosesAndNames(t *testing.T) {
 		require.True(t, errors.As(err, &inv), "%+v: %v", bad.o, err)
 		assert.Equal(t, bad.field, inv.Field, "%v", err)
 	}
+}
+
+// TestDefaultStateDirOutsideAPod: the home's ~/.local/state when this user
+// may create it, else $TMPDIR (a container run as a user whose home is
+// not theirs, e.g. KFP's local DockerRunner(user=...)); $XDG_STATE_HOME
+// wins over both.
+func TestDefaultStateDirOutsideAPod(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("XDG_STATE_HOME", "")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	assert.Equal(t, filepath.Join(home, ".local", "state", "bridge-runner"), runner.DefaultStateDir())
+
+	// A home that is no directory: nothing can be created beneath it.
+	notDir := filepath.Join(home, "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
+	t.Setenv("HOME", notDir)
+	assert.Equal(t, filepath.Join(tmp, "bridge-runner"), runner.DefaultStateDir())
+
+	if os.Geteuid() != 0 { // root may write anywhere
+		ro := filepath.Join(home, "ro")
+		require.NoError(t, os.Mkdir(ro, 0o500))
+		t.Setenv("HOME", ro)
+		assert.Equal(t, filepath.Join(tmp, "bridge-runner"), runner.DefaultStateDir())
+	}
+
+	t.Setenv("XDG_STATE_HOME", home)
+	assert.Equal(t, filepath.Join(home, "bridge-runner"), runner.DefaultStateDir())
 }

@@ -1,9 +1,9 @@
 // Command mkimage writes a single-binary container image as a `docker save`
 // style tarball that `ctr images import` loads, without a registry or a
 // container engine: an empty base, one layer with the binary (and the few
-// files a distroless static image has: /etc/passwd, /etc/group, /tmp), any
-// extra files given with -file, and the entrypoint and user in the image
-// config.
+// files a distroless static image has: /etc/passwd, /etc/group, /tmp,
+// /home/nonroot), any extra files given with -file, and the entrypoint and
+// user in the image config.
 //
 //	mkimage -binary bin/bridge-runner -path /bridge-runner -entrypoint /bridge-runner \
 //	        -file /path/to/busybox:/bin/sh \
@@ -155,6 +155,15 @@ func buildLayer(execs map[string][]byte) ([]byte, error) {
 		return err
 	}
 	if err := addDir("/tmp", 0o1777); err != nil {
+		return nil, err
+	}
+	// The nonroot user's home, its own as in distroless: outside a pod the
+	// binary keeps its file record beneath it (~/.local/state).
+	if err := addDir("/home", 0o755); err != nil {
+		return nil, err
+	}
+	dirs["/home/nonroot"] = true
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "home/nonroot/", Mode: 0o700, Uid: 65532, Gid: 65532, ModTime: mtime}); err != nil {
 		return nil, err
 	}
 	if err := addFile("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")); err != nil {
