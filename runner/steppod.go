@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -142,4 +143,26 @@ func (r *run) stopBeforeDeadline(ctx context.Context) (context.Context, func()) 
 		cancel(cause)
 	})
 	return cctx, func() { t.Stop(); cancel(nil) }
+}
+
+// TaskOwner names the task this process runs for (StepOwner) when the
+// record is a ConfigMap and a pod is named: the pod ARGO_POD_NAME or
+// POD_NAME names (as SetRecordOwner reads it), else this pod inside a
+// cluster. "" with no error when there is no pod to read (a laptop, a
+// shell, a file record): a person's command is not a task, and nothing is
+// compared.
+func TaskOwner(ctx context.Context, s Store) (string, error) {
+	cm, ok := s.(*ConfigMapStore)
+	if !ok {
+		return "", nil
+	}
+	name, ns := cmp.Or(os.Getenv("ARGO_POD_NAME"), os.Getenv("POD_NAME")), cm.Namespace
+	if name == "" && InCluster() {
+		name, ns = PodName(), cmp.Or(PodNamespace(), ns)
+	}
+	if name == "" {
+		return "", nil
+	}
+	owner, _, err := StepFacts(ctx, cm.Client, ns, name)
+	return owner, err
 }

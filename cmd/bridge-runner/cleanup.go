@@ -19,6 +19,7 @@ type cleanupOptions struct {
 	backendName string
 	wait        time.Duration
 	submitLease time.Duration
+	retryBudget time.Duration
 	force       bool
 	anyOwner    bool
 }
@@ -52,6 +53,7 @@ stdout carries one JSON summary line: record, id, cancelled, deleted, reason.`,
 	fs.StringVar(&o.backendName, "backend", "", "the backend of a record that names none (IBM's), as for invoke; the record's own backend key wins")
 	fs.DurationVar(&o.wait, "wait", 10*time.Second, "how long a running invoke is given to record the cancellation before the record is deleted")
 	fs.DurationVar(&o.submitLease, "submit-lease", runner.DefaultSubmitLease, "how long a live invoke's unfinished submit is waited out before cleanup concludes nothing was submitted")
+	fs.DurationVar(&o.retryBudget, "retry-budget", defaultRetryBudget, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75 (the record kept)")
 	fs.BoolVar(&o.force, "force", false, "delete the record even when its job's end could not be confirmed (the job may run on, untracked)")
 	fs.BoolVar(&o.anyOwner, "any-owner", false, "act on the record even when another run (Argo Workflow or Job) owns it")
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
@@ -86,17 +88,14 @@ func (a *app) cleanup(cmd *cobra.Command, o *cleanupOptions) (*runner.CleanupRes
 		return res, err
 	}
 	c := &runner.Cleaner{Store: store, Registry: a.registry, Backend: cfg, Log: a.log.With("job", o.store.JobName),
-		RetryBudget: defaultRetryBudget, Wait: o.wait, SubmitLease: o.submitLease, Force: o.force, AnyOwner: o.anyOwner}
+		RetryBudget: o.retryBudget, Wait: o.wait, SubmitLease: o.submitLease, Force: o.force, AnyOwner: o.anyOwner}
 	if cmd.Flags().Changed("backend") {
 		c.BackendChoice = o.backendName
 	}
-	// Inside a pod, cleanup is a task of a run and acts on its run's record
+	// In a pod, cleanup is a task of a run and acts on its run's record
 	// only; outside one it is a person's explicit command.
-	if d := runner.DisruptionFor(store); d != nil {
-		var ferr error
-		if c.Owner, _, ferr = runner.StepFacts(cmd.Context(), d.Client, d.Namespace, d.Pod); ferr != nil {
-			a.log.Warn("no check that the record is this run's", "err", ferr)
-		}
+	if c.Owner, err = runner.TaskOwner(cmd.Context(), store); err != nil {
+		a.log.Warn("no check that the record is this run's", "err", err)
 	}
 	res, err = c.Run(cmd.Context())
 	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", runner.KubeRequests(store))

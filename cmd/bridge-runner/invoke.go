@@ -187,6 +187,10 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 	} else {
 		iv.Deadline = runner.ArgoDeadline()
+		var ferr error
+		if iv.Owner, ferr = runner.TaskOwner(cmd.Context(), store); ferr != nil {
+			a.log.Warn("no check that the record is this task's", "err", ferr)
+		}
 	}
 	err = iv.Run(cmd.Context())
 	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", runner.KubeRequests(store))
