@@ -49,6 +49,8 @@ func newScheme() *runtime.Scheme {
 type client struct {
 	rest     *rest.RESTClient
 	requests atomic.Int64
+	// answered, when set (before the first request), sees every answer.
+	answered func(*http.Request, *http.Response, error)
 }
 
 func newClient(cfg *rest.Config) (*client, error) {
@@ -60,7 +62,11 @@ func newClient(cfg *rest.Config) (*client, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			c.requests.Add(1)
-			return rt.RoundTrip(r)
+			resp, err := rt.RoundTrip(r)
+			if c.answered != nil {
+				c.answered(r, resp, err)
+			}
+			return resp, err
 		})
 	})
 	rc, err := rest.UnversionedRESTClientFor(cfg)

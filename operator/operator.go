@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -54,6 +55,11 @@ type Options struct {
 	Workers       int
 	Resync        time.Duration // how often every BridgeJob is reconciled anyway
 	DeleteTimeout time.Duration // how long a deleted BridgeJob waits for its job to stop
+
+	// MetricsAddr is where /metrics, /healthz and /readyz are served
+	// ("" or "0": nowhere); MetricsListener, when set, instead.
+	MetricsAddr     string
+	MetricsListener net.Listener
 
 	LeaderElection bool
 	LeaseNamespace string
@@ -103,17 +109,33 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{c: c, o: o, log: o.Log}
+	if o.LeaderElection && o.LeaseNamespace == "" {
+		return errors.New("leader election needs the Lease's namespace (--lease-namespace, or POD_NAMESPACE)")
+	}
+	m := newOpMetrics()
+	c.answered = m.kubeAnswer
+	r := &reconciler{c: c, o: o, log: o.Log, m: m}
+	l, err := o.listen()
+	if err != nil {
+		return err
+	}
+	if l != nil {
+		sctx, stop := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() { defer close(served); m.serve(sctx, l) }()
+		defer func() { stop(); <-served }()
+	}
 	if !o.LeaderElection {
 		r.run(ctx)
 		return nil
 	}
-	if o.LeaseNamespace == "" {
-		return errors.New("leader election needs the Lease's namespace (--lease-namespace, or POD_NAMESPACE)")
-	}
+	m.standby.Store(true)
 	e := &elector{c: c, namespace: o.LeaseNamespace, name: o.LeaseName, identity: o.Identity, log: o.Log,
 		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second}
-	return e.run(ctx, r.run)
+	return e.run(ctx, func(ctx context.Context) {
+		m.standby.Store(false)
+		r.run(ctx)
+	})
 }
 
 // run starts the informers and workers and blocks until ctx ends; then it
@@ -135,6 +157,9 @@ func (r *reconciler) run(ctx context.Context) {
 		wg.Wait()
 		return
 	}
+	r.m.r.Store(r)
+	r.m.leader.Set(1)
+	defer r.m.leader.Set(0)
 	r.log.Info("operator started", "namespace", orAll(r.o.Namespace), "workers", r.o.Workers)
 	for range r.o.Workers {
 		wg.Add(1)
@@ -144,6 +169,17 @@ func (r *reconciler) run(ctx context.Context) {
 	r.queue.ShutDownWithDrain()
 	wg.Wait()
 	r.log.Info("operator stopped", "kube_requests", r.c.requests.Load(), "retries", r.retries.Load())
+}
+
+// result names a reconcile's outcome for the metrics.
+func result(err error) string {
+	switch {
+	case err == nil:
+		return "success"
+	case apierrors.IsConflict(err):
+		return "conflict"
+	}
+	return "error"
 }
 
 func orAll(ns string) string {
@@ -193,7 +229,9 @@ func (r *reconciler) work(ctx context.Context) {
 		if quit {
 			return
 		}
+		start := time.Now()
 		after, err := r.reconcile(ctx, key)
+		r.m.observeReconcile(start, result(err))
 		switch {
 		case apierrors.IsConflict(err):
 			// A newer version of what was written exists; its watch event

@@ -27,6 +27,7 @@ type reconciler struct {
 	jobs, cms, kjobs cache.SharedIndexInformer
 
 	retries atomic.Int64 // reconciles that failed (conflicts included)
+	m       *opMetrics
 }
 
 // pollDeleting is how often a deleted BridgeJob's cancellation is looked at
@@ -158,6 +159,7 @@ func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *configMap
 	if err != nil {
 		return nil, false, err
 	}
+	r.m.created.Inc(cm.Data["backend"])
 	if _, ignored := r.jobImage(bj); ignored != "" {
 		r.event(ctx, bj, "Warning", "ImageIgnored", fmt.Sprintf("spec.image %q is ignored: the Job runs %s, which serves every backend "+
 			"(the operator's admin allows other images with --allowed-images)", ignored, r.o.JobImage))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -48,6 +49,11 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
 			if _, err := runner.ParseStatusKeys(o.StatusKeys); err != nil {
 				return usageError{err}
 			}
+			if a := o.MetricsAddr; a != "0" && a != "" {
+				if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+					return usageError{backends.Invalid("metrics-bind-address", "%q is not host:port (e.g. :8080); give \"0\" to serve no metrics and probes", a)}
+				}
+			}
 			if o.JobImage == "" {
 				return usageError{backends.Invalid("job-image", "is empty; give the bridge-runner image the jobs' pods run")}
 			}
@@ -82,6 +88,7 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
 	fs.IntVar(&o.Workers, "workers", 4, "BridgeJobs reconciled at once")
 	fs.DurationVar(&o.Resync, "resync", 10*time.Minute, "how often every BridgeJob is reconciled even without a change")
 	fs.DurationVar(&o.DeleteTimeout, "delete-timeout", 2*time.Minute, "how long a deleted BridgeJob waits for its cancelled job to report a final state")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "where to serve Prometheus metrics (/metrics) and the probes (/healthz, /readyz); \"0\" for nowhere")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "hold a Lease so that one of several replicas reconciles")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), ""), "namespace of the leader election Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.LeaseName, "lease-name", "bridge-runner-operator", "name of the leader election Lease")

@@ -1,0 +1,153 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/internal/metrics"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// opMetrics are the operator's Prometheus metrics and the state its
+// probes report.
+type opMetrics struct {
+	reg       *metrics.Registry
+	created   metrics.Counter   // backend
+	reconcile metrics.Histogram // result
+	kube      metrics.Counter   // class
+	leader    metrics.Gauge
+
+	// r is the reconciler once its informers have synced (this replica
+	// leads, or runs without leader election); nil before.
+	r atomic.Pointer[reconciler]
+	// standby: leader election is on and this replica waits for the Lease.
+	standby atomic.Bool
+	// apiDown: the last request to the Kubernetes API got no answer or a
+	// 5xx; the next answer clears it.
+	apiDown atomic.Bool
+}
+
+// reconcileBuckets span a reconcile that reads only caches (milliseconds)
+// to one that writes several objects to a slow API server (seconds).
+var reconcileBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+func newOpMetrics() *opMetrics {
+	reg := &metrics.Registry{}
+	m := &opMetrics{reg: reg}
+	reg.GaugeFunc("bridge_runner_operator_bridgejobs", "BridgeJobs by the state in their status (PENDING before the first) and their record's backend.",
+		[]string{"state", "backend"}, m.collectJobs)
+	m.created = reg.Counter("bridge_runner_operator_jobs_created_total", "Kubernetes Jobs created to run invoke for a BridgeJob (each submits, or adopts, one remote job).", "backend")
+	m.reconcile = reg.Histogram("bridge_runner_operator_reconcile_duration_seconds", "Time to reconcile one BridgeJob, by result (success, error or conflict).", reconcileBuckets, "result")
+	reg.GaugeFunc("bridge_runner_operator_workqueue_depth", "BridgeJobs waiting in the work queue.", nil, m.collectDepth)
+	m.kube = reg.Counter("bridge_runner_operator_kube_requests_total", "Requests to the Kubernetes API by the class of their answer: 2xx, 3xx, 4xx, 5xx, or error (no answer).", "class")
+	m.leader = reg.Gauge("bridge_runner_operator_leader", "1 while this replica reconciles (holds the Lease, or runs without leader election), else 0.")
+	m.leader.Set(0)
+	return m
+}
+
+func (m *opMetrics) collectJobs(emit func(float64, ...string)) {
+	r := m.r.Load()
+	if r == nil {
+		return
+	}
+	for _, o := range r.jobs.GetStore().List() {
+		bj, ok := o.(*BridgeJob)
+		if !ok {
+			continue
+		}
+		state := bj.Status.State
+		if state == "" {
+			state = "PENDING"
+		}
+		backend := bj.Spec.Backend
+		if cm, _ := r.cached(r.cms, bj.Namespace, runner.ConfigMapName(bj.Name)).(*configMap); cm != nil && cm.Data["backend"] != "" {
+			backend = cm.Data["backend"]
+		}
+		emit(1, state, backend)
+	}
+}
+
+func (m *opMetrics) collectDepth(emit func(float64, ...string)) {
+	if r := m.r.Load(); r != nil {
+		emit(float64(r.queue.Len()))
+	}
+}
+
+// kubeAnswer counts one request's answer (resp nil: none) and keeps the
+// API's reachability for /readyz. A request cancelled by its caller says
+// nothing about the API.
+func (m *opMetrics) kubeAnswer(req *http.Request, resp *http.Response, err error) {
+	if err != nil {
+		if req.Context().Err() != nil {
+			return
+		}
+		m.kube.Inc("error")
+		m.apiDown.Store(true)
+		return
+	}
+	m.kube.Inc(strconv.Itoa(resp.StatusCode/100) + "xx")
+	m.apiDown.Store(resp.StatusCode >= 500)
+}
+
+// observeReconcile records one reconcile's duration and result.
+func (m *opMetrics) observeReconcile(start time.Time, result string) {
+	m.reconcile.Observe(time.Since(start).Seconds(), result)
+}
+
+// ready says whether this replica does its part: it reconciles with
+// synced caches, or stands by for the Lease; and the API answers.
+func (m *opMetrics) ready() error {
+	switch {
+	case m.apiDown.Load():
+		return errors.New("the Kubernetes API does not answer")
+	case m.r.Load() == nil && !m.standby.Load():
+		return errors.New("the informers have not synced yet")
+	}
+	return nil
+}
+
+// serve serves /metrics, /healthz and /readyz on l until ctx ends.
+func (m *opMetrics) serve(ctx context.Context, l net.Listener) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.reg.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := m.ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	_ = srv.Serve(l)
+}
+
+// listen opens the metrics and probes address: the given listener, else
+// o.MetricsAddr; nil when both are unset ("0" too).
+func (o *Options) listen() (net.Listener, error) {
+	if o.MetricsListener != nil {
+		return o.MetricsListener, nil
+	}
+	if o.MetricsAddr == "" || o.MetricsAddr == "0" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", o.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("serving metrics and probes on %s: %w", o.MetricsAddr, err)
+	}
+	return l, nil
+}
