@@ -278,3 +278,24 @@ func TestCleanupForgetsLocalFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries)
 }
+
+// TestInvokeKillWithIntentCancelsTheJob: cleanup could not reach the
+// backend and left kill=true on a record with a submit intent and no id.
+// The next invoke must not say "nothing was submitted" and write KILLED
+// while the job runs (cleanup would then delete the record as ended): it
+// finds the job by key, cancels it, and only then reports KILLED.
+func TestInvokeKillWithIntentCancelsTheJob(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := createRecord(t, h, (&runner.Spec{Backend: "fake", JobScript: "true", UpdateInterval: "0.5"}).Data())
+	submitted(t, h.fake, runner.IdempotencyKey(rec.UID))
+	rec.Data[runner.KeyIntent] = "elsewhere/1/2@" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	rec.Data[runner.KeyKill] = "true"
+	_, err := h.store.Update(context.Background(), rec)
+	require.NoError(t, err)
+	iv := h.invoker(nil)
+	require.NoError(t, iv.Run(context.Background()))
+	assert.Equal(t, "KILLED", iv.Result().Status)
+	assert.Equal(t, "fake-1", iv.Result().ID, "the job found by key")
+	assert.NotNil(t, h.fake.Jobs()[0].Cancelled, "and cancelled")
+	assert.Equal(t, "fake-1", h.record()[runner.KeyID])
+}

@@ -432,7 +432,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 			return id, nil
 		}
 		if killRequested(r.rec.Data) {
-			return "", nil
+			return r.killedBeforeID(ctx, find, key, log)
 		}
 		cur, hasIntent := parseIntent(r.rec.Data[KeyIntent])
 		if hasIntent && cur.holder != r.Holder {
@@ -459,6 +459,27 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 		}
 		return r.submitClaimed(ctx, be, key, hasIntent, prepare, find, log)
 	}
+}
+
+// killedBeforeID handles kill=true in a record without an id. Without a
+// submit intent nothing was submitted (""). With one, an invoker may have
+// submitted and died before recording the id (cleanup sets kill=true on such
+// a record when it cannot reach the backend): the job found by key is
+// adopted, so that follow cancels it, instead of being reported KILLED
+// while it runs. A failed lookup is an error (a retry looks again).
+func (r *run) killedBeforeID(ctx context.Context, find func(context.Context) (string, error), key string, log *slog.Logger) (string, error) {
+	if r.rec.Data[KeyIntent] == "" {
+		return "", nil
+	}
+	id, err := find(ctx)
+	if err != nil {
+		return "", fmt.Errorf("kill requested, and a submit intent is recorded, but looking for its job by key failed: %w", err)
+	}
+	if id == "" {
+		return "", nil
+	}
+	log.Info("kill requested: adopting the job found by its idempotency key to cancel it", "job_id", id, "key", key)
+	return id, r.recordID(ctx, id)
 }
 
 // findByKey looks for the job by its idempotency key, within the retry
