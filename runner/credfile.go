@@ -1,8 +1,7 @@
 package runner
 
 import (
-	"io"
-	"os"
+	"errors"
 )
 
 // MaxCredentialFileBytes caps a credential file: a token, key or password is
@@ -11,23 +10,15 @@ import (
 const MaxCredentialFileBytes = 64 << 10
 
 // readCredentialFile reads a credential file of at most
-// MaxCredentialFileBytes; a larger one is a FaultCredentials naming the file
-// (never its content).
+// MaxCredentialFileBytes; a larger one, or one that is no regular file (a
+// FIFO, a device), is a FaultCredentials naming the file (never its content).
 func readCredentialFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	b, err := readLocalFile(path, MaxCredentialFileBytes)
+	var le *LocalFileError
+	if errors.As(err, &le) {
+		return nil, fault(FaultCredentials, "credentials", "%s; mount the right Secret (one short value per key, each a regular file)", le)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxCredentialFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxCredentialFileBytes {
-		return nil, fault(FaultCredentials, "credentials", "%s is larger than %d KiB, which no credential is; mount the right Secret (one short value per key)",
-			path, MaxCredentialFileBytes>>10)
-	}
-	return b, nil
+	return b, err
 }
 
 // flag is the flag that sets the credentials directory, for messages.

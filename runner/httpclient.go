@@ -3,9 +3,9 @@ package runner
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -26,11 +26,19 @@ func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
 	return &http.Client{Transport: &countingTransport{next: tlsFaultTransport{next: tr}}, CheckRedirect: httpx.CheckRedirect}, nil
 }
 
+// maxCAFileBytes caps --ca-file: a bundle of every public CA is about
+// 250 KiB.
+const maxCAFileBytes = 4 << 20
+
 // newTransport is the TLS-configured transport behind NewHTTPClient.
 func newTransport(caFile string, insecure bool) (*http.Transport, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // only on the user's request
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pem, err := readLocalFile(caFile, maxCAFileBytes)
+		var le *LocalFileError
+		if errors.As(err, &le) {
+			return nil, backends.Invalid("ca-file", "%s; give a PEM CA bundle (a regular file)", le)
+		}
 		if err != nil {
 			return nil, backends.Invalid("ca-file", "cannot read %s: %v; mount the CA bundle or fix --ca-file", caFile, unwrapPathErr(err))
 		}

@@ -587,8 +587,10 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 	defer cancel()
 	b := Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
 	start := time.Now()
+	var cause error // the last failure that says more than "deadline exceeded"
 	for attempt := 1; ; attempt++ {
 		id, err := be.Submit(sctx, job)
+		cause = telling(cause, err)
 		switch {
 		case err == nil:
 			log.Info("submitted", "job_id", id, "key", job.Key, "took", time.Since(start).Round(time.Millisecond))
@@ -604,9 +606,11 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 			return "", &backends.FieldError{Field: "credentials", Msg: err.Error() + "; check the Secret mounted as the credentials directory"}
 		case sctx.Err() != nil && ctx.Err() == nil:
 			// Nothing refused the job: the backend did not answer in time.
-			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached within %s (%d attempts): %w",
-				time.Since(start).Round(time.Second), attempt, err))
-		case !errors.Is(err, backends.ErrTransient) && ctx.Err() == nil:
+			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached within %s (%d attempts; the last failure: %w)",
+				time.Since(start).Round(time.Second), attempt, unanswered(cause)))
+		case !errors.Is(err, backends.ErrTransient) && !unreachable(err) && ctx.Err() == nil:
+			// Only an answer refuses a job: a request that got none (its
+			// own timeout, a refused connection) is retried above.
 			return "", fmt.Errorf("submit refused: %w", err)
 		}
 		deadline, _ := sctx.Deadline()
@@ -622,6 +626,24 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 			return id, nil
 		}
 	}
+}
+
+// telling keeps the failure that says most: err, unless it is only
+// "deadline exceeded" and an earlier one said more.
+func telling(earlier, err error) error {
+	if earlier == nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	return earlier
+}
+
+// unanswered says "no answer" for a request that timed out, where Go
+// says "context deadline exceeded", which reads as our own fault.
+func unanswered(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer in time (%w)", err)
+	}
+	return err
 }
 
 // recordID writes the job id into the record right away, clearing the intent.

@@ -243,8 +243,11 @@ func (s *S3Store) reachError(ctx context.Context, err error) error {
 		return backends.Invalid("s3.secure", "is true but %s does not speak TLS; set s3.secure=false (or use the endpoint's HTTPS port)", s.endpoint)
 	case errors.As(err, &ua) || strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		return backends.Invalid("s3.endpoint", "TLS with %s failed (%s); give its CA with --ca-file (or --insecure-skip-tls-verify)", s.endpoint, msg)
-	case errors.Is(err, context.DeadlineExceeded):
-		return backends.Invalid("s3.endpoint", "%s did not answer within %s; check s3.endpoint (host:port) and that the endpoint is reachable from here", s.endpoint, preflightTimeout)
+	case unreachable(err):
+		// Refused, reset, timed out: an S3 server that is down or
+		// restarting now may answer the retry (which re-attaches).
+		return backends.Transient(fmt.Errorf("s3.endpoint: cannot reach %s (%s); a retry of the step tries again; if it persists, "+
+			"check s3.endpoint (host:port), s3.secure, and that the endpoint is reachable from here", s.endpoint, msg))
 	}
 	return backends.Invalid("s3.endpoint", "cannot reach %s (%s); check s3.endpoint (host:port), s3.secure, and that the endpoint is reachable from here", s.endpoint, msg)
 }
@@ -423,6 +426,10 @@ func (s *S3Store) classify(err error, field, what string) error {
 			return backends.Invalid("s3.secret", "%s: the S3 endpoint %s refused the credentials (%s); check accesskey and secretkey in the Secret named by s3.secret", what, s.endpoint, er.Code)
 		case transientResponse(er):
 			return backends.Transient(s.scrubErr(fmt.Errorf("%s at %s: %w", what, s.endpoint, err)))
+		case er.StatusCode >= 400 && er.StatusCode < 500:
+			// The server refused this request as it is (a key too long,
+			// a name it cannot hold): the same request fails again.
+			return backends.Invalid(field, "%s: the S3 endpoint %s refused it (HTTP %d%s); fix the bucket:object name", what, s.endpoint, er.StatusCode, s3Code(er.Code))
 		}
 		return s.scrubErr(fmt.Errorf("%s at %s: %w", what, s.endpoint, err))
 	}
@@ -432,6 +439,20 @@ func (s *S3Store) classify(err error, field, what string) error {
 		return backends.Transient(s.scrubErr(fmt.Errorf("%s at %s: %w", what, s.endpoint, err)))
 	}
 	return s.scrubErr(fmt.Errorf("%s at %s: %w", what, s.endpoint, err))
+}
+
+// s3Code is ", Code" for an S3 error code from the documented error shape
+// (letters only); minio-go makes up "400 Bad Request" for a HEAD's empty body.
+func s3Code(code string) string {
+	for _, c := range code {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return ""
+		}
+	}
+	if code == "" {
+		return ""
+	}
+	return ", " + code
 }
 
 // authCode: S3 error codes that mean the key pair itself was refused.

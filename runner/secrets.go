@@ -195,6 +195,9 @@ func (c DirCredentials) Get(names ...string) (string, error) {
 		if v == "" {
 			continue
 		}
+		if err := checkCredentialText(filepath.Join(c.Dir, n), n, v); err != nil {
+			return "", err
+		}
 		if !identityKeys[strings.ToLower(n)] {
 			c.Secrets.Add(v)
 		}
@@ -204,6 +207,29 @@ func (c DirCredentials) Get(names ...string) (string, error) {
 		return "", backends.Invalid("credentials", "cannot read the credentials directory %s: %v; mount the Secret there or pass %s", c.Dir, unwrapPathErr(err), c.flag())
 	}
 	return "", backends.Invalid("credentials", "none of the keys %s is in %s; add one to the Secret", strings.Join(names, ", "), c.Dir)
+}
+
+// multiLineKeys are credentials whose text has lines: SSH keys,
+// certificates and known_hosts. Every other credential is one line that
+// goes into a header or a form, where a newline or a NUL is refused by the
+// HTTP client on every request: a fault of the Secret, not of the network.
+var multiLineKeys = map[string]bool{"ssh-privatekey": true, "privatekey": true, "id_ed25519": true, "id_ecdsa": true, "id_rsa": true,
+	"ssh-certificate": true, "certificate": true, "known_hosts": true, "ssh-known-hosts": true}
+
+// checkCredentialText refuses a credential with a control character in it
+// (a NUL anywhere; a newline, carriage return or other control character in
+// a one-line credential), naming the file and where, never the value.
+func checkCredentialText(path, key, v string) error {
+	multi := multiLineKeys[strings.ToLower(key)]
+	for i, r := range v {
+		if (r >= 0x20 && r != 0x7f) || r == '\t' || (multi && (r == '\n' || r == '\r')) {
+			continue
+		}
+		return fault(FaultCredentials, "credentials", "%s holds the control character %U at byte %d, which no %s carries; "+
+			"recreate the Secret from the value alone (kubectl create secret generic --from-literal, or printf '%%s' rather than echo -e)",
+			path, r, i, key)
+	}
+	return nil
 }
 
 func unwrapPathErr(err error) error {

@@ -6,7 +6,9 @@ package runner
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -222,12 +224,8 @@ func (s Spec) Parse() (*Description, error) {
 	if err := s.parseScript(d); err != nil {
 		return nil, err
 	}
-	for _, item := range splitList(s.AdditionalData) {
-		ref, err := ParseObjectRef("jobdata.additionalData", item)
-		if err != nil {
-			return nil, err
-		}
-		d.AdditionalData = append(d.AdditionalData, ref)
+	if d.AdditionalData, err = parseAdditionalData(s.AdditionalData); err != nil {
+		return nil, err
 	}
 	if err := s.parseS3(d); err != nil {
 		return nil, err
@@ -328,15 +326,50 @@ func checkSize(s Spec) error {
 		total, biggest, size, MaxDescriptionBytes)
 }
 
+// parseAdditionalData parses jobdata.additionalData, refusing two objects
+// with one base name: each is staged beside the job under its base name,
+// so one would silently overwrite the other (before, only once the job was
+// staged, and as a fault that a retry met again).
+func parseAdditionalData(list string) ([]ObjectRef, error) {
+	var refs []ObjectRef
+	byName := map[string]ObjectRef{}
+	for _, item := range splitList(list) {
+		ref, err := ParseObjectRef("jobdata.additionalData", item)
+		if err != nil {
+			return nil, err
+		}
+		name := path.Base(ref.Object)
+		if first, ok := byName[name]; ok {
+			return nil, backends.Invalid("jobdata.additionalData", "%s and %s have the same file name %q, and the job's input files are "+
+				"named by their base name; give each object a different base name (or stage them as one archive)", first, ref, name)
+		}
+		byName[name] = ref
+		refs = append(refs, ref)
+	}
+	return refs, nil
+}
+
+// decimalRE is a plain decimal number of seconds: ParseFloat would also
+// take 0x1p4 (16) and 1_000 (in Go syntax), which no one means here.
+var decimalRE = regexp.MustCompile(`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$`)
+
 func parseInterval(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	var d time.Duration
-	if n, err := strconv.ParseFloat(v, 64); err == nil {
-		if d, err = secondsDuration("updateInterval", v, n); err != nil {
-			return 0, err
+	n, perr := strconv.ParseFloat(v, 64)
+	switch {
+	case perr == nil && decimalRE.MatchString(v):
+		if d, perr = secondsDuration("updateInterval", v, n); perr != nil {
+			return 0, perr
 		}
-	} else if d, err = time.ParseDuration(v); err != nil {
-		return 0, backends.Invalid("updateInterval", "is %q; give seconds (20) or a duration (1m30s)", v)
+	case perr == nil: // 0x1p4, 1_000, 1e3, NaN, Inf: Go's syntax, not seconds anyone writes
+		return 0, fault(FaultDuration, "updateInterval", "is %q, not a decimal number of seconds (no hex, exponent, '_', NaN or Inf); "+
+			"give decimal seconds (20, 0.5) or a duration (1m30s)", v)
+	default:
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, backends.Invalid("updateInterval", "is %q; give decimal seconds (20, 0.5) or a duration (1m30s)", v)
+		}
 	}
 	if d < 100*time.Millisecond || d > MaxUpdateInterval {
 		return 0, backends.Invalid("updateInterval", "is %s; give a value from 0.1s to %s", d, MaxUpdateInterval)

@@ -110,7 +110,6 @@ func TestStagingFailsBeforeSubmit(t *testing.T) {
 		{"missing upload bucket", func(s *runner.Spec) { s.S3UploadBucket = "no-such-bucket-bridge" }, creds, "s3upload.bucket"},
 		{"bad credentials", func(*runner.Spec) {}, badCreds, "s3.secret"},
 		{"no credentials mounted", func(*runner.Spec) {}, filepath.Join(t.TempDir(), "none"), "s3.secret"},
-		{"unreachable endpoint", func(s *runner.Spec) { s.S3Endpoint = "127.0.0.1:1" }, creds, "s3.endpoint"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +127,16 @@ func TestStagingFailsBeforeSubmit(t *testing.T) {
 			assert.Empty(t, rec.Data[runner.KeyIntent], "nothing was even attempted")
 		})
 	}
+	t.Run("unreachable endpoint is transient", func(t *testing.T) {
+		spec := base
+		spec.S3Endpoint = "127.0.0.1:1"
+		iv, store := stagingInvoker(t, spec, creds)
+		err := iv.Run(context.Background())
+		require.ErrorIs(t, err, backends.ErrTransient)
+		require.NotErrorIs(t, err, backends.ErrInvalid)
+		assert.Contains(t, err.Error(), "s3.endpoint")
+		assert.Empty(t, mustGet(t, store).Data[runner.KeyID], "nothing was submitted")
+	})
 	t.Run("bucket created on request", func(t *testing.T) {
 		spec := base
 		spec.S3UploadBucket, spec.S3CreateBucket = "bridge-made-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:10]+time.Now().Format("150405"), "true"

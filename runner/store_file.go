@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,6 +44,11 @@ func (s *FileStore) Describe() string { return "state file " + s.Path }
 
 func (s *FileStore) lock() (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
+		// MkdirAll says "file exists" for a symbolic link loop; Stat
+		// names it (ELOOP).
+		if _, serr := os.Stat(filepath.Dir(s.Path)); serr != nil {
+			err = serr
+		}
 		return nil, fileFault(filepath.Dir(s.Path), err)
 	}
 	for {
@@ -69,13 +75,24 @@ func (s *FileStore) lock() (func(), error) {
 	}
 }
 
+// maxRecordFileBytes caps the state file: a record holds at most a
+// ConfigMap's 1 MiB, which JSON escaping may grow a few times over.
+const maxRecordFileBytes = 8 << 20
+
 func (s *FileStore) read() (*fileRecord, error) {
-	b, err := os.ReadFile(s.Path)
+	b, fi, err := readLocalFileInfo(s.Path, maxRecordFileBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoRecord
 	}
+	var le *LocalFileError
+	if errors.As(err, &le) {
+		return nil, &Fault{Class: FaultStateDir, Field: "state-dir", Err: err, Msg: le.Error() + "; the record must be a state file this command wrote: delete it, or point --state-dir elsewhere"}
+	}
 	if err != nil {
 		return nil, fileFault(s.Path, err)
+	}
+	if err := trustedRecord(s.Path, fi); err != nil {
+		return nil, err
 	}
 	var fr fileRecord
 	if err := json.Unmarshal(b, &fr); err != nil {
@@ -219,4 +236,28 @@ func (s *FileStore) Watch(ctx context.Context, from *Record) <-chan *Record {
 		}
 	}()
 	return ch
+}
+
+// trustedRecord refuses a record that someone else could have written: one
+// owned by another user, or writable by everyone. A record holds the job's
+// id, its state and the kill flag; a forged one would make invoke follow,
+// report or cancel a job that is not its own. Every record this command
+// writes is its user's, mode 0600 (a rename, so a replaced file shows its
+// writer as owner); group write is allowed, as Kubernetes' fsGroup adds it.
+func trustedRecord(path string, fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if uid := os.Geteuid(); int(st.Uid) != uid {
+		return &Fault{Class: FaultStateDir, Field: "state-dir", Msg: fmt.Sprintf(
+			"%s is owned by user %d, not by this command's user %d: another user could have written its job id, state or kill flag; "+
+				"check it and chown it to user %d (or delete it), or point --state-dir at a directory of your own", path, st.Uid, uid, uid)}
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		return &Fault{Class: FaultStateDir, Field: "state-dir", Msg: fmt.Sprintf(
+			"%s is writable by every user (mode %04o): anyone could have written its job id, state or kill flag; check it and chmod o-w it (or delete it)",
+			path, fi.Mode().Perm())}
+	}
+	return nil
 }

@@ -89,7 +89,32 @@ func checkResourceURL(raw string) error {
 	if err != nil {
 		return nil // each backend explains its own URL format
 	}
+	if u.Host != "" || u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "ssh" {
+		if err := checkHost("resourceURL", u.Hostname()); err != nil {
+			return err
+		}
+	}
 	return checkPort("resourceURL", raw, u.Port(), false)
+}
+
+// maxHostLen is the longest DNS name (RFC 1035).
+const maxHostLen = 253
+
+// checkHost refuses a host no resolver or server can have, so that it is
+// exit 2 naming the field, not a retried "no such host" ending in 75: an
+// empty host (http://:8080 dials this machine), a name longer than DNS
+// allows, and one beginning with '-' (no host name does; to ssh or any
+// command it reads as an option). Only the start of a long name is echoed.
+func checkHost(field, host string) error {
+	switch {
+	case host == "":
+		return fault(FaultURL, field, "has no host name; give the server's address, e.g. https://slurm.example.org:6820")
+	case len(host) > maxHostLen:
+		return fault(FaultURL, field, "has a host name of %d characters (%.40q...); a host name has at most %d: fix the address", len(host), host, maxHostLen)
+	case strings.HasPrefix(host, "-"):
+		return fault(FaultURL, field, "has the host name %.64q, which begins with '-'; no host name does: fix the address", host)
+	}
+	return nil
 }
 
 // checkS3Endpoint checks s3.endpoint (host or host:port, no scheme) the way
@@ -107,11 +132,14 @@ func checkS3Endpoint(ep string) error {
 		return nil // NewS3Store explains the format
 	}
 	if !strings.Contains(ep, ":") || (strings.HasPrefix(ep, "[") && strings.HasSuffix(ep, "]")) {
-		return nil // a host alone: the scheme's port
+		return checkHost("s3.endpoint", strings.Trim(ep, "[]")) // a host alone: the scheme's port
 	}
-	_, port, err := net.SplitHostPort(ep)
+	host, port, err := net.SplitHostPort(ep)
 	if err != nil {
-		return fault(FaultURL, "s3.endpoint", "is %q (%v); give host:port, e.g. minio:9000", ep, err)
+		return fault(FaultURL, "s3.endpoint", "is %.300q (%v); give host:port, e.g. minio:9000", ep, err)
+	}
+	if err := checkHost("s3.endpoint", host); err != nil {
+		return err
 	}
 	return checkPort("s3.endpoint", ep, port, true)
 }

@@ -79,3 +79,25 @@ func TestFailedAnswerWording(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrTransient)
 	assert.Equal(t, "reading ray job "+testKey+": HTTP 200 with an answer that is not a job's details (body not in the documented error shape, not shown)", err.Error())
 }
+
+// TestHostileAnswerWithoutStatus: a dashboard (or something in its place)
+// answering a job's details with 200 and no status is a malformed answer,
+// a fault the runner rides out within its retry budget and then exits 75
+// on; before, it was taken for a job still RUNNING, and followed forever.
+func TestHostileAnswerWithoutStatus(t *testing.T) {
+	f := newFakeRay(t)
+	rd := testutil.NewRedirector(t, f.URL, false)
+	be, err := New(backends.Config{URL: rd.Front.URL, HTTPClient: rd.Front.Client()})
+	require.NoError(t, err)
+	b := be.(*Backend)
+	_, err = b.Submit(context.Background(), pyJob("print(1)"))
+	require.NoError(t, err)
+	for _, body := range []string{`{}`, `{"job_id":"raysubmit_1","submission_id":"` + testKey + `","entrypoint":"python x.py"}`, `{"status":""}`} {
+		rd.Answer(nil, http.StatusOK, "application/json", body)
+		st, err := b.Status(context.Background(), testKey)
+		require.Error(t, err, "%s: taken as %s", body, st.State)
+		assert.ErrorIs(t, err, backends.ErrTransient)
+		assert.NotErrorIs(t, err, backends.ErrInvalid, "something was submitted: never exit 2")
+		assert.Contains(t, err.Error(), "no job status")
+	}
+}

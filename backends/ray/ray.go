@@ -442,6 +442,12 @@ func (b *Backend) details(ctx context.Context, id string) (*jobDetails, error) {
 	if err := json.Unmarshal(resp.body, &d); err != nil {
 		return nil, backends.Transient(fmt.Errorf("reading ray job %s: HTTP 200 with an answer that is not a job's details (%s)", id, httpx.NotShown))
 	}
+	if d.Status == "" {
+		// Not a Ray job's details (a proxy's or another service's
+		// answer): a fault, ridden out within the retry budget like any
+		// other, never taken for a job still running.
+		return nil, backends.Transient(fmt.Errorf("reading ray job %s: HTTP 200 with no job status in the answer (%s); is resourceURL Ray's dashboard?", id, httpx.NotShown))
+	}
 	return &d, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,6 +110,23 @@ func TestHostileInputPermanentFaults(t *testing.T) {
 		{"credential file of 200 KiB", "credentials", slurm(srv.URL, "--credentials-dir", bigCreds), nil},
 		{"S3 credentials missing", "--s3-credentials-dir", local("--s3-endpoint", "127.0.0.1:9", "--s3-upload-bucket", "out",
 			"--s3-credentials-dir", filepath.Join(t.TempDir(), "absent")), nil},
+		// The hostile-input sweep's permanent faults that exited 75 after
+		// the retry budget (each was retried as a network failure).
+		{"token with a newline", "credentials", slurm(srv.URL, "--credentials-dir", credsDir(t, map[string]string{"username": "u", "token": "tok-ab\ncdef"})), nil},
+		{"token with a NUL", "credentials", slurm(srv.URL, "--credentials-dir", credsDir(t, map[string]string{"username": "u", "token": "tok-ab\x00cdef"})), nil},
+		{"resource URL without a host", "resourceURL", slurm("http://:8080"), nil},
+		{"resource URL with a 100,000-character host", "resourceURL", slurm("http://" + strings.Repeat("a", 100000) + "/"), nil},
+		{"resource URL with a host beginning with -", "resourceURL", slurm("http://-oProxyCommand=x:8080/"), nil},
+		{"S3 endpoint with a host beginning with -", "s3.endpoint", local("--s3-endpoint", "-x:9000", "--s3-upload-bucket", "out", "--s3-credentials-dir", s3Creds), nil},
+		{"S3 endpoint without a host", "s3.endpoint", local("--s3-endpoint", ":9000", "--s3-upload-bucket", "out", "--s3-credentials-dir", s3Creds), nil},
+		// Refused before S3 is asked (its endpoint here refuses connections).
+		{"two additionalData objects with one base name", "jobdata.additionalData", local("--additional-data", "in:a/data.csv,in:b/data.csv",
+			"--s3-endpoint", closedPort(t), "--s3-credentials-dir", s3Creds), nil},
+		{"update interval in hex", "updateInterval", local("--update-interval", "0x1p4"), nil},
+		{"update interval with _", "updateInterval", local("--update-interval", "1_000"), nil},
+		{"record: update interval in hex", "updateInterval", []string{"invoke", "--job-name", "j"},
+			map[string]string{"backend": "local", "jobdata.jobScript": "true", "updateInterval": "0x1p4"}},
+		{"CA file /dev/zero", "ca-file", slurm(srv.URL, "--ca-file", "/dev/zero"), nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -211,13 +229,78 @@ func TestHostileInputTLSFailureIsNamedAndFinal(t *testing.T) {
 	}
 }
 
-// TestHostileInputTransientStaysTransient: connection refused is exit 75.
+// TestHostileInputTransientStaysTransient: connection refused is exit 75,
+// and an unreachable slurmrestd is said to be unreachable, with the last
+// real failure: not "submit refused" (nothing refused the job) nor a bare
+// "context deadline exceeded".
 func TestHostileInputTransientStaysTransient(t *testing.T) {
 	clearEnv(t)
 	creds := credsDir(t, map[string]string{"username": "u", "token": "tok-abcdef"})
 	r := run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "j", "--backend", "slurm", "--resource-url", "http://"+closedPort(t),
 		"--credentials-dir", creds, "--script", "#!/bin/sh\n", "--retry-budget", "1s", "--submit-lease", "2s")
 	assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	msg, _ := r.summary["message"].(string)
+	assert.Contains(t, msg, "could not be reached")
+	assert.Contains(t, msg, "connection refused", "the last real failure is named")
+	assert.NotContains(t, msg, "refused:")
+
+	// A slurmrestd behind a partition (the fault proxy's blackhole): no
+	// answer at all, each request ending on its own timeout.
+	srv := recordingServer(t)
+	px := testutil.NewProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	px.Set(t, testutil.Blackhole)
+	r = run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "j", "--backend", "slurm", "--resource-url", "http://"+px.Addr+"/slurm/v0.0.42/",
+		"--credentials-dir", creds, "--script", "#!/bin/sh\n", "--retry-budget", "3s", "--submit-lease", "10s")
+	assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	msg, _ = r.summary["message"].(string)
+	assert.Contains(t, msg, "could not be reached")
+	assert.NotContains(t, msg, "submit refused")
+	assert.NotRegexp(t, `: context deadline exceeded$`, msg, "the cause is said as no answer")
+}
+
+// TestHostileInputS3RefusedIsTransient: an S3 endpoint that refuses
+// connections (down, restarting) is exit 75 naming s3.endpoint, not exit 2:
+// the retry may find it up. Before, it was exit 2 ("check s3.endpoint").
+func TestHostileInputS3RefusedIsTransient(t *testing.T) {
+	clearEnv(t)
+	state := t.TempDir()
+	s3Creds := credsDir(t, map[string]string{"accesskey": "ak-abcdef", "secretkey": "sk-abcdef"})
+	r := run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "local", "--script", "true",
+		"--additional-data", "in:data.csv", "--s3-endpoint", closedPort(t), "--s3-credentials-dir", s3Creds, "--retry-budget", "2s")
+	assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	msg, _ := r.summary["message"].(string)
+	assert.Contains(t, msg, "s3.endpoint")
+	assert.Contains(t, msg, "connection refused")
+	entries, _ := os.ReadDir(filepath.Join(state, "local-jobs"))
+	assert.Empty(t, entries, "nothing was submitted")
+}
+
+// TestHostileInputLSFServerErrorsMentioningToken: an Application Center
+// answering 500 or 502 with a body that mentions "token" is a server fault
+// (exit 75 after the budget): the status code decides, never body text.
+func TestHostileInputLSFServerErrorsMentioningToken(t *testing.T) {
+	clearEnv(t)
+	creds := credsDir(t, map[string]string{"username": "u", "password": "pass-abcdef"})
+	for _, status := range []int{http.StatusInternalServerError, http.StatusBadGateway} {
+		for _, at := range []string{"logon", "submit"} {
+			t.Run(fmt.Sprintf("%s/%d", at, status), func(t *testing.T) {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if at == "submit" && strings.HasSuffix(r.URL.Path, "/ws/logon") {
+						w.Header().Set("Content-Type", "application/json")
+						_, _ = io.WriteString(w, `{"token":"u\"2099-01-01T00:00:00Z\"sess-0123456789"}`)
+						return
+					}
+					w.Header().Set("Content-Type", "application/xml")
+					w.WriteHeader(status)
+					_, _ = io.WriteString(w, "<error><message>Invalid token: the token has expired, log on again</message></error>")
+				}))
+				defer srv.Close()
+				r := run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "j", "--backend", "lsf", "--resource-url", srv.URL,
+					"--credentials-dir", creds, "--script", "#!/bin/sh\nhostname\n", "--retry-budget", "2s", "--submit-lease", "10s")
+				assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+			})
+		}
+	}
 }
 
 // TestHostileInputHandEditedID: an id edited by hand in the record is
@@ -530,5 +613,128 @@ func TestHostileInputRetryAfterBeyondBudget(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestHostileInputLocalFiles: a local file a user names that is no regular
+// file is refused at once (exit 2, naming the flag), never read: a FIFO as
+// a credential or the record blocked invoke forever in open(2), /dev/zero
+// as --ca-file or the record (through a symbolic link) ate the pod's
+// memory. A state dir that is a symbolic link loop exited 75. A record
+// owned by another user, or writable by everyone, was used without a word:
+// its id, state and kill flag could be anyone's.
+func TestHostileInputLocalFiles(t *testing.T) {
+	clearEnv(t)
+	srv := recordingServer(t)
+	fifoCreds := credsDir(t, map[string]string{"username": "u"})
+	require.NoError(t, syscall.Mkfifo(filepath.Join(fifoCreds, "token"), 0o600))
+	good := credsDir(t, map[string]string{"username": "u", "token": "tok-abcdef"})
+	slurm := []string{"--backend", "slurm", "--resource-url", srv.URL, "--script", "#!/bin/sh\nhostname\n"}
+	cases := []struct {
+		name, field string
+		state       func(t *testing.T) string
+		args        []string
+	}{
+		{"credentials file a FIFO", "credentials", func(t *testing.T) string { return t.TempDir() },
+			append([]string{"--credentials-dir", fifoCreds}, slurm...)},
+		{"CA file a FIFO", "ca-file", func(t *testing.T) string { return t.TempDir() },
+			append([]string{"--credentials-dir", good, "--ca-file", fifoCreds + "/token"}, slurm...)},
+		{"record a FIFO", "state-dir", func(t *testing.T) string {
+			d := t.TempDir()
+			require.NoError(t, syscall.Mkfifo(filepath.Join(d, "j-bridge-cm.json"), 0o600))
+			return d
+		}, []string{"--backend", "local", "--script", "true"}},
+		{"record a link to /dev/zero", "state-dir", func(t *testing.T) string {
+			d := t.TempDir()
+			require.NoError(t, os.Symlink("/dev/zero", filepath.Join(d, "j-bridge-cm.json")))
+			return d
+		}, []string{"--backend", "local", "--script", "true"}},
+		{"state dir a symbolic link loop", "state-dir", func(t *testing.T) string {
+			d := t.TempDir()
+			require.NoError(t, os.Symlink(filepath.Join(d, "loop"), filepath.Join(d, "loop")))
+			return filepath.Join(d, "loop")
+		}, []string{"--backend", "local", "--script", "true"}},
+		{"record writable by everyone", "chmod o-w", func(t *testing.T) string {
+			d := t.TempDir()
+			writeRecord(t, d, "j", map[string]string{"backend": "local", "jobdata.jobScript": "true"})
+			require.NoError(t, os.Chmod(filepath.Join(d, "j-bridge-cm.json"), 0o666))
+			return d
+		}, nil},
+	}
+	if os.Geteuid() == 0 { // only root can give a file to another user
+		cases = append(cases, struct {
+			name, field string
+			state       func(t *testing.T) string
+			args        []string
+		}{"record owned by another user", "owned by user 65534", func(t *testing.T) string {
+			d := t.TempDir()
+			writeRecord(t, d, "j", map[string]string{"backend": "local", "jobdata.jobScript": "true"})
+			require.NoError(t, os.Chown(filepath.Join(d, "j-bridge-cm.json"), 65534, 65534))
+			return d
+		}, nil})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			state := c.state(t)
+			done := make(chan cliResult, 1)
+			go func() {
+				done <- run(t, append([]string{"invoke", "--state-dir", state, "--job-name", "j", "--retry-budget", "5s"}, c.args...)...)
+			}()
+			var r cliResult
+			select {
+			case r = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("invoke blocked on a file that is not a regular file")
+			}
+			assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+			msg, _ := r.summary["message"].(string)
+			assert.Contains(t, msg, c.field, "the summary names the fault")
+			assert.Zero(t, srv.submitted(), "nothing reached the remote system")
+			entries, _ := os.ReadDir(filepath.Join(state, "local-jobs"))
+			assert.Empty(t, entries, "nothing was submitted")
+		})
+	}
+}
+
+// TestHostileInputFlagErrorsReport: a flag, argument or environment
+// variable refused before invoke runs still writes the JSON summary, the
+// message output and the termination log (before, only "Error: ..." on
+// stderr, and a step whose outputs were missing).
+func TestHostileInputFlagErrorsReport(t *testing.T) {
+	clearEnv(t)
+	cases := map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"unknown flag":            {args: []string{"--bogus"}, want: "--bogus"},
+		"a duration that is none": {args: []string{"--grace-period", "soon"}, want: "grace-period"},
+		"an argument":             {args: []string{"stray"}, want: "stray"},
+		"an absurd duration":      {args: []string{"--retry-budget", "0s"}, want: "--retry-budget"},
+		"a bad environment value": {env: map[string]string{"BRIDGE_RETRY_BUDGET": "soon"}, want: "BRIDGE_RETRY_BUDGET"},
+		"a bad log level":         {args: []string{"--log-level", "loud"}, want: "--log-level"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			outs := t.TempDir()
+			tl := filepath.Join(outs, "termination-log")
+			require.NoError(t, os.WriteFile(tl, nil, 0o644))
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			// The output flags after the bad one: the failed parse never saw them.
+			args := append(append([]string{"invoke", "--job-name", "j", "--backend", "local", "--script", "true"}, c.args...),
+				"--output-message", filepath.Join(outs, "message"), "--output-status", filepath.Join(outs, "status"), "--termination-log", tl)
+			r := run(t, args...)
+			assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+			require.NotNil(t, r.summary, "a JSON summary on stdout: %q", r.stdout)
+			assert.EqualValues(t, ExitInvalid, r.summary["exit"])
+			assert.Equal(t, "j", r.summary["job"])
+			msg, _ := r.summary["message"].(string)
+			assert.Contains(t, msg, c.want)
+			assert.Equal(t, msg, readFile(t, filepath.Join(outs, "message")))
+			assert.Equal(t, msg, readFile(t, tl))
+			assert.FileExists(t, filepath.Join(outs, "status"))
+		})
 	}
 }

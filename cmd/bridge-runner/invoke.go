@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/runner"
@@ -102,14 +104,58 @@ func (a *app) runInvoke(cmd *cobra.Command, o *invokeOptions) error {
 	for name, p := range o.outputs {
 		paths[name] = *p
 	}
-	if werr := runner.WriteOutputs(res, paths); werr != nil {
+	a.report(res, paths, o.terminationLog)
+	return exitError{res.Exit}
+}
+
+// report writes what every end of invoke writes, whatever the exit code:
+// the step outputs, the termination log and the one JSON summary line.
+func (a *app) report(res *runner.Result, paths map[string]string, terminationLog string) {
+	if werr := runner.WriteOutputs(res, paths); werr != nil && a.log != nil {
 		a.log.Error("writing step outputs", "err", werr)
+	} else if werr != nil { // logging is not set up when a flag was refused
+		fmt.Fprintln(a.stderr, "Error: writing step outputs:", a.secrets.Scrub(werr.Error()))
 	}
-	if _, serr := os.Stat(o.terminationLog); serr == nil && res.Message != "" {
-		_ = os.WriteFile(o.terminationLog, []byte(res.Message), 0o644)
+	if _, serr := os.Stat(terminationLog); serr == nil && res.Message != "" {
+		_ = os.WriteFile(terminationLog, []byte(res.Message), 0o644)
 	}
 	fmt.Fprintln(a.stdout, res.Summary())
-	return exitError{res.Exit}
+}
+
+// reportRefusedInvoke reports an invoke that ended before it ran (a bad
+// flag, environment variable or duration), as runInvoke reports any other
+// end: the flags that say where the outputs go are read again from args
+// and the environment, leniently, since the parse that failed may have
+// stopped before them.
+func (a *app) reportRefusedInvoke(args []string, msg string, code int) {
+	fs := pflag.NewFlagSet("invoke", pflag.ContinueOnError)
+	fs.ParseErrorsWhitelist.UnknownFlags = true
+	fs.SetOutput(io.Discard)
+	names := []string{"job-name", "termination-log"}
+	for _, out := range runner.OutputFields {
+		names = append(names, out.Flag())
+	}
+	vals := map[string]*string{}
+	for _, n := range names {
+		vals[n] = fs.String(n, "", "")
+	}
+	_ = fs.Parse(args)
+	for _, n := range names {
+		if v, ok := os.LookupEnv(envName(n)); ok && !fs.Changed(n) {
+			*vals[n] = v
+		}
+	}
+	if !fs.Changed("termination-log") && os.Getenv(envName("termination-log")) == "" {
+		*vals["termination-log"] = "/dev/termination-log"
+	}
+	if *vals["job-name"] == "" {
+		*vals["job-name"] = os.Getenv("JOBNAME")
+	}
+	paths := map[string]string{}
+	for _, out := range runner.OutputFields {
+		paths[out.Name] = *vals[out.Flag()]
+	}
+	a.report(&runner.Result{Job: *vals["job-name"], Message: msg, Exit: code}, paths, *vals["termination-log"])
 }
 
 // unfinished makes a result that exits 75 say so: the step did not finish

@@ -62,14 +62,19 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			cancel(fmt.Errorf("%w (%s)", runner.ErrTerminated, s))
 		}
 	}()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	var ee exitError
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
 	case err != nil:
-		fmt.Fprintln(stderr, "Error:", a.secrets.Scrub(err.Error()))
-		return exitCode(nil, usageError{err})
+		msg := a.secrets.Scrub(err.Error())
+		fmt.Fprintln(stderr, "Error:", msg)
+		code := exitCode(nil, usageError{err})
+		if cmd != nil && cmd.Name() == "invoke" {
+			a.reportRefusedInvoke(args, strings.TrimSpace(strings.Split(msg, "\nSee '")[0]), code)
+		}
+		return code
 	}
 	return ExitDone
 }
