@@ -325,7 +325,7 @@ func TestCreateToDone(t *testing.T) {
 	if bj.Status.ObservedGeneration != bj.Generation {
 		t.Errorf("observedGeneration %d, generation %d", bj.Status.ObservedGeneration, bj.Generation)
 	}
-	if c := condition(bj, CondFinished); c.Status != "True" || c.Reason != "DONE" {
+	if c := condition(bj, CondFinished); c.Status != "True" || c.Reason != "Done" {
 		t.Errorf("Finished condition = %+v", c)
 	}
 	if c := condition(bj, CondSubmitted); c.Status != "True" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,11 +47,28 @@ func (r *reconciler) observe(bj *BridgeJob, cm *configMap, kj *job) BridgeJobSta
 	s.State = string(st)
 	s.JobStatus = r.word(st)
 	s.Conditions = []Condition{
-		{Type: CondAccepted, Status: "True", Reason: "RecordCreated"},
+		{Type: CondAccepted, Status: "True", Reason: "RecordCreated", Message: "the record " + cm.Name + " holds the job"},
 		cond(CondSubmitted, s.JobID != "", "Submitted", "NotSubmitted"),
-		cond(CondFinished, st.Final(), string(st), string(st)),
+		cond(CondFinished, st.Final(), stateReason(st), stateReason(st)),
+	}
+	if s.JobID != "" {
+		s.Conditions[1].Message = "the remote job is " + s.JobID
+	}
+	if st.Final() {
+		s.Conditions[2].Message = s.Message
 	}
 	return s
+}
+
+// stateReason is a state as a condition's reason, CamelCase as the API
+// conventions have reasons: Done, Failed, Killed, Unknown; Pending,
+// Running, Suspended while not finished.
+func stateReason(st backends.State) string {
+	s := string(st)
+	if s == "" {
+		return "Pending"
+	}
+	return s[:1] + strings.ToLower(s[1:])
 }
 
 // word is the state as status.jobstatus gives it: IBM's KILL for KILLED
@@ -75,7 +93,11 @@ func cond(typ string, ok bool, yes, no string) Condition {
 func (r *reconciler) fail(ctx context.Context, bj *BridgeJob, reason, msg string) error {
 	s := BridgeJobStatus{State: string(backends.Failed), JobStatus: string(backends.Failed), Message: msg,
 		ObservedGeneration: bj.Generation, CompletionTime: bj.Status.CompletionTime,
-		Conditions: []Condition{{Type: CondAccepted, Status: "False", Reason: reason, Message: msg}}}
+		// Finished too, so that `kubectl wait --for=condition=Finished`
+		// ends: nothing will run until the spec is fixed.
+		Conditions: []Condition{{Type: CondAccepted, Status: "False", Reason: reason, Message: msg},
+			{Type: CondSubmitted, Status: "False", Reason: "NotSubmitted"},
+			{Type: CondFinished, Status: "True", Reason: reason, Message: msg}}}
 	if s.CompletionTime == "" {
 		s.CompletionTime = time.Now().UTC().Format(time.RFC3339)
 	}
