@@ -121,6 +121,11 @@ func TestComponentsAreWellFormed(t *testing.T) {
 			if in.Optional && in.Default == nil {
 				t.Errorf("%s: input %s is optional without a default", file, in.Name)
 			}
+			// KFP refuses a string for an Integer input: its description
+			// must not offer one (issue 32: update_interval offered 1m).
+			if in.Type == "Integer" && regexp.MustCompile(`(seconds|number), or a duration`).MatchString(in.Description) {
+				t.Errorf("%s: input %s is an Integer but its description offers a duration: %q", file, in.Name, in.Description)
+			}
 			ins[in.Name] = in
 		}
 		for _, o := range c.Outputs {

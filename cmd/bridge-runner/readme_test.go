@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/builtin"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -55,6 +56,13 @@ func TestREADMEContract(t *testing.T) {
 	}
 	for _, p := range runner.CrashPoints {
 		has("`" + p + "`")
+	}
+	// The backend row names every backend there is (issue 32: htcondor was missing).
+	i := strings.Index(readme, "| `backend` | `--backend` |")
+	require.GreaterOrEqual(t, i, 0)
+	row := readme[i : i+strings.Index(readme[i:], "\n")]
+	for _, name := range builtin.Registry().Names() {
+		assert.Contains(t, row, "`"+name+"`", "the README's backend row lacks %s", name)
 	}
 	quick := readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
 	assert.Contains(t, quick, "go run ./cmd/bridge-runner invoke")
