@@ -165,6 +165,30 @@ def _():
         require(sel["producerSubtask"] == "bridge-job" and sel["outputParameterKey"] == name, f"output {name} comes from {sel}")
 
 
+# 5. The loop example: dsl.ExitHandler inside dsl.ParallelFor does not
+#    compile, so each item runs a sub-pipeline that holds the ExitHandler:
+#    the loop iterates over that sub-pipeline, whose cleanup runs whatever
+#    happens, and each item's job name carries the item.
+@check("compile examples/loop/kfp_pipeline.py (ParallelFor over a sub-pipeline with an ExitHandler)")
+def _():
+    ir = compile_example(os.path.join(ROOT, "examples", "loop", "kfp_pipeline.py"), "example_loop")[0]
+    comps = ir["components"]
+    loops = [t for t in ir["root"]["dag"]["tasks"].values() if "parameterIterator" in t]
+    require(len(loops) == 1, f"{len(loops)} loops in the root DAG, want 1")
+    body = comps[loops[0]["componentRef"]["name"]]["dag"]["tasks"]
+    require(len(body) == 1, f"the loop body has tasks {sorted(body)}, want the sub-pipeline alone")
+    [(_, sub)] = body.items()
+    name = sub["inputs"]["parameters"]["job_name"]["runtimeValue"]["constant"]
+    require("{{$.pipeline_job_uuid}}" in name and "loop-item" in name, f"the item's job name is {name!r}: not per item")
+    sub_dag = comps[sub["componentRef"]["name"]]["dag"]["tasks"]
+    exits = [t for t, task in sub_dag.items() if task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"]
+    require(exits == ["bridge-cleanup"], f"the sub-pipeline's exit tasks are {exits}, want [bridge-cleanup]")
+    handler = [t for t in sub_dag.values() if t["componentRef"]["name"].startswith("comp-exit-handler")]
+    require(len(handler) == 1, "the sub-pipeline has no exit handler group")
+    inner = comps[handler[0]["componentRef"]["name"]]["dag"]["tasks"]
+    require("bridge-job" in inner, f"the exit handler holds {sorted(inner)}, not the bridge job")
+
+
 passed = sum(1 for _, e in results if e is None)
 failed = len(results) - passed
 print(f"kfp-check: {passed} passed, {failed} failed")
