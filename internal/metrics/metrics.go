@@ -258,3 +258,17 @@ func formatFloat(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
+
+// Lookup returns the labels and type (counter, gauge, histogram) of the
+// family name; ok is false when there is none. Dashboards are tested
+// against it.
+func (r *Registry) Lookup(name string) (labels []string, typ string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.families {
+		if f.name == name {
+			return append([]string(nil), f.labels...), string(f.kind), true
+		}
+	}
+	return nil, "", false
+}
