@@ -73,4 +73,4 @@ var ExitZero = Input{
 }
 
 // InvokeInputs lists the invoke settings that components and templates expose.
-var InvokeInputs = []Input{ExitZero}
+var InvokeInputs = []Input{ExitZero, Resubmit}

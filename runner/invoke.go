@@ -88,6 +88,10 @@ type Invoker struct {
 	Owner string
 	// Deadline is when the pod will be stopped; invoke stops before it.
 	Deadline time.Time
+	// Resubmit says when invoke, run on a record whose job ended, submits
+	// a new attempt (see attempts.go): ResubmitInfrastructure (also when
+	// empty), ResubmitFailed or ResubmitNever.
+	Resubmit string
 
 	last *run // the latest Run's state, for Result
 }
@@ -194,8 +198,12 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	defer closeBackend(be, r.Log)
 	r.result.Job = r.JobName
-	base := backends.Job{Name: r.JobName, Key: IdempotencyKey(r.rec.UID), Properties: desc.Properties}
-	prepare := r.preparer(ctx, desc, be, base)
+	// The job of the record's current attempt, with that attempt's key.
+	jobOf := func() (backends.Job, func() (backends.Job, error)) {
+		base := backends.Job{Name: r.JobName, Key: AttemptKey(r.rec.UID, attemptOf(r.rec.Data)), Properties: desc.Properties}
+		return base, r.preparer(ctx, desc, be, base)
+	}
+	base, prepare := jobOf()
 	if r.rec.Data[KeyID] == "" && r.rec.Data[KeyIntent] == "" && !killRequested(r.rec.Data) {
 		// A fresh run: refuse bad input before anything is recorded.
 		if _, err := prepare(); err != nil {
@@ -206,6 +214,11 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	log := r.Log.With("backend", desc.Backend, "record", r.Store.Describe())
+	if err := r.newAttempt(ctx, r.Resubmit, log); err != nil {
+		return err
+	}
+	base, prepare = jobOf()
+	r.result.Attempt = strconv.Itoa(attemptOf(r.rec.Data))
 
 	// Watch the record from here on: a kill may come at any time.
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))

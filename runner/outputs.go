@@ -29,6 +29,7 @@ type Result struct {
 	StartTime       string   `json:"startTime,omitempty" output:"start-time" help:"RFC 3339"`
 	EndTime         string   `json:"endTime,omitempty" output:"end-time" help:"RFC 3339"`
 	Outputs         []string `json:"outputs,omitempty" output:"outputs" help:"locations of uploaded outputs, one per line"`
+	Attempt         string   `json:"attempt,omitempty" output:"attempt" help:"the attempt number: 1, more once a retry of the step submitted new attempts after failures (see status.attempts)"`
 	Exit            int      `json:"exit"`
 }
 

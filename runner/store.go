@@ -75,4 +75,4 @@ const (
 )
 
 // StateKeys lists every key the runner owns; a new run starts without them.
-var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory}
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts}

@@ -51,7 +51,7 @@ import (
 
 const (
 	outputsDir   = "/tmp/outputs"
-	retryExpr    = `asInt(lastRetry.exitCode) == 75 || lastRetry.status == "Error"`
+	retryExpr    = `asInt(lastRetry.exitCode) == 75 || asInt(lastRetry.exitCode) == 5 || lastRetry.status == "Error"`
 	library      = "bridge-runner" // the WorkflowTemplate with the reusable steps
 	serviceAcct  = "bridge-runner"
 	credsMount   = "/credentials"

@@ -11,6 +11,7 @@ import (
 type invokeInputs struct {
 	values   map[string]*string
 	exitZero bool
+	resubmit string
 }
 
 // bindInvokeInputs adds a flag for each of runner.InvokeInputs to cmd and
@@ -22,7 +23,10 @@ func bindInvokeInputs(cmd *cobra.Command) *invokeInputs {
 		in.values[i.Flag] = cmd.Flags().String(i.Flag, i.Default, i.Help)
 	}
 	cmd.PreRunE = func(*cobra.Command, []string) (err error) {
-		in.exitZero, err = runner.ExitZero.Bool(*in.values[runner.ExitZero.Flag])
+		if in.exitZero, err = runner.ExitZero.Bool(*in.values[runner.ExitZero.Flag]); err != nil {
+			return err
+		}
+		in.resubmit, err = runner.ParseResubmit(*in.values[runner.Resubmit.Flag])
 		return err
 	}
 	return in

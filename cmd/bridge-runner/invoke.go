@@ -221,7 +221,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		RetryBudget: o.retryBudget,
 		S3:          runner.S3Access{CredentialsDir: o.s3CredsDir, CAFile: o.backend.CAFile, Insecure: o.backend.Insecure},
 	}
-	iv.StatusKeys, iv.BackendChoice = statusKeys, backendChoice
+	iv.StatusKeys, iv.BackendChoice, iv.Resubmit = statusKeys, backendChoice, o.inputs.resubmit
 	if o.followLogs {
 		iv.LogOut, iv.LogInterval, iv.LogDir = a.stderr, o.logInterval, o.logDir
 	}
