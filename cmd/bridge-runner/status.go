@@ -183,9 +183,13 @@ type statusRow struct {
 
 func toRow(l runner.Listed) statusRow {
 	d := l.Record.Data
+	state := d[runner.KeyJobStatus]
+	if state == "KILL" {
+		state = string(backends.Killed) // IBM's word, in a record of a BridgeJob (--status-keys)
+	}
 	return statusRow{
 		Name: l.Job, Namespace: l.Namespace, Backend: d["backend"], Target: runner.TargetHost(d["resourceURL"]),
-		State: d[runner.KeyJobStatus], BackendState: d[runner.KeyRawState], Reason: d[runner.KeyReason],
+		State: state, BackendState: d[runner.KeyRawState], Reason: d[runner.KeyReason],
 		JobID: d[runner.KeyID], Owner: runner.RecordOwner(l), Kill: d[runner.KeyKill] == "true",
 		Message: d[runner.KeyMessage], SubmitTime: d[runner.KeySubmit], StartTime: d[runner.KeyStart], EndTime: d[runner.KeyEnd],
 		Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,

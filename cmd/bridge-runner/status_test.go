@@ -108,6 +108,14 @@ func TestStatusFileStore(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict([]byte(r.stdout), &fromYAML))
 	assert.Equal(t, rows, fromYAML.Items)
 
+	// IBM's word for KILLED, as a BridgeJob's record has it, is ours here.
+	_, err := runner.NewFileStore(dir, "k-ibm").Create(context.Background(), map[string]string{"backend": "lsf", runner.KeyJobStatus: "KILL"})
+	require.NoError(t, err)
+	rows = statusJSON(t, "--state-dir", dir, "--state", "killed")
+	require.Len(t, rows, 2)
+	assert.Equal(t, []string{"e-htcondor", "k-ibm"}, []string{rows[0].Name, rows[1].Name})
+	assert.Equal(t, "KILLED", rows[1].State)
+
 	r = run(t, "status", "--state-dir", filepath.Join(dir, "nothing-here"))
 	assert.Equal(t, 0, r.code)
 	assert.Empty(t, r.stdout)
