@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/fake"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -166,4 +167,39 @@ func TestAttemptHistoryIsBounded(t *testing.T) {
 	require.Len(t, hist, runner.MaxAttemptHistory)
 	assert.True(t, strings.HasPrefix(hist[0], "3 fake-3 "), hist[0])
 	assert.True(t, strings.HasPrefix(hist[len(hist)-1], "12 fake-12 "), hist[len(hist)-1])
+}
+
+// TestCleanupFindsTheCurrentAttemptByItsKey: a retry died after submitting
+// attempt 2 and before recording its id; cleanup finds that job by attempt
+// 2's key and cancels it (the first attempt's key would find the old,
+// ended job).
+func TestCleanupFindsTheCurrentAttemptByItsKey(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	h.fake.InfraFailures = 1
+	spec := h.spec(`{"run":"2s"}`) // attempt 2 still runs when cleanup comes
+	require.NoError(t, h.invoker(spec).Run(ctx))
+	h.fake.LoseResponses = 1
+	iv := h.invoker(spec)
+	iv.RetryBudget = 50 * time.Millisecond
+	iv.SubmitLease = 100 * time.Millisecond // gives up before finding it
+	_ = iv.Run(ctx)
+	require.Len(t, h.fake.Jobs(), 2)
+	require.Empty(t, h.record()[runner.KeyID], "the retry died before recording attempt 2's id")
+	require.Equal(t, "2", h.record()[runner.KeyAttempt])
+
+	c := h.cleaner()
+	c.Wait = 0
+	res, err := c.Run(ctx)
+	require.NoError(t, err)
+	assert.True(t, res.Deleted)
+	var second *fake.Job
+	for _, j := range h.fake.Jobs() {
+		if j.ID == "fake-2" {
+			second = &j
+		}
+	}
+	require.NotNil(t, second)
+	assert.True(t, res.Cancelled)
+	assert.NotNil(t, second.Cancelled, "attempt 2's job was found by its key and cancelled")
 }

@@ -249,7 +249,8 @@ func (c *Cleaner) adopt(ctx context.Context, r *run, be backends.Backend) (strin
 	if finder == nil {
 		return "", backends.Invalid("backend", "cannot look for jobs by key, so the job a submit intent stands for cannot be found; cancel it by hand, then run cleanup with --force")
 	}
-	key := IdempotencyKey(r.rec.UID)
+	// The intent is the current attempt's, so is the key it submits with.
+	key := AttemptKey(r.rec.UID, attemptOf(r.rec.Data))
 	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
