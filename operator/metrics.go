@@ -114,26 +114,16 @@ func (m *opMetrics) ready() error {
 
 // serve serves /metrics, /healthz and /readyz on l until ctx ends.
 func (m *opMetrics) serve(ctx context.Context, l net.Listener) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.reg.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
+	metrics.Serve(ctx, l, map[string]metrics.Route{
+		"/metrics": m.reg.Route(),
+		"/healthz": func() (int, string, string) { return http.StatusOK, "text/plain; charset=utf-8", "ok\n" },
+		"/readyz": func() (int, string, string) {
+			if err := m.ready(); err != nil {
+				return http.StatusServiceUnavailable, "text/plain; charset=utf-8", "not ready: " + err.Error() + "\n"
+			}
+			return http.StatusOK, "text/plain; charset=utf-8", "ok\n"
+		},
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := m.ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	_ = srv.Serve(l)
 }
 
 // listen opens the metrics and probes address: the given listener, else

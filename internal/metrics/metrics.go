@@ -142,12 +142,13 @@ func (f *family) with(labelValues []string, fn func(*series)) {
 // ContentType is the text format's media type.
 const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
-// Handler serves the registry in the text format.
-func (r *Registry) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", ContentType)
-		_ = r.Write(w)
-	})
+// Route answers a scrape with the registry in the text format.
+func (r *Registry) Route() Route {
+	return func() (int, string, string) {
+		var b strings.Builder
+		_ = r.Write(&b)
+		return http.StatusOK, ContentType, b.String()
+	}
 }
 
 // Write writes every family in the text format 0.0.4, series sorted by

@@ -1,7 +1,10 @@
 package metrics
 
 import (
-	"net/http/httptest"
+	"context"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -31,9 +34,8 @@ func TestExposition(t *testing.T) {
 		h.Observe(v, "ok")
 	}
 
-	srv := httptest.NewServer(r.Handler())
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
+	addr := serveRoutes(t, map[string]Route{"/metrics": r.Route()})
+	resp, err := http.Get("http://" + addr + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, "text/plain; version=0.0.4; charset=utf-8", resp.Header.Get("Content-Type"))
@@ -72,4 +74,64 @@ func TestMisuse(t *testing.T) {
 	assert.Panics(t, func() { c.Inc() }, "label values must match")
 	assert.Panics(t, func() { c.Add(-1, "a") }, "a counter never goes down")
 	assert.Panics(t, func() { r.Gauge("x_total", "again") }, "one name once")
+}
+
+func serveRoutes(t *testing.T, routes map[string]Route) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); Serve(ctx, l, routes) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return l.Addr().String()
+}
+
+// TestServe: GET and HEAD of a route, a query ignored, 404, 405, a bad or
+// oversized request refused, and a client that sends nothing does not
+// hold up the others.
+func TestServe(t *testing.T) {
+	addr := serveRoutes(t, map[string]Route{
+		"/readyz": func() (int, string, string) { return http.StatusServiceUnavailable, "text/plain", "not ready: x\n" },
+		"/ok":     func() (int, string, string) { return http.StatusOK, "text/plain", "ok\n" },
+	})
+	idle, err := net.Dial("tcp", addr) // sends nothing
+	require.NoError(t, err)
+	defer idle.Close()
+
+	resp, err := http.Get("http://" + addr + "/ok?verbose=1")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "ok\n", string(body))
+	assert.Equal(t, "text/plain", resp.Header.Get("Content-Type"))
+
+	resp, err = http.Head("http://" + addr + "/ok")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, int64(3), resp.ContentLength)
+
+	for path, want := range map[string]int{"/readyz": 503, "/nothing": 404} {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, path)
+	}
+	resp, err = http.Post("http://"+addr+"/ok", "text/plain", strings.NewReader("x"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 405, resp.StatusCode)
+
+	for raw, want := range map[string]string{
+		"NONSENSE\r\n\r\n": "400",
+		"GET /ok HTTP/1.1\r\nX: " + strings.Repeat("a", 9000) + "\r\n\r\n": "431",
+	} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, _ = io.WriteString(c, raw)
+		got, _ := io.ReadAll(c)
+		c.Close()
+		assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 "+want+" "), "%.20q: %.40q", raw, got)
+	}
 }
