@@ -382,6 +382,42 @@ func TestHostileInputDiskFullKeepsExitCode(t *testing.T) {
 	assert.Equal(t, "7", r.summary["jobExitCode"], "the exit code survived the full disk")
 }
 
+// TestHostileInputFinalRecordWriteFails: a job that ends DONE while the
+// disk under the record is full: its final state cannot be recorded, so
+// invoke exits 75, and then neither stdout nor the status output says DONE
+// (the step did not finish; the message keeps the job's state). Once space
+// is back, the retry re-attaches and reports DONE with exit 0.
+func TestHostileInputFinalRecordWriteFails(t *testing.T) {
+	clearEnv(t)
+	state := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, os.MkdirAll(state, 0o700))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", state).CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mounting a small tmpfs: %v: %s", err, out)
+		}
+		t.Skipf("cannot mount a small tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", state).Run() })
+	fill := filepath.Join(state, "fill")
+	outs := t.TempDir()
+	r := run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "local", "--update-interval", "0.2", "--retry-budget", "2s",
+		"--script", "dd if=/dev/zero of="+fill+" bs=64k 2>/dev/null; exit 0", "--output-status", filepath.Join(outs, "status"))
+	require.Equal(t, ExitTempFail, r.code, "the final state could not be recorded: stdout=%s stderr=%s", r.stdout, r.stderr)
+	assert.Empty(t, r.summary["status"], "the summary names no state while invoke exits 75")
+	assert.NotContains(t, r.stdout, `"status":"DONE"`)
+	assert.EqualValues(t, ExitTempFail, r.summary["exit"])
+	msg, _ := r.summary["message"].(string)
+	assert.Contains(t, msg, "DONE", "the message keeps the job's state")
+	assert.Contains(t, msg, "recording that", "the message says the record write failed")
+	b, err := os.ReadFile(filepath.Join(outs, "status"))
+	require.NoError(t, err)
+	assert.Empty(t, string(b), "the status output names no state either")
+	require.NoError(t, os.Remove(fill))
+	r = run(t, "invoke", "--state-dir", state, "--job-name", "j", "--retry-budget", "10s")
+	assert.Equal(t, ExitDone, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	assert.Equal(t, "DONE", r.summary["status"])
+}
+
 // TestHostileInputKubernetes: RBAC and namespace faults against the real
 // kube-apiserver are exit 2 with the verb, resource and the Role to bind.
 func TestHostileInputKubernetes(t *testing.T) {
