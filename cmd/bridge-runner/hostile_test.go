@@ -773,4 +773,9 @@ func TestHostileInputFlagErrorsReport(t *testing.T) {
 			assert.FileExists(t, filepath.Join(outs, "status"))
 		})
 	}
+	// cleanup prints its summary on every end too.
+	r := run(t, "cleanup", "--job-name", "j", "--bogus")
+	assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	require.NotNil(t, r.summary, "a JSON summary on stdout: %q", r.stdout)
+	assert.Contains(t, r.summary["reason"], "--bogus")
 }

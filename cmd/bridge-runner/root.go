@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,8 +72,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		msg := a.secrets.Scrub(err.Error())
 		fmt.Fprintln(stderr, "Error:", msg)
 		code := exitCode(nil, usageError{err})
-		if cmd != nil && cmd.Name() == "invoke" {
-			a.reportRefusedInvoke(args, strings.TrimSpace(strings.Split(msg, "\nSee '")[0]), code)
+		// The commands that print a summary on every other end print one
+		// for a refused flag too.
+		short := strings.TrimSpace(strings.Split(msg, "\nSee '")[0])
+		switch {
+		case cmd != nil && cmd.Name() == "invoke":
+			a.reportRefusedInvoke(args, short, code)
+		case cmd != nil && cmd.Name() == "cleanup":
+			out, _ := json.Marshal(runner.CleanupResult{Reason: short})
+			fmt.Fprintln(stdout, string(out))
 		}
 		return code
 	}
