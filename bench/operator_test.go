@@ -75,7 +75,8 @@ func operatorOnce(b *testing.B, n int) {
 	}
 	var stderr bytes.Buffer
 	op := exec.Command(binary, "operator", "--kubeconfig", os.Getenv(testkube.EnvKubeconfig), "--namespace", ns,
-		"--leader-elect=false", "--job-image", "example.org/bridge-runner:bench", "--allow-local")
+		"--leader-elect=false", "--job-image", "example.org/bridge-runner:bench", "--allow-local",
+		"--metrics-bind-address=0") // :8080 may be taken on a shared machine
 	op.Stderr = &stderr
 	if err := op.Start(); err != nil {
 		b.Fatal(err)
