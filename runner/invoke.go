@@ -217,7 +217,10 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.newAttempt(ctx, r.Resubmit, log); err != nil {
 		return err
 	}
-	base, prepare = jobOf()
+	if n := attemptOf(r.rec.Data); n > 1 {
+		base, prepare = jobOf()
+		r.logSrc = r.logSource(desc, be) // the attempt's own live log
+	}
 	r.result.Attempt = strconv.Itoa(attemptOf(r.rec.Data))
 
 	// Watch the record from here on: a kill may come at any time.

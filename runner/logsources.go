@@ -45,14 +45,16 @@ func (r *run) logSource(desc *Description, be backends.Backend) backends.LogRead
 // shipKey is the object a LogShipper's job ships its output to, when the job
 // ships it: the backend cannot read output itself, there is no shared
 // file system, and the job has an upload bucket. It is the same for every
-// retry of one run, so a re-attach reads it on.
+// retry of one attempt, so a re-attach reads it on.
 func (r *run) shipKey(desc *Description, be backends.Backend) (string, bool) {
 	_, ships := be.(backends.LogShipper)
 	_, reads := be.(backends.LogReader)
 	if !ships || reads || r.LogOut == io.Discard || r.LogDir != "" || r.s3 == nil || desc.UploadBucket == "" {
 		return "", false
 	}
-	return RunPrefix(r.JobName, IdempotencyKey(r.rec.UID), "") + "job.live.log", true
+	// Each attempt's job ships to an object of its own: a new attempt must
+	// not be read from where the failed one left off.
+	return RunPrefix(r.JobName, AttemptKey(r.rec.UID, attemptOf(r.rec.Data)), "") + "job.live.log", true
 }
 
 // A log shipper's URL must outlive the job's wait in the queue and its run,
