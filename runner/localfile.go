@@ -53,6 +53,28 @@ func readLocalFileInfo(path string, max int64) ([]byte, fs.FileInfo, error) {
 	return b, fi, nil
 }
 
+// checkLocalFile is for a file another library reads (client-go reads the
+// kubeconfig): it refuses, as readLocalFile would, one that is no regular
+// file or is larger than max, and lets a missing one through (that
+// library says what is missing).
+func checkLocalFile(path string, max int64) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil
+	case !fi.Mode().IsRegular():
+		return &LocalFileError{Path: path, Problem: "is " + fileKind(fi.Mode()) + ", not a regular file"}
+	case fi.Size() > max:
+		return &LocalFileError{Path: path, Problem: fmt.Sprintf("is larger than %d KiB", max>>10)}
+	}
+	return nil
+}
+
 // fileKind names a file type for messages.
 func fileKind(m fs.FileMode) string {
 	switch {

@@ -161,6 +161,10 @@ func PodNamespace() string {
 	return strings.TrimSpace(string(b))
 }
 
+// maxKubeconfigBytes caps a kubeconfig (client-go reads it whole): a
+// kubeconfig with many contexts and inline certificates is some KiB.
+const maxKubeconfigBytes = 16 << 20
+
 // kubeConfig finds the API server: in-cluster config inside a pod, else the
 // kubeconfig. The namespace comes from the options, the pod, or the
 // kubeconfig.
@@ -179,6 +183,11 @@ func (o *StoreOptions) kubeConfig() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.Kubeconfig != "" {
 		rules.ExplicitPath = o.Kubeconfig
+	}
+	for _, p := range append([]string{rules.ExplicitPath}, rules.Precedence...) {
+		if err := checkLocalFile(p, maxKubeconfigBytes); p != "" && err != nil {
+			return nil, "", backends.Invalid("kubeconfig", "%v; pass --kubeconfig naming a kubeconfig file", err)
+		}
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()

@@ -730,6 +730,23 @@ func TestHostileInputLocalFiles(t *testing.T) {
 			assert.Empty(t, entries, "nothing was submitted")
 		})
 	}
+	// A kubeconfig (read whole by client-go) that is a FIFO or /dev/zero.
+	for _, kc := range []string{fifoCreds + "/token", "/dev/zero"} {
+		t.Run("kubeconfig "+kc, func(t *testing.T) {
+			done := make(chan cliResult, 1)
+			go func() {
+				done <- run(t, "invoke", "--kubeconfig", kc, "--job-name", "j", "--backend", "local", "--script", "true", "--retry-budget", "5s")
+			}()
+			select {
+			case r := <-done:
+				assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+				assert.Contains(t, r.summary["message"], "kubeconfig")
+				assert.Contains(t, r.summary["message"], "not a regular file")
+			case <-time.After(30 * time.Second):
+				t.Fatal("invoke blocked on a kubeconfig that is not a regular file")
+			}
+		})
+	}
 }
 
 // TestHostileInputFlagErrorsReport: a flag, argument or environment
