@@ -3,6 +3,8 @@ hack/kfp-check.sh with the real, pinned kfp SDK. Usage: kfp_check.py ROOT."""
 import glob
 import importlib.util
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -187,6 +189,24 @@ def _():
     require(len(handler) == 1, "the sub-pipeline has no exit handler group")
     inner = comps[handler[0]["componentRef"]["name"]]["dag"]["tasks"]
     require("bridge-job" in inner, f"the exit handler holds {sorted(inner)}, not the bridge job")
+
+
+# 6. The README's compile commands (`python examples/<x>/kfp_pipeline.py
+#    FILE.yaml`), run as a user runs them, from the top of the tree.
+with open(os.path.join(ROOT, "README.md")) as f:
+    readme_compiles = re.findall(r"`python (examples/[a-z0-9-]+/kfp_pipeline\.py) ([\w.-]+\.yaml)`", f.read())
+if not readme_compiles:
+    results.append(("the README's compile commands", AssertionError("none found")))
+for script, out_name in readme_compiles:
+    @check(f"the README's `python {script} {out_name}`")
+    def _(script=script, out_name=out_name):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, out_name)
+            r = subprocess.run([sys.executable, script, out], cwd=ROOT, capture_output=True, text=True, timeout=300)
+            require(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-2000:]}")
+            with open(out) as f:
+                ir = list(yaml.safe_load_all(f))[0]
+            require(ir["pipelineInfo"]["name"] and ir["deploymentSpec"]["executors"], "the compiled file has no pipeline")
 
 
 passed = sum(1 for _, e in results if e is None)

@@ -82,6 +82,23 @@ def _():
     require(len(task_dirs(root, "bridge-job")) == 1, "no bridge-job task directory")
 
 
+# 1b. The README's command for it, run as the README gives it (the pipeline
+#     root moved into the work directory): one JSON line of outputs.
+@check("the README's `python examples/kfp-local/kfp_pipeline.py ROOT` prints the job's outputs")
+def _():
+    import json
+    import re
+    import subprocess
+    with open(os.path.join(ROOT, "README.md")) as f:
+        m = re.search(r"^python (examples/kfp-local/kfp_pipeline\.py) (\S+)$", f.read(), re.M)
+    require(m is not None, "the README gives no `python examples/kfp-local/kfp_pipeline.py ROOT` command")
+    out = subprocess.run([sys.executable, m.group(1), os.path.join(WORK, "readme")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    require(out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}")
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    require(got.get("status") == "DONE" and got.get("job_exit_code") == "0", f"the command printed {got}")
+
+
 # 2. The cluster example, unchanged (dsl.ExitHandler, kfp-kubernetes Secret
 #    mounts, which the local runner leaves out): it succeeds, and its job's
 #    outputs are in the pipeline root.

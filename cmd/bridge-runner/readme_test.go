@@ -126,3 +126,97 @@ func TestQuickStartTouchesNoCluster(t *testing.T) {
 	_, err = os.Stat(filepath.Join(home, ".local", "state", "bridge-runner"))
 	require.NoError(t, err, "the record is a file under ~/.local/state")
 }
+
+// readmeCommands are the command lines of the README's shell blocks: every
+// line of a block without prompts, the "$ " lines of a block with them
+// (the rest is their output); comments and blank lines are not commands.
+func readmeCommands(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	var cmds []string
+	blocks := strings.Split(string(b), "```")
+	for i := 1; i < len(blocks); i += 2 {
+		lines := strings.Split(blocks[i], "\n")
+		if lang := strings.TrimSpace(lines[0]); lang != "sh" && lang != "bash" && lang != "console" {
+			continue
+		}
+		prompts := strings.Contains(blocks[i], "\n$ ")
+		for _, l := range lines[1:] {
+			l = strings.TrimSpace(l)
+			switch {
+			case l == "" || strings.HasPrefix(l, "#"):
+			case prompts && strings.HasPrefix(l, "$ "):
+				cmds = append(cmds, strings.TrimPrefix(l, "$ "))
+			case !prompts:
+				cmds = append(cmds, l)
+			}
+		}
+	}
+	return cmds
+}
+
+// TestREADMECommandsAreRunOrAccountedFor: every command of the README's
+// shell blocks is run by a test or by CI (and the file that runs it is
+// checked to say so), or needs what this machine cannot have, said why. A
+// new README command that fits no rule fails here until it is run or
+// classified.
+func TestREADMECommandsAreRunOrAccountedFor(t *testing.T) {
+	read := func(p string) string {
+		b, err := os.ReadFile("../../" + p)
+		require.NoError(t, err)
+		return string(b)
+	}
+	ci, testSh, services := read(".ci/run"), read("hack/test.sh"), read("hack/services.sh")
+	type rule struct {
+		prefix string
+		// ranBy: the file whose text must contain want (the command, or the
+		// part of it that file runs); "" with a why: not runnable here.
+		ranBy, want, why string
+	}
+	rules := []rule{
+		{prefix: "go run ./cmd/bridge-runner invoke ", ranBy: "cmd/bridge-runner/readme_test.go", want: "TestQuickStartTouchesNoCluster"},
+		{prefix: "make test", ranBy: ".ci/run", want: "make test"},
+		{prefix: "KEEP_SERVICES=1 make test", ranBy: ".ci/run", want: "make test"},
+		{prefix: "make build", ranBy: ".ci/run", want: "make build"},
+		{prefix: "make lint", ranBy: ".ci/run", want: "make lint"},
+		{prefix: "make e2e", ranBy: ".ci/run", want: "make e2e"},
+		{prefix: "FUZZTIME=10s bash hack/fuzz.sh", ranBy: ".ci/run", want: "bash hack/fuzz.sh"},
+		{prefix: "bash hack/kfp-local.sh", ranBy: "hack/test.sh", want: "bash hack/kfp-local.sh"},
+		{prefix: "python examples/kfp-local/kfp_pipeline.py", ranBy: "hack/kfp_local.py", want: "examples/kfp-local/kfp_pipeline.py"},
+		{prefix: "go test ./runner/ -run ConfigMap", ranBy: "hack/test.sh", want: "go test"},
+		{prefix: "make image", why: "docker build needs the golang and distroless base images from a registry this machine cannot reach; hack/build-image.sh builds the same image without one, for make e2e and hack/kfp-local.sh"},
+		{prefix: "make bench", why: "figures, not tests (BENCHMARKS.md); too long for every CI run"},
+		{prefix: "kubectl ", why: "needs a real cluster: make e2e applies the templates, RBAC and examples to its own"},
+		{prefix: "argo submit", why: "needs a real cluster with Argo: make e2e submits the examples there"},
+		{prefix: "bridge-runner status -n ", why: "reads a cluster's records: the status command's tests run it against a real kube-apiserver"},
+	}
+	for _, svc := range []string{"kube", "slurm", "slurm2411", "s3", "ray", "sshd", "htcondor"} {
+		rules = append(rules, rule{prefix: "bash hack/" + svc + "-up.sh", ranBy: "hack/services.sh", want: svc + "-up.sh"})
+	}
+	rules = append(rules, rule{prefix: "BRIDGE_SSHD_SETENV=", ranBy: "hack/services.sh", want: "sshd-up.sh"})
+	files := map[string]string{".ci/run": ci, "hack/test.sh": testSh, "hack/services.sh": services}
+	cmds := readmeCommands(t)
+	require.Greater(t, len(cmds), 20, "the README's commands were not found")
+	for _, c := range cmds {
+		var r *rule
+		for i := range rules {
+			if strings.HasPrefix(c, rules[i].prefix) {
+				r = &rules[i]
+				break
+			}
+		}
+		if r == nil {
+			t.Errorf("the README's command %q is neither run by a test nor said to need what this machine lacks: run it in a test or add a rule here", c)
+			continue
+		}
+		if r.ranBy == "" {
+			continue
+		}
+		text, ok := files[r.ranBy]
+		if !ok {
+			text = read(r.ranBy)
+		}
+		assert.Contains(t, text, r.want, "the README's %q is said to be run by %s", c, r.ranBy)
+	}
+}
