@@ -2,8 +2,13 @@ package runner
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,4 +82,30 @@ func TestPresignSecretIsTheSignature(t *testing.T) {
 	s.Add(presignSecret(u))
 	assert.Equal(t, strings.ReplaceAll(u, "0123456789abcdef", "[redacted]"), s.Scrub(u), "a leaked URL is useless")
 	assert.Equal(t, "not a url %zz", presignSecret("not a url %zz"))
+}
+
+// fixedLocator says the job's output is at one remote path.
+type fixedLocator string
+
+func (l fixedLocator) OutputPath(context.Context, string) (string, error) { return string(l), nil }
+
+// TestFileLogsNeverBlockOnAFIFO: a job's output that shows in the pod as a
+// named pipe is refused at once (an error naming it), not opened in a way
+// that blocks the follow loop until someone writes to the pipe.
+func TestFileLogsNeverBlockOnAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "job.out"), 0o600))
+	l := &fileLogs{locate: fixedLocator("/remote/job.out"), mount: logMount{Pod: dir}, paths: map[string]string{}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.ReadLogs(context.Background(), "1", 0, io.Discard)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "named pipe")
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading the job's output blocked on a FIFO")
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -187,7 +188,9 @@ func (l *fileLogs) ReadLogs(ctx context.Context, id string, offset int64, w io.W
 		}
 		l.paths[id] = p
 	}
-	f, err := os.Open(p)
+	// Non-blocking: a job's output named as a FIFO must not block the
+	// open (and with it the follow loop) until someone writes to it.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return offset, nil // not written yet (or not visible yet on this client)
 	}
@@ -196,6 +199,9 @@ func (l *fileLogs) ReadLogs(ctx context.Context, id string, offset int64, w io.W
 	}
 	defer f.Close()
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		return offset, &LocalFileError{Path: p, Problem: "is " + fileKind(fi.Mode()) + ", not a regular file: the job's output is not read from it"}
+	}
 	if err != nil || fi.Size() <= offset {
 		return offset, err
 	}
