@@ -36,15 +36,20 @@ IMG_OUT=$CACHE/images
 ARGO_MOD=github.com/argoproj/argo-workflows/${ARGO_VERSION%%.*}
 t0=$(now_ms)
 mkdir -p "$CACHE" "$KUBE_OUT" "$ARGO_OUT" "$IMG_OUT"
-# One build at a time per cache (two e2e runs starting together build once).
-exec 8>"$CACHE/build-cluster.lock"
-flock -w 1800 8 || die "could not lock $CACHE/build-cluster.lock"
+# Each part has a lock of its own (Debian packages, Kubernetes and Argo per version,
+# the image tools), so that two runs starting together build each part once, and a
+# run waits only for the parts it needs: building Argo v4 does not wait behind a
+# build of v3.7, nor behind one of Kubernetes for another version.
+locked() { # FD FILE: after exec FD>FILE
+  flock -w "$BUILD_LOCK_WAIT" "$1" || die "could not lock $2 within ${BUILD_LOCK_WAIT}s"
+}
 
 # sum.golang.org is not reachable here, only the module proxy.
 export GOFLAGS=-mod=mod GONOSUMDB=k8s.io,sigs.k8s.io GOSUMDB=off GOTOOLCHAIN=local CGO_ENABLED=0
 
 # ------------------------------------------------------------------ Debian packages
 if [ "${BRIDGE_SKIP_APT:-0}" != 1 ]; then
+  exec 8>"$CACHE/build-cluster-apt.lock" && locked 8 "$CACHE/build-cluster-apt.lock"
   PKGS=(containerd runc containernetworking-plugins iptables conntrack nftables curl)
   missing=()
   for p in "${PKGS[@]}"; do
@@ -68,13 +73,13 @@ if [ "${BRIDGE_SKIP_APT:-0}" != 1 ]; then
     [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
     log "packages installed in $(elapsed_s "$ta")s"
   fi
+  exec 8>&-
 fi
 
 # ------------------------------------------------------------------ Kubernetes
 kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
 # The same per-version lock as hack/build-kube.sh, which builds kube-apiserver alone.
-exec 7>"$KUBE_OUT.lock"
-flock -w 2400 7 || die "could not lock $KUBE_OUT.lock"
+exec 7>"$KUBE_OUT.lock" && locked 7 "$KUBE_OUT.lock"
 kube_missing=()
 for b in "${kube_bins[@]}"; do [ -x "$KUBE_OUT/$b" ] || kube_missing+=("$b"); done
 if [ ${#kube_missing[@]} -gt 0 ]; then
@@ -110,6 +115,8 @@ fi
 exec 7>&-
 
 # ------------------------------------------------------------------ Argo
+# Held to the end: the argoexec image of this version is made below.
+exec 6>"$ARGO_OUT.lock" && locked 6 "$ARGO_OUT.lock"
 if [ ! -x "$ARGO_OUT/workflow-controller" ] || [ ! -x "$ARGO_OUT/argoexec" ]; then
   tg=$(now_ms)
   log "building Argo workflow-controller and argoexec $ARGO_VERSION from the Go module proxy"
@@ -161,12 +168,14 @@ build_tool() { # NAME
     mv "$bin.tmp" "$bin"
   fi
 }
+exec 5>"$IMG_OUT/tools.lock" && locked 5 "$IMG_OUT/tools.lock"
 build_tool mkimage
 build_tool pause
 if [ ! -s "$IMG_OUT/pause.tar" ] || [ "$IMG_OUT/pause" -nt "$IMG_OUT/pause.tar" ]; then
   "$IMG_OUT/mkimage" -binary "$IMG_OUT/pause" -path /pause -entrypoint /pause -user 65535:65535 \
     -tag bridge-e2e.local/pause:3.10 -o "$IMG_OUT/pause.tar"
 fi
+exec 5>&-
 if [ ! -s "$IMG_OUT/argoexec-$ARGO_VERSION.tar" ] || [ "$ARGO_OUT/argoexec" -nt "$IMG_OUT/argoexec-$ARGO_VERSION.tar" ]; then
   "$IMG_OUT/mkimage" -binary "$ARGO_OUT/argoexec" -path /bin/argoexec -entrypoint argoexec \
     -tag "bridge-e2e.local/argoexec:$ARGO_VERSION" -o "$IMG_OUT/argoexec-$ARGO_VERSION.tar"
