@@ -163,6 +163,18 @@ func straddles(b []byte, cut int, f string) int {
 var identityKeys = map[string]bool{"username": true, "user": true, "crn": true, "servicecrn": true, "service_crn": true,
 	"known_hosts": true, "ssh-known-hosts": true, "ssh-certificate": true}
 
+// isIdentityKey: a jump host's own credentials (jumpN-username,
+// jumpN-known_hosts, see package sshexec) are what the unprefixed key is.
+func isIdentityKey(name string) bool {
+	n := strings.ToLower(name)
+	if rest, ok := strings.CutPrefix(n, "jump"); ok {
+		if i := strings.IndexByte(rest, '-'); i > 0 && strings.Trim(rest[:i], "0123456789") == "" {
+			n = rest[i+1:]
+		}
+	}
+	return identityKeys[n]
+}
+
 // DirCredentials reads credentials from a mounted Secret directory: one file
 // per key. Files are read on every call, so a rotated Secret (the kubelet
 // swaps the files) is picked up without a restart.
@@ -198,7 +210,7 @@ func (c DirCredentials) Get(names ...string) (string, error) {
 		if err := checkCredentialText(filepath.Join(c.Dir, n), n, v); err != nil {
 			return "", err
 		}
-		if !identityKeys[strings.ToLower(n)] {
+		if !isIdentityKey(n) {
 			c.Secrets.Add(v)
 		}
 		return v, nil

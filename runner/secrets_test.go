@@ -33,6 +33,16 @@ func TestDirCredentials(t *testing.T) {
 	assert.Equal(t, "eyJhbGciOi.secret.part", v)
 	assert.Equal(t, "x [redacted] y", secrets.Scrub("x eyJhbGciOi.secret.part y"), "read values are registered as secrets")
 	assert.Equal(t, "alice-bridge-cm", secrets.Scrub("alice-bridge-cm"), "a user name is an identity, not a secret")
+	// A jump host's user and its key (package sshexec's jumpN- prefix) are
+	// what the unprefixed names are: jump1-username is no secret, but
+	// jump1-ssh-privatekey is, and so is jumpy-username.
+	for name, secret := range map[string]bool{"jump1-username": false, "jump12-known_hosts": false, "jump1-ssh-privatekey": true, "jumpy-username": true, "jump-username": true} {
+		v := "value-of-" + name
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600))
+		_, err := c.Get(name)
+		require.NoError(t, err)
+		assert.Equal(t, !secret, secrets.Scrub(v) == v, "%s scrubbed: %v", name, secrets.Scrub(v) != v)
+	}
 
 	_, err = c.Get("empty", "apikey")
 	var fe *backends.FieldError

@@ -204,3 +204,37 @@ func TestRefusedBeforeAndBySubmit(t *testing.T) {
 		t.Fatalf("an unknown key: %q %v", id, err)
 	}
 }
+
+// TestThroughBastion: a job runs on the HTCondor pool reached through a
+// real sshd jump host (the plain test sshd's user and key log in there;
+// its host key is jump1-known_hosts), which logs the forwarding.
+func TestThroughBastion(t *testing.T) {
+	srv := testssh.Condor(t)
+	jump := testssh.Default(t)
+	var log testutil.SyncBuffer
+	url, creds, _ := testssh.ViaBastion(t, srv, jump, &log)
+	be, err := htcondor.New(backends.Config{URL: url, Credentials: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := be.(*htcondor.Backend)
+	t.Cleanup(func() { b.Close() })
+	ctx := testssh.Ctx(t, time.Minute)
+	j := job(t, "#!/bin/sh\necho through the bastion\n", nil)
+	if err := b.Validate(j); err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.Submit(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := follow(t, b, id, backends.Done); st.State != backends.Done {
+		t.Fatalf("want DONE, got %+v", st)
+	}
+	var out bytes.Buffer
+	if _, err := b.ReadLogs(ctx, id, 0, &out); err != nil || out.String() != "through the bastion\n" {
+		t.Fatalf("job output: %v %q", err, out.String())
+	}
+	_, port, _ := strings.Cut(srv.Addr, ":")
+	testssh.WaitLog(t, "the jump host", &log, "Accepted publickey for "+jump.User, "direct-tcpip", "port "+port)
+}

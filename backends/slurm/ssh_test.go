@@ -194,3 +194,40 @@ func TestSSHFailedKilledAndRefused(t *testing.T) {
 		t.Fatalf("an unknown key: %q %v", id, err)
 	}
 }
+
+// TestSSHThroughBastion: a job is submitted, followed to DONE and its
+// output read through a real sshd jump host (its own host key in
+// jump1-known_hosts, its own key in jump1-ssh-privatekey), which logs
+// that it forwarded the connection to the login node.
+func TestSSHThroughBastion(t *testing.T) {
+	srv := testssh.Default(t)
+	var log testutil.SyncBuffer
+	url, creds, _ := testssh.ViaBastion(t, srv, srv, &log)
+	be, err := New(backends.Config{URL: url, Credentials: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := be.(*SSHBackend)
+	t.Cleanup(func() { b.Close() })
+	ctx := testssh.Ctx(t, time.Minute)
+	j := backends.Job{Name: "ssh-bastion", Key: sshKey(t), Script: "#!/bin/sh\necho through the bastion\n"}
+	if err := b.Validate(j); err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.Submit(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := sshFollow(t, b, id, backends.Done); st.State != backends.Done {
+		t.Fatalf("want DONE, got %+v", st)
+	}
+	var out bytes.Buffer
+	if _, err := b.ReadLogs(ctx, id, 0, &out); err != nil || out.String() != "through the bastion\n" {
+		t.Fatalf("job output: %v %q", err, out.String())
+	}
+	_, port, _ := strings.Cut(srv.Addr, ":")
+	testssh.WaitLog(t, "the jump host", &log, "Accepted publickey for "+srv.User, "direct-tcpip", "port "+port)
+	if d := b.ssh.Dials(); d != 1 {
+		t.Errorf("%d connections through the jump host for one job, want 1", d)
+	}
+}

@@ -14,6 +14,17 @@
 //     list) is backends.ErrInvalid, exit 2, never retried. Trusting the first
 //     key seen happens only when resourceURL asks for it
 //     (?hostkey=trust-first-use) and known_hosts is absent.
+//   - Jump hosts (?proxyjump=, OpenSSH's ProxyJump): each hop is a login of
+//     its own through a TCP connection the hop before forwards, with its
+//     own host key check (jumpN-known_hosts, else its line in known_hosts;
+//     never trust-first-use) and its own key if the credentials have one
+//     (jumpN-ssh-privatekey, jumpN-ssh-certificate, jumpN-ssh-passphrase,
+//     jumpN-username), else the login node's. The chain is one connection.
+//   - An SSH agent (?agent=PATH, else SSH_AUTH_SOCK) offers its keys to
+//     every hop after the credentials' key; it is never forwarded.
+//   - A host that wants keyboard-interactive or a password, instead of the
+//     key or after it (MFA), is ErrInvalid naming what works unattended: a
+//     certificate, or an agent that holds one.
 //   - Keepalives (keepalive@openssh.com) find a dead connection; a dropped
 //     connection is closed and the next command dials again. Dial failures
 //     and drops are backends.ErrTransient: the runner's retries apply.
@@ -33,7 +44,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -83,7 +94,9 @@ type Client struct {
 	creds  backends.Credentials
 	log    *slog.Logger
 	opts   Options
-	keys   hostKeys
+	hops   []*hop // the jump hosts in order, then the login node
+	// envAgent is SSH_AUTH_SOCK when the client was made.
+	envAgent string
 
 	mu      sync.Mutex
 	conn    *ssh.Client
@@ -98,8 +111,16 @@ func New(target Target, creds backends.Credentials, log *slog.Logger, opts Optio
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Client{target: target, creds: creds, log: log, opts: opts.withDefaults(), keys: hostKeys{target: target}}
+	c := &Client{target: target, creds: creds, log: log, opts: opts.withDefaults(), envAgent: os.Getenv("SSH_AUTH_SOCK")}
+	for i, j := range target.Jump {
+		c.hops = append(c.hops, &hop{user: j.User, host: j.Host, port: j.Port, n: i + 1})
+	}
+	c.hops = append(c.hops, &hop{user: target.User, host: target.Host, port: target.Port, tofu: target.TrustFirstUse})
+	return c
 }
+
+// route is every hop of the connection: the jump hosts, then the login node.
+func (c *Client) route() []*hop { return c.hops }
 
 // Target is where the client logs in.
 func (c *Client) Target() Target { return c.target }
@@ -162,84 +183,6 @@ func (c *Client) connect(ctx context.Context) (*ssh.Client, error) {
 		c.mu.Unlock()
 		return conn, err
 	}
-}
-
-// dial makes one connection: TCP, handshake with host key check, and
-// authentication, all within DialTimeout and ended early by ctx.
-func (c *Client) dial(ctx context.Context) (*ssh.Client, error) {
-	user := c.target.User
-	if user == "" {
-		user = optional(c.creds, userNames...)
-	}
-	if user == "" {
-		return nil, backends.Invalid("resourceURL", "names no user; use ssh://USER@%s or add username to the credentials", c.target.Addr())
-	}
-	s, err := signer(c.creds)
-	if err != nil {
-		return nil, err
-	}
-	check, algos, err := c.keys.callback(c.creds)
-	if err != nil {
-		return nil, err
-	}
-	var hostKeyErr error
-	cfg := &ssh.ClientConfig{
-		User: user,
-		Auth: []ssh.AuthMethod{ssh.PublicKeys(s)},
-		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
-			hostKeyErr = check(host, remote, key)
-			return hostKeyErr
-		},
-		HostKeyAlgorithms: algos,
-		Timeout:           c.opts.DialTimeout,
-		ClientVersion:     "SSH-2.0-bridge-runner",
-	}
-	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
-	defer cancel()
-	raw, err := (&net.Dialer{}).DialContext(dctx, "tcp", c.target.Addr())
-	if err != nil {
-		return nil, backends.Transient(fmt.Errorf("ssh: connecting to %s: %w", c.target.Addr(), err))
-	}
-	deadline, _ := dctx.Deadline()
-	_ = raw.SetDeadline(deadline)
-	// The deadline bounds a silent server; closing on ctx ends a handshake
-	// at once when the caller stops (SIGTERM).
-	stop := context.AfterFunc(ctx, func() { raw.Close() })
-	sc, chans, reqs, err := ssh.NewClientConn(raw, c.target.Addr(), cfg)
-	if !stop() || err != nil {
-		raw.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, c.handshakeError(user, hostKeyErr, err)
-	}
-	_ = raw.SetDeadline(time.Time{})
-	c.log.Debug("ssh connected", "addr", c.target.Addr(), "user", user, "server", string(sc.ServerVersion()))
-	return ssh.NewClient(sc, chans, reqs), nil
-}
-
-// handshakeError classifies a failed handshake: a refused host key is
-// invalid configuration, a refused key is ErrAuth, the rest transient.
-func (c *Client) handshakeError(user string, hostKeyErr, err error) error {
-	switch {
-	case hostKeyErr != nil:
-		return hostKeyErr
-	case isAuthFailure(err):
-		return fmt.Errorf("%w: %s@%s refused the key in ssh-privatekey%s (%v); check that its public key is in the user's authorized_keys on the login node",
-			backends.ErrAuth, user, c.target.Addr(), certNote(c.creds), err)
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return backends.Transient(fmt.Errorf("ssh: handshake with %s: no answer for %s", c.target.Addr(), c.opts.DialTimeout))
-	}
-	return backends.Transient(fmt.Errorf("ssh: handshake with %s: %w", c.target.Addr(), err))
-}
-
-func certNote(creds backends.Credentials) string {
-	if optional(creds, certNames...) != "" {
-		return " and its ssh-certificate"
-	}
-	return ""
 }
 
 // isAuthFailure: x/crypto reports a refused key only in words.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -95,13 +96,19 @@ func TestParseURL(t *testing.T) {
 		"ssh://h?hostkey=trust-first-use":                     {Host: "h", Port: 22, TrustFirstUse: true},
 		" ssh://carol@127.0.0.1:40000/ \n":                    {User: "carol", Host: "127.0.0.1", Port: 40000},
 		"ssh://dave@host.example:22/?hostkey=trust-first-use": {User: "dave", Host: "host.example", Port: 22, TrustFirstUse: true},
+		"ssh://erin@login.internal/w?proxyjump=bob@bastion.example:2222,gw.internal&agent=/run/agent.sock": {
+			User: "erin", Host: "login.internal", Port: 22, Dir: "w", Agent: "/run/agent.sock",
+			Jump: []sshexec.Hop{{User: "bob", Host: "bastion.example", Port: 2222}, {Host: "gw.internal", Port: 22}}},
+		"ssh://h?proxyjump=[::1]:2200": {Host: "h", Port: 22, Jump: []sshexec.Hop{{Host: "::1", Port: 2200}}},
 	} {
 		got, err := sshexec.ParseURL(raw)
-		if err != nil || got != want {
+		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", raw, got, err, want)
 		}
 	}
-	for _, bad := range []string{"http://h", "ssh://", "ssh://u:hunter2pw@h", "ssh://h:0", "ssh://h:99999", "ssh://h?insecure=1", "ssh://h?hostkey=yes"} {
+	for _, bad := range []string{"http://h", "ssh://", "ssh://u:hunter2pw@h", "ssh://h:0", "ssh://h:99999", "ssh://h?insecure=1", "ssh://h?hostkey=yes",
+		"ssh://h?proxyjump=", "ssh://h?proxyjump=a,,b", "ssh://h?proxyjump=b:0", "ssh://h?proxyjump=@b", "ssh://h?proxyjump=u:hunter2pw@b",
+		"ssh://h?proxyjump=[::1]", "ssh://h?proxyjump=a&proxyjump=b", "ssh://h?agent=relative/sock", "ssh://h?proxyjump=a,b,c,d,e,f,g,h,i"} {
 		_, err := sshexec.ParseURL(bad)
 		testutil.RequireFieldError(t, err, "resourceURL")
 		if strings.Contains(err.Error(), "hunter2pw") {

@@ -12,10 +12,14 @@ package testssh
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,6 +95,10 @@ type SSHD struct {
 	conf string
 	Port int
 	cmd  *exec.Cmd
+	// KnownHosts is the known_hosts line of a server with a host key of
+	// its own (StartCustom with NewHostKey), else "".
+	KnownHosts string
+	log        io.Writer
 }
 
 // StartSSHD starts a private sshd with srv's config on a free port. It is
@@ -100,16 +108,150 @@ func StartSSHD(t testing.TB, srv Server) *SSHD {
 	if srv.Root != "" {
 		t.Fatal("testssh: StartSSHD needs a server outside a chroot")
 	}
+	d := &SSHD{t: t, conf: srv.SSHDConfig, Port: freePort(t)}
+	d.Start()
+	t.Cleanup(d.Stop)
+	return d
+}
+
+// Config is how a private server differs from the shared one it copies.
+type Config struct {
+	// NewHostKey gives the server a host key of its own, so that it is
+	// another host to known_hosts (a jump host, say).
+	NewHostKey bool
+	// Set replaces (or adds) sshd_config options, e.g.
+	// {"AllowTcpForwarding": "yes"}; "" removes one.
+	Set map[string]string
+	// Log receives the server's log (sshd -e).
+	Log io.Writer
+}
+
+// StartCustom starts a private sshd from a copy of srv's config changed
+// as cfg says, on a free port; it is stopped at cleanup.
+func StartCustom(t testing.TB, srv Server, cfg Config) *SSHD {
+	t.Helper()
+	if srv.Root != "" {
+		t.Fatal("testssh: StartCustom needs a server outside a chroot")
+	}
+	dir := t.TempDir()
+	set := map[string]string{}
+	for k, v := range cfg.Set {
+		set[strings.ToLower(k)] = k + " " + v
+		if v == "" {
+			set[strings.ToLower(k)] = ""
+		}
+	}
+	var known string
+	if cfg.NewHostKey {
+		key := filepath.Join(dir, "ssh_host_ed25519_key")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "bridge-runner test host "+t.Name(), "-f", key).CombinedOutput(); err != nil {
+			t.Fatalf("testssh: ssh-keygen: %v: %s", err, out)
+		}
+		pub, err := os.ReadFile(key + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set["hostkey"] = "HostKey " + key
+		known = strings.Join(strings.Fields(string(pub))[:2], " ")
+	}
+	conf := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(conf, []byte(customConfig(t, srv.SSHDConfig, set)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("/usr/sbin/sshd", "-t", "-f", conf).CombinedOutput(); err != nil {
+		t.Fatalf("testssh: sshd refused the config %v: %v: %s", cfg.Set, err, out)
+	}
+	d := &SSHD{t: t, conf: conf, Port: freePort(t), log: cfg.Log}
+	if known != "" {
+		d.KnownHosts = fmt.Sprintf("[127.0.0.1]:%d %s", d.Port, known)
+	}
+	d.Start()
+	t.Cleanup(d.Stop)
+	return d
+}
+
+// customConfig is the config at path with the options in set replaced
+// (keys lower-case, values whole lines, "" to drop) and Port dropped (the
+// command line gives it).
+func customConfig(t testing.TB, path string, set map[string]string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			if _, replaced := set[strings.ToLower(f[0])]; replaced || strings.EqualFold(f[0], "Port") {
+				continue
+			}
+		}
+		out = append(out, line)
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if set[k] != "" {
+			out = append(out, set[k])
+		}
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// StartBastion starts a jump host: a private sshd from srv's config with
+// a host key of its own that forwards TCP connections (ProxyJump), logging
+// each forwarding to log (LogLevel DEBUG1 says "direct-tcpip").
+func StartBastion(t testing.TB, srv Server, log io.Writer, set map[string]string) *SSHD {
+	t.Helper()
+	all := map[string]string{"AllowTcpForwarding": "yes", "LogLevel": "DEBUG1"}
+	maps.Copy(all, set)
+	return StartCustom(t, srv, Config{NewHostKey: true, Set: all, Log: log})
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	d := &SSHD{t: t, conf: srv.SSHDConfig, Port: port}
-	d.Start()
-	t.Cleanup(d.Stop)
-	return d
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Agent starts a real ssh-agent holding the keys in keyFiles (OpenSSH
+// private keys, as the credentials directories hold them) and returns its
+// socket; it is stopped at cleanup.
+func Agent(t testing.TB, keyFiles ...string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "agent") // short: a socket path has ~100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s")
+	cmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testssh: ssh-agent: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("testssh: ssh-agent made no socket in 10s")
+		}
+	}
+	for _, k := range keyFiles {
+		add := exec.Command("ssh-add", k)
+		add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+		if out, err := add.CombinedOutput(); err != nil {
+			t.Fatalf("testssh: ssh-add %s: %v: %s", k, err, out)
+		}
+	}
+	return sock
 }
 
 // Addr is 127.0.0.1:port.
@@ -120,6 +262,7 @@ func (d *SSHD) Start() {
 	d.t.Helper()
 	d.cmd = exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", d.conf, "-o", "Port="+strconv.Itoa(d.Port), "-o", "PidFile=none")
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d.cmd.Stderr = d.log
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatalf("testssh: starting sshd: %v", err)
 	}
@@ -192,4 +335,47 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 // Condor is the login node of hack/htcondor-up.sh's pool.
 func Condor(t testing.TB) Server {
 	return Env(t, "BRIDGE_TEST_CONDOR_SSH", "start it with `bash hack/htcondor-up.sh` and `source /tmp/bridge-runner-htcondor/env`")
+}
+
+// ViaBastion starts a jump host from jump's config (jump's user and key
+// log in there) and returns a resourceURL and credentials that reach
+// target through it: target's own key and known_hosts, and the jump
+// host's as jump1-ssh-privatekey and jump1-known_hosts. log receives the
+// jump host's log.
+func ViaBastion(t testing.TB, target, jump Server, log io.Writer) (string, *testutil.Creds, *SSHD) {
+	t.Helper()
+	b := StartBastion(t, jump, log, nil)
+	creds := Creds(t, target.CredsDir)
+	jumpKey, err := Creds(t, jump.CredsDir).Get("ssh-privatekey")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds.Set("jump1-ssh-privatekey", jumpKey)
+	creds.Set("jump1-known_hosts", b.KnownHosts)
+	sep := "?"
+	if strings.Contains(target.URL, "?") {
+		sep = "&"
+	}
+	return target.URL + sep + "proxyjump=" + jump.User + "@" + b.Addr(), creds, b
+}
+
+// WaitLog waits until a server's log holds every one of words (sshd
+// writes its log as things happen, a little after the client saw them),
+// and fails the test after 10 s.
+func WaitLog(t testing.TB, what string, log *testutil.SyncBuffer, words ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		missing := ""
+		for _, w := range words {
+			if !strings.Contains(log.String(), w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: its log never says %q:\n%s", what, missing, log.String())
+		}
+	}
 }
