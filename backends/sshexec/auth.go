@@ -298,12 +298,16 @@ func (probeKey) Verify([]byte, *ssh.Signature) error { return errors.New("probe 
 // a missing or unreadable key, certificate or known_hosts of any hop, or a
 // missing agent socket, is reported before anything is submitted.
 func (c *Client) Check() error {
-	agent, err := c.agentPath()
-	if err != nil {
-		return err
+	agent, fromURL, agentErr := c.agentPath()
+	if agentErr != nil && fromURL {
+		return agentErr
 	}
 	for _, h := range c.route() {
-		if _, err := signer(c.creds, keyPrefix(c.creds, h.n), agent != ""); err != nil {
+		prefix := keyPrefix(c.creds, h.n)
+		if _, err := signer(c.creds, prefix, agent != "" && agentErr == nil); err != nil {
+			if _, kerr := c.creds.Get(prefixed(prefix, keyNames)...); kerr != nil {
+				return noKey(err, agentErr, prefix)
+			}
 			return err
 		}
 		if _, _, err := h.callback(c.creds); err != nil {

@@ -153,6 +153,18 @@ func TestAgentOnlyKey(t *testing.T) {
 	}
 	err = clientFor(t, url+"&agent="+sock+".missing", creds).Check()
 	testutil.RequireFieldError(t, err, "resourceURL")
+
+	// A stale SSH_AUTH_SOCK is passed over, as ssh passes it over, while
+	// the Secret has a key; without one, it is what the refusal names.
+	t.Setenv("SSH_AUTH_SOCK", sock+".gone")
+	err = clientFor(t, url, creds).Check()
+	testutil.RequireFieldError(t, err, "SSH_AUTH_SOCK")
+	key, _ := testssh.Creds(t, srv.CredsDir).Get("ssh-privatekey")
+	creds.Set("ssh-privatekey", key)
+	creds.Set("jump1-ssh-privatekey", key)
+	if _, err := clientFor(t, url, creds).Run(ctx, sshexec.Cmd{Args: []string{"true"}}); err != nil {
+		t.Fatalf("a stale SSH_AUTH_SOCK and a key in the Secret: %v", err)
+	}
 }
 
 // TestKeyboardInteractiveIsExit2: a login node that asks, after the key

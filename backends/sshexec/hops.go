@@ -109,8 +109,11 @@ func (c *Client) hopConfig(h *hop, ag *agentConn) (*ssh.ClientConfig, *login, er
 		return nil, nil, err
 	}
 	prefix := keyPrefix(c.creds, h.n)
-	s, err := signer(c.creds, prefix, ag != nil)
+	s, err := signer(c.creds, prefix, ag.usable())
 	if err != nil {
+		if _, kerr := c.creds.Get(prefixed(prefix, keyNames)...); kerr != nil && ag != nil {
+			return nil, nil, noKey(err, ag.err, prefix)
+		}
 		return nil, nil, err
 	}
 	signers := ag.keys()
