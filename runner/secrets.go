@@ -163,17 +163,21 @@ func straddles(b []byte, cut int, f string) int {
 var identityKeys = map[string]bool{"username": true, "user": true, "crn": true, "servicecrn": true, "service_crn": true,
 	"known_hosts": true, "ssh-known-hosts": true, "ssh-certificate": true}
 
-// isIdentityKey: a jump host's own credentials (jumpN-username,
-// jumpN-known_hosts, see package sshexec) are what the unprefixed key is.
-func isIdentityKey(name string) bool {
+// baseKey is a credential's name as the tables here know it: lower-case,
+// and without the jumpN- prefix of a jump host's own credentials
+// (jump1-ssh-privatekey, jump1-known_hosts, see package sshexec), which
+// are what the unprefixed key is.
+func baseKey(name string) string {
 	n := strings.ToLower(name)
 	if rest, ok := strings.CutPrefix(n, "jump"); ok {
 		if i := strings.IndexByte(rest, '-'); i > 0 && strings.Trim(rest[:i], "0123456789") == "" {
 			n = rest[i+1:]
 		}
 	}
-	return identityKeys[n]
+	return n
 }
+
+func isIdentityKey(name string) bool { return identityKeys[baseKey(name)] }
 
 // DirCredentials reads credentials from a mounted Secret directory: one file
 // per key. Files are read on every call, so a rotated Secret (the kubelet
@@ -232,7 +236,7 @@ var multiLineKeys = map[string]bool{"ssh-privatekey": true, "privatekey": true, 
 // (a NUL anywhere; a newline, carriage return or other control character in
 // a one-line credential), naming the file and where, never the value.
 func checkCredentialText(path, key, v string) error {
-	multi := multiLineKeys[strings.ToLower(key)]
+	multi := multiLineKeys[baseKey(key)]
 	for i, r := range v {
 		if (r >= 0x20 && r != 0x7f) || r == '\t' || (multi && (r == '\n' || r == '\r')) {
 			continue

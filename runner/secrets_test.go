@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,6 +39,9 @@ func TestDirCredentials(t *testing.T) {
 	// jump1-ssh-privatekey is, and so is jumpy-username.
 	for name, secret := range map[string]bool{"jump1-username": false, "jump12-known_hosts": false, "jump1-ssh-privatekey": true, "jumpy-username": true, "jump-username": true} {
 		v := "value-of-" + name
+		if strings.HasSuffix(name, "privatekey") || strings.HasSuffix(name, "known_hosts") {
+			v += "\nits second line" // multi-line, as its unprefixed key may be
+		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600))
 		_, err := c.Get(name)
 		require.NoError(t, err)
