@@ -52,6 +52,7 @@ type follower struct {
 	last         backends.Status // the latest state the backend reported
 	seen         bool            // the backend reported a state at least once
 	failingSince time.Time       // when the first of the current run of failed polls was sent
+	failCause    error           // the failure of that run that says most (not just the budget's deadline)
 	cancel       cancellation
 
 	result backends.Status
@@ -127,7 +128,7 @@ func (f *follower) pollStatus() phase {
 	if err != nil {
 		return f.pollFailed(err, started)
 	}
-	f.failingSince = time.Time{}
+	f.failingSince, f.failCause = time.Time{}, nil
 	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
 		f.log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
 		f.poll.Reset()
@@ -163,8 +164,9 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 	if f.failingSince.IsZero() {
 		f.failingSince = started
 	}
+	f.failCause = telling(f.failCause, err)
 	if time.Since(f.failingSince) >= f.r.RetryBudget {
-		return f.finish(f.last, backends.Transient(fmt.Errorf("lost contact with the backend for %s: %w", f.r.RetryBudget, err)))
+		return f.finish(f.last, backends.Transient(fmt.Errorf("lost contact with the backend for %s: %w", f.r.RetryBudget, unanswered(f.failCause))))
 	}
 	if ra := httpx.RetryAfterOf(err); ra > 0 { // no poll before the server's time
 		if time.Since(f.failingSince)+ra > f.r.RetryBudget {

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -795,4 +796,57 @@ func TestHostileInputFlagErrorsReport(t *testing.T) {
 	assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
 	require.NotNil(t, r.summary, "a JSON summary on stdout: %q", r.stdout)
 	assert.Contains(t, r.summary["reason"], "--bogus")
+}
+
+// TestHostileInputRayAnswerWithoutStatus: a Ray dashboard (or whatever
+// answers in its place) that takes the job and then answers its details
+// with 200 and no status is a fault bounded by the retry budget: exit 75,
+// naming the malformed answer, with the job's id kept for the retry.
+// Before, the job was followed as RUNNING forever.
+func TestHostileInputRayAnswerWithoutStatus(t *testing.T) {
+	clearEnv(t)
+	var mu sync.Mutex
+	submitted := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		id, isJob := strings.CutPrefix(r.URL.Path, "/api/jobs/")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/api/jobs/":
+			var req struct {
+				SubmissionID string `json:"submission_id"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			submitted[req.SubmissionID] = true
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"job_id":"raysubmit_1","submission_id":%q}`, req.SubmissionID)
+		case r.Method == http.MethodGet && isJob && submitted[id]:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = fmt.Fprintf(w, `{"type":"SUBMISSION","submission_id":%q,"entrypoint":"python job.py"}`, id)
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "Job does not exist")
+		}
+	}))
+	defer srv.Close()
+	state := t.TempDir()
+	done := make(chan cliResult, 1)
+	start := time.Now()
+	go func() {
+		done <- run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "ray", "--resource-url", srv.URL,
+			"--credentials-dir", t.TempDir(), "--script", "print(1)", "--update-interval", "0.2", "--retry-budget", "3s", "--follow-logs=false")
+	}()
+	var r cliResult
+	select {
+	case r = <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatal("an answer without a status was followed past the retry budget (as RUNNING)")
+	}
+	assert.Equal(t, ExitTempFail, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+	assert.Less(t, time.Since(start), 60*time.Second)
+	msg, _ := r.summary["message"].(string)
+	assert.Contains(t, msg, "no job status")
+	assert.NotEmpty(t, r.summary["id"], "the id is kept: a retry re-attaches")
+	assert.NotContains(t, r.stdout+r.stderr, "state=RUNNING", "never taken for a running job")
 }
