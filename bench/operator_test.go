@@ -29,7 +29,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/operator"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 var bridgeJobs = schema.GroupVersionResource{Group: "bridgejob.ibm.com", Version: "v1alpha1", Resource: "bridgejobs"}
@@ -169,15 +169,15 @@ func playPods(b *testing.B, cs kubernetes.Interface, ns string) (stop func()) {
 
 func writeState(ctx context.Context, cs kubernetes.Interface, ns, job, state string) error {
 	for {
-		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, runner.ConfigMapName(job), metav1.GetOptions{})
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, record.ConfigMapName(job), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		now := time.Now().UTC().Format(time.RFC3339)
-		cm.Data[runner.KeyID], cm.Data[runner.KeyJobStatus] = "local-"+job, state
-		cm.Data[runner.KeySubmit] = now
+		cm.Data[record.KeyID], cm.Data[record.KeyJobStatus] = "local-"+job, state
+		cm.Data[record.KeySubmit] = now
 		if state == "DONE" {
-			cm.Data[runner.KeyEnd] = now
+			cm.Data[record.KeyEnd] = now
 		}
 		_, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 		if !apierrors.IsConflict(err) {

@@ -15,6 +15,8 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/builtin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -45,7 +47,7 @@ func BenchmarkScale(b *testing.B) {
 func scaleOnce(b *testing.B, n int, slurmURL, creds string) {
 	cfg := testkube.Config(b)
 	cfg.QPS, cfg.Burst = 1000, 2000
-	kc, err := runner.NewKubeClient(cfg)
+	kc, err := kube.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func scaleOnce(b *testing.B, n int, slurmURL, creds string) {
 		b.Fatal(err)
 	}
 	reg := builtin.Registry()
-	spec := runner.Spec{Backend: "slurm", ResourceURL: slurmURL, JobScript: "#!/bin/sh\ntrue\n", UpdateInterval: "5"}
+	spec := record.Spec{Backend: "slurm", ResourceURL: slurmURL, JobScript: "#!/bin/sh\ntrue\n", UpdateInterval: "5"}
 	runtime.GC()
 	heapBefore := heapInUse()
 	results := make([]*runner.Result, n)
@@ -69,7 +71,7 @@ func scaleOnce(b *testing.B, n int, slurmURL, creds string) {
 			name := fmt.Sprintf("scale-%d", i)
 			iv := &runner.Invoker{
 				JobName: name, Spec: &spec, Registry: reg,
-				Store:       &runner.ConfigMapStore{Client: kc, Namespace: ns, Name: runner.ConfigMapName(name)},
+				Store:       &record.ConfigMapStore{Client: kc, Namespace: ns, Name: record.ConfigMapName(name)},
 				Backend:     backends.Config{Credentials: runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}, HTTPClient: hc},
 				Log:         slog.New(slog.DiscardHandler),
 				RetryBudget: 5 * time.Minute,

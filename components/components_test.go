@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -64,7 +65,7 @@ var snake = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // parameterTypes are the KFP types we use; any other type would make an
 // input an artifact.
-var parameterTypes = []string{runner.TypeString, runner.TypeBoolean, runner.TypeInteger}
+var parameterTypes = []string{record.TypeString, record.TypeBoolean, record.TypeInteger}
 
 func load(t *testing.T) map[string]*component {
 	t.Helper()
@@ -202,7 +203,7 @@ func TestInputsAreTheJobDescription(t *testing.T) {
 		for _, in := range c.Inputs {
 			ins[in.Name] = in
 		}
-		for _, f := range runner.Fields {
+		for _, f := range record.Fields {
 			in, ok := ins[f.InputName()]
 			switch {
 			case !ok:
@@ -224,7 +225,7 @@ func TestInputsAreTheJobDescription(t *testing.T) {
 		for _, in := range c.Inputs {
 			ins[in.Name] = in
 		}
-		for _, i := range runner.InvokeInputs {
+		for _, i := range record.InvokeInputs {
 			in, ok := ins[i.InputName()]
 			switch {
 			case !ok:
@@ -309,7 +310,7 @@ func run(t *testing.T, args []string, dir string, parseOnly bool) string {
 	return stdout.String()
 }
 
-func record(t *testing.T, dir, job string) (map[string]string, error) {
+func readRecord(t *testing.T, dir, job string) (map[string]string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "state", job+"-bridge-cm.json"))
 	if err != nil {
 		return nil, err
@@ -347,7 +348,7 @@ func TestContractCreateConfigMap(t *testing.T) {
 		"s3_upload_bucket": "out-bucket", "s3_upload_files": "a.out,b.out", "s3_create_bucket": "true",
 	}
 	want := map[string]string{}
-	for _, f := range runner.Fields {
+	for _, f := range record.Fields {
 		v, ok := given[f.InputName()]
 		if !ok || v == f.Default {
 			t.Fatalf("give %s a value other than its default", f.InputName())
@@ -356,7 +357,7 @@ func TestContractCreateConfigMap(t *testing.T) {
 	}
 	dir := t.TempDir()
 	run(t, expand(t, "create-configmap", c, given, filepath.Join(dir, "out")), dir, false)
-	got, err := record(t, dir, "every-key")
+	got, err := readRecord(t, dir, "every-key")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestContractThreeSteps(t *testing.T) {
 		t.Errorf("invoke's outputs: %v", o)
 	}
 	run(t, expand(t, "cleanup", cs["cleanup"], job, out), dir, false)
-	if _, err := record(t, dir, "three-steps"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := readRecord(t, dir, "three-steps"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cleanup left the record: %v", err)
 	}
 }
@@ -411,11 +412,11 @@ func TestContractBridgeJob(t *testing.T) {
 	if o := readOutputs(t, cs["bridge-job"], out); o["status"] != "DONE" || o["job_id"] == "" || o["end_time"] == "" {
 		t.Errorf("bridge-job's outputs: %v", o)
 	}
-	if r, err := record(t, dir, "all-in-one"); err != nil || r["jobdata.jobScript"] != "echo all in one" {
+	if r, err := readRecord(t, dir, "all-in-one"); err != nil || r["jobdata.jobScript"] != "echo all in one" {
 		t.Errorf("the record: %v %v", r, err)
 	}
 	run(t, expand(t, "cleanup", cs["cleanup"], map[string]string{"job_name": "all-in-one"}, out), dir, false)
-	if _, err := record(t, dir, "all-in-one"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := readRecord(t, dir, "all-in-one"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cleanup left the record: %v", err)
 	}
 }

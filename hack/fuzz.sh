@@ -16,7 +16,7 @@ FUZZTIME=${FUZZTIME:-10s}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-}
 pkgs=("$@")
 if [ ${#pkgs[@]} -eq 0 ]; then
-	pkgs=(./runner ./backends/slurm ./backends/lsf ./backends/quantum ./backends/ray ./backends/local)
+	pkgs=(./record ./runner ./backends/slurm ./backends/lsf ./backends/quantum ./backends/ray ./backends/local)
 fi
 
 start=$SECONDS

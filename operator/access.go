@@ -7,9 +7,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // AccessName names a BridgeJob's ServiceAccount, Role and RoleBinding: the
@@ -34,34 +34,33 @@ func (e *accessConflict) Error() string {
 // check), and it holds these verbs on ConfigMaps.
 func (r *reconciler) ensureAccess(ctx context.Context, bj *BridgeJob) error {
 	name := AccessName(bj.Name)
-	sa := &serviceAccount{}
+	sa := &kube.ServiceAccount{}
 	sa.APIVersion, sa.Kind = "v1", "ServiceAccount"
-	ro := &role{Rules: []policyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-		ResourceNames: []string{runner.ConfigMapName(bj.Name)}, Verbs: recordVerbs}}}
-	ro.APIVersion, ro.Kind = rbacV1.String(), "Role"
-	rb := &roleBinding{RoleRef: roleRef{APIGroup: rbacV1.Group, Kind: "Role", Name: name},
-		Subjects: []subject{{Kind: "ServiceAccount", Name: name, Namespace: bj.Namespace}}}
-	rb.APIVersion, rb.Kind = rbacV1.String(), "RoleBinding"
+	ro := &kube.Role{Rules: []kube.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		ResourceNames: []string{record.ConfigMapName(bj.Name)}, Verbs: recordVerbs}}}
+	ro.APIVersion, ro.Kind = kube.RBACV1.String(), "Role"
+	rb := &kube.RoleBinding{RoleRef: kube.RoleRef{APIGroup: kube.RBACV1.Group, Kind: "Role", Name: name},
+		Subjects: []kube.Subject{{Kind: "ServiceAccount", Name: name, Namespace: bj.Namespace}}}
+	rb.APIVersion, rb.Kind = kube.RBACV1.String(), "RoleBinding"
 	for _, o := range []struct {
-		gv       schema.GroupVersion
-		resource string
-		obj      interface {
+		res kube.Resource
+		obj interface {
 			runtime.Object
 			metav1.Object
 		}
 		out runtime.Object
 	}{
-		{coreV1, "serviceaccounts", sa, &serviceAccount{}},
-		{rbacV1, "roles", ro, &role{}},
-		{rbacV1, "rolebindings", rb, &roleBinding{}},
+		{kube.ServiceAccounts, sa, &kube.ServiceAccount{}},
+		{kube.Roles, ro, &kube.Role{}},
+		{kube.RoleBindings, rb, &kube.RoleBinding{}},
 	} {
 		o.obj.SetName(name)
 		o.obj.SetNamespace(bj.Namespace)
 		o.obj.SetLabels(childLabels(bj))
 		o.obj.SetOwnerReferences([]metav1.OwnerReference{ownerRef(bj)})
-		err := r.c.create(ctx, o.gv, bj.Namespace, o.resource, o.obj, o.out)
+		err := r.c.Create(ctx, o.res, bj.Namespace, o.obj, o.out)
 		if apierrors.IsAlreadyExists(err) {
-			if err = r.c.get(ctx, o.gv, bj.Namespace, o.resource, name, o.out); err == nil && !ownedBy(o.out.(metav1.Object), bj) {
+			if err = r.c.Get(ctx, o.res, bj.Namespace, name, o.out); err == nil && !ownedBy(o.out.(metav1.Object), bj) {
 				return &accessConflict{o.obj.GetObjectKind().GroupVersionKind().Kind, name}
 			}
 		}

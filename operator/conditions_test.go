@@ -14,7 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // checkConventions validates bj's conditions as the apiserver validates
@@ -128,13 +129,13 @@ func TestKubectlWaitFinished(t *testing.T) {
 // TestArgoCDHealthEveryState runs the README's check on the status the
 // operator computes for each of the seven states.
 func TestArgoCDHealthEveryState(t *testing.T) {
-	r := &reconciler{o: Options{StatusKeys: runner.StatusKeysOurs}}
+	r := &reconciler{o: Options{StatusKeys: record.StatusKeysOurs}}
 	want := map[backends.State]string{backends.Pending: "Progressing", backends.Running: "Progressing", backends.Suspended: "Suspended",
 		backends.Done: "Healthy", backends.Failed: "Degraded", backends.Killed: "Degraded", backends.Unknown: "Degraded"}
 	for _, st := range backends.States {
 		bj := &BridgeJob{}
 		bj.Name, bj.Generation = "x", 2
-		cm := &configMap{Data: map[string]string{runner.KeyJobStatus: string(st), runner.KeyID: "42", runner.KeyMessage: "the end"}}
+		cm := &kube.ConfigMap{Data: map[string]string{record.KeyJobStatus: string(st), record.KeyID: "42", record.KeyMessage: "the end"}}
 		cm.Name = "x-bridge-cm"
 		bj.Status = r.observe(bj, cm, nil)
 		for i := range bj.Status.Conditions {

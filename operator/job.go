@@ -1,5 +1,7 @@
 package operator
 
+import "github.com/bridge-runner/bridge-runner/kube"
+
 // Where the job's pod finds its credentials: IBM's paths, invoke's defaults.
 const (
 	credentialsDir   = "/credentials"
@@ -12,7 +14,7 @@ const (
 const backoffLimit = 6
 
 // buildJob is the Job whose pod runs `bridge-runner invoke` for bj.
-func (r *reconciler) buildJob(bj *BridgeJob) *job {
+func (r *reconciler) buildJob(bj *BridgeJob) *kube.Job {
 	kj := r.podJob(bj, JobName(bj.Name), "invoke", "--status-keys", r.o.StatusKeys)
 	limit := int32(backoffLimit)
 	kj.Spec.BackoffLimit = &limit
@@ -23,7 +25,7 @@ func (r *reconciler) buildJob(bj *BridgeJob) *job {
 // buildCleanup is the Job whose pod runs `bridge-runner cleanup` for a
 // deleted bj whose invoke is gone: it cancels the remote job with the
 // credentials (which only pods see) and deletes the record.
-func (r *reconciler) buildCleanup(bj *BridgeJob) *job {
+func (r *reconciler) buildCleanup(bj *BridgeJob) *kube.Job {
 	// --any-owner: the record is this BridgeJob's (the operator made it), but
 	// its owner is the invoke Job, another Job than this one.
 	kj := r.podJob(bj, CleanupName(bj.Name), "cleanup", "--wait", "10s", "--any-owner")
@@ -34,18 +36,18 @@ func (r *reconciler) buildCleanup(bj *BridgeJob) *job {
 
 // podJob is a Job of bj named name whose pod runs the bridge-runner step
 // with the credentials mounted.
-func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *job {
+func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *kube.Job {
 	image, _ := r.jobImage(bj)
-	c := container{
+	c := kube.Container{
 		Name:            step,
 		Image:           image,
 		ImagePullPolicy: bj.Spec.ImagePullPolicy,
 		Args: append([]string{step, "--job-name", bj.Name, "--store", "configmap",
 			"--credentials-dir", credentialsDir}, args...),
-		Env: []envVar{{Name: "JOBNAME", Value: bj.Name}, fieldEnv("NAMESPACE", "metadata.namespace")},
+		Env: []kube.EnvVar{{Name: "JOBNAME", Value: bj.Name}, fieldEnv("NAMESPACE", "metadata.namespace")},
 	}
-	kj := &job{}
-	kj.APIVersion, kj.Kind = batchV1.String(), "Job"
+	kj := &kube.Job{}
+	kj.APIVersion, kj.Kind = kube.BatchV1.String(), "Job"
 	kj.Name, kj.Namespace = name, bj.Namespace
 	kj.Labels = childLabels(bj)
 	kj.OwnerReferences = append(kj.OwnerReferences, ownerRef(bj))
@@ -59,13 +61,13 @@ func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *j
 		p.Spec.ServiceAccountName = AccessName(bj.Name)
 	}
 	p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
-	c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
+	c.VolumeMounts = append(c.VolumeMounts, kube.VolumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
 	if s := s3Secret(bj); s != "" && step == "invoke" {
 		p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("s3credentials", s))
-		c.VolumeMounts = append(c.VolumeMounts, volumeMount{Name: "s3credentials", MountPath: s3CredentialsDir, ReadOnly: true})
+		c.VolumeMounts = append(c.VolumeMounts, kube.VolumeMount{Name: "s3credentials", MountPath: s3CredentialsDir, ReadOnly: true})
 		c.Args = append(c.Args, "--s3-credentials-dir", s3CredentialsDir)
 	}
-	p.Spec.Containers = []container{c}
+	p.Spec.Containers = []kube.Container{c}
 	return kj
 }
 
@@ -75,25 +77,25 @@ func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *j
 // back, and a BridgeJob asks for one run (a new attempt after an
 // infrastructure failure is a workflow's choice, through its retries). 75
 // (temporary) counts against backoffLimit and is retried.
-func finalExits() *podFailurePolicy {
-	rule := podFailureRule{Action: "FailJob"}
+func finalExits() *kube.PodFailurePolicy {
+	rule := kube.PodFailureRule{Action: "FailJob"}
 	rule.OnExitCodes = &struct {
 		Operator string  `json:"operator"`
 		Values   []int32 `json:"values"`
 	}{Operator: "In", Values: []int32{1, 2, 3, 4, 5}}
-	return &podFailurePolicy{Rules: []podFailureRule{rule}}
+	return &kube.PodFailurePolicy{Rules: []kube.PodFailureRule{rule}}
 }
 
-func secretVolume(name, secret string) volume {
-	v := volume{Name: name}
+func secretVolume(name, secret string) kube.Volume {
+	v := kube.Volume{Name: name}
 	v.Secret = &struct {
 		SecretName string `json:"secretName"`
 	}{SecretName: secret}
 	return v
 }
 
-func fieldEnv(name, path string) envVar {
-	e := envVar{Name: name}
+func fieldEnv(name, path string) kube.EnvVar {
+	e := kube.EnvVar{Name: name}
 	e.ValueFrom = &struct {
 		FieldRef struct {
 			FieldPath string `json:"fieldPath"`

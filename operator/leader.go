@@ -8,6 +8,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/kube"
 )
 
 // elector holds a Lease so that one of several replicas reconciles. It
@@ -17,7 +19,7 @@ import (
 // (so clocks need not agree), and a holder that could not renew for
 // RenewDeadline stops leading.
 type elector struct {
-	c         *client
+	c         *kube.Client
 	namespace string
 	name      string
 	identity  string
@@ -26,7 +28,7 @@ type elector struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 
 	// what this replica last saw of the Lease, and when (its own clock)
-	observed     *lease
+	observed     *kube.Lease
 	observedTime time.Time
 }
 
@@ -103,15 +105,15 @@ func (e *elector) renew(ctx context.Context) bool {
 
 func (e *elector) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 	now := metav1.NewMicroTime(time.Now())
-	cur := &lease{}
-	err := e.c.get(ctx, coordV1, e.namespace, "leases", e.name, cur)
+	cur := &kube.Lease{}
+	err := e.c.Get(ctx, kube.Leases, e.namespace, e.name, cur)
 	if apierrors.IsNotFound(err) {
-		l := &lease{}
-		l.APIVersion, l.Kind = coordV1.String(), "Lease"
+		l := &kube.Lease{}
+		l.APIVersion, l.Kind = kube.CoordV1.String(), "Lease"
 		l.Name, l.Namespace = e.name, e.namespace
 		e.fill(l, now, true)
-		out := &lease{}
-		if err := e.c.create(ctx, coordV1, e.namespace, "leases", l, out); err != nil {
+		out := &kube.Lease{}
+		if err := e.c.Create(ctx, kube.Leases, e.namespace, l, out); err != nil {
 			return false, err
 		}
 		e.see(out)
@@ -127,17 +129,17 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 	if held != "" && held != e.identity && time.Since(e.observedTime) < e.leaseDuration {
 		return false, nil // another replica holds a live lease
 	}
-	next := cur.DeepCopyObject().(*lease)
+	next := cur.DeepCopyObject().(*kube.Lease)
 	e.fill(next, now, held != e.identity)
-	out := &lease{}
-	if err := e.c.update(ctx, coordV1, e.namespace, "leases", e.name, next, out); err != nil {
+	out := &kube.Lease{}
+	if err := e.c.Update(ctx, kube.Leases, e.namespace, e.name, next, out); err != nil {
 		return false, err
 	}
 	e.see(out)
 	return true, nil
 }
 
-func (e *elector) fill(l *lease, now metav1.MicroTime, taking bool) {
+func (e *elector) fill(l *kube.Lease, now metav1.MicroTime, taking bool) {
 	l.Spec.HolderIdentity = e.identity
 	l.Spec.LeaseDurationSeconds = int32(e.leaseDuration / time.Second)
 	l.Spec.RenewTime = &now
@@ -147,7 +149,7 @@ func (e *elector) fill(l *lease, now metav1.MicroTime, taking bool) {
 	}
 }
 
-func (e *elector) see(l *lease) { e.observed, e.observedTime = l, time.Now() }
+func (e *elector) see(l *kube.Lease) { e.observed, e.observedTime = l, time.Now() }
 
 // release gives the Lease up at a graceful stop, so that another replica
 // takes over at once instead of after LeaseDuration.
@@ -157,10 +159,10 @@ func (e *elector) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l := e.observed.DeepCopyObject().(*lease)
+	l := e.observed.DeepCopyObject().(*kube.Lease)
 	l.Spec.HolderIdentity = ""
 	l.Spec.LeaseDurationSeconds = 1
-	if err := e.c.update(ctx, coordV1, e.namespace, "leases", e.name, l, &lease{}); err != nil {
+	if err := e.c.Update(ctx, kube.Leases, e.namespace, e.name, l, &kube.Lease{}); err != nil {
 		e.log.Warn("releasing the lease failed", "err", err)
 	}
 }

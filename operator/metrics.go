@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/internal/metrics"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // opMetrics are the operator's Prometheus metrics and the state its
@@ -66,7 +67,7 @@ func (m *opMetrics) collectJobs(emit func(float64, ...string)) {
 			state = "PENDING"
 		}
 		backend := bj.Spec.Backend
-		if cm, _ := r.cached(r.cms, bj.Namespace, runner.ConfigMapName(bj.Name)).(*configMap); cm != nil && cm.Data["backend"] != "" {
+		if cm, _ := r.cached(r.cms, bj.Namespace, record.ConfigMapName(bj.Name)).(*kube.ConfigMap); cm != nil && cm.Data["backend"] != "" {
 			backend = cm.Data["backend"]
 		}
 		emit(1, state, backend)

@@ -24,10 +24,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/bridge-runner/bridge-runner/kube"
 )
 
 // Options configure the operator.
@@ -113,7 +114,7 @@ func Run(ctx context.Context, o Options) error {
 		return errors.New("leader election needs the Lease's namespace (--lease-namespace, or POD_NAMESPACE)")
 	}
 	m := newOpMetrics()
-	c.answered = m.kubeAnswer
+	c.OnAnswer(m.kubeAnswer)
 	r := &reconciler{c: c, o: o, log: o.Log, m: m}
 	l, err := o.listen()
 	if err != nil {
@@ -144,9 +145,9 @@ func (r *reconciler) run(ctx context.Context) {
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgejobs"})
 	sel := LabelName
-	r.jobs = r.informer(GroupVersion, "bridgejobs", "", func() runtime.Object { return &BridgeJobList{} }, &BridgeJob{}, r.enqueue)
-	r.cms = r.informer(coreV1, "configmaps", sel, func() runtime.Object { return &configMapList{} }, &configMap{}, r.enqueueOwner)
-	r.kjobs = r.informer(batchV1, "jobs", sel, func() runtime.Object { return &jobList{} }, &job{}, r.enqueueOwner)
+	r.jobs = r.informer(BridgeJobs, "", func() runtime.Object { return &BridgeJobList{} }, &BridgeJob{}, r.enqueue)
+	r.cms = r.informer(kube.ConfigMaps, sel, func() runtime.Object { return &kube.ConfigMapList{} }, &kube.ConfigMap{}, r.enqueueOwner)
+	r.kjobs = r.informer(kube.Jobs, sel, func() runtime.Object { return &kube.JobList{} }, &kube.Job{}, r.enqueueOwner)
 	var wg sync.WaitGroup
 	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs} {
 		wg.Add(1)
@@ -168,7 +169,7 @@ func (r *reconciler) run(ctx context.Context) {
 	<-ctx.Done()
 	r.queue.ShutDownWithDrain()
 	wg.Wait()
-	r.log.Info("operator stopped", "kube_requests", r.c.requests.Load(), "retries", r.retries.Load())
+	r.log.Info("operator stopped", "kube_requests", r.c.Requests(), "retries", r.retries.Load())
 }
 
 // result names a reconcile's outcome for the metrics.
@@ -189,9 +190,9 @@ func orAll(ns string) string {
 	return ns
 }
 
-func (r *reconciler) informer(gv schema.GroupVersion, resource, selector string, list func() runtime.Object,
+func (r *reconciler) informer(res kube.Resource, selector string, list func() runtime.Object,
 	obj runtime.Object, on func(any)) cache.SharedIndexInformer {
-	inf := cache.NewSharedIndexInformer(r.c.listWatch(gv, r.o.Namespace, resource, selector, list), obj, r.o.Resync, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(r.c.ListWatch(res, r.o.Namespace, selector, list), obj, r.o.Resync, cache.Indexers{})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    on,
 		UpdateFunc: func(_, n any) { on(n) },

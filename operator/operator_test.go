@@ -26,7 +26,8 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +42,7 @@ type env struct {
 	t    *testing.T
 	cfg  *rest.Config
 	kc   kubernetes.Interface
-	c    *client
+	c    *kube.Client
 	ns   string
 	bin  string
 	logs *bytes.Buffer // the played pods' stderr
@@ -76,12 +77,12 @@ func newEnv(t *testing.T) *env {
 func (e *env) dropFinalizers() {
 	ctx := context.Background()
 	list := &BridgeJobList{}
-	if err := e.c.rest.Get().AbsPath(path(GroupVersion, e.ns, "bridgejobs")).Do(ctx).Into(list); err != nil {
+	if err := e.c.REST().Get().AbsPath(BridgeJobs.Path(e.ns)).Do(ctx).Into(list); err != nil {
 		return
 	}
 	for _, bj := range list.Items {
 		bj.Finalizers = nil
-		_ = e.c.update(ctx, GroupVersion, e.ns, "bridgejobs", bj.Name, &bj, &BridgeJob{})
+		_ = e.c.Update(ctx, BridgeJobs, e.ns, bj.Name, &bj, &BridgeJob{})
 	}
 }
 
@@ -155,7 +156,7 @@ func (e *env) localJob(name, script string) *BridgeJob {
 func (e *env) create(bj *BridgeJob) *BridgeJob {
 	e.t.Helper()
 	out := &BridgeJob{}
-	if err := e.c.create(context.Background(), GroupVersion, e.ns, "bridgejobs", bj, out); err != nil {
+	if err := e.c.Create(context.Background(), BridgeJobs, e.ns, bj, out); err != nil {
 		e.t.Fatalf("creating BridgeJob %s: %v", bj.Name, err)
 	}
 	return out
@@ -163,7 +164,7 @@ func (e *env) create(bj *BridgeJob) *BridgeJob {
 
 func (e *env) get(name string) (*BridgeJob, error) {
 	bj := &BridgeJob{}
-	return bj, e.c.get(context.Background(), GroupVersion, e.ns, "bridgejobs", name, bj)
+	return bj, e.c.Get(context.Background(), BridgeJobs, e.ns, name, bj)
 }
 
 // waitFor polls cond until it holds or 60 s pass.
@@ -193,16 +194,16 @@ func (e *env) waitState(name, state string) *BridgeJob {
 	return bj
 }
 
-func (e *env) children(name string) (*configMap, *job) {
+func (e *env) children(name string) (*kube.ConfigMap, *kube.Job) {
 	e.t.Helper()
-	var cm *configMap
-	var kj *job
+	var cm *kube.ConfigMap
+	var kj *kube.Job
 	e.waitFor("the record and the Job of "+name, func() (bool, error) {
-		cm, kj = &configMap{}, &job{}
-		if err := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName(name), cm); err != nil {
+		cm, kj = &kube.ConfigMap{}, &kube.Job{}
+		if err := e.c.Get(context.Background(), kube.ConfigMaps, e.ns, record.ConfigMapName(name), cm); err != nil {
 			return false, err
 		}
-		err := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName(name), kj)
+		err := e.c.Get(context.Background(), kube.Jobs, e.ns, JobName(name), kj)
 		return err == nil, err
 	})
 	return cm, kj
@@ -210,7 +211,7 @@ func (e *env) children(name string) (*configMap, *job) {
 
 // invoke plays the Job's pod, which no kubelet runs here: the real binary
 // with the Job's own arguments, against the real apiserver.
-func (e *env) invoke(kj *job) *exec.Cmd {
+func (e *env) invoke(kj *kube.Job) *exec.Cmd {
 	e.t.Helper()
 	args := slices.Clone(kj.Spec.Template.Spec.Containers[0].Args)
 	for i := range args { // the pod's mount, here a directory of the test
@@ -394,7 +395,7 @@ func TestKill(t *testing.T) {
 	inv := e.invoke(kj)
 	bj := e.waitState("long", "RUNNING")
 	bj.Spec.Kill = true
-	if err := e.c.update(context.Background(), GroupVersion, e.ns, "bridgejobs", "long", bj, &BridgeJob{}); err != nil {
+	if err := e.c.Update(context.Background(), BridgeJobs, e.ns, "long", bj, &BridgeJob{}); err != nil {
 		t.Fatal(err)
 	}
 	if code := exitCode(t, inv); code != 3 {
@@ -404,9 +405,9 @@ func TestKill(t *testing.T) {
 	if bj.Status.JobStatus != "KILL" {
 		t.Errorf("jobstatus = %q, want IBM's KILL", bj.Status.JobStatus)
 	}
-	cm := &configMap{}
-	if err := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("long"), cm); err != nil || cm.Data[runner.KeyKill] != "true" {
-		t.Errorf("record's kill = %q (%v)", cm.Data[runner.KeyKill], err)
+	cm := &kube.ConfigMap{}
+	if err := e.c.Get(context.Background(), kube.ConfigMaps, e.ns, record.ConfigMapName("long"), cm); err != nil || cm.Data[record.KeyKill] != "true" {
+		t.Errorf("record's kill = %q (%v)", cm.Data[record.KeyKill], err)
 	}
 }
 
@@ -421,7 +422,7 @@ func TestDeleteMidRun(t *testing.T) {
 	_, kj := e.children("doomed")
 	inv := e.invoke(kj)
 	e.waitState("doomed", "RUNNING")
-	if err := e.c.delete(context.Background(), GroupVersion, e.ns, "bridgejobs", "doomed", ""); err != nil {
+	if err := e.c.Delete(context.Background(), BridgeJobs, e.ns, "doomed", ""); err != nil {
 		t.Fatal(err)
 	}
 	if code := exitCode(t, inv); code != 3 {
@@ -429,8 +430,8 @@ func TestDeleteMidRun(t *testing.T) {
 	}
 	e.waitFor("the BridgeJob and its children to go", func() (bool, error) {
 		_, err1 := e.get("doomed")
-		err2 := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("doomed"), &configMap{})
-		err3 := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName("doomed"), &job{})
+		err2 := e.c.Get(context.Background(), kube.ConfigMaps, e.ns, record.ConfigMapName("doomed"), &kube.ConfigMap{})
+		err3 := e.c.Get(context.Background(), kube.Jobs, e.ns, JobName("doomed"), &kube.Job{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), errors.Join(err1, err2, err3)
 	})
 }
@@ -449,12 +450,12 @@ func TestDeleteAfterInvokeDied(t *testing.T) {
 	e.waitState("orphan", "RUNNING")
 	_ = inv.Process.Kill()
 	_ = inv.Wait()
-	if err := e.c.delete(context.Background(), GroupVersion, e.ns, "bridgejobs", "orphan", ""); err != nil {
+	if err := e.c.Delete(context.Background(), BridgeJobs, e.ns, "orphan", ""); err != nil {
 		t.Fatal(err)
 	}
-	cj := &job{}
+	cj := &kube.Job{}
 	e.waitFor("the cleanup Job", func() (bool, error) {
-		err := e.c.get(context.Background(), batchV1, e.ns, "jobs", CleanupName("orphan"), cj)
+		err := e.c.Get(context.Background(), kube.Jobs, e.ns, CleanupName("orphan"), cj)
 		return err == nil, err
 	})
 	c := cj.Spec.Template.Spec.Containers[0]
@@ -467,9 +468,9 @@ func TestDeleteAfterInvokeDied(t *testing.T) {
 	}
 	e.waitFor("the BridgeJob and its children to go", func() (bool, error) {
 		_, err1 := e.get("orphan")
-		err2 := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("orphan"), &configMap{})
-		err3 := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName("orphan"), &job{})
-		err4 := e.c.get(context.Background(), batchV1, e.ns, "jobs", CleanupName("orphan"), &job{})
+		err2 := e.c.Get(context.Background(), kube.ConfigMaps, e.ns, record.ConfigMapName("orphan"), &kube.ConfigMap{})
+		err3 := e.c.Get(context.Background(), kube.Jobs, e.ns, JobName("orphan"), &kube.Job{})
+		err4 := e.c.Get(context.Background(), kube.Jobs, e.ns, CleanupName("orphan"), &kube.Job{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3) && apierrors.IsNotFound(err4),
 			errors.Join(err1, err2, err3, err4)
 	})
@@ -486,8 +487,8 @@ func TestRestartMidRun(t *testing.T) {
 	e.secret("creds")
 	stopA := e.operator("a")
 	e.waitFor("replica a to lead", func() (bool, error) {
-		l := &lease{}
-		err := e.c.get(context.Background(), coordV1, e.ns, "leases", "bridge-runner-operator", l)
+		l := &kube.Lease{}
+		err := e.c.Get(context.Background(), kube.Leases, e.ns, "bridge-runner-operator", l)
 		return err == nil && l.Spec.HolderIdentity == "a", err
 	})
 	e.operator("b")
@@ -496,9 +497,9 @@ func TestRestartMidRun(t *testing.T) {
 	inv := e.invoke(kj1)
 	running := e.waitState("survivor", "RUNNING")
 	stopA()
-	l := &lease{}
+	l := &kube.Lease{}
 	e.waitFor("replica b to lead", func() (bool, error) {
-		err := e.c.get(context.Background(), coordV1, e.ns, "leases", "bridge-runner-operator", l)
+		err := e.c.Get(context.Background(), kube.Leases, e.ns, "bridge-runner-operator", l)
 		return err == nil && l.Spec.HolderIdentity == "b", err
 	})
 	if code := exitCode(t, inv); code != 0 {
@@ -548,13 +549,13 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
 	}
 	e.waitState("good", "DONE")
-	if err := e.c.delete(context.Background(), GroupVersion, e.ns, "bridgejobs", "good", ""); err != nil {
+	if err := e.c.Delete(context.Background(), BridgeJobs, e.ns, "good", ""); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor("the BridgeJob and its children to go", func() (bool, error) {
 		_, err1 := e.get("good")
-		err2 := e.c.get(context.Background(), coreV1, e.ns, "configmaps", runner.ConfigMapName("good"), &configMap{})
-		err3 := e.c.get(context.Background(), batchV1, e.ns, "jobs", JobName("good"), &job{})
+		err2 := e.c.Get(context.Background(), kube.ConfigMaps, e.ns, record.ConfigMapName("good"), &kube.ConfigMap{})
+		err3 := e.c.Get(context.Background(), kube.Jobs, e.ns, JobName("good"), &kube.Job{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), errors.Join(err1, err2, err3)
 	})
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // The tenancy model. Whoever may create a BridgeJob gets a pod the operator
@@ -91,7 +91,7 @@ func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string) er
 		return refuse
 	}
 	refuse.Msg += fmt.Sprintf(": it does not exist or lacks the label %s=true, which its owner adds to let BridgeJobs mount it", r.o.SecretOptIn)
-	labels, err := r.c.secretLabels(ctx, ns, name)
+	labels, err := r.c.SecretLabels(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
 		return refuse
 	}
@@ -107,17 +107,21 @@ func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string) er
 // noProbe is the HTTP client the operator gives SelectBackend: the operator
 // sends no request to a URL a BridgeJob's author wrote (a Ray dashboard is
 // recognised only by asking it), so such a BridgeJob names its backend.
-var noProbe = &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+var noProbe = &http.Client{Transport: noProbeTransport{}}
+
+type noProbeTransport struct{}
+
+func (noProbeTransport) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, errors.New("the operator does not probe resourceURLs")
-})}
+}
 
 // chooseBackend picks the BridgeJob's backend with invoke's own rules
-// (runner.SelectBackend: spec.backend, else the operator's default, else
+// (record.SelectBackend: spec.backend, else the operator's default, else
 // local without a resourceURL, else what the URL says), and refuses local
 // unless the admin allowed it: local runs the script in the Job's pod,
 // beside the mounted Secret.
 func (r *reconciler) chooseBackend(ctx context.Context, bj *BridgeJob) (string, error) {
-	name, why, err := runner.SelectBackend(ctx, bj.Spec.Backend, r.o.DefaultBackend, bj.Spec.ResourceURL, r.o.Backends, noProbe)
+	name, why, err := record.SelectBackend(ctx, bj.Spec.Backend, r.o.DefaultBackend, bj.Spec.ResourceURL, r.o.Backends, noProbe)
 	if err != nil {
 		var fe *backends.FieldError
 		if errors.As(err, &fe) {
@@ -129,7 +133,7 @@ func (r *reconciler) chooseBackend(ctx context.Context, bj *BridgeJob) (string, 
 		}
 		return "", &fieldError{"spec.backend", err.Error()}
 	}
-	if name == runner.LocalBackend && !r.o.AllowLocal {
+	if name == record.LocalBackend && !r.o.AllowLocal {
 		return "", &fieldError{"spec.backend", fmt.Sprintf("is local (%s), which runs the script inside the Job's pod; "+
 			"this operator does not run local jobs (its admin allows them with --allow-local); set spec.resourceURL and spec.backend to a remote system", why)}
 	}

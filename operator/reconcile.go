@@ -15,11 +15,12 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 type reconciler struct {
-	c     *client
+	c     *kube.Client
 	o     Options
 	log   *slog.Logger
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -49,7 +50,7 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (time.Duration, 
 	if !slices.Contains(bj.Finalizers, Finalizer) {
 		bj.Finalizers = append(bj.Finalizers, Finalizer)
 		out := &BridgeJob{}
-		if err := r.c.update(ctx, GroupVersion, bj.Namespace, "bridgejobs", bj.Name, bj, out); err != nil {
+		if err := r.c.Update(ctx, BridgeJobs, bj.Namespace, bj.Name, bj, out); err != nil {
 			return 0, err
 		}
 		bj = out
@@ -71,10 +72,10 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (time.Duration, 
 // ensureRecord returns the BridgeJob's record, creating it from a valid
 // spec. A spec found bad sets FAILED and returns no record: nothing is
 // created until the spec (or a missing Secret) is fixed.
-func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*configMap, error) {
-	name := runner.ConfigMapName(bj.Name)
+func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*kube.ConfigMap, error) {
+	name := record.ConfigMapName(bj.Name)
 	if cm := r.cached(r.cms, bj.Namespace, name); cm != nil {
-		cm := cm.(*configMap)
+		cm := cm.(*kube.ConfigMap)
 		if !ownedBy(cm, bj) {
 			return nil, r.fail(ctx, bj, "RecordConflict", fmt.Sprintf("the ConfigMap %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
 		}
@@ -88,16 +89,16 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*configMa
 		}
 		return nil, err
 	}
-	cm := &configMap{Data: data}
+	cm := &kube.ConfigMap{Data: data}
 	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
 	cm.Name, cm.Namespace = name, bj.Namespace
 	cm.Labels = childLabels(bj)
 	cm.OwnerReferences = []metav1.OwnerReference{ownerRef(bj)}
-	out := &configMap{}
-	err = r.c.create(ctx, coreV1, bj.Namespace, "configmaps", cm, out)
+	out := &kube.ConfigMap{}
+	err = r.c.Create(ctx, kube.ConfigMaps, bj.Namespace, cm, out)
 	if apierrors.IsAlreadyExists(err) {
 		// Created by an earlier pass that the cache has not seen yet.
-		if err = r.c.get(ctx, coreV1, bj.Namespace, "configmaps", name, out); err == nil {
+		if err = r.c.Get(ctx, kube.ConfigMaps, bj.Namespace, name, out); err == nil {
 			if !ownedBy(out, bj) {
 				return nil, r.fail(ctx, bj, "RecordConflict", fmt.Sprintf("the ConfigMap %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
 			}
@@ -110,8 +111,8 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*configMa
 }
 
 // ensureKill copies spec.kill into the record; invoke cancels the job.
-func (r *reconciler) ensureKill(ctx context.Context, bj *BridgeJob, cm *configMap) error {
-	if !bj.Spec.Kill || cm.Data[runner.KeyKill] == "true" || isFinal(cm.Data[runner.KeyJobStatus]) {
+func (r *reconciler) ensureKill(ctx context.Context, bj *BridgeJob, cm *kube.ConfigMap) error {
+	if !bj.Spec.Kill || cm.Data[record.KeyKill] == "true" || isFinal(cm.Data[record.KeyJobStatus]) {
 		return nil
 	}
 	if err := r.setKill(ctx, cm); err != nil {
@@ -121,40 +122,40 @@ func (r *reconciler) ensureKill(ctx context.Context, bj *BridgeJob, cm *configMa
 	return nil
 }
 
-func (r *reconciler) setKill(ctx context.Context, cm *configMap) error {
-	next := cm.DeepCopyObject().(*configMap)
+func (r *reconciler) setKill(ctx context.Context, cm *kube.ConfigMap) error {
+	next := cm.DeepCopyObject().(*kube.ConfigMap)
 	next.APIVersion, next.Kind = "v1", "ConfigMap"
 	if next.Data == nil {
 		next.Data = map[string]string{}
 	}
-	next.Data[runner.KeyKill] = "true"
+	next.Data[record.KeyKill] = "true"
 	// resourceVersion makes this a compare-and-swap: a conflict (invoke
 	// wrote meanwhile) requeues and reads the newer record.
-	return r.c.update(ctx, coreV1, cm.Namespace, "configmaps", cm.Name, next, cm)
+	return r.c.Update(ctx, kube.ConfigMaps, cm.Namespace, cm.Name, next, cm)
 }
 
 // ensureJob creates the Job that runs invoke, unless the record is final
 // already (nothing left to run) or the Job exists. stop: the BridgeJob was
 // failed instead (its pods' identity is taken).
-func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *configMap) (kj *job, stop bool, err error) {
+func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *kube.ConfigMap) (kj *kube.Job, stop bool, err error) {
 	name := JobName(bj.Name)
-	if kj, _ := r.cached(r.kjobs, bj.Namespace, name).(*job); kj != nil {
+	if kj, _ := r.cached(r.kjobs, bj.Namespace, name).(*kube.Job); kj != nil {
 		if !ownedBy(kj, bj) {
 			return nil, true, r.fail(ctx, bj, "JobConflict", fmt.Sprintf("the Job %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", name))
 		}
 		return kj, false, nil
 	}
-	if isFinal(cm.Data[runner.KeyJobStatus]) {
+	if isFinal(cm.Data[record.KeyJobStatus]) {
 		return nil, false, nil
 	}
 	if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
 		return nil, stop, err
 	}
-	out := &job{}
-	err = r.c.create(ctx, batchV1, bj.Namespace, "jobs", r.buildJob(bj), out)
+	out := &kube.Job{}
+	err = r.c.Create(ctx, kube.Jobs, bj.Namespace, r.buildJob(bj), out)
 	if apierrors.IsAlreadyExists(err) {
 		// Created by an earlier pass that the cache has not seen yet.
-		return out, false, r.c.get(ctx, batchV1, bj.Namespace, "jobs", name, out)
+		return out, false, r.c.Get(ctx, kube.Jobs, bj.Namespace, name, out)
 	}
 	if err != nil {
 		return nil, false, err
@@ -191,36 +192,36 @@ func (r *reconciler) finalize(ctx context.Context, bj *BridgeJob) (time.Duration
 	}
 	// Only what this BridgeJob owns is updated or deleted: a ConfigMap or
 	// Job of the same name that someone else made is left alone.
-	var cm *configMap
-	if o, _ := r.cached(r.cms, bj.Namespace, runner.ConfigMapName(bj.Name)).(*configMap); o != nil && ownedBy(o, bj) {
+	var cm *kube.ConfigMap
+	if o, _ := r.cached(r.cms, bj.Namespace, record.ConfigMapName(bj.Name)).(*kube.ConfigMap); o != nil && ownedBy(o, bj) {
 		cm = o
 	}
-	var kj *job
-	if o, _ := r.cached(r.kjobs, bj.Namespace, JobName(bj.Name)).(*job); o != nil && ownedBy(o, bj) {
+	var kj *kube.Job
+	if o, _ := r.cached(r.kjobs, bj.Namespace, JobName(bj.Name)).(*kube.Job); o != nil && ownedBy(o, bj) {
 		kj = o
 	}
-	if cm != nil && !isFinal(cm.Data[runner.KeyJobStatus]) {
+	if cm != nil && !isFinal(cm.Data[record.KeyJobStatus]) {
 		if after, err := r.cancel(ctx, bj, cm, kj); after > 0 || err != nil {
 			return after, err
 		}
 	}
-	if cj, _ := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)).(*job); cj != nil && ownedBy(cj, bj) {
-		if err := r.c.delete(ctx, batchV1, bj.Namespace, "jobs", cj.Name, cj.UID); err != nil && !apierrors.IsNotFound(err) {
+	if cj, _ := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)).(*kube.Job); cj != nil && ownedBy(cj, bj) {
+		if err := r.c.Delete(ctx, kube.Jobs, bj.Namespace, cj.Name, cj.UID); err != nil && !apierrors.IsNotFound(err) {
 			return 0, err
 		}
 	}
 	if kj != nil {
-		if err := r.c.delete(ctx, batchV1, bj.Namespace, "jobs", kj.Name, kj.UID); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.c.Delete(ctx, kube.Jobs, bj.Namespace, kj.Name, kj.UID); err != nil && !apierrors.IsNotFound(err) {
 			return 0, err
 		}
 	}
 	if cm != nil {
-		if err := r.c.delete(ctx, coreV1, bj.Namespace, "configmaps", cm.Name, cm.UID); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.c.Delete(ctx, kube.ConfigMaps, bj.Namespace, cm.Name, cm.UID); err != nil && !apierrors.IsNotFound(err) {
 			return 0, err
 		}
 	}
 	bj.Finalizers = slices.DeleteFunc(bj.Finalizers, func(f string) bool { return f == Finalizer })
-	err := r.c.update(ctx, GroupVersion, bj.Namespace, "bridgejobs", bj.Name, bj, &BridgeJob{})
+	err := r.c.Update(ctx, BridgeJobs, bj.Namespace, bj.Name, bj, &BridgeJob{})
 	if apierrors.IsNotFound(err) {
 		return 0, nil
 	}
@@ -233,8 +234,8 @@ func (r *reconciler) finalize(ctx context.Context, bj *BridgeJob) (time.Duration
 // answer within DeleteTimeout, a cleanup Job, which cancels the remote job
 // with the credentials and deletes the record; after that one has had
 // DeleteTimeout as well, a Warning, and the BridgeJob goes anyway.
-func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *configMap, kj *job) (time.Duration, error) {
-	if cm.Data[runner.KeyKill] != "true" {
+func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *kube.ConfigMap, kj *kube.Job) (time.Duration, error) {
+	if cm.Data[record.KeyKill] != "true" {
 		if err := r.setKill(ctx, cm); err != nil {
 			return 0, err
 		}
@@ -244,15 +245,15 @@ func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *configMap, k
 	if kj != nil && jobRunning(kj) && waited < r.o.DeleteTimeout {
 		return pollDeleting, nil
 	}
-	if cm.Data[runner.KeyID] == "" && cm.Data[runner.KeyIntent] == "" {
+	if cm.Data[record.KeyID] == "" && cm.Data[record.KeyIntent] == "" {
 		return 0, nil // nothing was submitted, nothing to cancel
 	}
-	cj, _ := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)).(*job)
+	cj, _ := r.cached(r.kjobs, bj.Namespace, CleanupName(bj.Name)).(*kube.Job)
 	if cj == nil {
 		if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
 			return 0, err
 		}
-		err := r.c.create(ctx, batchV1, bj.Namespace, "jobs", r.buildCleanup(bj), &job{})
+		err := r.c.Create(ctx, kube.Jobs, bj.Namespace, r.buildCleanup(bj), &kube.Job{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, err
 		}
@@ -263,13 +264,13 @@ func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *configMap, k
 		return pollDeleting, nil
 	}
 	r.event(ctx, bj, "Warning", "CancelUnconfirmed", fmt.Sprintf(
-		"no final state after kill and cleanup (state %q); the remote job %q may still run", cm.Data[runner.KeyJobStatus], cm.Data[runner.KeyID]))
+		"no final state after kill and cleanup (state %q); the remote job %q may still run", cm.Data[record.KeyJobStatus], cm.Data[record.KeyID]))
 	return 0, nil
 }
 
 // jobRunning: the Job has not finished (its pod may be running invoke).
-func jobRunning(kj *job) bool {
-	typ, _, _ := kj.finished()
+func jobRunning(kj *kube.Job) bool {
+	typ, _, _ := kj.Finished()
 	return typ == ""
 }
 
@@ -300,8 +301,8 @@ func ownerRef(bj *BridgeJob) metav1.OwnerReference {
 func childLabels(bj *BridgeJob) map[string]string {
 	return map[string]string{
 		LabelName:             labelValue(bj.Name),
-		runner.LabelManagedBy: "bridge-runner",
-		runner.LabelJob:       labelValue(bj.Name),
+		record.LabelManagedBy: "bridge-runner",
+		record.LabelJob:       labelValue(bj.Name),
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/internal/deepcopy"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Condition types on a BridgeJob.
@@ -22,21 +22,21 @@ const (
 )
 
 // observe computes a BridgeJob's status from its record and Job.
-func (r *reconciler) observe(bj *BridgeJob, cm *configMap, kj *job) BridgeJobStatus {
+func (r *reconciler) observe(bj *BridgeJob, cm *kube.ConfigMap, kj *kube.Job) BridgeJobStatus {
 	d := cm.Data
-	st := ourState(d[runner.KeyJobStatus])
+	st := ourState(d[record.KeyJobStatus])
 	if st == "" {
 		st = backends.Pending
 	}
 	s := BridgeJobStatus{
-		JobID: d[runner.KeyID], Message: d[runner.KeyMessage],
-		StartTime: d[runner.KeySubmit], CompletionTime: d[runner.KeyEnd],
+		JobID: d[record.KeyID], Message: d[record.KeyMessage],
+		StartTime: d[record.KeySubmit], CompletionTime: d[record.KeyEnd],
 		ObservedGeneration: bj.Generation,
 	}
 	if kj != nil && !st.Final() {
 		// The pod gave up (temporary faults beyond backoffLimit, or a
 		// crash) before the record reached a final state.
-		if typ, reason, msg := kj.finished(); typ == "Failed" {
+		if typ, reason, msg := kj.Finished(); typ == "Failed" {
 			st = backends.Failed
 			if s.JobID != "" {
 				st = backends.Unknown // submitted, but nobody follows it now
@@ -74,7 +74,7 @@ func stateReason(st backends.State) string {
 // word is the state as status.jobstatus gives it: IBM's KILL for KILLED
 // unless the operator runs with ours.
 func (r *reconciler) word(st backends.State) string {
-	if st == backends.Killed && r.o.StatusKeys != runner.StatusKeysOurs {
+	if st == backends.Killed && r.o.StatusKeys != record.StatusKeysOurs {
 		return "KILL"
 	}
 	return string(st)
@@ -125,13 +125,13 @@ func (r *reconciler) mirror(ctx context.Context, bj *BridgeJob, s BridgeJobStatu
 			}
 		}
 	}
-	if reflect.DeepEqual(deepcopy.JSON(&s), deepcopy.JSON(&bj.Status)) {
+	if reflect.DeepEqual(kube.JSONCopy(&s), kube.JSONCopy(&bj.Status)) {
 		return nil
 	}
 	prev := bj.Status.State
 	bj.Status = s
 	bj.APIVersion, bj.Kind = GroupVersion.String(), "BridgeJob"
-	if err := r.c.update(ctx, GroupVersion, bj.Namespace, "bridgejobs", bj.Name, bj, &BridgeJob{}, "status"); err != nil {
+	if err := r.c.Update(ctx, BridgeJobs, bj.Namespace, bj.Name, bj, &BridgeJob{}, "status"); err != nil {
 		return err
 	}
 	if st := backends.State(s.State); st != backends.State(prev) && st.Final() && s.Conditions[0].Status == "True" {
@@ -147,15 +147,15 @@ func (r *reconciler) mirror(ctx context.Context, bj *BridgeJob, s BridgeJobStatu
 // event records an Event on bj; a failure to record is only logged.
 func (r *reconciler) event(ctx context.Context, bj *BridgeJob, typ, reason, msg string) {
 	now := metav1.NewTime(time.Now())
-	e := &event{Reason: reason, Message: msg, Type: typ, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	e := &kube.Event{Reason: reason, Message: msg, Type: typ, FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: "bridge-runner-operator", ReportingInstance: r.o.Identity}
 	e.APIVersion, e.Kind = "v1", "Event"
 	e.Name = fmt.Sprintf("%s.%x", bj.Name, time.Now().UnixNano())
 	e.Namespace = bj.Namespace
 	e.Source.Component = "bridge-runner-operator"
-	e.InvolvedObject = objectReference{APIVersion: GroupVersion.String(), Kind: "BridgeJob", Namespace: bj.Namespace,
+	e.InvolvedObject = kube.ObjectReference{APIVersion: GroupVersion.String(), Kind: "BridgeJob", Namespace: bj.Namespace,
 		Name: bj.Name, UID: string(bj.UID), ResourceVersion: bj.ResourceVersion}
-	if err := r.c.create(ctx, coreV1, bj.Namespace, "events", e, &event{}); err != nil {
+	if err := r.c.Create(ctx, kube.Events, bj.Namespace, e, &kube.Event{}); err != nil {
 		r.log.Warn("recording an event failed", "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason, "err", err)
 	}
 	r.log.Info(msg, "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason)

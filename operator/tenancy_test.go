@@ -16,12 +16,13 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // author is a client of someone who may do anything with BridgeJobs in the
 // namespace and nothing else: no pods, no Secrets, no ConfigMaps.
-func (e *env) author() *client {
+func (e *env) author() *kube.Client {
 	e.t.Helper()
 	ctx := context.Background()
 	r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "bridgejob-author"}, Rules: []rbacv1.PolicyRule{{
@@ -39,7 +40,7 @@ func (e *env) author() *client {
 	// The author's rights are BridgeJobs only: what follows is what the
 	// operator lets them reach, not what they could do anyway.
 	for _, res := range []string{"pods", "secrets", "configmaps"} {
-		if err := c.rest.Get().AbsPath(path(coreV1, e.ns, res)).Do(ctx).Error(); !apierrors.IsForbidden(err) {
+		if err := c.REST().Get().AbsPath(kube.Resource{GV: kube.CoreV1, Plural: res}.Path(e.ns)).Do(ctx).Error(); !apierrors.IsForbidden(err) {
 			e.t.Fatalf("the author may list %s (%v); the test needs a user with BridgeJob rights only", res, err)
 		}
 	}
@@ -54,9 +55,9 @@ func (e *env) slurmJob(name string) *BridgeJob {
 	return bj
 }
 
-func (e *env) createAs(c *client, bj *BridgeJob) {
+func (e *env) createAs(c *kube.Client, bj *BridgeJob) {
 	e.t.Helper()
-	if err := c.create(context.Background(), GroupVersion, e.ns, "bridgejobs", bj, &BridgeJob{}); err != nil {
+	if err := c.Create(context.Background(), BridgeJobs, e.ns, bj, &BridgeJob{}); err != nil {
 		e.t.Fatalf("creating BridgeJob %s: %v", bj.Name, err)
 	}
 }
@@ -73,12 +74,12 @@ func (e *env) refused(name, field, says string) {
 		e.t.Errorf("%s: Accepted condition = %+v", name, c)
 	}
 	ctx := context.Background()
-	for res, n := range map[string]string{"configmaps": runner.ConfigMapName(name), "serviceaccounts": AccessName(name)} {
-		if err := e.c.get(ctx, coreV1, e.ns, res, n, &configMap{}); !apierrors.IsNotFound(err) {
+	for res, n := range map[kube.Resource]string{kube.ConfigMaps: record.ConfigMapName(name), kube.ServiceAccounts: AccessName(name)} {
+		if err := e.c.Get(ctx, res, e.ns, n, &kube.ConfigMap{}); !apierrors.IsNotFound(err) {
 			e.t.Errorf("%s: %s %s exists (%v)", name, res, n, err)
 		}
 	}
-	if err := e.c.get(ctx, batchV1, e.ns, "jobs", JobName(name), &job{}); !apierrors.IsNotFound(err) {
+	if err := e.c.Get(ctx, kube.Jobs, e.ns, JobName(name), &kube.Job{}); !apierrors.IsNotFound(err) {
 		e.t.Errorf("%s: the Job exists (%v)", name, err)
 	}
 }
@@ -199,18 +200,18 @@ func TestPodServiceAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pod.get(ctx, coreV1, e.ns, "configmaps", cm.Name, &configMap{}); err != nil {
+	if err := pod.Get(ctx, kube.ConfigMaps, e.ns, cm.Name, &kube.ConfigMap{}); err != nil {
 		t.Errorf("the pod cannot read its record: %v", err)
 	}
-	if err := pod.get(ctx, coreV1, e.ns, "configmaps", "someone-elses", &configMap{}); !apierrors.IsForbidden(err) {
+	if err := pod.Get(ctx, kube.ConfigMaps, e.ns, "someone-elses", &kube.ConfigMap{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the pod reads another ConfigMap: %v", err)
 	}
 	for _, res := range []string{"configmaps", "secrets", "pods"} {
-		if err := pod.rest.Get().AbsPath(path(coreV1, e.ns, res)).Do(ctx).Error(); !apierrors.IsForbidden(err) {
+		if err := pod.REST().Get().AbsPath(kube.Resource{GV: kube.CoreV1, Plural: res}.Path(e.ns)).Do(ctx).Error(); !apierrors.IsForbidden(err) {
 			t.Errorf("the pod lists %s: %v", res, err)
 		}
 	}
-	if err := pod.get(ctx, coreV1, e.ns, "secrets", "creds", &configMap{}); !apierrors.IsForbidden(err) {
+	if err := pod.Get(ctx, kube.Secrets, e.ns, "creds", &kube.ConfigMap{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the pod reads a Secret through the API: %v", err)
 	}
 	// And it is enough: invoke (played with this identity) runs the job.
@@ -251,7 +252,7 @@ func TestIBMSlurmSample(t *testing.T) {
 			e.opts = func(o *Options) { o.DefaultBackend = tc.defaultBackend }
 			e.operator("a")
 			body := ibmSample(t, "job0slurm.yaml", tc.url, "slurm-secret")
-			if err := e.c.rest.Post().AbsPath(path(GroupVersion, e.ns, "bridgejobs")).Body(body).Do(context.Background()).Error(); err != nil {
+			if err := e.c.REST().Post().AbsPath(BridgeJobs.Path(e.ns)).Body(body).Do(context.Background()).Error(); err != nil {
 				t.Fatalf("applying IBM's job0slurm.yaml: %v", err)
 			}
 			cm, kj := e.children("slurmjob")

@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // fieldError is a bad BridgeJob: Field is the spec's field path.
@@ -41,9 +41,9 @@ var specPaths = map[string]string{
 const maxName = 63 - len("-bridge-cleanup")
 
 // RecordSpec is the BridgeJob's job description as runner's Spec.
-func RecordSpec(bj *BridgeJob) runner.Spec {
+func RecordSpec(bj *BridgeJob) record.Spec {
 	s := bj.Spec
-	spec := runner.Spec{
+	spec := record.Spec{
 		Backend:             s.Backend,
 		ResourceURL:         s.ResourceURL,
 		ResourceSecret:      s.ResourceSecret,
@@ -65,7 +65,7 @@ func RecordSpec(bj *BridgeJob) runner.Spec {
 		spec.S3UploadBucket, spec.S3UploadFiles = u.Bucket, u.Files
 	}
 	if spec.ScriptLocation == "" {
-		spec.ScriptLocation = runner.Remote // IBM's default
+		spec.ScriptLocation = record.Remote // IBM's default
 	}
 	if s.UpdateInterval > 0 {
 		spec.UpdateInterval = strconv.Itoa(s.UpdateInterval)

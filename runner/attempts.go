@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Attempts. A record runs one job at a time, its attempt. When invoke
@@ -20,54 +21,24 @@ import (
 // and status.attempt counts up; then the submit goes through the same
 // intent, key and adoption protocol as the first one, with a key of its
 // own per attempt, so each attempt is submitted exactly once.
-const (
-	// KeyAttempt is the current attempt's number; absent means 1.
-	KeyAttempt = "status.attempt"
-	// KeyAttempts lists the earlier attempts, one per line, oldest first:
-	// "<n> <id> <state> <category> <backend state> <end time>" ("-" for
-	// an empty field).
-	KeyAttempts = "status.attempts"
-	// MaxAttemptHistory bounds KeyAttempts: older lines are dropped (the
-	// attempt number still counts them).
-	MaxAttemptHistory = 10
-)
-
-// Resubmit policies (the --resubmit invoke setting).
-const (
-	ResubmitInfrastructure = "infrastructure" // after an infrastructure failure only (exit 5)
-	ResubmitFailed         = "failed"         // after any FAILED end (exit 1 or 5)
-	ResubmitNever          = "never"          // never: a retry re-attaches to the ended job
-)
-
-// Resubmit is the invoke setting that says when a retry of the step
-// submits a new attempt.
-var Resubmit = Input{
-	Flag:    "resubmit",
-	Default: ResubmitInfrastructure,
-	Type:    TypeString,
-	Help: "when invoke, run again on a record whose job ended (a workflow's retry of the step), submits a new attempt " +
-		"under the same record instead of re-attaching: infrastructure (after an infrastructure failure, exit 5), " +
-		"failed (after any FAILED end), or never",
-}
-
 // ParseResubmit checks a resubmit policy.
 func ParseResubmit(v string) (string, error) {
 	switch p := strings.TrimSpace(v); p {
 	case "":
-		return ResubmitInfrastructure, nil
-	case ResubmitInfrastructure, ResubmitFailed, ResubmitNever:
+		return record.ResubmitInfrastructure, nil
+	case record.ResubmitInfrastructure, record.ResubmitFailed, record.ResubmitNever:
 		return p, nil
 	}
-	return "", backends.Invalid(Resubmit.Flag, "is %q; use infrastructure, failed or never", v)
+	return "", backends.Invalid(record.Resubmit.Flag, "is %q; use infrastructure, failed or never", v)
 }
 
 // attemptKeys are the keys of one attempt's job: cleared for the next.
-var attemptKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason,
-	KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyFailureCategory}
+var attemptKeys = []string{record.KeyID, record.KeyJobStatus, record.KeyMessage, record.KeySubmit, record.KeyStart, record.KeyEnd, record.KeyRawState, record.KeyReason,
+	record.KeyExitCode, record.KeyKey, record.KeyIntent, record.KeyLogOffset, record.KeyOutputs, record.KeyIDFingerprint, record.KeyFailureCategory}
 
 // attemptOf is the record's current attempt number.
 func attemptOf(d map[string]string) int {
-	n, err := strconv.Atoi(d[KeyAttempt])
+	n, err := strconv.Atoi(d[record.KeyAttempt])
 	if err != nil || n < 1 {
 		return 1
 	}
@@ -87,15 +58,15 @@ func AttemptKey(uid string, n int) string {
 // resubmits reports whether the record's ended job calls for a new attempt
 // under policy.
 func resubmits(d map[string]string, policy string) bool {
-	if d[KeyID] == "" || killRequested(d) || d[KeyIntent] != "" {
+	if d[record.KeyID] == "" || killRequested(d) || d[record.KeyIntent] != "" {
 		return false
 	}
-	st := backends.State(d[KeyJobStatus])
-	cat := backends.Category(d[KeyFailureCategory])
+	st := backends.State(d[record.KeyJobStatus])
+	cat := backends.Category(d[record.KeyFailureCategory])
 	switch policy {
-	case ResubmitFailed:
+	case record.ResubmitFailed:
 		return st == backends.Failed || cat == backends.CategoryInfrastructure
-	case ResubmitNever:
+	case record.ResubmitNever:
 		return false
 	}
 	return (st == backends.Failed || st == backends.Killed) && cat == backends.CategoryInfrastructure
@@ -109,17 +80,17 @@ func (r *run) newAttempt(ctx context.Context, policy string, log *slog.Logger) e
 	if !resubmits(r.rec.Data, policy) {
 		return nil
 	}
-	from, id := attemptOf(r.rec.Data), r.rec.Data[KeyID]
+	from, id := attemptOf(r.rec.Data), r.rec.Data[record.KeyID]
 	err := retryTransient(ctx, r.RetryBudget, func(ctx context.Context) error {
 		return r.update(ctx, func(d map[string]string) (bool, error) {
-			if attemptOf(d) != from || d[KeyID] != id || !resubmits(d, policy) {
+			if attemptOf(d) != from || d[record.KeyID] != id || !resubmits(d, policy) {
 				return false, nil // someone else moved it on, or it changed
 			}
-			d[KeyAttempts] = appendAttempt(d[KeyAttempts], from, d)
+			d[record.KeyAttempts] = appendAttempt(d[record.KeyAttempts], from, d)
 			for _, k := range attemptKeys {
 				delete(d, k)
 			}
-			d[KeyAttempt] = strconv.Itoa(from + 1)
+			d[record.KeyAttempt] = strconv.Itoa(from + 1)
 			return true, nil
 		})
 	})
@@ -143,15 +114,15 @@ func appendAttempt(hist string, n int, d map[string]string) string {
 		}
 		return s
 	}
-	line := strings.Join([]string{strconv.Itoa(n), f(d[KeyID]), f(d[KeyJobStatus]), f(d[KeyFailureCategory]),
-		f(d[KeyRawState]), f(d[KeyEnd])}, " ")
+	line := strings.Join([]string{strconv.Itoa(n), f(d[record.KeyID]), f(d[record.KeyJobStatus]), f(d[record.KeyFailureCategory]),
+		f(d[record.KeyRawState]), f(d[record.KeyEnd])}, " ")
 	var lines []string
 	if hist != "" {
 		lines = strings.Split(hist, "\n")
 	}
 	lines = append(lines, line)
-	if len(lines) > MaxAttemptHistory {
-		lines = lines[len(lines)-MaxAttemptHistory:]
+	if len(lines) > record.MaxAttemptHistory {
+		lines = lines[len(lines)-record.MaxAttemptHistory:]
 	}
 	return strings.Join(lines, "\n")
 }

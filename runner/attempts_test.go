@@ -12,6 +12,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -38,11 +39,11 @@ func TestInfrastructureFailureRetryIsANewAttempt(t *testing.T) {
 	assert.Equal(t, "2", res.Attempt)
 	assert.Empty(t, res.FailureCategory)
 	d := h.record()
-	assert.Equal(t, "2", d[runner.KeyAttempt])
-	hist := strings.Split(d[runner.KeyAttempts], "\n")
+	assert.Equal(t, "2", d[record.KeyAttempt])
+	hist := strings.Split(d[record.KeyAttempts], "\n")
 	require.Len(t, hist, 1)
 	assert.Regexp(t, `^1 fake-1 FAILED infrastructure NODE_FAIL \d{4}-\d\d-\d\dT`, hist[0])
-	assert.Empty(t, d[runner.KeyFailureCategory], "the new attempt's state replaced the old one's")
+	assert.Empty(t, d[record.KeyFailureCategory], "the new attempt's state replaced the old one's")
 	jobs := h.fake.Jobs()
 	require.Len(t, jobs, 2)
 	rec, err := h.store.Get(context.Background())
@@ -69,10 +70,10 @@ func TestResubmitPolicies(t *testing.T) {
 		wantSubmits int
 	}{
 		{"", false, 1},
-		{runner.ResubmitInfrastructure, false, 1},
-		{runner.ResubmitFailed, false, 2},
-		{runner.ResubmitFailed, true, 2},
-		{runner.ResubmitNever, true, 1},
+		{record.ResubmitInfrastructure, false, 1},
+		{record.ResubmitFailed, false, 2},
+		{record.ResubmitFailed, true, 2},
+		{record.ResubmitNever, true, 1},
 		{"", true, 2},
 	} {
 		t.Run(c.policy+map[bool]string{true: "-infra", false: "-job"}[c.infra], func(t *testing.T) {
@@ -87,7 +88,7 @@ func TestResubmitPolicies(t *testing.T) {
 				require.NoError(t, iv.Run(context.Background()))
 			}
 			assert.Equal(t, c.wantSubmits, h.fake.Count("submit"))
-			assert.Equal(t, c.wantSubmits > 1, h.record()[runner.KeyAttempts] != "")
+			assert.Equal(t, c.wantSubmits > 1, h.record()[record.KeyAttempts] != "")
 		})
 	}
 }
@@ -105,12 +106,12 @@ func TestNewAttemptAdoptsAfterACrash(t *testing.T) {
 	require.NoError(t, err)
 	// What the crashed retry left: attempt 2 begun, its intent, its job.
 	next := rec.Clone()
-	for _, k := range []string{runner.KeyID, runner.KeyJobStatus, runner.KeyFailureCategory, runner.KeyIDFingerprint} {
+	for _, k := range []string{record.KeyID, record.KeyJobStatus, record.KeyFailureCategory, record.KeyIDFingerprint} {
 		delete(next.Data, k)
 	}
-	next.Data[runner.KeyAttempt] = "2"
-	next.Data[runner.KeyAttempts] = "1 fake-1 FAILED infrastructure NODE_FAIL -"
-	next.Data[runner.KeyIntent] = "elsewhere/1/1@" + time.Now().UTC().Format(time.RFC3339Nano)
+	next.Data[record.KeyAttempt] = "2"
+	next.Data[record.KeyAttempts] = "1 fake-1 FAILED infrastructure NODE_FAIL -"
+	next.Data[record.KeyIntent] = "elsewhere/1/1@" + time.Now().UTC().Format(time.RFC3339Nano)
 	_, err = h.store.Update(ctx, next)
 	require.NoError(t, err)
 	_, err = h.fake.Submit(ctx, backends.Job{Key: runner.AttemptKey(rec.UID, 2), Properties: []byte(`{"run":"50ms"}`)})
@@ -121,7 +122,7 @@ func TestNewAttemptAdoptsAfterACrash(t *testing.T) {
 	assert.Equal(t, "fake-2", iv.Result().ID, "attempt 2's job is adopted by its key")
 	assert.Equal(t, "DONE", iv.Result().Status)
 	assert.Equal(t, 2, h.fake.Count("submit"), "the crashed attempt's job is not submitted again")
-	assert.Equal(t, "1 fake-1 FAILED infrastructure NODE_FAIL -", h.record()[runner.KeyAttempts])
+	assert.Equal(t, "1 fake-1 FAILED infrastructure NODE_FAIL -", h.record()[record.KeyAttempts])
 }
 
 // TestConcurrentRetriesStartOneAttempt: several invokers retrying the same
@@ -148,23 +149,23 @@ func TestConcurrentRetriesStartOneAttempt(t *testing.T) {
 	for _, id := range ids {
 		assert.Equal(t, "fake-2", id)
 	}
-	assert.Equal(t, "2", h.record()[runner.KeyAttempt])
+	assert.Equal(t, "2", h.record()[record.KeyAttempt])
 }
 
 // TestAttemptHistoryIsBounded: after many infrastructure failures the
 // history keeps the last MaxAttemptHistory attempts and the count goes on.
 func TestAttemptHistoryIsBounded(t *testing.T) {
 	h := newHarness(t, nil)
-	n := runner.MaxAttemptHistory + 3
+	n := record.MaxAttemptHistory + 3
 	h.fake.InfraFailures = n
 	spec := h.spec(`{"run":"10ms"}`)
 	for i := 0; i < n; i++ {
 		require.NoError(t, h.invoker(spec).Run(context.Background()))
 	}
 	d := h.record()
-	assert.Equal(t, "13", d[runner.KeyAttempt])
-	hist := strings.Split(d[runner.KeyAttempts], "\n")
-	require.Len(t, hist, runner.MaxAttemptHistory)
+	assert.Equal(t, "13", d[record.KeyAttempt])
+	hist := strings.Split(d[record.KeyAttempts], "\n")
+	require.Len(t, hist, record.MaxAttemptHistory)
 	assert.True(t, strings.HasPrefix(hist[0], "3 fake-3 "), hist[0])
 	assert.True(t, strings.HasPrefix(hist[len(hist)-1], "12 fake-12 "), hist[len(hist)-1])
 }
@@ -185,8 +186,8 @@ func TestCleanupFindsTheCurrentAttemptByItsKey(t *testing.T) {
 	iv.SubmitLease = 100 * time.Millisecond // gives up before finding it
 	_ = iv.Run(ctx)
 	require.Len(t, h.fake.Jobs(), 2)
-	require.Empty(t, h.record()[runner.KeyID], "the retry died before recording attempt 2's id")
-	require.Equal(t, "2", h.record()[runner.KeyAttempt])
+	require.Empty(t, h.record()[record.KeyID], "the retry died before recording attempt 2's id")
+	require.Equal(t, "2", h.record()[record.KeyAttempt])
 
 	c := h.cleaner()
 	c.Wait = 0

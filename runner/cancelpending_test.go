@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -19,7 +20,7 @@ func (h *harness) startRunning(ctx context.Context, iv *runner.Invoker) <-chan e
 	go func() { done <- iv.Run(ctx) }()
 	require.Eventually(h.t, func() bool {
 		rec, err := h.store.Get(context.Background())
-		return err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING"
+		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
 	}, 5*time.Second, 10*time.Millisecond)
 	return done
 }
@@ -42,11 +43,11 @@ func (h *harness) requirePendingCancel(iv *runner.Invoker, err error) {
 	t := h.t
 	require.ErrorIs(t, err, backends.ErrTransient, "exit 75: a retry finishes the cancel")
 	rec := h.record()
-	assert.Equal(t, "RUNNING", rec[runner.KeyJobStatus], "not KILLED: the cancel never reached the backend")
-	assert.Equal(t, "true", rec[runner.KeyKill], "kill=true stays for the retry or cleanup")
-	assert.Contains(t, rec[runner.KeyMessage], "not yet confirmed")
-	assert.NotContains(t, rec[runner.KeyMessage], "5ecret-detail", "no server text in the record")
-	assert.Empty(t, rec[runner.KeyEnd])
+	assert.Equal(t, "RUNNING", rec[record.KeyJobStatus], "not KILLED: the cancel never reached the backend")
+	assert.Equal(t, "true", rec[record.KeyKill], "kill=true stays for the retry or cleanup")
+	assert.Contains(t, rec[record.KeyMessage], "not yet confirmed")
+	assert.NotContains(t, rec[record.KeyMessage], "5ecret-detail", "no server text in the record")
+	assert.Empty(t, rec[record.KeyEnd])
 	assert.Equal(t, "RUNNING", iv.Result().Status)
 	assert.NotContains(t, iv.Result().Message, "5ecret-detail", "no server text in the outputs")
 	assert.Nil(t, h.fake.Jobs()[0].Cancelled)
@@ -54,13 +55,13 @@ func (h *harness) requirePendingCancel(iv *runner.Invoker, err error) {
 
 // retryFinishesCancel: once the backend is back, the next invoke on the
 // record cancels first and records KILLED.
-func (h *harness) retryFinishesCancel(spec *runner.Spec) {
+func (h *harness) retryFinishesCancel(spec *record.Spec) {
 	t := h.t
 	h.fake.SetDown(false)
 	again := h.invoker(spec)
 	require.NoError(t, again.Run(context.Background()))
 	assert.Equal(t, "KILLED", again.Result().Status)
-	assert.Equal(t, "KILLED", h.record()[runner.KeyJobStatus])
+	assert.Equal(t, "KILLED", h.record()[record.KeyJobStatus])
 	assert.NotNil(t, h.fake.Jobs()[0].Cancelled, "the backend cancelled the job")
 	assert.Equal(t, 1, h.fake.Count("submit"))
 }
@@ -118,7 +119,7 @@ func TestKillRidesOutAShortOutage(t *testing.T) {
 // downStore is a store whose API goes silent on demand (a blackholed
 // kube-apiserver): reads and writes hang until their context ends.
 type downStore struct {
-	runner.Store
+	record.Store
 	down atomic.Bool
 }
 
@@ -127,14 +128,14 @@ func (s *downStore) hang(ctx context.Context) error {
 	return backends.Transient(ctx.Err())
 }
 
-func (s *downStore) Get(ctx context.Context) (*runner.Record, error) {
+func (s *downStore) Get(ctx context.Context) (*record.Record, error) {
 	if s.down.Load() {
 		return nil, s.hang(ctx)
 	}
 	return s.Store.Get(ctx)
 }
 
-func (s *downStore) Update(ctx context.Context, r *runner.Record) (*runner.Record, error) {
+func (s *downStore) Update(ctx context.Context, r *record.Record) (*record.Record, error) {
 	if s.down.Load() {
 		return nil, s.hang(ctx)
 	}
@@ -148,7 +149,7 @@ func (s *downStore) Update(ctx context.Context, r *runner.Record) (*runner.Recor
 // code retried the write for the whole retry budget (119 s against a real
 // apiserver; forever against one that never answers).
 func TestSIGTERMWithTheRecordStoreDownEndsWithinGrace(t *testing.T) {
-	store := &downStore{Store: runner.NewFileStore(t.TempDir(), "job")}
+	store := &downStore{Store: record.NewFileStore(t.TempDir(), "job")}
 	h := newHarness(t, store)
 	iv := h.invoker(h.spec(`{"run":"60s"}`))
 	iv.Grace, iv.RetryBudget = time.Second, time.Minute

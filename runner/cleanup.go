@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Cleaner runs the cleanup step: cancel the remote job if it may still be
@@ -26,7 +27,7 @@ import (
 // (a run): a record IBM's operator wrote (no backend key) is cleaned up as
 // invoke would follow it.
 type Cleaner struct {
-	Store    Store
+	Store    record.Store
 	Registry *backends.Registry
 	Backend  backends.Config
 	Log      *slog.Logger
@@ -77,7 +78,7 @@ var errNotOwned = errors.New("another run owns the record")
 // was kept (unless Force) and the job's fate is not settled.
 func (c *Cleaner) Run(ctx context.Context) (*CleanupResult, error) {
 	iv := &Invoker{Store: c.Store, Registry: c.Registry, Backend: c.Backend, Log: c.Log, RetryBudget: c.RetryBudget,
-		SubmitLease: c.SubmitLease, BackendChoice: c.BackendChoice, StatusKeys: StatusKeysOurs} // reads IBM's KILL as KILLED
+		SubmitLease: c.SubmitLease, BackendChoice: c.BackendChoice, StatusKeys: record.StatusKeysOurs} // reads IBM's KILL as KILLED
 	r := &run{Invoker: iv.withDefaults()}
 	res := &CleanupResult{Record: r.Store.Describe()}
 	err := c.reconcile(ctx, r, res)
@@ -105,7 +106,7 @@ func (c *Cleaner) reconcile(ctx context.Context, r *run, res *CleanupResult) err
 		}
 		return err
 	})
-	if errors.Is(err, ErrNoRecord) {
+	if errors.Is(err, record.ErrNoRecord) {
 		res.Reason = "there is no record: nothing to clean up"
 		r.Log.Info(res.Reason, "record", res.Record)
 		return nil
@@ -114,18 +115,18 @@ func (c *Cleaner) reconcile(ctx context.Context, r *run, res *CleanupResult) err
 		res.Reason = "the record could not be read"
 		return fmt.Errorf("reading %s: %w", res.Record, err)
 	}
-	res.ID = r.rec.Data[KeyID]
+	res.ID = r.rec.Data[record.KeyID]
 	if err := c.owns(r.rec.Data, res); err != nil {
 		return err
 	}
-	if st := backends.State(r.rec.Data[KeyJobStatus]); jobEnded(st) {
+	if st := backends.State(r.rec.Data[record.KeyJobStatus]); jobEnded(st) {
 		res.Reason = fmt.Sprintf("the job had ended (%s)", st)
 		return c.deleteEnded(ctx, r, res)
 	}
 	if err := c.requestKill(ctx, r, res); err != nil || res.Reason != "" {
 		return err
 	}
-	if r.rec.Data[KeyID] == "" && r.rec.Data[KeyIntent] == "" {
+	if r.rec.Data[record.KeyID] == "" && r.rec.Data[record.KeyIntent] == "" {
 		// kill=true is in: no invoker will submit from this record now.
 		res.Reason = "nothing was submitted from the record"
 		return c.delete(ctx, r, res)
@@ -141,7 +142,7 @@ func jobEnded(st backends.State) bool {
 
 // owns checks that the record is this run's (or nobody's); see RunOf.
 func (c *Cleaner) owns(d map[string]string, res *CleanupResult) error {
-	cur := d[KeyOwner]
+	cur := d[record.KeyOwner]
 	if c.Owner == "" || c.AnyOwner || cur == "" || RunOf(cur) == RunOf(c.Owner) {
 		return nil
 	}
@@ -174,14 +175,14 @@ func (c *Cleaner) requestKill(ctx context.Context, r *run, res *CleanupResult) e
 			if err := c.owns(d, res); err != nil {
 				return false, err
 			}
-			if jobEnded(backends.State(d[KeyJobStatus])) {
+			if jobEnded(backends.State(d[record.KeyJobStatus])) {
 				return false, nil
 			}
-			return set(d, KeyKill, "true"), nil
+			return set(d, record.KeyKill, "true"), nil
 		})
 	})
 	switch {
-	case errors.Is(err, ErrNoRecord):
+	case errors.Is(err, record.ErrNoRecord):
 		res.Reason = "the record was deleted meanwhile"
 		return nil
 	case err != nil:
@@ -190,7 +191,7 @@ func (c *Cleaner) requestKill(ctx context.Context, r *run, res *CleanupResult) e
 		}
 		return fmt.Errorf("setting kill=true in %s: %w", res.Record, err)
 	}
-	if st := backends.State(r.rec.Data[KeyJobStatus]); jobEnded(st) {
+	if st := backends.State(r.rec.Data[record.KeyJobStatus]); jobEnded(st) {
 		res.Reason = fmt.Sprintf("the job had ended (%s)", st)
 		return c.deleteEnded(ctx, r, res)
 	}
@@ -215,7 +216,7 @@ func (c *Cleaner) cancel(ctx context.Context, r *run, res *CleanupResult) error 
 		res.Reason = "the record's id is not the job it submitted; nothing was cancelled" // never cancel another job
 		return err
 	}
-	id := r.rec.Data[KeyID]
+	id := r.rec.Data[record.KeyID]
 	if id == "" {
 		if id, err = c.adopt(ctx, r, be); err != nil {
 			res.Reason = "a job may have been submitted (a submit intent is recorded), but looking for it by its idempotency key failed"
@@ -256,10 +257,10 @@ func (c *Cleaner) adopt(ctx context.Context, r *run, be backends.Backend) (strin
 	defer stop()
 	watch := r.Store.Watch(wctx, r.rec)
 	for {
-		if id := r.rec.Data[KeyID]; id != "" {
+		if id := r.rec.Data[record.KeyID]; id != "" {
 			return id, checkRecordedID(r.rec) // recorded meanwhile by a live invoker
 		}
-		cur, ok := parseIntent(r.rec.Data[KeyIntent])
+		cur, ok := parseIntent(r.rec.Data[record.KeyIntent])
 		if !ok {
 			id, err := find(ctx)
 			return r.adopted(ctx, id, key, err)
@@ -334,8 +335,8 @@ func (c *Cleaner) deleteEnded(ctx context.Context, r *run, res *CleanupResult) e
 	if err := c.delete(ctx, r, res); err != nil {
 		return err
 	}
-	id := r.rec.Data[KeyID]
-	desc, err := SpecFromData(r.rec.Data).Parse()
+	id := r.rec.Data[record.KeyID]
+	desc, err := record.SpecFromData(r.rec.Data).Parse()
 	if id == "" || err != nil {
 		return nil
 	}
@@ -358,7 +359,7 @@ func awaitInvoker(ctx context.Context, r *run, wait time.Duration) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for rec := range r.Store.Watch(wctx, r.rec) {
-		if backends.State(rec.Data[KeyJobStatus]).Final() {
+		if backends.State(rec.Data[record.KeyJobStatus]).Final() {
 			return
 		}
 	}
@@ -378,7 +379,7 @@ func forget(ctx context.Context, be backends.Backend, id string, wait time.Durat
 		if err == nil {
 			return
 		}
-		if time.Now().After(end) || !sleepCtx(ctx, 100*time.Millisecond) {
+		if time.Now().After(end) || !record.SleepCtx(ctx, 100*time.Millisecond) {
 			log.Warn("the job's files stay", "job_id", id, "err", err)
 			return
 		}

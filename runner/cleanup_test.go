@@ -12,6 +12,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
 	"github.com/bridge-runner/bridge-runner/backends/local"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -26,7 +27,7 @@ func TestCleanupCancelsARunningJobAndDeletes(t *testing.T) {
 	go func() { done <- iv.Run(context.Background()) }()
 	require.Eventually(t, func() bool {
 		rec, err := h.store.Get(context.Background())
-		return err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING"
+		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
 	}, 5*time.Second, 20*time.Millisecond)
 
 	res, err := h.cleaner().Run(context.Background())
@@ -37,7 +38,7 @@ func TestCleanupCancelsARunningJobAndDeletes(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Equal(t, "KILLED", iv.Result().Status, "the live invoker saw kill=true and reported KILLED")
 	_, err = h.store.Get(context.Background())
-	assert.ErrorIs(t, err, runner.ErrNoRecord)
+	assert.ErrorIs(t, err, record.ErrNoRecord)
 	assert.GreaterOrEqual(t, h.fake.Count("cancel"), 1)
 	// Each built the backend once and closed it (the SSH backends' Close
 	// ends their connection).
@@ -99,7 +100,7 @@ func submitted(t *testing.T, f *fake.Backend, key string) string {
 	return id
 }
 
-func createRecord(t *testing.T, h *harness, data map[string]string) *runner.Record {
+func createRecord(t *testing.T, h *harness, data map[string]string) *record.Record {
 	rec, err := h.store.Create(context.Background(), data)
 	require.NoError(t, err)
 	return rec
@@ -131,7 +132,7 @@ func TestCleanupBackendChoice(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrInvalid)
 	assert.False(t, res.Deleted)
 	assert.Nil(t, h.fake.Jobs()[0].Cancelled)
-	assert.Equal(t, "true", h.record()[runner.KeyKill], "kill=true is in for a later invoke or cleanup")
+	assert.Equal(t, "true", h.record()[record.KeyKill], "kill=true is in for a later invoke or cleanup")
 
 	c := h.cleaner()
 	c.BackendChoice = "slurm"
@@ -147,9 +148,9 @@ func TestCleanupBackendChoice(t *testing.T) {
 // ignored the failed lookup and deleted the record.
 func TestCleanupIntentBackendDownKeepsRecord(t *testing.T) {
 	h := newHarness(t, nil)
-	rec := createRecord(t, h, (&runner.Spec{Backend: "fake", JobScript: "true", JobProperties: `{"run":"1h"}`}).Data())
+	rec := createRecord(t, h, (&record.Spec{Backend: "fake", JobScript: "true", JobProperties: `{"run":"1h"}`}).Data())
 	submitted(t, h.fake, runner.IdempotencyKey(rec.UID))
-	rec.Data[runner.KeyIntent] = "elsewhere/1/2@" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	rec.Data[record.KeyIntent] = "elsewhere/1/2@" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 	_, err := h.store.Update(context.Background(), rec)
 	require.NoError(t, err)
 	h.fake.SetDown(true)
@@ -161,8 +162,8 @@ func TestCleanupIntentBackendDownKeepsRecord(t *testing.T) {
 	assert.Contains(t, res.Reason, "idempotency key")
 	assert.NotContains(t, res.Reason, "5ecret", "no server text in the summary")
 	d := h.record()
-	assert.Equal(t, "true", d[runner.KeyKill])
-	assert.NotEmpty(t, d[runner.KeyIntent], "the job is still tracked")
+	assert.Equal(t, "true", d[record.KeyKill])
+	assert.NotEmpty(t, d[record.KeyIntent], "the job is still tracked")
 
 	h.fake.SetDown(false)
 	res, err = h.cleaner().Run(context.Background())
@@ -177,9 +178,9 @@ func TestCleanupIntentBackendDownKeepsRecord(t *testing.T) {
 // deletes it and says the job was not cancelled.
 func TestCleanupCancelNotAcceptedKeepsRecord(t *testing.T) {
 	h := newHarness(t, nil)
-	rec := createRecord(t, h, (&runner.Spec{Backend: "fake", JobScript: "true"}).Data())
+	rec := createRecord(t, h, (&record.Spec{Backend: "fake", JobScript: "true"}).Data())
 	id := submitted(t, h.fake, runner.IdempotencyKey(rec.UID))
-	rec.Data[runner.KeyID], rec.Data[runner.KeyJobStatus] = id, "RUNNING"
+	rec.Data[record.KeyID], rec.Data[record.KeyJobStatus] = id, "RUNNING"
 	_, err := h.store.Update(context.Background(), rec)
 	require.NoError(t, err)
 	h.fake.SetDown(true)
@@ -191,7 +192,7 @@ func TestCleanupCancelNotAcceptedKeepsRecord(t *testing.T) {
 	assert.False(t, res.Deleted)
 	assert.False(t, res.Cancelled)
 	assert.Contains(t, res.Reason, "not accepted")
-	assert.Equal(t, "true", h.record()[runner.KeyKill])
+	assert.Equal(t, "true", h.record()[record.KeyKill])
 
 	c.Force = true
 	res, err = c.Run(context.Background())
@@ -205,9 +206,9 @@ func TestCleanupCancelNotAcceptedKeepsRecord(t *testing.T) {
 // never accepted (RUNNING, kill=true); cleanup cancels and deletes.
 func TestCleanupFinishesAPendingCancel(t *testing.T) {
 	h := newHarness(t, nil)
-	rec := createRecord(t, h, (&runner.Spec{Backend: "fake", JobScript: "true"}).Data())
+	rec := createRecord(t, h, (&record.Spec{Backend: "fake", JobScript: "true"}).Data())
 	id := submitted(t, h.fake, runner.IdempotencyKey(rec.UID))
-	rec.Data[runner.KeyID], rec.Data[runner.KeyJobStatus], rec.Data[runner.KeyKill] = id, "RUNNING", "true"
+	rec.Data[record.KeyID], rec.Data[record.KeyJobStatus], rec.Data[record.KeyKill] = id, "RUNNING", "true"
 	_, err := h.store.Update(context.Background(), rec)
 	require.NoError(t, err)
 	c := h.cleaner()
@@ -223,10 +224,10 @@ func TestCleanupFinishesAPendingCancel(t *testing.T) {
 // cleanup (another node of it) and a person's (no owner) act.
 func TestCleanupOwnerCheck(t *testing.T) {
 	h := newHarness(t, nil)
-	rec := createRecord(t, h, (&runner.Spec{Backend: "fake", JobScript: "true"}).Data())
+	rec := createRecord(t, h, (&record.Spec{Backend: "fake", JobScript: "true"}).Data())
 	id := submitted(t, h.fake, runner.IdempotencyKey(rec.UID))
 	first := "Workflow a (uid 1111) node a.main.job.invoke"
-	rec.Data[runner.KeyID], rec.Data[runner.KeyJobStatus], rec.Data[runner.KeyOwner] = id, "RUNNING", first
+	rec.Data[record.KeyID], rec.Data[record.KeyJobStatus], rec.Data[record.KeyOwner] = id, "RUNNING", first
 	_, err := h.store.Update(context.Background(), rec)
 	require.NoError(t, err)
 
@@ -241,7 +242,7 @@ func TestCleanupOwnerCheck(t *testing.T) {
 	assert.Contains(t, res.Reason, "another run")
 	assert.Nil(t, h.fake.Jobs()[0].Cancelled)
 	assert.Zero(t, h.fake.Count("cancel"))
-	assert.Empty(t, h.record()[runner.KeyKill], "the other run's record is not written")
+	assert.Empty(t, h.record()[record.KeyKill], "the other run's record is not written")
 
 	c.Owner = "Workflow a (uid 1111) node a.onExit"
 	res, err = c.Run(context.Background())
@@ -260,11 +261,11 @@ func TestRunOf(t *testing.T) {
 // directory go with the record.
 func TestCleanupForgetsLocalFiles(t *testing.T) {
 	dir := t.TempDir()
-	store := runner.NewFileStore(dir, "job")
+	store := record.NewFileStore(dir, "job")
 	reg := backends.NewRegistry()
 	require.NoError(t, reg.Register(local.Name, local.New))
 	iv := &runner.Invoker{JobName: "job", Store: store, Registry: reg, Backend: backends.Config{DataDir: dir},
-		Spec: &runner.Spec{Backend: "local", JobScript: "true"}, MinPoll: 20 * time.Millisecond}
+		Spec: &record.Spec{Backend: "local", JobScript: "true"}, MinPoll: 20 * time.Millisecond}
 	require.NoError(t, iv.Run(context.Background()))
 	id := iv.Result().ID
 	require.DirExists(t, dir+"/local-jobs/"+id)
@@ -286,10 +287,10 @@ func TestCleanupForgetsLocalFiles(t *testing.T) {
 // finds the job by key, cancels it, and only then reports KILLED.
 func TestInvokeKillWithIntentCancelsTheJob(t *testing.T) {
 	h := newHarness(t, nil)
-	rec := createRecord(t, h, (&runner.Spec{Backend: "fake", JobScript: "true", UpdateInterval: "0.5"}).Data())
+	rec := createRecord(t, h, (&record.Spec{Backend: "fake", JobScript: "true", UpdateInterval: "0.5"}).Data())
 	submitted(t, h.fake, runner.IdempotencyKey(rec.UID))
-	rec.Data[runner.KeyIntent] = "elsewhere/1/2@" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
-	rec.Data[runner.KeyKill] = "true"
+	rec.Data[record.KeyIntent] = "elsewhere/1/2@" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	rec.Data[record.KeyKill] = "true"
 	_, err := h.store.Update(context.Background(), rec)
 	require.NoError(t, err)
 	iv := h.invoker(nil)
@@ -297,5 +298,5 @@ func TestInvokeKillWithIntentCancelsTheJob(t *testing.T) {
 	assert.Equal(t, "KILLED", iv.Result().Status)
 	assert.Equal(t, "fake-1", iv.Result().ID, "the job found by key")
 	assert.NotNil(t, h.fake.Jobs()[0].Cancelled, "and cancelled")
-	assert.Equal(t, "fake-1", h.record()[runner.KeyID])
+	assert.Equal(t, "fake-1", h.record()[record.KeyID])
 }

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"errors"
+
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // MaxCredentialFileBytes caps a credential file: a token, key or password is
@@ -13,10 +15,10 @@ const MaxCredentialFileBytes = 64 << 10
 // MaxCredentialFileBytes; a larger one, or one that is no regular file (a
 // FIFO, a device), is a FaultCredentials naming the file (never its content).
 func readCredentialFile(path string) ([]byte, error) {
-	b, err := readLocalFile(path, MaxCredentialFileBytes)
-	var le *LocalFileError
+	b, err := record.ReadLocalFile(path, MaxCredentialFileBytes)
+	var le *record.LocalFileError
 	if errors.As(err, &le) {
-		return nil, fault(FaultCredentials, "credentials", "%s; mount the right Secret (one short value per key, each a regular file)", le)
+		return nil, record.NewFault(record.FaultCredentials, "credentials", "%s; mount the right Secret (one short value per key, each a regular file)", le)
 	}
 	return b, err
 }

@@ -3,11 +3,13 @@ package runner
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Disruption tells, after SIGTERM, a stop of the step from a disruption of
@@ -22,29 +24,16 @@ import (
 // The Role needs get on pods, workflows.argoproj.io and jobs.batch; without
 // them every SIGTERM cancels, which is safe.
 type Disruption struct {
-	Client    *KubeClient
+	Client    *kube.Client
 	Namespace string
 	Pod       string
-}
-
-// PodName is this process's pod as Kubernetes names it: Argo's ARGO_POD_NAME,
-// else POD_NAME (downward API), else the host name, which Kubernetes sets to
-// the pod's name.
-func PodName() string {
-	for _, v := range []string{"ARGO_POD_NAME", "POD_NAME"} {
-		if s := os.Getenv(v); s != "" {
-			return s
-		}
-	}
-	h, _ := os.Hostname()
-	return h
 }
 
 // Detach reports whether the job should be left running for a retry, and
 // why (or why not).
 func (d *Disruption) Detach(ctx context.Context) (bool, string) {
-	pod, err := d.Client.getPod(ctx, d.Namespace, d.Pod)
-	if err != nil {
+	pod := &kube.Pod{}
+	if err := d.Client.Get(ctx, kube.Pods, d.Namespace, d.Pod, pod); err != nil {
 		return false, fmt.Sprintf("cannot read this pod %s/%s: %v", d.Namespace, d.Pod, err)
 	}
 	if pod.DeletionTimestamp == nil {
@@ -66,9 +55,9 @@ func (d *Disruption) Detach(ctx context.Context) (bool, string) {
 // its deadline, and runs this pod's node under a retry. (Argo does not retry
 // after a shutdown or past the deadline; when the last attempt is used up,
 // the exit handler's cleanup cancels the job.)
-func (d *Disruption) workflowGoesOn(ctx context.Context, pod *pod, owner *metav1.OwnerReference) (bool, string) {
-	wf, err := d.Client.getWorkflow(ctx, d.Namespace, owner.Name)
-	if err != nil {
+func (d *Disruption) workflowGoesOn(ctx context.Context, pod *kube.Pod, owner *metav1.OwnerReference) (bool, string) {
+	wf := &kube.Workflow{}
+	if err := d.Client.Get(ctx, kube.Workflows, d.Namespace, owner.Name, wf); err != nil {
 		return false, fmt.Sprintf("cannot read workflow %s: %v", owner.Name, err)
 	}
 	name := "workflow " + owner.Name
@@ -99,8 +88,8 @@ func (d *Disruption) workflowGoesOn(ctx context.Context, pod *pod, owner *metav1
 // jobGoesOn: the Job exists, is not being deleted, suspended, finished or
 // past its deadline, and has a retry left for this pod's failure.
 func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference) (bool, string) {
-	job, err := d.Client.getJob(ctx, d.Namespace, owner.Name)
-	if err != nil {
+	job := &kube.Job{}
+	if err := d.Client.Get(ctx, kube.Jobs, d.Namespace, owner.Name, job); err != nil {
 		return false, fmt.Sprintf("cannot read job %s: %v", owner.Name, err)
 	}
 	name := "job " + owner.Name
@@ -125,4 +114,15 @@ func (d *Disruption) jobGoesOn(ctx context.Context, owner *metav1.OwnerReference
 		return false, fmt.Sprintf("%s has no retry left (failed %d, backoffLimit %d)", name, job.Status.Failed, *limit)
 	}
 	return true, fmt.Sprintf("the pod is being deleted (evicted, drained or deleted) while %s goes on and retries it", name)
+}
+
+// DisruptionFor returns what tells a disruption of this pod from a stop of
+// the step, when the record is a ConfigMap seen from inside a pod; nil
+// otherwise (then SIGTERM always cancels).
+func DisruptionFor(s record.Store) *Disruption {
+	cm, ok := s.(*record.ConfigMapStore)
+	if !ok || !record.InCluster() {
+		return nil
+	}
+	return &Disruption{Client: cm.Client, Namespace: record.PodNamespace(), Pod: record.PodName()}
 }

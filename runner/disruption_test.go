@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -33,7 +34,7 @@ var workflowsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v
 type disruptionEnv struct {
 	c  kubernetes.Interface
 	dc dynamic.Interface
-	kc *runner.KubeClient // what invoke uses
+	kc *kube.Client // what invoke uses
 	ns string
 }
 

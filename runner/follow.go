@@ -11,6 +11,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // notFoundGrace: a job the backend does not know yet right after submit is
@@ -38,8 +39,8 @@ type follower struct {
 	out   *jobOutput // nil when the job's output is not followed
 	id    string
 	log   *slog.Logger
-	watch <-chan *Record
-	poll  *Backoff
+	watch <-chan *record.Record
+	poll  *record.Backoff
 	// pollAt is when the next poll is due; zero right after a poll.
 	pollAt time.Time
 
@@ -64,10 +65,10 @@ type follower struct {
 // request (record watch) or SIGTERM (ctx) cancels the remote job and waits,
 // within CancelWait or Grace, for the backend to confirm.
 func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPoll time.Duration,
-	watch <-chan *Record, log *slog.Logger) (backends.Status, error) {
+	watch <-chan *record.Record, log *slog.Logger) (backends.Status, error) {
 	f := &follower{r: r, be: be, id: id, log: log, watch: watch, sig: ctx, ctx: ctx, stopGrace: func() {},
-		start: time.Now(), poll: &Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}}
-	r.logOff, _ = strconv.ParseInt(r.rec.Data[KeyLogOffset], 10, 64)
+		start: time.Now(), poll: &record.Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}}
+	r.logOff, _ = strconv.ParseInt(r.rec.Data[record.KeyLogOffset], 10, 64)
 	f.out = r.newJobOutput(r.logSrc, maxPoll)
 	defer func() {
 		if f.out != nil {
@@ -145,7 +146,7 @@ func (f *follower) pollStatus() phase {
 func (f *follower) pollFailed(err error, started time.Time) phase {
 	notFound := errors.Is(err, backends.ErrNotFound)
 	switch {
-	case notFound && backends.State(f.r.rec.Data[KeyJobStatus]).Final():
+	case notFound && backends.State(f.r.rec.Data[record.KeyJobStatus]).Final():
 		// A re-attach (say, to finish uploads) after the backend forgot
 		// the job: what we recorded at its end stands.
 		return f.finish(f.r.recordedStatus(), nil)
@@ -156,7 +157,7 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 		}
 		return f.finish(backends.Status{State: backends.Unknown, Raw: f.last.Raw, Message: msg,
 			SubmitTime: f.last.SubmitTime, StartTime: f.last.StartTime}, nil)
-	case Permanent(err): // no retry mends it (a TLS verification failure, say)
+	case record.Permanent(err): // no retry mends it (a TLS verification failure, say)
 		return f.finish(f.last, err)
 	case f.ctx.Err() != nil: // stopping: the cancel step decides
 		return phaseCancel
@@ -354,14 +355,14 @@ func (r *run) detach(ctx context.Context, log *slog.Logger) bool {
 // recordedStatus rebuilds a status from the record's keys.
 func (r *run) recordedStatus() backends.Status {
 	d := r.rec.Data
-	st := backends.Status{State: backends.State(d[KeyJobStatus]), Raw: d[KeyRawState], Reason: d[KeyReason], Message: d[KeyMessage],
-		Category: backends.Category(d[KeyFailureCategory])}
-	if c, err := strconv.Atoi(d[KeyExitCode]); err == nil {
+	st := backends.Status{State: backends.State(d[record.KeyJobStatus]), Raw: d[record.KeyRawState], Reason: d[record.KeyReason], Message: d[record.KeyMessage],
+		Category: backends.Category(d[record.KeyFailureCategory])}
+	if c, err := strconv.Atoi(d[record.KeyExitCode]); err == nil {
 		st.ExitCode = &c
 	}
-	st.SubmitTime, _ = time.Parse(time.RFC3339, d[KeySubmit])
-	st.StartTime, _ = time.Parse(time.RFC3339, d[KeyStart])
-	st.EndTime, _ = time.Parse(time.RFC3339, d[KeyEnd])
+	st.SubmitTime, _ = time.Parse(time.RFC3339, d[record.KeySubmit])
+	st.StartTime, _ = time.Parse(time.RFC3339, d[record.KeyStart])
+	st.EndTime, _ = time.Parse(time.RFC3339, d[record.KeyEnd])
 	return st
 }
 
@@ -385,23 +386,23 @@ func (r *run) statusData(st backends.Status) map[string]string {
 		}
 	}
 	d := map[string]string{
-		KeyJobStatus: string(st.State),
-		KeyMessage:   truncate(r.Secrets.Scrub(msg), 4096),
-		KeyRawState:  st.Raw,
-		KeyReason:    st.Reason,
-		KeySubmit:    rfc3339(st.SubmitTime),
-		KeyStart:     rfc3339(st.StartTime),
-		KeyEnd:       rfc3339(st.EndTime),
-		KeyExitCode:  "",
+		record.KeyJobStatus: string(st.State),
+		record.KeyMessage:   truncate(r.Secrets.Scrub(msg), 4096),
+		record.KeyRawState:  st.Raw,
+		record.KeyReason:    st.Reason,
+		record.KeySubmit:    rfc3339(st.SubmitTime),
+		record.KeyStart:     rfc3339(st.StartTime),
+		record.KeyEnd:       rfc3339(st.EndTime),
+		record.KeyExitCode:  "",
 		// Written with the final state, so that a record never says FAILED
 		// without saying whose doing it was.
-		KeyFailureCategory: string(st.FailureCategory()),
+		record.KeyFailureCategory: string(st.FailureCategory()),
 	}
 	if st.ExitCode != nil {
-		d[KeyExitCode] = strconv.Itoa(*st.ExitCode)
+		d[record.KeyExitCode] = strconv.Itoa(*st.ExitCode)
 	}
 	if r.logOff > 0 {
-		d[KeyLogOffset] = strconv.FormatInt(r.logOff, 10)
+		d[record.KeyLogOffset] = strconv.FormatInt(r.logOff, 10)
 	}
 	return d
 }
@@ -409,7 +410,7 @@ func (r *run) statusData(st backends.Status) map[string]string {
 // writeStatus writes the status keys if they changed since the last write.
 func (r *run) writeStatus(ctx context.Context, st backends.Status) error {
 	want := r.statusData(st)
-	offsetDue := want[KeyLogOffset] != r.written[KeyLogOffset] && time.Since(r.offsetWritten) >= offsetWriteEvery
+	offsetDue := want[record.KeyLogOffset] != r.written[record.KeyLogOffset] && time.Since(r.offsetWritten) >= offsetWriteEvery
 	if r.written != nil && sameStatus(r.written, want) && !offsetDue {
 		return nil
 	}
@@ -430,7 +431,7 @@ func (r *run) writeStatus(ctx context.Context, st backends.Status) error {
 // is worth a write only every offsetWriteEvery).
 func sameStatus(a, b map[string]string) bool {
 	for k, v := range b {
-		if k != KeyLogOffset && a[k] != v {
+		if k != record.KeyLogOffset && a[k] != v {
 			return false
 		}
 	}
@@ -455,7 +456,7 @@ func (r *run) cancelPending(ctx context.Context, st backends.Status) error {
 	r.written = nil
 	err := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
-			c := set(d, KeyKill, "true")
+			c := set(d, record.KeyKill, "true")
 			for k, v := range r.statusData(st) {
 				c = set(d, k, v) || c
 			}
@@ -474,7 +475,7 @@ func (r *run) cancelPending(ctx context.Context, st backends.Status) error {
 // records it).
 func (r *run) final(ctx context.Context, st backends.Status) error {
 	if st.Message == "" {
-		st.Message = r.statusData(st)[KeyMessage]
+		st.Message = r.statusData(st)[record.KeyMessage]
 	}
 	st = r.scrubbed(st)
 	r.result.fill(st)
@@ -482,7 +483,7 @@ func (r *run) final(ctx context.Context, st backends.Status) error {
 	defer cancel()
 	r.written = nil
 	err := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error { return r.writeStatus(wctx, st) })
-	if errors.Is(err, ErrNoRecord) {
+	if errors.Is(err, record.ErrNoRecord) {
 		// cleanup deleted the record while we were stopping the job: the
 		// outputs still say what happened.
 		r.Log.Warn("the record was deleted before the final state could be written", "record", r.Store.Describe())

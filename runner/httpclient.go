@@ -11,6 +11,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // NewHTTPClient returns the client backends use. TLS is verified against the
@@ -34,8 +35,8 @@ const maxCAFileBytes = 4 << 20
 func newTransport(caFile string, insecure bool) (*http.Transport, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // only on the user's request
 	if caFile != "" {
-		pem, err := readLocalFile(caFile, maxCAFileBytes)
-		var le *LocalFileError
+		pem, err := record.ReadLocalFile(caFile, maxCAFileBytes)
+		var le *record.LocalFileError
 		if errors.As(err, &le) {
 			return nil, backends.Invalid("ca-file", "%s; give a PEM CA bundle (a regular file)", le)
 		}
@@ -100,4 +101,20 @@ func RequestCount(c *http.Client) int64 {
 		return ct.n.Load()
 	}
 	return 0
+}
+
+// tlsFaultTransport turns a failed certificate verification into a Fault
+// naming the certificate problem, so that it ends invoke at once with the
+// problem in the final message and the record, rather than being retried as
+// a network failure and seen only in WARN lines.
+type tlsFaultTransport struct{ next http.RoundTripper }
+
+func (t tlsFaultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		if tf := record.TLSFault("ca-file", r.URL.Scheme+"://"+r.URL.Host, err); tf != nil {
+			return nil, tf
+		}
+	}
+	return resp, err
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // ibmLSFRecord is a record shaped like IBM's LSF samples: lower-case
@@ -33,20 +33,20 @@ func ibmLSFRecord() map[string]string {
 
 func TestIBMKeysAreRead(t *testing.T) {
 	d := ibmLSFRecord()
-	rep, err := runner.CheckKeys(d)
+	rep, err := record.CheckKeys(d)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"updateinterval=updateInterval"}, rep.Aliased)
 	assert.Equal(t, []string{"imagepullpolicy"}, rep.Inert)
-	s := runner.SpecFromData(d)
+	s := record.SpecFromData(d)
 	assert.Equal(t, "20", s.UpdateInterval)
 
 	// The Slurm sample's jobProperties, the BridgeJob's field names, the
 	// unprefixed state keys IBM's pods wrote: all known.
 	d = map[string]string{"jobProperties": `{"Queue":"skylake"}`, "jobdata.jobscript": "echo", "s3storage.endpoint": "s3:9000",
 		"jobStatus": "SUBMITTED", "submitTime": "1700000000", "message": "x", "history": "[]", "status.anything": "y", "id": "5", "kill": "false"}
-	_, err = runner.CheckKeys(d)
+	_, err = record.CheckKeys(d)
 	require.NoError(t, err)
-	s = runner.SpecFromData(d)
+	s = record.SpecFromData(d)
 	assert.Equal(t, `{"Queue":"skylake"}`, s.JobProperties)
 	assert.Equal(t, "echo", s.JobScript)
 	assert.Equal(t, "s3:9000", s.S3Endpoint)
@@ -63,7 +63,7 @@ func TestUnknownKeyNamesTheNearest(t *testing.T) {
 	} {
 		d := ibmLSFRecord()
 		d[key] = "x"
-		_, err := runner.CheckKeys(d)
+		_, err := record.CheckKeys(d)
 		var fe *backends.FieldError
 		require.True(t, errors.As(err, &fe), "%s: %v", key, err)
 		assert.ErrorIs(t, err, backends.ErrInvalid)
@@ -75,11 +75,11 @@ func TestUnknownKeyNamesTheNearest(t *testing.T) {
 func TestIBMSpellingConflict(t *testing.T) {
 	d := ibmLSFRecord()
 	d["updateInterval"] = "5"
-	_, err := runner.CheckKeys(d)
+	_, err := record.CheckKeys(d)
 	require.ErrorIs(t, err, backends.ErrInvalid)
 	assert.Contains(t, err.Error(), "updateinterval")
 	d["updateInterval"] = "20"
-	_, err = runner.CheckKeys(d)
+	_, err = record.CheckKeys(d)
 	assert.NoError(t, err, "the same value twice is fine")
 }
 
@@ -115,7 +115,7 @@ func TestSelectBackend(t *testing.T) {
 		{"local", "", "https://h/slurm/v0.0.40", "", "would run the job on this machine"},
 		{"", "pbs", "", "", "unknown backend"},
 	} {
-		name, why, err := runner.SelectBackend(context.Background(), c.recorded, c.given, c.url, names, nil)
+		name, why, err := record.SelectBackend(context.Background(), c.recorded, c.given, c.url, names, nil)
 		if c.want == "" {
 			require.ErrorIs(t, err, backends.ErrInvalid, "%+v", c)
 			assert.Contains(t, err.Error(), c.text)
@@ -180,27 +180,27 @@ func TestInvokeUnknownKeyIsRefused(t *testing.T) {
 func TestIBMStatusKeys(t *testing.T) {
 	h := newHarness(t, nil)
 	iv := h.invoker(h.spec(`{"run":"50ms","final":"KILLED"}`))
-	iv.StatusKeys = runner.StatusKeysIBM
+	iv.StatusKeys = record.StatusKeysIBM
 	require.NoError(t, iv.Run(context.Background()))
 	assert.Equal(t, "KILLED", iv.Result().Status)
 	raw := h.record() // as IBM's operator sees it
-	assert.Equal(t, "KILL", raw[runner.KeyJobStatus])
+	assert.Equal(t, "KILL", raw[record.KeyJobStatus])
 	assert.Equal(t, "KILL", raw["jobStatus"])
-	rec, err := runner.WithStatusKeys(h.store, runner.StatusKeysOurs, nil).Get(context.Background())
+	rec, err := record.WithStatusKeys(h.store, record.StatusKeysOurs, nil).Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "KILLED", rec.Data[runner.KeyJobStatus], "read back as ours")
+	assert.Equal(t, "KILLED", rec.Data[record.KeyJobStatus], "read back as ours")
 	d := raw
-	assert.Equal(t, d[runner.KeyEnd], d["endTime"])
-	assert.Equal(t, d[runner.KeySubmit], d["submitTime"])
-	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, d[runner.KeyEnd], "the operator's time layout")
+	assert.Equal(t, d[record.KeyEnd], d["endTime"])
+	assert.Equal(t, d[record.KeySubmit], d["submitTime"])
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, d[record.KeyEnd], "the operator's time layout")
 
 	// ours: no IBM keys.
 	h2 := newHarness(t, nil)
 	iv2 := h2.invoker(h2.spec(`{"run":"50ms","final":"KILLED"}`))
-	iv2.StatusKeys = runner.StatusKeysOurs
+	iv2.StatusKeys = record.StatusKeysOurs
 	require.NoError(t, iv2.Run(context.Background()))
 	assert.NotContains(t, h2.record(), "jobStatus")
-	assert.Equal(t, "KILLED", h2.record()[runner.KeyJobStatus])
+	assert.Equal(t, "KILLED", h2.record()[record.KeyJobStatus])
 	// auto without IBM's operator as owner: ours.
 	h3 := newHarness(t, nil)
 	iv3 := h3.invoker(h3.spec(`{"run":"50ms"}`))
@@ -214,16 +214,16 @@ func TestIBMStatusKeys(t *testing.T) {
 func TestCleanupReadsIBMKill(t *testing.T) {
 	h := newHarness(t, nil)
 	iv := h.invoker(h.spec(`{"run":"50ms","final":"KILLED"}`))
-	iv.StatusKeys = runner.StatusKeysIBM
+	iv.StatusKeys = record.StatusKeysIBM
 	require.NoError(t, iv.Run(context.Background()))
-	require.Equal(t, "KILL", h.record()[runner.KeyJobStatus])
+	require.Equal(t, "KILL", h.record()[record.KeyJobStatus])
 	res, err := h.cleaner().Run(context.Background())
 	require.NoError(t, err)
 	assert.False(t, res.Cancelled)
 	assert.True(t, res.Deleted)
 	assert.Equal(t, 0, h.fake.Count("cancel"))
 	_, err = h.store.Get(context.Background())
-	assert.ErrorIs(t, err, runner.ErrNoRecord)
+	assert.ErrorIs(t, err, record.ErrNoRecord)
 }
 
 // TestIBMRefusalIsFailedWithItsReason: IBM's controller shows a failed
@@ -243,7 +243,7 @@ func TestIBMRefusalIsFailedWithItsReason(t *testing.T) {
 		{name: "record key", props: `{}`, extraKey: true, reason: "jobproperites"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for _, mode := range []string{runner.StatusKeysIBM, runner.StatusKeysOurs} {
+			for _, mode := range []string{record.StatusKeysIBM, record.StatusKeysOurs} {
 				h := newHarness(t, nil)
 				if c.fault != nil {
 					h.fake.SubmitFaults = []error{c.fault}
@@ -260,17 +260,17 @@ func TestIBMRefusalIsFailedWithItsReason(t *testing.T) {
 				require.ErrorIs(t, err, backends.ErrInvalid)
 				assert.Empty(t, h.fake.Jobs(), "nothing submitted")
 				d := h.record()
-				assert.Contains(t, d[runner.KeyMessage], c.reason)
-				assert.Empty(t, d[runner.KeyIntent], "no submit intent is left to wait out")
-				if mode == runner.StatusKeysOurs {
-					assert.Empty(t, d[runner.KeyJobStatus], "ours: nothing ran, no state")
+				assert.Contains(t, d[record.KeyMessage], c.reason)
+				assert.Empty(t, d[record.KeyIntent], "no submit intent is left to wait out")
+				if mode == record.StatusKeysOurs {
+					assert.Empty(t, d[record.KeyJobStatus], "ours: nothing ran, no state")
 					continue
 				}
 				// What IBM's controller reads (and IBM's pods' unprefixed keys).
-				assert.Equal(t, "FAILED", d[runner.KeyJobStatus])
+				assert.Equal(t, "FAILED", d[record.KeyJobStatus])
 				assert.Equal(t, "FAILED", d["jobStatus"])
 				assert.Contains(t, d["message"], c.reason)
-				assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, d[runner.KeyEnd])
+				assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, d[record.KeyEnd])
 			}
 		})
 	}
@@ -299,7 +299,7 @@ func TestRayWithTokenAuthIsRecognised(t *testing.T) {
 		t.Skip("no Ray with token auth (BRIDGE_TEST_RAY_AUTH_URL)")
 	}
 	names := []string{"local", "ray", "slurm"}
-	name, why, err := runner.SelectBackend(context.Background(), "", "", url, names, nil)
+	name, why, err := record.SelectBackend(context.Background(), "", "", url, names, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "ray", name)
 	assert.Contains(t, why, "token authentication")
@@ -308,7 +308,7 @@ func TestRayWithTokenAuthIsRecognised(t *testing.T) {
 		http.Error(w, "no", http.StatusUnauthorized)
 	}))
 	defer other.Close()
-	_, _, err = runner.SelectBackend(context.Background(), "", "", other.URL, names, nil)
+	_, _, err = record.SelectBackend(context.Background(), "", "", other.URL, names, nil)
 	require.ErrorIs(t, err, backends.ErrInvalid)
 	assert.Contains(t, err.Error(), "answered 401")
 	assert.Contains(t, err.Error(), "set backend: ray")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // ErrTerminated is the cause of the invoke context's cancellation when the
@@ -37,7 +38,7 @@ const (
 // changes it, and each Run keeps its own state in a run.
 type Invoker struct {
 	JobName  string
-	Store    Store
+	Store    record.Store
 	Registry *backends.Registry
 	// Backend is the configuration every backend gets; URL is filled from
 	// the job description.
@@ -46,7 +47,7 @@ type Invoker struct {
 	Log     *slog.Logger
 	// Spec, when set, is the job description given on the command line: the
 	// record is created from it, or must already hold the same description.
-	Spec *Spec
+	Spec *record.Spec
 	// Holder names this invoker in the submit intent (host/pid/random).
 	Holder string
 	// Grace bounds how long invoke takes after SIGTERM: cancelling the job,
@@ -136,16 +137,16 @@ func (iv *Invoker) Run(ctx context.Context) error {
 // in IBM mode is FAILED: IBM's controller reads status.jobStatus before
 // status.message and shows nothing of a record without it.
 func (r *run) noteFailure(d map[string]string, err error) bool {
-	c := set(d, KeyMessage, r.result.Message)
-	if !errors.Is(err, backends.ErrInvalid) || d[KeyID] != "" {
+	c := set(d, record.KeyMessage, r.result.Message)
+	if !errors.Is(err, backends.ErrInvalid) || d[record.KeyID] != "" {
 		return c
 	}
-	if cur, ok := parseIntent(d[KeyIntent]); ok && cur.holder == r.Holder {
-		c = set(d, KeyIntent, "") || c
+	if cur, ok := parseIntent(d[record.KeyIntent]); ok && cur.holder == r.Holder {
+		c = set(d, record.KeyIntent, "") || c
 	}
-	if ibmMode(r.Store) && d[KeyJobStatus] == "" {
-		c = set(d, KeyJobStatus, string(backends.Failed)) || c
-		c = set(d, KeyEnd, time.Now().UTC().Format(time.RFC3339)) || c
+	if record.IBMMode(r.Store) && d[record.KeyJobStatus] == "" {
+		c = set(d, record.KeyJobStatus, string(backends.Failed)) || c
+		c = set(d, record.KeyEnd, time.Now().UTC().Format(time.RFC3339)) || c
 	}
 	return c
 }
@@ -156,7 +157,7 @@ func (iv *Invoker) withDefaults() *Invoker {
 	c.last = nil
 	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
 	c.Secrets = cmp.Or(c.Secrets, &Secrets{})
-	c.Store = WithStatusKeys(c.Store, c.StatusKeys, c.Log)
+	c.Store = record.WithStatusKeys(c.Store, c.StatusKeys, c.Log)
 	c.Holder = cmp.Or(c.Holder, DefaultHolder())
 	c.Grace = positiveOr(c.Grace, DefaultGrace)
 	c.SubmitLease = positiveOr(c.SubmitLease, DefaultSubmitLease)
@@ -204,7 +205,7 @@ func (r *run) execute(ctx context.Context) error {
 		return base, r.preparer(ctx, desc, be, base)
 	}
 	base, prepare := jobOf()
-	if r.rec.Data[KeyID] == "" && r.rec.Data[KeyIntent] == "" && !killRequested(r.rec.Data) {
+	if r.rec.Data[record.KeyID] == "" && r.rec.Data[record.KeyIntent] == "" && !killRequested(r.rec.Data) {
 		// A fresh run: refuse bad input before anything is recorded.
 		if _, err := prepare(); err != nil {
 			return err
@@ -253,7 +254,7 @@ func (r *run) execute(ctx context.Context) error {
 
 // setUp reads (or creates) the record and builds the backend and, when the
 // job uses S3, the S3 client.
-func (r *run) setUp(ctx context.Context) (*Description, backends.Backend, error) {
+func (r *run) setUp(ctx context.Context) (*record.Description, backends.Backend, error) {
 	if err := r.loadRecord(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -288,7 +289,7 @@ func closeBackend(be backends.Backend, log *slog.Logger) {
 }
 
 // upload uploads the outputs after the job's end and records where they went.
-func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend, id, key string, log *slog.Logger) error {
+func (r *run) upload(ctx context.Context, desc *record.Description, be backends.Backend, id, key string, log *slog.Logger) error {
 	// Uploads run after SIGTERM too, within the grace period.
 	uctx, cancel := r.stopping(ctx, r.RetryBudget)
 	defer cancel()
@@ -306,14 +307,14 @@ func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend
 	defer wcancel()
 	werr := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
-			c := set(d, KeyOutputs, strings.Join(locs, "\n"))
-			return set(d, KeyMessage, r.result.Message) || c, nil
+			c := set(d, record.KeyOutputs, strings.Join(locs, "\n"))
+			return set(d, record.KeyMessage, r.result.Message) || c, nil
 		})
 	})
 	if uerr != nil {
 		return uerr
 	}
-	if werr != nil && !errors.Is(werr, ErrNoRecord) {
+	if werr != nil && !errors.Is(werr, record.ErrNoRecord) {
 		return backends.Transient(fmt.Errorf("recording the output locations: %w", werr))
 	}
 	log.Info("outputs uploaded", "locations", len(locs))
@@ -322,13 +323,13 @@ func (r *run) upload(ctx context.Context, desc *Description, be backends.Backend
 
 // loadRecord reads the state record, creating it from r.Spec when given.
 func (r *run) loadRecord(ctx context.Context) error {
-	var rec *Record
+	var rec *record.Record
 	err := retryTransient(ctx, r.RetryBudget, func(ctx context.Context) (err error) {
 		rec, err = r.Store.Get(ctx)
 		return err
 	})
 	switch {
-	case errors.Is(err, ErrNoRecord) && r.Spec != nil:
+	case errors.Is(err, record.ErrNoRecord) && r.Spec != nil:
 		if _, perr := r.Spec.Parse(); perr != nil {
 			return perr
 		}
@@ -336,12 +337,12 @@ func (r *run) loadRecord(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-	case errors.Is(err, ErrNoRecord):
+	case errors.Is(err, record.ErrNoRecord):
 		return backends.Invalid("configmap", "%s does not exist; run create-configmap first, or give the job's flags to invoke; if the ConfigMap has another name (IBM's samples: <job>-slurm-cm, <job>-lsf-cm, ...), name it with --configmap or BRIDGE_CONFIGMAP", r.Store.Describe())
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", r.Store.Describe(), err)
 	case r.Spec != nil:
-		if diff := Diff(SpecFromData(rec.Data), *r.Spec); len(diff) > 0 {
+		if diff := record.Diff(record.SpecFromData(rec.Data), *r.Spec); len(diff) > 0 {
 			return backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name: one per run and per loop item (e.g. {{workflow.name}}-{{item}})",
 				r.Store.Describe(), strings.Join(diff, ", "))
 		}
@@ -353,11 +354,11 @@ func (r *run) loadRecord(ctx context.Context) error {
 // EnsureRecord creates the record from spec, or accepts an existing record
 // with the same job description; a different one is an ErrInvalid naming the
 // keys that differ.
-func EnsureRecord(ctx context.Context, store Store, spec Spec, budget time.Duration) (*Record, error) {
-	var rec *Record
+func EnsureRecord(ctx context.Context, store record.Store, spec record.Spec, budget time.Duration) (*record.Record, error) {
+	var rec *record.Record
 	err := retryTransient(ctx, budget, func(ctx context.Context) (err error) {
 		rec, err = store.Create(ctx, spec.WithDefaults().Data())
-		if errors.Is(err, ErrRecordExists) {
+		if errors.Is(err, record.ErrRecordExists) {
 			rec, err = store.Get(ctx)
 		}
 		return err
@@ -365,7 +366,7 @@ func EnsureRecord(ctx context.Context, store Store, spec Spec, budget time.Durat
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", store.Describe(), err)
 	}
-	if diff := Diff(SpecFromData(rec.Data), spec); len(diff) > 0 {
+	if diff := record.Diff(record.SpecFromData(rec.Data), spec); len(diff) > 0 {
 		return nil, backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name: one per run and per loop item (e.g. {{workflow.name}}-{{item}})",
 			store.Describe(), strings.Join(diff, ", "))
 	}
@@ -385,7 +386,7 @@ func set(d map[string]string, k, v string) bool {
 }
 
 func killRequested(d map[string]string) bool {
-	return strings.EqualFold(strings.TrimSpace(d[KeyKill]), "true")
+	return strings.EqualFold(strings.TrimSpace(d[record.KeyKill]), "true")
 }
 
 // intent is a record's submit intent: who is submitting and since when.
@@ -433,14 +434,14 @@ func holderGone(holder string) bool {
 // and recording the id is healed by finding the job by its key. It returns
 // "" when a kill was requested before anything was submitted.
 func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string, prepare func() (backends.Job, error),
-	watch <-chan *Record, log *slog.Logger) (string, error) {
+	watch <-chan *record.Record, log *slog.Logger) (string, error) {
 	finder, _ := be.(backends.Finder)
 	if finder == nil {
 		log.Warn("this backend cannot find jobs by key: a crash between submit and recording the id could submit twice")
 	}
 	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
 	for {
-		if id := r.rec.Data[KeyID]; id != "" {
+		if id := r.rec.Data[record.KeyID]; id != "" {
 			if err := r.checkID(ctx, be, id); err != nil {
 				return "", err
 			}
@@ -450,7 +451,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 		if killRequested(r.rec.Data) {
 			return r.killedBeforeID(ctx, find, key, log)
 		}
-		cur, hasIntent := parseIntent(r.rec.Data[KeyIntent])
+		cur, hasIntent := parseIntent(r.rec.Data[record.KeyIntent])
 		if hasIntent && cur.holder != r.Holder {
 			// Someone submitted or is submitting. Whatever state it is in,
 			// a job carrying our key is the job.
@@ -484,7 +485,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 // adopted, so that follow cancels it, instead of being reported KILLED
 // while it runs. A failed lookup is an error (a retry looks again).
 func (r *run) killedBeforeID(ctx context.Context, find func(context.Context) (string, error), key string, log *slog.Logger) (string, error) {
-	if r.rec.Data[KeyIntent] == "" {
+	if r.rec.Data[record.KeyIntent] == "" {
 		return "", nil
 	}
 	id, err := find(ctx)
@@ -516,7 +517,7 @@ func (r *run) findByKey(ctx context.Context, finder backends.Finder, key string)
 // job when one with our key exists, or waits a little (waited) while the
 // holder's lease lasts. Neither means the intent is stale: take it over.
 func (r *run) othersIntent(ctx context.Context, cur intent, find func(context.Context) (string, error),
-	watch <-chan *Record, log *slog.Logger) (id string, waited bool, err error) {
+	watch <-chan *record.Record, log *slog.Logger) (id string, waited bool, err error) {
 	id, err = find(ctx)
 	if err != nil || id != "" {
 		if err != nil {
@@ -548,19 +549,19 @@ func (r *run) leaseLeft(cur intent) time.Duration {
 // changed since it was read (then ok is false: look again).
 func (r *run) claimIntent(ctx context.Context, key string) (ok bool, err error) {
 	crashPoint("before-intent")
-	seen := r.rec.Data[KeyIntent]
+	seen := r.rec.Data[record.KeyIntent]
 	err = r.update(ctx, func(d map[string]string) (bool, error) {
-		if d[KeyID] != "" || d[KeyIntent] != seen || killRequested(d) {
+		if d[record.KeyID] != "" || d[record.KeyIntent] != seen || killRequested(d) {
 			return false, nil // changed under us: look again
 		}
-		d[KeyIntent] = intent{holder: r.Holder, at: time.Now()}.String()
-		d[KeyKey] = key
+		d[record.KeyIntent] = intent{holder: r.Holder, at: time.Now()}.String()
+		d[record.KeyKey] = key
 		return true, nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording the submit intent in %s: %w", r.Store.Describe(), err)
 	}
-	cur, _ := parseIntent(r.rec.Data[KeyIntent])
+	cur, _ := parseIntent(r.rec.Data[record.KeyIntent])
 	return cur.holder == r.Holder, nil
 }
 
@@ -601,7 +602,7 @@ func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string
 func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job, find func(context.Context) (string, error), log *slog.Logger) (string, error) {
 	sctx, cancel := context.WithTimeout(ctx, min(r.SubmitLease-r.SubmitLease/5, r.RetryBudget))
 	defer cancel()
-	b := Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
+	b := record.Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
 	start := time.Now()
 	var cause error // the last failure that says more than "deadline exceeded"
 	for attempt := 1; ; attempt++ {
@@ -624,7 +625,7 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 			// Nothing refused the job: the backend did not answer in time.
 			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached within %s (%d attempts; the last failure: %w)",
 				time.Since(start).Round(time.Second), attempt, unanswered(cause)))
-		case !errors.Is(err, backends.ErrTransient) && !unreachable(err) && ctx.Err() == nil:
+		case !errors.Is(err, backends.ErrTransient) && !record.Unreachable(err) && ctx.Err() == nil:
 			// Only an answer refuses a job: a request that got none (its
 			// own timeout, a refused connection) is retried above.
 			return "", fmt.Errorf("submit refused: %w", err)
@@ -634,7 +635,7 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 		if werr != nil {
 			return "", fmt.Errorf("submit: %w", werr)
 		}
-		if ctx.Err() != nil || !sleepCtx(sctx, d) {
+		if ctx.Err() != nil || !record.SleepCtx(sctx, d) {
 			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached (%d attempts): %w", attempt, err))
 		}
 		log.Warn("submit failed; retrying", "attempt", attempt, "err", err)
@@ -669,12 +670,12 @@ func (r *run) recordID(ctx context.Context, id string) error {
 	defer cancel()
 	err := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
-			if d[KeyID] != "" && d[KeyID] != id {
-				return false, fmt.Errorf("%s records job %s, but this invoker has job %s", r.Store.Describe(), d[KeyID], id)
+			if d[record.KeyID] != "" && d[record.KeyID] != id {
+				return false, fmt.Errorf("%s records job %s, but this invoker has job %s", r.Store.Describe(), d[record.KeyID], id)
 			}
-			c := set(d, KeyID, id)
-			c = set(d, KeyIDFingerprint, idFingerprint(r.rec.UID, id)) || c
-			c = set(d, KeyIntent, "") || c
+			c := set(d, record.KeyID, id)
+			c = set(d, record.KeyIDFingerprint, idFingerprint(r.rec.UID, id)) || c
+			c = set(d, record.KeyIntent, "") || c
 			return c, nil
 		})
 	})
@@ -685,7 +686,7 @@ func (r *run) recordID(ctx context.Context, id string) error {
 }
 
 // waitChange waits for a record change or d, whichever is first.
-func (r *run) waitChange(ctx context.Context, watch <-chan *Record, d time.Duration) error {
+func (r *run) waitChange(ctx context.Context, watch <-chan *record.Record, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

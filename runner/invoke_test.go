@@ -16,16 +16,17 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // countingStore counts writes, to prove status is written only on change.
 type countingStore struct {
-	runner.Store
+	record.Store
 	updates atomic.Int64
 }
 
-func (c *countingStore) Update(ctx context.Context, r *runner.Record) (*runner.Record, error) {
+func (c *countingStore) Update(ctx context.Context, r *record.Record) (*record.Record, error) {
 	c.updates.Add(1)
 	return c.Store.Update(ctx, r)
 }
@@ -33,26 +34,26 @@ func (c *countingStore) Update(ctx context.Context, r *runner.Record) (*runner.R
 type harness struct {
 	t     *testing.T
 	fake  *fake.Backend
-	store runner.Store
+	store record.Store
 	reg   *backends.Registry
 	logs  *syncWriter
 }
 
-func newHarness(t *testing.T, store runner.Store) *harness {
+func newHarness(t *testing.T, store record.Store) *harness {
 	f := fake.New()
 	reg := backends.NewRegistry()
 	require.NoError(t, reg.Register("fake", f.Factory()))
 	if store == nil {
-		store = runner.NewFileStore(t.TempDir(), "job")
+		store = record.NewFileStore(t.TempDir(), "job")
 	}
 	return &harness{t: t, fake: f, store: store, reg: reg, logs: &syncWriter{w: &bytes.Buffer{}}}
 }
 
-func (h *harness) spec(props string) *runner.Spec {
-	return &runner.Spec{Backend: "fake", JobScript: "#!/bin/sh\ntrue\n", JobProperties: props, UpdateInterval: "0.5"}
+func (h *harness) spec(props string) *record.Spec {
+	return &record.Spec{Backend: "fake", JobScript: "#!/bin/sh\ntrue\n", JobProperties: props, UpdateInterval: "0.5"}
 }
 
-func (h *harness) invoker(spec *runner.Spec) *runner.Invoker {
+func (h *harness) invoker(spec *record.Spec) *runner.Invoker {
 	return &runner.Invoker{
 		JobName: "job", Store: h.store, Registry: h.reg, Spec: spec,
 		Log:         slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -88,7 +89,7 @@ func (h *harness) record() map[string]string {
 }
 
 func TestInvokeDone(t *testing.T) {
-	cs := &countingStore{Store: runner.NewFileStore(t.TempDir(), "job")}
+	cs := &countingStore{Store: record.NewFileStore(t.TempDir(), "job")}
 	h := newHarness(t, cs)
 	iv := h.invoker(h.spec(`{"pending":"100ms","run":"1500ms","exitCode":0}`))
 	require.NoError(t, iv.Run(context.Background()))
@@ -97,10 +98,10 @@ func TestInvokeDone(t *testing.T) {
 	assert.Equal(t, "fake-1", res.ID)
 	assert.Equal(t, "0", res.ExitCode)
 	d := h.record()
-	assert.Equal(t, "DONE", d[runner.KeyJobStatus])
-	assert.Equal(t, "fake-1", d[runner.KeyID])
-	assert.Empty(t, d[runner.KeyIntent], "the intent is cleared once the id is recorded")
-	for _, k := range []string{runner.KeySubmit, runner.KeyStart, runner.KeyEnd} {
+	assert.Equal(t, "DONE", d[record.KeyJobStatus])
+	assert.Equal(t, "fake-1", d[record.KeyID])
+	assert.Empty(t, d[record.KeyIntent], "the intent is cleared once the id is recorded")
+	for _, k := range []string{record.KeySubmit, record.KeyStart, record.KeyEnd} {
 		_, err := time.Parse(time.RFC3339, d[k])
 		assert.NoError(t, err, "%s=%q is RFC 3339", k, d[k])
 	}
@@ -175,7 +176,7 @@ func TestSubmitRefusedIsInvalid(t *testing.T) {
 	err := iv.Run(context.Background())
 	require.ErrorIs(t, err, backends.ErrInvalid)
 	assert.Empty(t, h.fake.Jobs())
-	assert.Contains(t, h.record()[runner.KeyMessage], "partitionn", "the reason is left in the record")
+	assert.Contains(t, h.record()[record.KeyMessage], "partitionn", "the reason is left in the record")
 }
 
 func TestSubmitGivesUpWithTransientError(t *testing.T) {
@@ -201,7 +202,7 @@ func TestStaleIntentOfCrashedInvoker(t *testing.T) {
 		_, err = h.fake.Submit(ctx, backends.Job{Key: key, Properties: []byte(`{"run":"50ms"}`)})
 		require.NoError(t, err)
 		next := rec.Clone()
-		next.Data[runner.KeyIntent] = "elsewhere/1/1@" + time.Now().UTC().Format(time.RFC3339Nano)
+		next.Data[record.KeyIntent] = "elsewhere/1/1@" + time.Now().UTC().Format(time.RFC3339Nano)
 		_, err = h.store.Update(ctx, next)
 		require.NoError(t, err)
 
@@ -216,7 +217,7 @@ func TestStaleIntentOfCrashedInvoker(t *testing.T) {
 		rec, err := runner.EnsureRecord(ctx, h.store, *spec, time.Second)
 		require.NoError(t, err)
 		next := rec.Clone()
-		next.Data[runner.KeyIntent] = "elsewhere/1/1@" + time.Now().UTC().Format(time.RFC3339Nano)
+		next.Data[record.KeyIntent] = "elsewhere/1/1@" + time.Now().UTC().Format(time.RFC3339Nano)
 		_, err = h.store.Update(ctx, next)
 		require.NoError(t, err)
 		iv := h.invoker(spec)
@@ -246,7 +247,7 @@ func TestStatusOutageBeyondBudgetIsTemporaryFailure(t *testing.T) {
 	iv.RetryBudget = 500 * time.Millisecond
 	err := iv.Run(context.Background())
 	require.ErrorIs(t, err, backends.ErrTransient)
-	assert.Equal(t, "fake-1", h.record()[runner.KeyID], "the id stays recorded for the retry to re-attach")
+	assert.Equal(t, "fake-1", h.record()[record.KeyID], "the id stays recorded for the retry to re-attach")
 }
 
 func TestVanishedJobIsUnknownNeverDone(t *testing.T) {
@@ -256,7 +257,7 @@ func TestVanishedJobIsUnknownNeverDone(t *testing.T) {
 		// Vanish only after invoke saw the job: before, not-found means
 		// "not visible yet" and is retried.
 		for {
-			if rec, err := h.store.Get(context.Background()); err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING" {
+			if rec, err := h.store.Get(context.Background()); err == nil && rec.Data[record.KeyJobStatus] == "RUNNING" {
 				h.fake.Vanish("fake-1")
 				return
 			}
@@ -275,7 +276,7 @@ func TestKillFlagCancels(t *testing.T) {
 	go func() { done <- iv.Run(context.Background()) }()
 	require.Eventually(t, func() bool {
 		rec, err := h.store.Get(context.Background())
-		return err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING"
+		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
 	}, 5*time.Second, 20*time.Millisecond)
 	setKill(t, h.store)
 	start := time.Now()
@@ -288,10 +289,10 @@ func TestKillFlagCancels(t *testing.T) {
 	t.Logf("kill=true to invoke's end: %s", time.Since(start))
 	assert.Equal(t, "KILLED", iv.Result().Status)
 	assert.Equal(t, 1, h.fake.Count("cancel"))
-	assert.Equal(t, "KILLED", h.record()[runner.KeyJobStatus])
+	assert.Equal(t, "KILLED", h.record()[record.KeyJobStatus])
 }
 
-func setKill(t *testing.T, s runner.Store) {
+func setKill(t *testing.T, s record.Store) {
 	ctx := context.Background()
 	for {
 		rec, err := s.Get(ctx)
@@ -300,7 +301,7 @@ func setKill(t *testing.T, s runner.Store) {
 		if _, err = s.Update(ctx, rec); err == nil {
 			return
 		}
-		require.ErrorIs(t, err, runner.ErrConflict)
+		require.ErrorIs(t, err, record.ErrConflict)
 	}
 }
 
@@ -332,7 +333,7 @@ func TestTerminationCancels(t *testing.T) {
 	}
 	assert.Equal(t, "KILLED", iv.Result().Status)
 	assert.Equal(t, 1, h.fake.Count("cancel"))
-	assert.Equal(t, "KILLED", h.record()[runner.KeyJobStatus], "the final state is recorded despite the cancelled context")
+	assert.Equal(t, "KILLED", h.record()[record.KeyJobStatus], "the final state is recorded despite the cancelled context")
 }
 
 func TestBackendWithoutFinderStillSubmitsOnce(t *testing.T) {
@@ -358,7 +359,7 @@ func TestSecretsAreScrubbedFromRecordAndResult(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, iv.Result().Message, "s3cr3t-t0ken")
 	assert.Contains(t, iv.Result().Message, "[redacted]")
-	assert.NotContains(t, h.record()[runner.KeyMessage], "s3cr3t-t0ken")
+	assert.NotContains(t, h.record()[record.KeyMessage], "s3cr3t-t0ken")
 }
 
 func TestDifferentDescriptionIsRefused(t *testing.T) {
@@ -398,8 +399,8 @@ func TestSIGTERMOfADisruptedPodLeavesTheJob(t *testing.T) {
 			if tc.name == "disrupted" {
 				require.ErrorIs(t, err, backends.ErrTransient, "exit 75: the retry re-attaches")
 				assert.Zero(t, h.fake.Count("cancel"), "the job keeps running")
-				assert.Equal(t, "fake-1", h.record()[runner.KeyID], "the id stays for the retry")
-				assert.Equal(t, "RUNNING", h.record()[runner.KeyJobStatus])
+				assert.Equal(t, "fake-1", h.record()[record.KeyID], "the id stays for the retry")
+				assert.Equal(t, "RUNNING", h.record()[record.KeyJobStatus])
 				return
 			}
 			require.NoError(t, err)
@@ -427,7 +428,7 @@ func TestRecordChangesDoNotDrivePolling(t *testing.T) {
 		require.NoError(t, err)
 		rec.Data["note"] = strconv.Itoa(i)
 		if _, err := h.store.Update(ctx, rec); err != nil {
-			require.ErrorIs(t, err, runner.ErrConflict)
+			require.ErrorIs(t, err, record.ErrConflict)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -456,8 +457,8 @@ func TestFailureCategoryIsRecorded(t *testing.T) {
 			assert.Equal(t, c.final, iv.Result().Status)
 			assert.Equal(t, c.want, iv.Result().FailureCategory)
 			d := h.record()
-			assert.Equal(t, c.want, d[runner.KeyFailureCategory])
-			_, present := d[runner.KeyFailureCategory]
+			assert.Equal(t, c.want, d[record.KeyFailureCategory])
+			_, present := d[record.KeyFailureCategory]
 			assert.Equal(t, c.want != "", present, "no category key without a failure")
 		})
 	}
@@ -475,5 +476,5 @@ func TestKillFlagIsCancelledCategory(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Equal(t, "KILLED", iv.Result().Status)
 	assert.Equal(t, "cancelled", iv.Result().FailureCategory)
-	assert.Equal(t, "cancelled", h.record()[runner.KeyFailureCategory])
+	assert.Equal(t, "cancelled", h.record()[record.KeyFailureCategory])
 }

@@ -12,30 +12,28 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // Tests against the real kube-apiserver started by hack/kube-up.sh.
 
-func cmStore(t *testing.T) *runner.ConfigMapStore {
+func cmStore(t *testing.T) *record.ConfigMapStore {
 	c := testkube.Client(t)
-	return &runner.ConfigMapStore{Client: kubeClient(t, testkube.Config(t)), Namespace: testkube.Namespace(t, c), Name: runner.ConfigMapName("job")}
+	return &record.ConfigMapStore{Client: kubeClient(t, testkube.Config(t)), Namespace: testkube.Namespace(t, c), Name: record.ConfigMapName("job")}
 }
 
 // kubeClient is the client bridge-runner itself uses, for cfg.
-func kubeClient(t testing.TB, cfg *rest.Config) *runner.KubeClient {
-	c, err := runner.NewKubeClient(cfg)
+func kubeClient(t testing.TB, cfg *rest.Config) *kube.Client {
+	c, err := kube.New(cfg)
 	require.NoError(t, err)
 	return c
 }
 
-func TestConfigMapStoreContract(t *testing.T) {
-	storeContract(t, func(t *testing.T) runner.Store { return cmStore(t) })
-}
-
 func TestConfigMapRecordIsIBMCompatible(t *testing.T) {
 	s := cmStore(t)
-	spec := runner.Spec{Backend: "slurm", ResourceURL: "https://h:6820", JobScript: "#!/bin/sh\necho hi\n", JobProperties: `{"partition":"debug"}`}
+	spec := record.Spec{Backend: "slurm", ResourceURL: "https://h:6820", JobScript: "#!/bin/sh\necho hi\n", JobProperties: `{"partition":"debug"}`}
 	_, err := runner.EnsureRecord(context.Background(), s, spec, time.Second)
 	require.NoError(t, err)
 	cm, err := testkube.Client(t).CoreV1().ConfigMaps(s.Namespace).Get(context.Background(), "job-bridge-cm", metav1.GetOptions{})
@@ -44,7 +42,7 @@ func TestConfigMapRecordIsIBMCompatible(t *testing.T) {
 	assert.Equal(t, "#!/bin/sh\necho hi\n", cm.Data["jobdata.jobScript"])
 	assert.Equal(t, "inline", cm.Data["jobdata.scriptLocation"])
 	assert.Equal(t, "20", cm.Data["updateInterval"])
-	assert.Equal(t, "bridge-runner", cm.Labels[runner.LabelManagedBy])
+	assert.Equal(t, "bridge-runner", cm.Labels[record.LabelManagedBy])
 }
 
 func TestConcurrentInvokersOnConfigMapSubmitOnce(t *testing.T) {
@@ -68,7 +66,7 @@ func TestConcurrentInvokersOnConfigMapSubmitOnce(t *testing.T) {
 	for _, id := range ids {
 		assert.Equal(t, "fake-1", id)
 	}
-	assert.Equal(t, "DONE", h.record()[runner.KeyJobStatus])
+	assert.Equal(t, "DONE", h.record()[record.KeyJobStatus])
 }
 
 func TestKillWatchOnConfigMap(t *testing.T) {
@@ -79,7 +77,7 @@ func TestKillWatchOnConfigMap(t *testing.T) {
 	go func() { done <- iv.Run(context.Background()) }()
 	require.Eventually(t, func() bool {
 		rec, err := h.store.Get(context.Background())
-		return err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING"
+		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
 	}, 10*time.Second, 20*time.Millisecond)
 	polls := h.fake.Count("status")
 	setKill(t, h.store)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -23,7 +24,7 @@ func TestFutureDatedIntentIsWaitedOutOnce(t *testing.T) {
 	rec, err := runner.EnsureRecord(ctx, h.store, *spec, time.Second)
 	require.NoError(t, err)
 	next := rec.Clone()
-	next.Data[runner.KeyIntent] = "elsewhere/1/1@" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	next.Data[record.KeyIntent] = "elsewhere/1/1@" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)
 	_, err = h.store.Update(ctx, next)
 	require.NoError(t, err)
 

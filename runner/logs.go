@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Job output: while a job runs, invoke copies its output to LogOut (the
@@ -41,7 +42,7 @@ type jobOutput struct {
 	src    backends.LogReader
 	out    *outputWriter
 	read   int64 // bytes of the job's output read so far (some may be held in out)
-	every  *Backoff
+	every  *record.Backoff
 	due    time.Time // the next read on the cadence
 	errMsg string    // the last read error, so a persistent one is logged once
 }
@@ -51,7 +52,7 @@ func (r *run) newJobOutput(src backends.LogReader, maxPoll time.Duration) *jobOu
 		return nil
 	}
 	o := &jobOutput{r: r, src: src, out: &outputWriter{w: r.LogOut, secrets: r.Secrets}, read: r.logOff,
-		every: &Backoff{Initial: r.LogInterval, Max: max(r.LogInterval, min(maxPoll, maxLogInterval)), Factor: 1.5, Jitter: 0.1}}
+		every: &record.Backoff{Initial: r.LogInterval, Max: max(r.LogInterval, min(maxPoll, maxLogInterval)), Factor: 1.5, Jitter: 0.1}}
 	o.due = time.Now()
 	return o
 }

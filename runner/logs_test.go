@@ -16,6 +16,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -69,7 +70,7 @@ func printedOutput(lines int) []byte {
 	return b.Bytes()
 }
 
-func runPrinting(t *testing.T, p *printingBackend, store runner.Store, prepare func(iv *runner.Invoker)) (*runner.Invoker, string) {
+func runPrinting(t *testing.T, p *printingBackend, store record.Store, prepare func(iv *runner.Invoker)) (*runner.Invoker, string) {
 	t.Helper()
 	reg := backends.NewRegistry()
 	require.NoError(t, reg.Register("fake", func(backends.Config) (backends.Backend, error) { return p, nil }))
@@ -90,7 +91,7 @@ func runPrinting(t *testing.T, p *printingBackend, store runner.Store, prepare f
 
 func TestJobOutputStreamsScrubbedAndComplete(t *testing.T) {
 	p := &printingBackend{Backend: fake.New(), full: printedOutput(60), run: 2500 * time.Millisecond, chunk: 97}
-	cs := &countingStore{Store: runner.NewFileStore(t.TempDir(), "job")}
+	cs := &countingStore{Store: record.NewFileStore(t.TempDir(), "job")}
 	iv, out := runPrinting(t, p, cs, nil)
 	assert.Equal(t, "DONE", iv.Result().Status)
 
@@ -100,7 +101,7 @@ func TestJobOutputStreamsScrubbedAndComplete(t *testing.T) {
 
 	rec, err := cs.Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, strconv.Itoa(len(p.full)), rec.Data[runner.KeyLogOffset], "the record holds the offset of the whole output")
+	assert.Equal(t, strconv.Itoa(len(p.full)), rec.Data[record.KeyLogOffset], "the record holds the offset of the whole output")
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -116,7 +117,7 @@ func TestJobOutputStreamsScrubbedAndComplete(t *testing.T) {
 
 func TestJobOutputReattachDoesNotRepeat(t *testing.T) {
 	p := &printingBackend{Backend: fake.New(), full: printedOutput(20), run: 600 * time.Millisecond, chunk: 1 << 20}
-	store := runner.NewFileStore(t.TempDir(), "job")
+	store := record.NewFileStore(t.TempDir(), "job")
 	const already = 200 // a first invoke copied this much before it died
 	_, out := runPrinting(t, p, store, func(iv *runner.Invoker) {
 		ctx := context.Background()
@@ -124,8 +125,8 @@ func TestJobOutputReattachDoesNotRepeat(t *testing.T) {
 		require.NoError(t, err)
 		id, err := p.Submit(ctx, backends.Job{Key: runner.IdempotencyKey(rec.UID), Properties: []byte(`{"run":"600ms"}`)})
 		require.NoError(t, err)
-		rec.Data[runner.KeyID] = id
-		rec.Data[runner.KeyLogOffset] = strconv.Itoa(already)
+		rec.Data[record.KeyID] = id
+		rec.Data[record.KeyLogOffset] = strconv.Itoa(already)
 		_, err = store.Update(ctx, rec)
 		require.NoError(t, err)
 	})

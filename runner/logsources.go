@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // logSource picks where the job's output is read from, in this order:
@@ -23,7 +24,7 @@ import (
 //  3. the object a log shipper in the job writes (Slurm over REST with S3).
 //
 // It returns nil when the output is not followed or cannot be read.
-func (r *run) logSource(desc *Description, be backends.Backend) backends.LogReader {
+func (r *run) logSource(desc *record.Description, be backends.Backend) backends.LogReader {
 	if r.LogOut == io.Discard {
 		return nil
 	}
@@ -47,7 +48,7 @@ func (r *run) logSource(desc *Description, be backends.Backend) backends.LogRead
 // ships it: the backend cannot read output itself, there is no shared
 // file system, and the job has an upload bucket. It is the same for every
 // retry of one attempt, so a re-attach reads it on.
-func (r *run) shipKey(desc *Description, be backends.Backend) (string, bool) {
+func (r *run) shipKey(desc *record.Description, be backends.Backend) (string, bool) {
 	_, ships := be.(backends.LogShipper)
 	_, reads := be.(backends.LogReader)
 	if !ships || reads || r.LogOut == io.Discard || r.LogDir != "" || r.s3 == nil || desc.UploadBucket == "" {
@@ -87,7 +88,7 @@ const minShipEvery = 5 * time.Second
 
 // logShip presigns the URL a LogShipper's job ships its output to, when it
 // will (see shipKey).
-func (r *run) logShip(ctx context.Context, desc *Description, be backends.Backend, job backends.Job) (*backends.LogShip, error) {
+func (r *run) logShip(ctx context.Context, desc *record.Description, be backends.Backend, job backends.Job) (*backends.LogShip, error) {
 	key, ok := r.shipKey(desc, be)
 	if !ok {
 		return nil, nil
@@ -200,7 +201,7 @@ func (l *fileLogs) ReadLogs(ctx context.Context, id string, offset int64, w io.W
 	defer f.Close()
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
-		return offset, &LocalFileError{Path: p, Problem: "is " + fileKind(fi.Mode()) + ", not a regular file: the job's output is not read from it"}
+		return offset, &record.LocalFileError{Path: p, Problem: "is " + record.FileKind(fi.Mode()) + ", not a regular file: the job's output is not read from it"}
 	}
 	if err != nil || fi.Size() <= offset {
 		return offset, err

@@ -1,11 +1,8 @@
 package runner
 
-import "github.com/bridge-runner/bridge-runner/backends"
+import "github.com/bridge-runner/bridge-runner/record"
 
-// KeyBackendMemo holds what a backends.Rememberer learnt about the remote
-// side (e.g. "api=v0.0.42" for Slurm), so that a later invoke of the same
-// job skips discovering it again.
-const KeyBackendMemo = "status.backendMemo"
+import "github.com/bridge-runner/bridge-runner/backends"
 
 // recallMemo hands the record's memo to the backend, if it remembers.
 func (r *run) recallMemo(be backends.Backend) {
@@ -14,7 +11,7 @@ func (r *run) recallMemo(be backends.Backend) {
 		return
 	}
 	r.memo = rem
-	if m := r.rec.Data[KeyBackendMemo]; m != "" {
+	if m := r.rec.Data[record.KeyBackendMemo]; m != "" {
 		rem.Recall(m)
 	}
 }
@@ -26,6 +23,6 @@ func (r *run) keepMemo(d map[string]string) {
 		return
 	}
 	if m := r.memo.Remember(); m != "" {
-		d[KeyBackendMemo] = m
+		d[record.KeyBackendMemo] = m
 	}
 }

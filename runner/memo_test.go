@@ -10,7 +10,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // remembering is the fake backend plus a memo: it "learns" on its first
@@ -44,7 +44,7 @@ func (r *remembering) Recall(m string) {
 // The memo rides on the record writes invoke makes anyway (no write of its
 // own), and a later invoke or cleanup of the same job gets it back.
 func TestBackendMemoIsKeptAndRecalled(t *testing.T) {
-	cs := &countingStore{Store: runner.NewFileStore(t.TempDir(), "job")}
+	cs := &countingStore{Store: record.NewFileStore(t.TempDir(), "job")}
 	h := newHarness(t, cs)
 	var made []*remembering
 	reg := backends.NewRegistry()
@@ -56,7 +56,7 @@ func TestBackendMemoIsKeptAndRecalled(t *testing.T) {
 	h.reg = reg
 	iv := h.invoker(h.spec(`{"run":"50ms"}`))
 	require.NoError(t, iv.Run(context.Background()))
-	assert.Equal(t, "api=v0.0.42", h.record()[runner.KeyBackendMemo])
+	assert.Equal(t, "api=v0.0.42", h.record()[record.KeyBackendMemo])
 	assert.Empty(t, made[0].recalled, "a fresh record has no memo")
 	assert.LessOrEqual(t, cs.updates.Load(), int64(5), "no write of its own")
 

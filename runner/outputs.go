@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Result is what invoke reports: the step outputs (one file per field, the
@@ -44,7 +45,7 @@ type OutputField struct {
 func (o OutputField) Flag() string { return "output-" + o.Name }
 
 // OutputName is the KFP output and Argo output parameter name.
-func (o OutputField) OutputName() string { return snake(o.Name) }
+func (o OutputField) OutputName() string { return record.Snake(o.Name) }
 
 // OutputFields lists Result's step outputs.
 var OutputFields = func() []OutputField {
@@ -172,14 +173,4 @@ func rfc3339(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-func snake(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '-' {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }

@@ -7,12 +7,8 @@ import (
 	"errors"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
-
-// KeyIDFingerprint records a fingerprint of the id the backend returned,
-// bound to the record's UID, so that an id edited by hand (which would make
-// invoke report, and cleanup cancel, some other job) is refused.
-const KeyIDFingerprint = "status.idFingerprint"
 
 // idFingerprint binds a job id to the record (by UID) it was recorded in.
 func idFingerprint(uid, id string) string {
@@ -23,14 +19,14 @@ func idFingerprint(uid, id string) string {
 // checkRecordedID refuses a record whose id does not match its fingerprint.
 // A record without a fingerprint (written before fingerprints, or by IBM's
 // Bridge Operator) is taken as it is.
-func checkRecordedID(rec *Record) error {
-	id, fp := rec.Data[KeyID], rec.Data[KeyIDFingerprint]
+func checkRecordedID(rec *record.Record) error {
+	id, fp := rec.Data[record.KeyID], rec.Data[record.KeyIDFingerprint]
 	if id == "" || fp == "" || fp == idFingerprint(rec.UID, id) {
 		return nil
 	}
-	return fault(FaultRecordID, KeyID, "%q is not the job this record submitted (%s does not match it: edited by hand?); "+
+	return record.NewFault(record.FaultRecordID, record.KeyID, "%q is not the job this record submitted (%s does not match it: edited by hand?); "+
 		"put back the id the backend returned, or delete the record (bridge-runner cleanup) and run the step again",
-		id, KeyIDFingerprint)
+		id, record.KeyIDFingerprint)
 }
 
 // checkID refuses a recorded id that this record did not submit: one whose
@@ -41,13 +37,13 @@ func (r *run) checkID(ctx context.Context, be backends.Backend, id string) error
 	if err := checkRecordedID(r.rec); err != nil {
 		return err
 	}
-	if r.rec.Data[KeyIDFingerprint] != "" || backends.State(r.rec.Data[KeyJobStatus]).Final() {
+	if r.rec.Data[record.KeyIDFingerprint] != "" || backends.State(r.rec.Data[record.KeyJobStatus]).Final() {
 		return nil
 	}
 	if _, err := be.Status(ctx, id); errors.Is(err, backends.ErrNotFound) {
-		return fault(FaultRecordID, KeyID, "%q is not a job the backend knows, and nothing shows that bridge-runner recorded it "+
+		return record.NewFault(record.FaultRecordID, record.KeyID, "%q is not a job the backend knows, and nothing shows that bridge-runner recorded it "+
 			"(no %s); put back the id the backend returned, or delete the record (bridge-runner cleanup) and run the step again",
-			id, KeyIDFingerprint)
+			id, record.KeyIDFingerprint)
 	}
 	return nil
 }

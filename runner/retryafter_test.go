@@ -14,6 +14,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -62,8 +63,8 @@ func (b *busyBackend) times(op string) []time.Time {
 func busyInvoker(t *testing.T, be *busyBackend, budget time.Duration) *runner.Invoker {
 	reg := backends.NewRegistry()
 	require.NoError(t, reg.Register("busy", func(backends.Config) (backends.Backend, error) { return be, nil }))
-	return &runner.Invoker{JobName: "job", Store: runner.NewFileStore(t.TempDir(), "job"), Registry: reg,
-		Spec:    &runner.Spec{Backend: "busy", JobScript: "#!/bin/sh\ntrue\n", JobProperties: `{"run":"100ms"}`, UpdateInterval: "0.5"},
+	return &runner.Invoker{JobName: "job", Store: record.NewFileStore(t.TempDir(), "job"), Registry: reg,
+		Spec:    &record.Spec{Backend: "busy", JobScript: "#!/bin/sh\ntrue\n", JobProperties: `{"run":"100ms"}`, UpdateInterval: "0.5"},
 		Log:     slog.New(slog.DiscardHandler),
 		MinPoll: 20 * time.Millisecond, SubmitLease: time.Minute, RetryBudget: budget, CancelWait: time.Second, Grace: time.Second}
 }

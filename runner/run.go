@@ -1,3 +1,7 @@
+// Package runner implements bridge-runner's three steps (create-configmap,
+// invoke, cleanup): the invoke state machine, the poll policy, S3 staging,
+// credentials and step outputs. The record's contract (description, keys,
+// states, stores) is package record's.
 package runner
 
 import (
@@ -7,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // run is the state of one Run of an Invoker: the record as last seen, the
@@ -16,7 +21,7 @@ import (
 type run struct {
 	*Invoker
 
-	rec     *Record             // the record as last seen; changed only by observe
+	rec     *record.Record      // the record as last seen; changed only by observe
 	written map[string]string   // status keys as last written
 	logOff  int64               // bytes of job output already copied to LogOut
 	logSrc  backends.LogReader  // where the job's output is read from; nil if nowhere
@@ -71,11 +76,11 @@ func (r *run) stopping(ctx context.Context, d time.Duration) (context.Context, c
 // observe makes rec the record as last seen. It is the one place that
 // changes r.rec, and only the run's own goroutine calls it: the watch
 // hands records over a channel (see observeWatched).
-func (r *run) observe(rec *Record) { r.rec = rec }
+func (r *run) observe(rec *record.Record) { r.rec = rec }
 
 // observeWatched takes a record the watch delivered, unless it is another
 // record of the same name (deleted and created again since).
-func (r *run) observeWatched(rec *Record) {
+func (r *run) observeWatched(rec *record.Record) {
 	if rec.UID == r.rec.UID {
 		r.observe(rec)
 	}
@@ -96,7 +101,7 @@ func (r *run) update(ctx context.Context, mutate func(d map[string]string) (bool
 			r.observe(rec)
 			return nil
 		}
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, record.ErrConflict) {
 			return err
 		}
 		fresh, err := r.Store.Get(ctx)

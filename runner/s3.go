@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // DefaultS3PartSize is the multipart part size of S3Store.Upload.
@@ -79,7 +80,7 @@ type S3Store struct {
 // it, so that an error can say which key to fix.
 type S3Input struct {
 	Field string // e.g. jobdata.jobScript
-	Ref   ObjectRef
+	Ref   record.ObjectRef
 }
 
 // NewS3Store connects to cfg.Endpoint. It reads the credentials once: build
@@ -87,7 +88,7 @@ type S3Input struct {
 // request; Preflight checks that the endpoint and credentials work.
 func NewS3Store(cfg S3Config) (*S3Store, error) {
 	ep := strings.TrimSpace(cfg.Endpoint)
-	if err := checkS3Endpoint(ep); err != nil {
+	if err := record.CheckS3Endpoint(ep); err != nil {
 		return nil, err
 	}
 	if dc, ok := cfg.Credentials.(DirCredentials); ok && dc.Flag == "" {
@@ -243,7 +244,7 @@ func (s *S3Store) reachError(ctx context.Context, err error) error {
 		return backends.Invalid("s3.secure", "is true but %s does not speak TLS; set s3.secure=false (or use the endpoint's HTTPS port)", s.endpoint)
 	case errors.As(err, &ua) || strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		return backends.Invalid("s3.endpoint", "TLS with %s failed (%s); give its CA with --ca-file (or --insecure-skip-tls-verify)", s.endpoint, msg)
-	case unreachable(err):
+	case record.Unreachable(err):
 		// Refused, reset, timed out: an S3 server that is down or
 		// restarting now may answer the retry (which re-attaches).
 		return backends.Transient(fmt.Errorf("s3.endpoint: cannot reach %s (%s); a retry of the step tries again; if it persists, "+
@@ -255,7 +256,7 @@ func (s *S3Store) reachError(ctx context.Context, err error) error {
 // ReadSmall returns the whole object (a script, parameters, metadata),
 // refusing one larger than max bytes: such files are inlined into the job
 // submission, which neither the pod's memory nor the remote API is sized for.
-func (s *S3Store) ReadSmall(ctx context.Context, ref ObjectRef, field string, max int64) ([]byte, error) {
+func (s *S3Store) ReadSmall(ctx context.Context, ref record.ObjectRef, field string, max int64) ([]byte, error) {
 	rc, size, err := s.Open(ctx, ref, field)
 	if err != nil {
 		return nil, err
@@ -277,7 +278,7 @@ func (s *S3Store) ReadSmall(ctx context.Context, ref ObjectRef, field string, ma
 
 // Open streams an object; size is its length in bytes. field is the
 // ConfigMap key that named it, blamed if it does not exist.
-func (s *S3Store) Open(ctx context.Context, ref ObjectRef, field string) (io.ReadCloser, int64, error) {
+func (s *S3Store) Open(ctx context.Context, ref record.ObjectRef, field string) (io.ReadCloser, int64, error) {
 	obj, err := s.client.GetObject(ctx, ref.Bucket, ref.Object, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, 0, s.classify(err, field, "opening "+ref.String())
@@ -372,23 +373,23 @@ func RunPrefix(job, key, runID string) string {
 	return p
 }
 
-// S3Inputs lists the objects d reads from S3, each with its ConfigMap key,
+// S3Inputs lists the objects a job description d reads from S3, each with its ConfigMap key,
 // in the order Preflight should check them.
-func (d *Description) S3Inputs() ([]S3Input, error) {
+func S3Inputs(d *record.Description) ([]S3Input, error) {
 	var out []S3Input
 	add := func(field, v string) error {
-		ref, err := ParseObjectRef(field, v)
+		ref, err := record.ParseObjectRef(field, v)
 		if err == nil {
 			out = append(out, S3Input{Field: field, Ref: ref})
 		}
 		return err
 	}
-	if d.ScriptLocation == S3 {
+	if d.ScriptLocation == record.S3 {
 		if err := add("jobdata.jobScript", d.Script); err != nil {
 			return nil, err
 		}
 	}
-	if d.ExtraLocation == S3 {
+	if d.ExtraLocation == record.S3 {
 		for _, kv := range [][2]string{{"jobdata.scriptMetadata", d.Metadata}, {"jobdata.jobParameters", d.Parameters}} {
 			if kv[1] == "" {
 				continue

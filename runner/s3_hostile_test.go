@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -43,7 +44,7 @@ func TestS3BadRequestOnAKeyIsPermanent(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "secretkey"), []byte("sk-abcdef"), 0o600))
 		s, err := runner.NewS3Store(runner.S3Config{Endpoint: strings.TrimPrefix(srv.URL, "http://"), Credentials: dirCreds(dir)})
 		require.NoError(t, err)
-		ref := runner.ObjectRef{Bucket: "inputs", Object: "data/" + strings.Repeat("k", 20)}
+		ref := record.ObjectRef{Bucket: "inputs", Object: "data/" + strings.Repeat("k", 20)}
 		err = s.Preflight(t.Context(), []runner.S3Input{{Field: "jobdata.additionalData", Ref: ref}}, "", false)
 		if c.permanent {
 			requireFieldOnly(t, err, "jobdata.additionalData")

@@ -34,6 +34,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -94,11 +95,11 @@ func noSecrets(t *testing.T, err error) {
 	assert.NotContains(t, err.Error(), ak, "the access key leaked into an error")
 }
 
-func putObject(t *testing.T, bucket, key string, data []byte) runner.ObjectRef {
+func putObject(t *testing.T, bucket, key string, data []byte) record.ObjectRef {
 	t.Helper()
 	_, err := tests3.Client(t).PutObject(t.Context(), bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
 	require.NoError(t, err)
-	return runner.ObjectRef{Bucket: bucket, Object: key}
+	return record.ObjectRef{Bucket: bucket, Object: key}
 }
 
 // closedPort returns 127.0.0.1:<port> where nothing listens.
@@ -195,7 +196,7 @@ func TestS3PreflightMissingObject(t *testing.T) {
 	in := tests3.Bucket(t, "in")
 	good := runner.S3Input{Field: "jobdata.jobScript", Ref: putObject(t, in, "run.sh", []byte("x"))}
 	for _, field := range []string{"jobdata.jobScript", "jobdata.jobParameters", "jobdata.scriptMetadata", "jobdata.additionalData"} {
-		for name, ref := range map[string]runner.ObjectRef{
+		for name, ref := range map[string]record.ObjectRef{
 			"missing object":        {Bucket: in, Object: "nope/" + field},
 			"missing bucket":        {Bucket: "bt-no-such-bucket-" + strconv.Itoa(rand.IntN(1e6)), Object: "x"},
 			"invalid bucket name":   {Bucket: "Not_A..Bucket", Object: "x"},
@@ -252,7 +253,7 @@ func TestS3ReadSmall(t *testing.T) {
 	assert.Contains(t, err.Error(), "bytes")
 	t.Logf("too large: %v", err)
 
-	_, err = s.ReadSmall(t.Context(), runner.ObjectRef{Bucket: in, Object: "missing"}, "jobdata.jobParameters", 1024)
+	_, err = s.ReadSmall(t.Context(), record.ObjectRef{Bucket: in, Object: "missing"}, "jobdata.jobParameters", 1024)
 	requireField(t, err, "jobdata.jobParameters")
 
 	empty := putObject(t, in, "empty.json", nil)
@@ -270,7 +271,7 @@ func TestS3OpenAndUploadSmall(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "s3://"+b+"/run-1/out.txt", loc)
 
-	rc, size, err := s.Open(t.Context(), runner.ObjectRef{Bucket: b, Object: "run-1/out.txt"}, "jobdata.additionalData")
+	rc, size, err := s.Open(t.Context(), record.ObjectRef{Bucket: b, Object: "run-1/out.txt"}, "jobdata.additionalData")
 	require.NoError(t, err)
 	got, err := io.ReadAll(rc)
 	require.NoError(t, err)
@@ -281,11 +282,11 @@ func TestS3OpenAndUploadSmall(t *testing.T) {
 	// Unknown size, smaller than one part: still one object, same content.
 	_, err = s.Upload(t.Context(), b, "run-1/unknown.txt", io.MultiReader(bytes.NewReader(data)), -1)
 	require.NoError(t, err)
-	got, err = s.ReadSmall(t.Context(), runner.ObjectRef{Bucket: b, Object: "run-1/unknown.txt"}, "x", 1<<20)
+	got, err = s.ReadSmall(t.Context(), record.ObjectRef{Bucket: b, Object: "run-1/unknown.txt"}, "x", 1<<20)
 	require.NoError(t, err)
 	assert.Equal(t, data, got)
 
-	_, _, err = s.Open(t.Context(), runner.ObjectRef{Bucket: b, Object: "nope"}, "jobdata.additionalData")
+	_, _, err = s.Open(t.Context(), record.ObjectRef{Bucket: b, Object: "nope"}, "jobdata.additionalData")
 	requireField(t, err, "jobdata.additionalData")
 
 	_, err = s.Upload(t.Context(), "bt-no-such-bucket-for-upload", "k", bytes.NewReader(data), int64(len(data)))
@@ -321,7 +322,7 @@ func TestS3UploadTransient(t *testing.T) {
 			noSecrets(t, err)
 			_, err = s.Upload(t.Context(), "bucket", "key", io.MultiReader(strings.NewReader("data")), -1)
 			require.ErrorIs(t, err, backends.ErrTransient, "error: %v", err)
-			_, err = s.ReadSmall(t.Context(), runner.ObjectRef{Bucket: "bucket", Object: "key"}, "jobdata.jobScript", 10)
+			_, err = s.ReadSmall(t.Context(), record.ObjectRef{Bucket: "bucket", Object: "key"}, "jobdata.jobScript", 10)
 			require.ErrorIs(t, err, backends.ErrTransient, "error: %v", err)
 			t.Logf("%s: %v", name, err)
 		})
@@ -420,7 +421,7 @@ func TestS3UploadStream100MiB(t *testing.T) {
 		t.Errorf("ETag %q has no -N suffix: not a multipart upload?", info.ETag)
 	}
 
-	rc, size, err := s.Open(t.Context(), runner.ObjectRef{Bucket: b, Object: key}, "jobdata.additionalData")
+	rc, size, err := s.Open(t.Context(), record.ObjectRef{Bucket: b, Object: key}, "jobdata.additionalData")
 	require.NoError(t, err)
 	defer rc.Close()
 	h := sha256.New()
@@ -525,24 +526,24 @@ func TestS3RunPrefix(t *testing.T) {
 }
 
 func TestS3Inputs(t *testing.T) {
-	d, err := runner.Spec{
+	d, err := record.Spec{
 		Backend: "local", JobScript: "scripts:run.sh", ScriptLocation: "s3",
 		ScriptExtraLocation: "s3", JobParameters: "params:p.json",
 		AdditionalData: "data:a.bin, data:b.bin", S3Endpoint: "127.0.0.1:9000",
 	}.Parse()
 	require.NoError(t, err)
-	in, err := d.S3Inputs()
+	in, err := runner.S3Inputs(d)
 	require.NoError(t, err)
 	assert.Equal(t, []runner.S3Input{
-		{Field: "jobdata.jobScript", Ref: runner.ObjectRef{Bucket: "scripts", Object: "run.sh"}},
-		{Field: "jobdata.jobParameters", Ref: runner.ObjectRef{Bucket: "params", Object: "p.json"}},
-		{Field: "jobdata.additionalData", Ref: runner.ObjectRef{Bucket: "data", Object: "a.bin"}},
-		{Field: "jobdata.additionalData", Ref: runner.ObjectRef{Bucket: "data", Object: "b.bin"}},
+		{Field: "jobdata.jobScript", Ref: record.ObjectRef{Bucket: "scripts", Object: "run.sh"}},
+		{Field: "jobdata.jobParameters", Ref: record.ObjectRef{Bucket: "params", Object: "p.json"}},
+		{Field: "jobdata.additionalData", Ref: record.ObjectRef{Bucket: "data", Object: "a.bin"}},
+		{Field: "jobdata.additionalData", Ref: record.ObjectRef{Bucket: "data", Object: "b.bin"}},
 	}, in)
 
-	d, err = runner.Spec{Backend: "local", JobScript: "echo hi", JobParameters: `{"a":1}`}.Parse()
+	d, err = record.Spec{Backend: "local", JobScript: "echo hi", JobParameters: `{"a":1}`}.Parse()
 	require.NoError(t, err)
-	in, err = d.S3Inputs()
+	in, err = runner.S3Inputs(d)
 	require.NoError(t, err)
 	assert.Empty(t, in)
 }

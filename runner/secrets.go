@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Secrets is the set of secret values read so far. Everything the runner
@@ -201,7 +202,7 @@ func (c DirCredentials) Get(names ...string) (string, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err != nil && FaultClass(err) != "" {
+		if err != nil && record.FaultClass(err) != "" {
 			return "", err
 		}
 		if err != nil {
@@ -241,7 +242,7 @@ func checkCredentialText(path, key, v string) error {
 		if (r >= 0x20 && r != 0x7f) || r == '\t' || (multi && (r == '\n' || r == '\r')) {
 			continue
 		}
-		return fault(FaultCredentials, "credentials", "%s holds the control character %U at byte %d, which no %s carries; "+
+		return record.NewFault(record.FaultCredentials, "credentials", "%s holds the control character %U at byte %d, which no %s carries; "+
 			"recreate the Secret from the value alone (kubectl create secret generic --from-literal, or printf '%%s' rather than echo -e)",
 			path, r, i, key)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // S3Access is how invoke reaches S3 for jobs that use it: the mounted
@@ -30,7 +31,7 @@ const maxSmallObject = 16 << 20
 // called before the intent is recorded on a fresh run, and only when a
 // submit is really needed on a re-attach, so that a re-attach never depends
 // on inputs that may since have been deleted.
-func (r *run) preparer(ctx context.Context, desc *Description, be backends.Backend, base backends.Job) func() (backends.Job, error) {
+func (r *run) preparer(ctx context.Context, desc *record.Description, be backends.Backend, base backends.Job) func() (backends.Job, error) {
 	var (
 		done bool
 		job  backends.Job
@@ -45,12 +46,12 @@ func (r *run) preparer(ctx context.Context, desc *Description, be backends.Backe
 	}
 }
 
-func (r *run) prepare(ctx context.Context, desc *Description, be backends.Backend, job backends.Job) (backends.Job, error) {
+func (r *run) prepare(ctx context.Context, desc *record.Description, be backends.Backend, job backends.Job) (backends.Job, error) {
 	if err := checkCapabilities(desc, be); err != nil {
 		return job, err
 	}
 	if r.s3 != nil {
-		inputs, err := desc.S3Inputs()
+		inputs, err := S3Inputs(desc)
 		if err != nil {
 			return job, err
 		}
@@ -83,7 +84,7 @@ func (r *run) prepare(ctx context.Context, desc *Description, be backends.Backen
 
 // checkCapabilities refuses a job that needs what the backend cannot do:
 // input files it cannot stage, output files it cannot read.
-func checkCapabilities(desc *Description, be backends.Backend) error {
+func checkCapabilities(desc *record.Description, be backends.Backend) error {
 	if len(desc.AdditionalData) > 0 {
 		if s, ok := be.(backends.InputStager); !ok || !s.StagesInputs() {
 			return backends.Invalid("jobdata.additionalData", "the %s backend cannot make input files available to the job; remove additionalData and have the script fetch its inputs", desc.Backend)
@@ -101,9 +102,9 @@ func checkCapabilities(desc *Description, be backends.Backend) error {
 
 // resolveTexts fills the job's script, metadata and parameters, reading
 // those given as S3 objects.
-func (r *run) resolveTexts(ctx context.Context, desc *Description, job backends.Job) (backends.Job, error) {
+func (r *run) resolveTexts(ctx context.Context, desc *record.Description, job backends.Job) (backends.Job, error) {
 	read := func(field, v string) (string, error) {
-		ref, err := ParseObjectRef(field, v)
+		ref, err := record.ParseObjectRef(field, v)
 		if err != nil {
 			return "", err
 		}
@@ -112,17 +113,17 @@ func (r *run) resolveTexts(ctx context.Context, desc *Description, job backends.
 	}
 	var err error
 	switch desc.ScriptLocation {
-	case Inline:
+	case record.Inline:
 		job.Script = desc.Script
-	case Remote:
+	case record.Remote:
 		job.ScriptPath = desc.Script
-	case S3:
+	case record.S3:
 		if job.Script, err = read("jobdata.jobScript", desc.Script); err != nil {
 			return job, err
 		}
 	}
 	meta, params := desc.Metadata, desc.Parameters
-	if desc.ExtraLocation == S3 {
+	if desc.ExtraLocation == record.S3 {
 		if meta != "" {
 			if meta, err = read("jobdata.scriptMetadata", meta); err != nil {
 				return job, err
@@ -143,7 +144,7 @@ func (r *run) resolveTexts(ctx context.Context, desc *Description, job backends.
 // under a prefix unique to this run. A file the job did not write is noted,
 // not fatal; a failed upload is returned as a transient error, so that a
 // retry (which re-attaches) can finish it.
-func (r *run) uploadOutputs(ctx context.Context, desc *Description, be backends.Backend, id, key string) ([]string, []string, error) {
+func (r *run) uploadOutputs(ctx context.Context, desc *record.Description, be backends.Backend, id, key string) ([]string, []string, error) {
 	prefix := RunPrefix(r.JobName, key, id)
 	if so, ok := be.(backends.StageOuter); ok {
 		if _, fetches := be.(backends.OutputFetcher); !fetches {
@@ -207,7 +208,7 @@ const stageOutURLExpiry = time.Hour
 
 // stageOut has the backend run a job of its own that uploads the outputs to
 // presigned URLs, follows it, and then asks S3 which objects arrived.
-func (r *run) stageOut(ctx context.Context, desc *Description, be backends.Backend, so backends.StageOuter, id, prefix string) ([]string, []string, error) {
+func (r *run) stageOut(ctx context.Context, desc *record.Description, be backends.Backend, so backends.StageOuter, id, prefix string) ([]string, []string, error) {
 	presign := func(name string) (string, error) {
 		u, err := r.s3.PresignPut(ctx, desc.UploadBucket, prefix+name, stageOutURLExpiry)
 		r.Secrets.Add(presignSecret(u))
@@ -236,14 +237,14 @@ func (r *run) stageOut(ctx context.Context, desc *Description, be backends.Backe
 		return fail(err)
 	}
 	r.Log.Info("stage-out job submitted", "job_id", id, "stage_out_id", sid)
-	poll := &Backoff{Initial: r.MinPoll, Max: 5 * time.Second, Factor: 1.6, Jitter: 0.1}
+	poll := &record.Backoff{Initial: r.MinPoll, Max: 5 * time.Second, Factor: 1.6, Jitter: 0.1}
 	var st backends.Status
 	for {
 		st, err = be.Status(ctx, sid)
 		if err == nil && st.State.Final() {
 			break
 		}
-		if !sleepCtx(ctx, poll.Next()) {
+		if !record.SleepCtx(ctx, poll.Next()) {
 			_ = be.Cancel(context.WithoutCancel(ctx), sid)
 			return fail(fmt.Errorf("stage-out job %s did not end in time (last: %s %v)", sid, st.State, err))
 		}

@@ -19,14 +19,15 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends/local"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // stagingInvoker runs the local backend against the real S3 server.
-func stagingInvoker(t *testing.T, spec runner.Spec, credsDir string) (*runner.Invoker, runner.Store) {
+func stagingInvoker(t *testing.T, spec record.Spec, credsDir string) (*runner.Invoker, record.Store) {
 	reg := backends.NewRegistry()
 	require.NoError(t, reg.Register(local.Name, local.New))
-	store := runner.NewFileStore(t.TempDir(), "stage")
+	store := record.NewFileStore(t.TempDir(), "stage")
 	var logs bytes.Buffer
 	return &runner.Invoker{
 		JobName: "stage", Store: store, Registry: reg, Spec: &spec,
@@ -62,7 +63,7 @@ func TestStagingEndToEnd(t *testing.T) {
 	put(t, c, in, "jobs/params.json", `{"n":3}`)
 	put(t, c, in, "data/data.txt", "hello s3")
 
-	spec := runner.Spec{Backend: "local", ScriptLocation: "s3", JobScript: in + ":jobs/run.sh",
+	spec := record.Spec{Backend: "local", ScriptLocation: "s3", JobScript: in + ":jobs/run.sh",
 		ScriptExtraLocation: "s3", JobParameters: in + ":jobs/params.json", AdditionalData: in + ":data/data.txt",
 		S3Endpoint: endpoint, S3Secure: "false", S3UploadBucket: out, S3UploadFiles: "result.txt, sub/r.txt, missing.txt"}
 	iv, store := stagingInvoker(t, spec, creds)
@@ -75,13 +76,13 @@ func TestStagingEndToEnd(t *testing.T) {
 	assert.Equal(t, "nested\n", get(t, c, out, prefix+"sub/r.txt"))
 	assert.Equal(t, "params={\"n\":3}\n", get(t, c, out, prefix+"job.log"))
 	assert.Contains(t, res.Message, "missing.txt was not found", "a missing output is reported, not fatal")
-	assert.Equal(t, strings.Join(res.Outputs, "\n"), mustGet(t, store).Data[runner.KeyOutputs])
+	assert.Equal(t, strings.Join(res.Outputs, "\n"), mustGet(t, store).Data[record.KeyOutputs])
 	for _, loc := range res.Outputs {
 		assert.True(t, strings.HasPrefix(loc, "s3://"+out+"/"+prefix), loc)
 	}
 }
 
-func mustGet(t *testing.T, s runner.Store) *runner.Record {
+func mustGet(t *testing.T, s record.Store) *record.Record {
 	rec, err := s.Get(context.Background())
 	require.NoError(t, err)
 	return rec
@@ -97,19 +98,19 @@ func TestStagingFailsBeforeSubmit(t *testing.T) {
 	badCreds := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(badCreds, "accesskey"), []byte("nobody\n"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(badCreds, "secretkey"), []byte("wrong-secret-value\n"), 0o600))
-	base := runner.Spec{Backend: "local", ScriptLocation: "s3", JobScript: in + ":run.sh", S3Endpoint: endpoint, S3Secure: "false"}
+	base := record.Spec{Backend: "local", ScriptLocation: "s3", JobScript: in + ":run.sh", S3Endpoint: endpoint, S3Secure: "false"}
 	cases := []struct {
 		name  string
-		edit  func(*runner.Spec)
+		edit  func(*record.Spec)
 		creds string
 		field string
 	}{
-		{"missing script object", func(s *runner.Spec) { s.JobScript = in + ":nope.sh" }, creds, "jobdata.jobScript"},
-		{"missing parameters object", func(s *runner.Spec) { s.ScriptExtraLocation, s.JobParameters = "s3", in+":nope.json" }, creds, "jobdata.jobParameters"},
-		{"missing input file", func(s *runner.Spec) { s.AdditionalData = in + ":nope.dat" }, creds, "jobdata.additionalData"},
-		{"missing upload bucket", func(s *runner.Spec) { s.S3UploadBucket = "no-such-bucket-bridge" }, creds, "s3upload.bucket"},
-		{"bad credentials", func(*runner.Spec) {}, badCreds, "s3.secret"},
-		{"no credentials mounted", func(*runner.Spec) {}, filepath.Join(t.TempDir(), "none"), "s3.secret"},
+		{"missing script object", func(s *record.Spec) { s.JobScript = in + ":nope.sh" }, creds, "jobdata.jobScript"},
+		{"missing parameters object", func(s *record.Spec) { s.ScriptExtraLocation, s.JobParameters = "s3", in+":nope.json" }, creds, "jobdata.jobParameters"},
+		{"missing input file", func(s *record.Spec) { s.AdditionalData = in + ":nope.dat" }, creds, "jobdata.additionalData"},
+		{"missing upload bucket", func(s *record.Spec) { s.S3UploadBucket = "no-such-bucket-bridge" }, creds, "s3upload.bucket"},
+		{"bad credentials", func(*record.Spec) {}, badCreds, "s3.secret"},
+		{"no credentials mounted", func(*record.Spec) {}, filepath.Join(t.TempDir(), "none"), "s3.secret"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,8 +124,8 @@ func TestStagingFailsBeforeSubmit(t *testing.T) {
 			assert.Equal(t, tc.field, fe.Field, err.Error())
 			assert.NotContains(t, err.Error(), "wrong-secret-value")
 			rec := mustGet(t, store)
-			assert.Empty(t, rec.Data[runner.KeyID], "nothing was submitted")
-			assert.Empty(t, rec.Data[runner.KeyIntent], "nothing was even attempted")
+			assert.Empty(t, rec.Data[record.KeyID], "nothing was submitted")
+			assert.Empty(t, rec.Data[record.KeyIntent], "nothing was even attempted")
 		})
 	}
 	t.Run("unreachable endpoint is transient", func(t *testing.T) {
@@ -135,7 +136,7 @@ func TestStagingFailsBeforeSubmit(t *testing.T) {
 		require.ErrorIs(t, err, backends.ErrTransient)
 		require.NotErrorIs(t, err, backends.ErrInvalid)
 		assert.Contains(t, err.Error(), "s3.endpoint")
-		assert.Empty(t, mustGet(t, store).Data[runner.KeyID], "nothing was submitted")
+		assert.Empty(t, mustGet(t, store).Data[record.KeyID], "nothing was submitted")
 	})
 	t.Run("bucket created on request", func(t *testing.T) {
 		spec := base
@@ -158,12 +159,12 @@ func TestUploadOutageKeepsStateAndRetryFinishes(t *testing.T) {
 	out := tests3.Bucket(t, "out")
 	px := testutil.NewProxy(t, endpoint)
 	counter := filepath.Join(t.TempDir(), "runs")
-	spec := runner.Spec{Backend: "local", JobScript: "echo run >> " + counter + "; echo result > r.txt; sleep 1",
+	spec := record.Spec{Backend: "local", JobScript: "echo run >> " + counter + "; echo result > r.txt; sleep 1",
 		S3Endpoint: px.Addr, S3Secure: "false", S3UploadBucket: out, S3UploadFiles: "r.txt"}
 	iv, store := stagingInvoker(t, spec, creds)
 	go func() {
 		for {
-			if rec, err := store.Get(context.Background()); err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING" {
+			if rec, err := store.Get(context.Background()); err == nil && rec.Data[record.KeyJobStatus] == "RUNNING" {
 				px.Cut()
 				return
 			}
@@ -174,8 +175,8 @@ func TestUploadOutageKeepsStateAndRetryFinishes(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrTransient, "exit 75")
 	assert.Equal(t, "DONE", iv.Result().Status, "the job's real end is reported")
 	rec := mustGet(t, store)
-	assert.Equal(t, "DONE", rec.Data[runner.KeyJobStatus], "and recorded")
-	assert.Contains(t, rec.Data[runner.KeyMessage], "uploading outputs")
+	assert.Equal(t, "DONE", rec.Data[record.KeyJobStatus], "and recorded")
+	assert.Contains(t, rec.Data[record.KeyMessage], "uploading outputs")
 
 	px.Restore(t)
 	// A new invoke on the same record and machine, as Argo's retry would be.
@@ -195,12 +196,12 @@ func TestUploadToVanishedBucketIsNotExit2(t *testing.T) {
 	endpoint, _, _, creds := tests3.Env(t)
 	c := tests3.Client(t)
 	out := tests3.Bucket(t, "gone")
-	spec := runner.Spec{Backend: "local", JobScript: "echo x > r.txt; sleep 1", S3Endpoint: endpoint, S3Secure: "false",
+	spec := record.Spec{Backend: "local", JobScript: "echo x > r.txt; sleep 1", S3Endpoint: endpoint, S3Secure: "false",
 		S3UploadBucket: out, S3UploadFiles: "r.txt"}
 	iv, store := stagingInvoker(t, spec, creds)
 	go func() {
 		for {
-			if rec, err := store.Get(context.Background()); err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING" {
+			if rec, err := store.Get(context.Background()); err == nil && rec.Data[record.KeyJobStatus] == "RUNNING" {
 				_ = tests3.RemoveBucket(context.Background(), c, out)
 				return
 			}

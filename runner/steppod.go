@@ -12,11 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
-
-// KeyOwner names, in the record, the workflow task or Job whose invoke first
-// used it (see StepOwner). Another task's invoke refuses the record.
-const KeyOwner = "status.owner"
 
 // Argo's pod annotation with the pod's node name, e.g.
 // wf-x.main.job(1:b).invoke(0): the task path, a loop item's (index:item),
@@ -55,7 +53,7 @@ func StepOwner(pod metav1.Object) string {
 // podDeadline is when Kubernetes stops the pod for its activeDeadlineSeconds
 // (set by Argo from a template's or the Workflow's deadline, by KFP's
 // set_timeout, or by hand); zero when it has none.
-func podDeadline(pod *pod) time.Time {
+func podDeadline(pod *kube.Pod) time.Time {
 	if pod.Spec.ActiveDeadlineSeconds == nil || pod.Status.StartTime == nil {
 		return time.Time{}
 	}
@@ -75,15 +73,15 @@ func ArgoDeadline() time.Time {
 // StepFacts reads this pod once (client may be nil outside a cluster) and
 // returns its owner and the earliest deadline it is under. What cannot be
 // read is left empty: no owner check, or no early stop.
-func StepFacts(ctx context.Context, client *KubeClient, namespace, name string) (owner string, deadline time.Time, err error) {
+func StepFacts(ctx context.Context, client *kube.Client, namespace, name string) (owner string, deadline time.Time, err error) {
 	deadline = ArgoDeadline()
 	if client == nil || name == "" {
 		return "", deadline, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pod, err := client.getPod(rctx, namespace, name)
-	if err != nil {
+	pod := &kube.Pod{}
+	if err := client.Get(rctx, kube.Pods, namespace, name, pod); err != nil {
 		return "", deadline, fmt.Errorf("reading this pod %s/%s: %w", namespace, name, err)
 	}
 	if d := podDeadline(pod); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
@@ -101,11 +99,11 @@ func (r *run) claim(ctx context.Context) error {
 	}
 	return retryTransient(ctx, r.RetryBudget, func(ctx context.Context) error {
 		return r.update(ctx, func(d map[string]string) (bool, error) {
-			switch cur := d[KeyOwner]; cur {
+			switch cur := d[record.KeyOwner]; cur {
 			case r.Owner:
 				return false, nil
 			case "":
-				d[KeyOwner] = r.Owner
+				d[record.KeyOwner] = r.Owner
 				return true, nil
 			default:
 				return false, backends.Invalid("job-name", "%s is already used by %s, and this step is %s: "+
@@ -151,14 +149,14 @@ func (r *run) stopBeforeDeadline(ctx context.Context) (context.Context, func()) 
 // cluster. "" with no error when there is no pod to read (a laptop, a
 // shell, a file record): a person's command is not a task, and nothing is
 // compared.
-func TaskOwner(ctx context.Context, s Store) (string, error) {
-	cm, ok := s.(*ConfigMapStore)
+func TaskOwner(ctx context.Context, s record.Store) (string, error) {
+	cm, ok := s.(*record.ConfigMapStore)
 	if !ok {
 		return "", nil
 	}
 	name, ns := cmp.Or(os.Getenv("ARGO_POD_NAME"), os.Getenv("POD_NAME")), cm.Namespace
-	if name == "" && InCluster() {
-		name, ns = PodName(), cmp.Or(PodNamespace(), ns)
+	if name == "" && record.InCluster() {
+		name, ns = record.PodName(), cmp.Or(record.PodNamespace(), ns)
 	}
 	if name == "" {
 		return "", nil

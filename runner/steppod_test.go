@@ -14,6 +14,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -73,7 +74,7 @@ func claimRun(t *testing.T, h *harness, owners ...string) []error {
 // the job, the three others are refused with exit 2 before submitting, and
 // the message says how to make the name unique. A retry of the first task
 // re-attaches.
-func testClaim(t *testing.T, store runner.Store) {
+func testClaim(t *testing.T, store record.Store) {
 	h := newHarness(t, store)
 	owners := []string{"Workflow wf node wf.job(0:a)", "Workflow wf node wf.job(1:b)", "Workflow wf node wf.job(2:c)", "Workflow wf node wf.job(3:d)"}
 	errs := claimRun(t, h, owners...)
@@ -90,7 +91,7 @@ func testClaim(t *testing.T, store runner.Store) {
 	}
 	require.NotEmpty(t, winner)
 	assert.Equal(t, 1, h.fake.Count("submit"), "one job for the one task that owns the record")
-	assert.Equal(t, winner, h.record()[runner.KeyOwner])
+	assert.Equal(t, winner, h.record()[record.KeyOwner])
 	require.NoError(t, claimRun(t, h, winner)[0], "a retry of the owning task re-attaches")
 	assert.Equal(t, 1, h.fake.Count("submit"))
 	require.NoError(t, claimRun(t, h, "")[0], "an invoke that knows no owner (a laptop) is not checked")

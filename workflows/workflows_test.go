@@ -46,6 +46,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -217,7 +218,7 @@ func TestParametersAreTheJobDescription(t *testing.T) {
 	// Every job-description field is a parameter with the CLI's default.
 	for _, name := range []string{"create-configmap", "bridge-job"} {
 		ps := params(tmpl(t, lib, name))
-		for _, f := range runner.Fields {
+		for _, f := range record.Fields {
 			p, ok := ps[f.InputName()]
 			switch {
 			case !ok:
@@ -237,7 +238,7 @@ func TestParametersAreTheJobDescription(t *testing.T) {
 	for _, p := range wts["bridge-job"].Spec.Arguments.Parameters {
 		args[p.Name] = p
 	}
-	for _, f := range runner.Fields {
+	for _, f := range record.Fields {
 		p, ok := args[f.InputName()]
 		switch {
 		case !ok:
@@ -249,7 +250,7 @@ func TestParametersAreTheJobDescription(t *testing.T) {
 	// The invoke settings (runner.InvokeInputs): parameters of invoke and
 	// bridge-job, and arguments of the WorkflowTemplate bridge-job, with the
 	// flag's default and help; invoke passes each to its flag.
-	for _, in := range runner.InvokeInputs {
+	for _, in := range record.InvokeInputs {
 		for _, name := range []string{"invoke", "bridge-job"} {
 			p, ok := params(tmpl(t, lib, name))[in.InputName()]
 			if !ok || p.Default == nil || p.Default.String() != in.Default || p.Description == nil || p.Description.String() != in.Help {
@@ -621,11 +622,11 @@ func everyField() map[string]string {
 func TestContractCreateConfigMapWritesEveryKey(t *testing.T) {
 	s := newSim(t, nil, func(string) mode { return real })
 	in := everyField()
-	if len(in) != len(runner.Fields) {
-		t.Fatalf("everyField has %d values for %d fields: update it", len(in), len(runner.Fields))
+	if len(in) != len(record.Fields) {
+		t.Fatalf("everyField has %d values for %d fields: update it", len(in), len(record.Fields))
 	}
 	want := map[string]string{}
-	for _, f := range runner.Fields {
+	for _, f := range record.Fields {
 		v, ok := in[f.InputName()]
 		if !ok {
 			t.Fatalf("everyField has no value for %s", f.InputName())

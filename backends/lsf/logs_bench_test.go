@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // BenchmarkLogDelay: delay from the job printing a line (appended to its
@@ -16,7 +16,7 @@ func BenchmarkLogDelay(b *testing.B) {
 	testutil.BenchLogDelay(b, "lsf-fake", func(b *testing.B, log *testutil.DelayWriter, every time.Duration) {
 		h := newHarness(b)
 		go h.printStamped(12, 700*time.Millisecond)
-		spec := runner.Spec{Backend: "lsf", ResourceURL: h.f.URL, JobScript: "#!/bin/sh\ntrue\n",
+		spec := record.Spec{Backend: "lsf", ResourceURL: h.f.URL, JobScript: "#!/bin/sh\ntrue\n",
 			JobProperties: `{"outputFile":"out-%J.txt"}`, UpdateInterval: "20"}
 		testutil.InvokeInProcess(b, h.b, spec, log, every)
 	})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // BenchmarkLogDelay: delay from the job logging a line (appended to its log
@@ -16,7 +16,7 @@ func BenchmarkLogDelay(b *testing.B) {
 	testutil.BenchLogDelay(b, "quantum-fake", func(b *testing.B, log *testutil.DelayWriter, every time.Duration) {
 		h := newHarness(b)
 		go h.logStamped(12, 700*time.Millisecond)
-		spec := runner.Spec{Backend: "quantum", ResourceURL: h.f.URL + "/api/v1/", JobScript: bell,
+		spec := record.Spec{Backend: "quantum", ResourceURL: h.f.URL + "/api/v1/", JobScript: bell,
 			JobProperties: `{"program_id":"sampler","backend":"ibm_torino"}`, UpdateInterval: "20"}
 		testutil.InvokeInProcess(b, h.b, spec, log, every)
 	})

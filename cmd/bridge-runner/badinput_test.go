@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // recordingServer answers everything 500 and counts the requests, so that a
@@ -208,11 +208,11 @@ func TestBadInputHandEditedRecordNothingRecorded(t *testing.T) {
 	writeRecord(t, state, "j", map[string]string{"backend": "local", "jobdata.jobScript": "echo fixed", "updateInterval": "often"})
 	r := run(t, "invoke", "--state-dir", state, "--job-name", "j")
 	require.Equal(t, ExitInvalid, r.code, r.stderr)
-	rec, err := runner.NewFileStore(state, "j").Get(context.Background())
+	rec, err := record.NewFileStore(state, "j").Get(context.Background())
 	require.NoError(t, err)
-	assert.Empty(t, rec.Data[runner.KeyID])
-	assert.Empty(t, rec.Data[runner.KeyIntent])
-	assert.Contains(t, rec.Data[runner.KeyMessage], "updateInterval", "the record says what is wrong")
+	assert.Empty(t, rec.Data[record.KeyID])
+	assert.Empty(t, rec.Data[record.KeyIntent])
+	assert.Contains(t, rec.Data[record.KeyMessage], "updateInterval", "the record says what is wrong")
 
 	writeRecord(t, state, "j", map[string]string{"backend": "local", "jobdata.jobScript": "echo fixed", "updateInterval": "1"})
 	r = run(t, "invoke", "--state-dir", state, "--job-name", "j")

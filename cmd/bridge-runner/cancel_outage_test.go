@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // slurmJobState asks slurmrestd itself (not through any proxy) for the
@@ -94,10 +94,10 @@ func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
 		"--output-message", filepath.Join(outputs, "message")}
 	cmd, out := startInvoke(t, nil, args...)
 	waitForStatus(t, state, "cancel-outage", "RUNNING")
-	store := runner.NewFileStore(state, "cancel-outage")
+	store := record.NewFileStore(state, "cancel-outage")
 	rec, err := store.Get(context.Background())
 	require.NoError(t, err)
-	id := rec.Data[runner.KeyID]
+	id := rec.Data[record.KeyID]
 
 	px.Set(t, testutil.Blackhole)
 	start := time.Now()
@@ -109,9 +109,9 @@ func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
 	assert.Less(t, took, 4*time.Second, "within the grace period")
 	rec, err = store.Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "RUNNING", rec.Data[runner.KeyJobStatus], "not KILLED: the cancel never reached Slurm")
-	assert.Equal(t, "true", rec.Data[runner.KeyKill], "kept for the retry or cleanup")
-	assert.Contains(t, rec.Data[runner.KeyMessage], "not yet confirmed")
+	assert.Equal(t, "RUNNING", rec.Data[record.KeyJobStatus], "not KILLED: the cancel never reached Slurm")
+	assert.Equal(t, "true", rec.Data[record.KeyKill], "kept for the retry or cleanup")
+	assert.Contains(t, rec.Data[record.KeyMessage], "not yet confirmed")
 	sum := summaryOf(t, out.String())
 	assert.Equal(t, "", sum["status"], "the summary names no state while exiting 75")
 	assert.EqualValues(t, 75, sum["exit"])
@@ -129,9 +129,9 @@ func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
 	assert.Contains(t, out2.String(), "a cancel not yet confirmed", "the retry cancels first")
 	rec, err = store.Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "KILLED", rec.Data[runner.KeyJobStatus])
+	assert.Equal(t, "KILLED", rec.Data[record.KeyJobStatus])
 	assert.Equal(t, "CANCELLED", slurmJobState(t, c, id), "Slurm really cancelled the job")
-	assert.Equal(t, 1, slurmJobsWithComment(t, c, rec.Data[runner.KeyKey]), "one job, never a second")
+	assert.Equal(t, 1, slurmJobsWithComment(t, c, rec.Data[record.KeyKey]), "one job, never a second")
 }
 
 // TestRetryBudgetCapsABlackholedSlurmrestd: issue 25 item 7. With

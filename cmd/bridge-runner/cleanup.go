@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -98,6 +99,6 @@ func (a *app) cleanup(cmd *cobra.Command, o *cleanupOptions) (*runner.CleanupRes
 		a.log.Warn("no check that the record is this run's", "err", err)
 	}
 	res, err = c.Run(cmd.Context())
-	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", runner.KubeRequests(store))
+	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store))
 	return res, err
 }

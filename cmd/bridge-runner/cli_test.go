@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -184,7 +185,7 @@ func TestFlagsMatchTheSpec(t *testing.T) {
 	a := &app{}
 	for _, mk := range []func() *cobra.Command{a.newInvokeCmd, a.newCreateCmd} {
 		cmd := mk()
-		for _, f := range runner.Fields {
+		for _, f := range record.Fields {
 			fl := cmd.Flags().Lookup(f.Flag)
 			require.NotNil(t, fl, "%s has --%s", cmd.Name(), f.Flag)
 			assert.Equal(t, f.Default, fl.DefValue)

@@ -6,12 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 type createOptions struct {
 	store storeOptions
-	spec  runner.Spec
+	spec  record.Spec
 }
 
 func (a *app) newCreateCmd() *cobra.Command {

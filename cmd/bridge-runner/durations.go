@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // maxGrace bounds --grace-period: cancelling a job never needs longer.
@@ -33,7 +33,7 @@ func checkDurations(cmd *cobra.Command) error {
 		}
 		d, err := cmd.Flags().GetDuration(f.Name)
 		if err == nil {
-			err = runner.CheckDuration(f.Name, d, lim[0], lim[1])
+			err = record.CheckDuration(f.Name, d, lim[0], lim[1])
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -65,7 +66,7 @@ type faultRow struct {
 }
 
 func classIs(class string) func(error) bool {
-	return func(err error) bool { return runner.FaultClass(err) == class }
+	return func(err error) bool { return record.FaultClass(err) == class }
 }
 
 // faultTable classifies every failure that stops a step: the first row that
@@ -75,24 +76,24 @@ func classIs(class string) func(error) bool {
 var faultTable = []faultRow{
 	{"Kubernetes forbids a request (RBAC); the message names the verb and resource", ExitInvalid,
 		"bind the Role in `workflows/rbac` to the pod's ServiceAccount (`kubectl apply -k workflows/rbac`, `serviceAccountName: bridge-runner`)",
-		classIs(runner.FaultForbidden)},
+		classIs(record.FaultForbidden)},
 	{"the namespace is not a valid name or does not exist", ExitInvalid,
-		"fix `--namespace` (or `NAMESPACE`)", classIs(runner.FaultNamespace)},
+		"fix `--namespace` (or `NAMESPACE`)", classIs(record.FaultNamespace)},
 	{"the job name cannot name the ConfigMap `<job>-bridge-cm` or the state file", ExitInvalid,
-		fmt.Sprintf("lower-case letters, digits, `-` and `.`, a letter or digit at both ends and around every `.`, at most %d characters", runner.MaxJobNameLen),
-		classIs(runner.FaultJobName)},
+		fmt.Sprintf("lower-case letters, digits, `-` and `.`, a letter or digit at both ends and around every `.`, at most %d characters", record.MaxJobNameLen),
+		classIs(record.FaultJobName)},
 	{"the state dir, the record or its lock is not a writable directory or file; the record is not a regular file (a FIFO, a device), or is owned by another user or writable by everyone (anyone could forge its id or kill flag)", ExitInvalid,
-		"point `--state-dir` at a writable directory of your own; check a foreign record, then `chown` or `chmod o-w` it (or delete it)", classIs(runner.FaultStateDir)},
+		"point `--state-dir` at a writable directory of your own; check a foreign record, then `chown` or `chmod o-w` it (or delete it)", classIs(record.FaultStateDir)},
 	{"`resourceURL` or `s3.endpoint` carries `user:password@`, has no host, a host longer than 253 characters or beginning with `-`, or a port that is empty or out of range", ExitInvalid,
-		"remove the user info (credentials belong in the mounted Secret); give a host name and a port from 1 to 65535", classIs(runner.FaultURL)},
+		"remove the user info (credentials belong in the mounted Secret); give a host name and a port from 1 to 65535", classIs(record.FaultURL)},
 	{"TLS verification failed; the message and the record name the certificate problem", ExitInvalid,
-		"give the CA with `--ca-file`, or fix the server's certificate", classIs(runner.FaultTLS)},
+		"give the CA with `--ca-file`, or fix the server's certificate", classIs(record.FaultTLS)},
 	{"a negative, NaN, overflowing or absurd duration (`--grace-period`, `--submit-lease`, `--retry-budget`, `--wait`, `updateInterval`; `updateInterval` in seconds is decimal only, not `0x1p4`, `1_000` or `1e3`)", ExitInvalid,
-		"give a duration within the range the message names", classIs(runner.FaultDuration)},
+		"give a duration within the range the message names", classIs(record.FaultDuration)},
 	{fmt.Sprintf("a credentials file is larger than %d KiB, is not a regular file (a FIFO, a device), or a one-line credential holds a newline, NUL or other control character", runner.MaxCredentialFileBytes>>10), ExitInvalid,
-		"mount the right Secret; a credential is a short value (make it with `--from-literal`, or `printf '%s'`, not `echo -e`)", classIs(runner.FaultCredentials)},
+		"mount the right Secret; a credential is a short value (make it with `--from-literal`, or `printf '%s'`, not `echo -e`)", classIs(record.FaultCredentials)},
 	{"the record's `id` is not the job this record submitted (edited by hand)", ExitInvalid,
-		"restore the `id`, or run cleanup and start again", classIs(runner.FaultRecordID)},
+		"restore the `id`, or run cleanup and start again", classIs(record.FaultRecordID)},
 	{"any other invalid flag, job description or record key; the message names it", ExitInvalid,
 		"fix what the message names; nothing was submitted", func(err error) bool { return errors.Is(err, backends.ErrInvalid) }},
 	{"connection refused, timeout, HTTP 5xx or 429 (whatever the body says), a malformed answer, Kubernetes API or S3 endpoint unavailable, disk full, pod evicted", ExitTempFail,

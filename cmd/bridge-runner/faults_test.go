@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // faultTableMarkdown is faultTable as the README's rows.
@@ -37,17 +37,17 @@ func TestFaultTableInREADME(t *testing.T) {
 // recognizes the others (RBAC, TLS, file system, ...) is tested in runner,
 // and every class end to end in the hostile-input suite.
 func TestFaultTableEveryRow(t *testing.T) {
-	mk := func(class string) error { return &runner.Fault{Class: class, Field: "f", Msg: "m"} }
+	mk := func(class string) error { return &record.Fault{Class: class, Field: "f", Msg: "m"} }
 	samples := []error{
-		mk(runner.FaultForbidden),
-		runner.ValidateNamespace("Bad_NS"),
-		runner.ValidateJobName("a..b"),
-		mk(runner.FaultStateDir),
-		mk(runner.FaultURL),
-		backends.Transient(fmt.Errorf("GET /x: %w", mk(runner.FaultTLS))), // TLS wins over the transport's "transient"
-		runner.CheckDuration("grace-period", -time.Second, time.Second, time.Hour),
-		mk(runner.FaultCredentials),
-		mk(runner.FaultRecordID),
+		mk(record.FaultForbidden),
+		record.ValidateNamespace("Bad_NS"),
+		record.ValidateJobName("a..b"),
+		mk(record.FaultStateDir),
+		mk(record.FaultURL),
+		backends.Transient(fmt.Errorf("GET /x: %w", mk(record.FaultTLS))), // TLS wins over the transport's "transient"
+		record.CheckDuration("grace-period", -time.Second, time.Second, time.Hour),
+		mk(record.FaultCredentials),
+		mk(record.FaultRecordID),
 		backends.Invalid("jobproperties", "bad"),
 		backends.Transient(errors.New("connection refused")),
 		errors.New("something nobody foresaw"),
@@ -63,5 +63,5 @@ func TestFaultTableEveryRow(t *testing.T) {
 			assert.True(t, errors.As(err, &fe) && fe.Field != "", "a permanent fault names its field: %v", err)
 		}
 	}
-	assert.Equal(t, ExitInvalid, exitCode(nil, usageError{runner.ValidateJobName("x.-y")}), "a usage error keeps its class")
+	assert.Equal(t, ExitInvalid, exitCode(nil, usageError{record.ValidateJobName("x.-y")}), "a usage error keeps its class")
 }

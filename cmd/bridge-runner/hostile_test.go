@@ -32,7 +32,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // hostileSecret is a password that must never appear anywhere.
@@ -105,7 +105,7 @@ func TestHostileInputPermanentFaults(t *testing.T) {
 		// Job names that one store or the other cannot take.
 		{"job name a..b", "job-name", []string{"invoke", "--job-name", "a..b", "--backend", "local", "--script", "true"}, nil},
 		{"job name x.-y", "job-name", []string{"create-configmap", "--job-name", "x.-y", "--backend", "local", "--script", "true"}, nil},
-		{"job name too long for a file", "job-name", []string{"invoke", "--job-name", strings.Repeat("a", runner.MaxJobNameLen+1), "--backend", "local", "--script", "true"}, nil},
+		{"job name too long for a file", "job-name", []string{"invoke", "--job-name", strings.Repeat("a", record.MaxJobNameLen+1), "--backend", "local", "--script", "true"}, nil},
 		{"cleanup of job name a..b", "job-name", []string{"cleanup", "--job-name", "a..b"}, nil},
 		// Credentials.
 		{"credential file of 200 KiB", "credentials", slurm(srv.URL, "--credentials-dir", bigCreds), nil},
@@ -144,9 +144,9 @@ func TestHostileInputPermanentFaults(t *testing.T) {
 			r := run(t, args...)
 			refused(t, r, state, c.field, c.record == nil)
 			if c.record != nil {
-				rec, err := runner.NewFileStore(state, "j").Get(context.Background())
+				rec, err := record.NewFileStore(state, "j").Get(context.Background())
 				require.NoError(t, err)
-				assert.NotContains(t, rec.Data[runner.KeyMessage], hostileSecret)
+				assert.NotContains(t, rec.Data[record.KeyMessage], hostileSecret)
 			}
 			b, _ := os.ReadFile(outFile)
 			assert.NotContains(t, string(b), hostileSecret)
@@ -223,9 +223,9 @@ func TestHostileInputTLSFailureIsNamedAndFinal(t *testing.T) {
 			assert.Contains(t, msg, "not trust", "the final message names the certificate problem")
 			assert.Contains(t, msg, "--ca-file")
 			assert.LessOrEqual(t, conns.Load(), int64(10), "a certificate that does not verify is not retried (slurm probes 6 API versions at once)")
-			rec, err := runner.NewFileStore(state, "j").Get(context.Background())
+			rec, err := record.NewFileStore(state, "j").Get(context.Background())
 			require.NoError(t, err)
-			assert.Contains(t, rec.Data[runner.KeyMessage], "not trust", "the record names the certificate problem")
+			assert.Contains(t, rec.Data[record.KeyMessage], "not trust", "the record names the certificate problem")
 		})
 	}
 }
@@ -311,18 +311,18 @@ func TestHostileInputHandEditedID(t *testing.T) {
 	state := t.TempDir()
 	r := run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "local", "--script", "true")
 	require.Equal(t, ExitDone, r.code, r.stderr)
-	store := runner.NewFileStore(state, "j")
+	store := record.NewFileStore(state, "j")
 	rec, err := store.Get(context.Background())
 	require.NoError(t, err)
-	require.NotEmpty(t, rec.Data[runner.KeyIDFingerprint])
-	rec.Data[runner.KeyID] = "someone-elses-job"
-	rec.Data[runner.KeyJobStatus] = "RUNNING" // so that cleanup would cancel it
+	require.NotEmpty(t, rec.Data[record.KeyIDFingerprint])
+	rec.Data[record.KeyID] = "someone-elses-job"
+	rec.Data[record.KeyJobStatus] = "RUNNING" // so that cleanup would cancel it
 	_, err = store.Update(context.Background(), rec)
 	require.NoError(t, err)
 	r = run(t, "invoke", "--state-dir", state, "--job-name", "j")
 	assert.Equal(t, ExitInvalid, r.code, r.stderr)
 	assert.Contains(t, r.stdout+r.stderr, "someone-elses-job")
-	assert.Contains(t, r.stdout+r.stderr, runner.KeyIDFingerprint)
+	assert.Contains(t, r.stdout+r.stderr, record.KeyIDFingerprint)
 	r = run(t, "cleanup", "--state-dir", state, "--job-name", "j")
 	assert.Equal(t, ExitInvalid, r.code, r.stderr)
 	_, err = store.Get(context.Background())
@@ -352,7 +352,7 @@ func TestHostileInputRelativeStateDir(t *testing.T) {
 // file store end to end.
 func TestHostileInputLongestJobName(t *testing.T) {
 	clearEnv(t)
-	name := strings.Repeat("n", runner.MaxJobNameLen)
+	name := strings.Repeat("n", record.MaxJobNameLen)
 	r := run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", name, "--backend", "local", "--script", "true", "--update-interval", "0.2")
 	require.Equal(t, ExitDone, r.code, r.stderr)
 }
@@ -528,9 +528,9 @@ func TestHostileInputRedirects(t *testing.T) {
 				}
 				assert.NotContains(t, r.stdout+r.stderr, "deadline")
 				assert.NotContains(t, r.stdout+r.stderr, hostileSecret)
-				rec, err := runner.NewFileStore(state, "j").Get(context.Background())
+				rec, err := record.NewFileStore(state, "j").Get(context.Background())
 				require.NoError(t, err)
-				assert.Contains(t, rec.Data[runner.KeyMessage], " redirected ")
+				assert.Contains(t, rec.Data[record.KeyMessage], " redirected ")
 				assert.Empty(t, rd.Received(), "nothing reached the other origin")
 			})
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -19,14 +20,14 @@ type invokeInputs struct {
 // nothing submitted).
 func bindInvokeInputs(cmd *cobra.Command) *invokeInputs {
 	in := &invokeInputs{values: map[string]*string{}}
-	for _, i := range runner.InvokeInputs {
+	for _, i := range record.InvokeInputs {
 		in.values[i.Flag] = cmd.Flags().String(i.Flag, i.Default, i.Help)
 	}
 	cmd.PreRunE = func(*cobra.Command, []string) (err error) {
-		if in.exitZero, err = runner.ExitZero.Bool(*in.values[runner.ExitZero.Flag]); err != nil {
+		if in.exitZero, err = record.ExitZero.Bool(*in.values[record.ExitZero.Flag]); err != nil {
 			return err
 		}
-		in.resubmit, err = runner.ParseResubmit(*in.values[runner.Resubmit.Flag])
+		in.resubmit, err = runner.ParseResubmit(*in.values[record.Resubmit.Flag])
 		return err
 	}
 	return in

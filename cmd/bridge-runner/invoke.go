@@ -12,13 +12,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 type invokeOptions struct {
 	store          storeOptions
 	backend        backendOptions
-	spec           runner.Spec
+	spec           record.Spec
 	outputs        map[string]*string
 	terminationLog string
 	grace          time.Duration
@@ -75,7 +76,7 @@ and Argo DAGs publish outputs only of steps that succeed).`,
 	fs.DurationVar(&o.submitLease, "submit-lease", runner.DefaultSubmitLease, "how long another invoker's unfinished submit is waited out before taking it over")
 	fs.DurationVar(&o.retryBudget, "retry-budget", runner.DefaultRetryBudget, "how long transient faults of the backend or the Kubernetes API are retried before exiting 75")
 	fs.StringVar(&o.s3CredsDir, "s3-credentials-dir", "/s3credentials", "directory of the mounted S3 credentials Secret (accesskey and secretkey)")
-	fs.StringVar(&o.statusKeys, "status-keys", runner.StatusKeysAuto, "also write the status keys and words IBM's Bridge Operator reads (KILL for KILLED, unprefixed jobStatus, ...): auto (when IBM's operator owns the record), ibm or ours")
+	fs.StringVar(&o.statusKeys, "status-keys", record.StatusKeysAuto, "also write the status keys and words IBM's Bridge Operator reads (KILL for KILLED, unprefixed jobStatus, ...): auto (when IBM's operator owns the record), ibm or ours")
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	fs.DurationVar(&o.logInterval, "log-interval", runner.DefaultLogInterval, "how often a running job's output is read (and shipped, for Slurm with S3: at least every 5s); $BRIDGE_LOG_INTERVAL sets the default")
 	fs.StringVar(&o.logDir, "log-dir", os.Getenv("BRIDGE_LOG_DIR"), "where a shared file system shows the job's output in this pod: POD_DIR (the output file by its base name) or REMOTE_DIR:POD_DIR; $BRIDGE_LOG_DIR sets the default")
@@ -187,13 +188,13 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	if err != nil {
 		return fail(err)
 	}
-	statusKeys, err := runner.ParseStatusKeys(o.statusKeys)
+	statusKeys, err := record.ParseStatusKeys(o.statusKeys)
 	if err != nil {
 		return fail(err)
 	}
 	// --backend alone names the backend of an existing record that has none
 	// (IBM's records); with other description flags it is part of the description.
-	var spec *runner.Spec
+	var spec *record.Spec
 	backendChoice := ""
 	if cmd.Flags().Changed("backend") {
 		backendChoice = o.spec.Backend
@@ -239,7 +240,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 	}
 	err = iv.Run(cmd.Context())
-	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", runner.KubeRequests(store))
+	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store))
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err

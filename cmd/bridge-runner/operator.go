@@ -12,7 +12,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/operator"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 type operatorOptions struct {
@@ -46,7 +46,7 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
   bridge-runner operator --kubeconfig ~/.kube/config --namespace dev --leader-elect=false --job-image my/bridge-runner:dev --allow-local`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := runner.ParseStatusKeys(o.StatusKeys); err != nil {
+			if _, err := record.ParseStatusKeys(o.StatusKeys); err != nil {
 				return usageError{err}
 			}
 			if a := o.MetricsAddr; a != "0" && a != "" {
@@ -84,7 +84,7 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
 	fs.BoolVar(&o.AllowLocal, "allow-local", false, "let BridgeJobs use the local backend, which runs their script inside the Job's pod")
 	fs.StringVar(&o.DefaultBackend, "backend", "", "backend of a BridgeJob that names none and whose resourceURL does not say (as invoke's --backend)")
 	fs.StringVar(&o.JobServiceAccount, "job-service-account", "", "one ServiceAccount for every job's pods (default: each BridgeJob gets its own, allowed only its record)")
-	fs.StringVar(&o.StatusKeys, "status-keys", runner.StatusKeysAuto, "IBM's status words too (KILL for KILLED in status.jobstatus and the record): auto (IBM's, as the record is a BridgeJob's), ibm or ours")
+	fs.StringVar(&o.StatusKeys, "status-keys", record.StatusKeysAuto, "IBM's status words too (KILL for KILLED in status.jobstatus and the record): auto (IBM's, as the record is a BridgeJob's), ibm or ours")
 	fs.IntVar(&o.Workers, "workers", 4, "BridgeJobs reconciled at once")
 	fs.DurationVar(&o.Resync, "resync", 10*time.Minute, "how often every BridgeJob is reconciled even without a change")
 	fs.DurationVar(&o.DeleteTimeout, "delete-timeout", 2*time.Minute, "how long a deleted BridgeJob waits for its cancelled job to report a final state")

@@ -9,13 +9,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // storeOptions select and address the state record; every step has them.
-// runner.StoreOptions.Open builds the store and its client from them.
+// record.StoreOptions.Open builds the store and its client from them.
 type storeOptions struct {
-	runner.StoreOptions
+	record.StoreOptions
 }
 
 func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
@@ -23,12 +24,12 @@ func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigMap, "configmap", "", "name of the record's ConfigMap, when it is not <job-name>-bridge-cm (e.g. IBM's <name>-slurm-cm); the job name then defaults to it")
 	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the ConfigMap (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
-	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: "+runner.DefaultStateDir()+")")
+	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: "+record.DefaultStateDir()+")")
 	fs.StringVar(&o.Kind, "store", "auto", "where the record is kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 }
 
 // build returns the store the options select.
-func (o *storeOptions) build() (runner.Store, error) {
+func (o *storeOptions) build() (record.Store, error) {
 	o.UserAgent = "bridge-runner/" + versionString()
 	return o.Open()
 }
@@ -37,8 +38,8 @@ func (o *storeOptions) stateDir() string { return o.Dir() }
 
 // recordOwner gives a record the step may create its run as owner
 // (runner.SetRecordOwner); a pod that cannot be read leaves it without one.
-func (a *app) recordOwner(cmd *cobra.Command, store runner.Store) {
-	owner, err := runner.SetRecordOwner(cmd.Context(), store)
+func (a *app) recordOwner(cmd *cobra.Command, store record.Store) {
+	owner, err := record.SetRecordOwner(cmd.Context(), store)
 	if err != nil {
 		a.log.Warn("the record, if created now, has no owner: it stays after the run", "err", err)
 	} else if owner != "" {
@@ -76,8 +77,8 @@ func (o *backendOptions) config(a *app, dataDir string) (backends.Config, error)
 }
 
 // specFlags binds every job-description field to its flag.
-func specFlags(fs *pflag.FlagSet, s *runner.Spec) {
-	for _, f := range runner.Fields {
+func specFlags(fs *pflag.FlagSet, s *record.Spec) {
+	for _, f := range record.Fields {
 		fs.StringVar(f.Ptr(s), f.Flag, f.Default, f.Help+" [ConfigMap key "+f.Key+"]")
 	}
 }
@@ -85,7 +86,7 @@ func specFlags(fs *pflag.FlagSet, s *runner.Spec) {
 // specGiven reports whether any job-description flag was set (on the
 // command line or from the environment), not counting the flags in except.
 func specGiven(cmd *cobra.Command, except ...string) bool {
-	for _, f := range runner.Fields {
+	for _, f := range record.Fields {
 		if cmd.Flags().Changed(f.Flag) && !slices.Contains(except, f.Flag) {
 			return true
 		}
@@ -101,12 +102,12 @@ func (a *app) completeBackends(*cobra.Command, []string, string) ([]string, cobr
 // chooseBackend settles the backend of a description given by flags before
 // anything is written: --backend (or BRIDGE_BACKEND) if given, else local
 // without a resource URL, else what the URL says (runner.SelectBackend).
-func (a *app) chooseBackend(cmd *cobra.Command, s *runner.Spec, hc *http.Client) error {
+func (a *app) chooseBackend(cmd *cobra.Command, s *record.Spec, hc *http.Client) error {
 	given := ""
 	if cmd.Flags().Changed("backend") {
 		given = s.Backend
 	}
-	name, why, err := runner.SelectBackend(cmd.Context(), "", given, s.ResourceURL, a.registry.Names(), hc)
+	name, why, err := record.SelectBackend(cmd.Context(), "", given, s.ResourceURL, a.registry.Names(), hc)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
 	"github.com/bridge-runner/bridge-runner/internal/testssh"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Another user of the cluster's nodes must not get what a job was given:
@@ -187,9 +187,9 @@ func testOtherUserSSHFiles(t *testing.T, sys sshSystem) {
 		require.True(t, time.Now().Before(deadline), "the job did not start: %s", out.String())
 		time.Sleep(200 * time.Millisecond)
 	}
-	rec, err := runner.NewFileStore(state, "other-files").Get(context.Background())
+	rec, err := record.NewFileStore(state, "other-files").Get(context.Background())
 	require.NoError(t, err)
-	dir := path.Join(top, rec.Data[runner.KeyKey])
+	dir := path.Join(top, rec.Data[record.KeyKey])
 	files := []string{"job.out", "job.env"}
 	if sys.backend != "slurm" {
 		files = append(files, "job.sh", "parameters.json")

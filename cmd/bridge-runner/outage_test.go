@@ -14,7 +14,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Outages: a server that invoke depends on goes away while the job runs
@@ -48,9 +48,9 @@ func TestSlurmrestdOutage(t *testing.T) {
 	code := exitOf(cmd.Wait())
 	t.Logf("after the outage, invoke ended in %s", time.Since(start).Round(time.Millisecond))
 	require.Equal(t, ExitDone, code, out.String())
-	rec, err := runner.NewFileStore(state, "restd-outage").Get(context.Background())
+	rec, err := record.NewFileStore(state, "restd-outage").Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "DONE", rec.Data[runner.KeyJobStatus])
+	assert.Equal(t, "DONE", rec.Data[record.KeyJobStatus])
 	assert.Contains(t, out.String(), "status request failed; will try again", "the outage was seen and ridden out")
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -71,13 +72,13 @@ func TestSIGKILLAnywhereRunsOnce(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		phase := "before record"
-		if rec, err := runner.NewFileStore(state, "crash").Get(context.Background()); err == nil {
+		if rec, err := record.NewFileStore(state, "crash").Get(context.Background()); err == nil {
 			switch {
-			case rec.Data[runner.KeyJobStatus] != "":
-				phase = "following " + rec.Data[runner.KeyJobStatus]
-			case rec.Data[runner.KeyID] != "":
+			case rec.Data[record.KeyJobStatus] != "":
+				phase = "following " + rec.Data[record.KeyJobStatus]
+			case rec.Data[record.KeyID] != "":
 				phase = "id recorded"
-			case rec.Data[runner.KeyIntent] != "":
+			case rec.Data[record.KeyIntent] != "":
 				phase = "intent recorded"
 			default:
 				phase = "record created"
@@ -128,8 +129,8 @@ func TestCrashPointsRunOnce(t *testing.T) {
 func waitForStatus(t *testing.T, state, job, want string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		rec, err := runner.NewFileStore(state, job).Get(context.Background())
-		return err == nil && rec.Data[runner.KeyJobStatus] == want
+		rec, err := record.NewFileStore(state, job).Get(context.Background())
+		return err == nil && rec.Data[record.KeyJobStatus] == want
 	}, 10*time.Second, 20*time.Millisecond, "status %s", want)
 }
 
@@ -140,7 +141,7 @@ func TestKillFlagEndsJobWithExit3(t *testing.T) {
 	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "k", "--backend", "local",
 		"--script", "echo $$ > "+pidFile+"; exec sleep 60")
 	waitForStatus(t, state, "k", "RUNNING")
-	store := runner.NewFileStore(state, "k")
+	store := record.NewFileStore(state, "k")
 	rec, err := store.Get(context.Background())
 	require.NoError(t, err)
 	rec.Data["kill"] = "true"
@@ -173,9 +174,9 @@ func TestSIGTERMCancelsTheJob(t *testing.T) {
 	assert.Equal(t, "KILLED", readFile(t, statusOut))
 	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, pidFile)))
 	assert.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "the job's process is gone")
-	rec, err := runner.NewFileStore(state, "t").Get(context.Background())
+	rec, err := record.NewFileStore(state, "t").Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "KILLED", rec.Data[runner.KeyJobStatus])
+	assert.Equal(t, "KILLED", rec.Data[record.KeyJobStatus])
 }
 
 func readFile(t *testing.T, p string) string {

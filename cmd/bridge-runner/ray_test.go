@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // rayURL is the real Ray of hack/ray-up.sh and the directory of its
@@ -75,8 +75,8 @@ func TestRayLiveLogs(t *testing.T) {
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "tick ") {
 			ticks++
-			rec, err := runner.NewFileStore(state, "ray-logs").Get(context.Background())
-			if err == nil && rec.Data[runner.KeyJobStatus] == "RUNNING" {
+			rec, err := record.NewFileStore(state, "ray-logs").Get(context.Background())
+			if err == nil && rec.Data[record.KeyJobStatus] == "RUNNING" {
 				ticksWhileRunning++
 			}
 		}
@@ -96,10 +96,10 @@ func TestRaySIGTERMStopsTheJob(t *testing.T) {
 	waitForStatus(t, state, "ray-term", "RUNNING")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, ExitKilled, exitOf(cmd.Wait()), out.String())
-	rec, err := runner.NewFileStore(state, "ray-term").Get(context.Background())
+	rec, err := record.NewFileStore(state, "ray-term").Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "KILLED", rec.Data[runner.KeyJobStatus])
-	assert.Equal(t, "STOPPED", rec.Data[runner.KeyRawState])
+	assert.Equal(t, "KILLED", rec.Data[record.KeyJobStatus])
+	assert.Equal(t, "STOPPED", rec.Data[record.KeyRawState])
 }
 
 // TestRayRestartReattaches: invoke dies right after Ray accepted the job and
@@ -117,10 +117,10 @@ func TestRayRestartReattaches(t *testing.T) {
 	code, out2 := runBinary(t, append([]string{"invoke"}, args...)...)
 	require.Equal(t, 0, code, out2)
 	t.Logf("restart to DONE: %s", time.Since(start).Round(time.Millisecond))
-	rec, err := runner.NewFileStore(state, "ray-crash").Get(context.Background())
+	rec, err := record.NewFileStore(state, "ray-crash").Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, rec.Data[runner.KeyKey], rec.Data[runner.KeyID], "the submission id is the key")
-	assert.Equal(t, 1, rayJobs(t, url, creds, rec.Data[runner.KeyID]), "one Ray job")
+	assert.Equal(t, rec.Data[record.KeyKey], rec.Data[record.KeyID], "the submission id is the key")
+	assert.Equal(t, 1, rayJobs(t, url, creds, rec.Data[record.KeyID]), "one Ray job")
 }
 
 // TestRayWrongTokenIsInvalid: Ray with token authentication refuses a wrong
@@ -145,10 +145,10 @@ func TestRayWrongTokenIsInvalid(t *testing.T) {
 	assert.Equal(t, ExitInvalid, code, out)
 	assert.Contains(t, strings.ToLower(out), "token", "the message says what is wrong")
 	assert.NotContains(t, out, secret)
-	rec, err := runner.NewFileStore(state, "ray-auth").Get(context.Background())
+	rec, err := record.NewFileStore(state, "ray-auth").Get(context.Background())
 	require.NoError(t, err)
 	for k, v := range rec.Data {
 		assert.NotContains(t, v, secret, k)
 	}
-	assert.Empty(t, rec.Data[runner.KeyID], "nothing was submitted")
+	assert.Empty(t, rec.Data[record.KeyID], "nothing was submitted")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/builtin"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -25,14 +26,14 @@ func TestREADMEContract(t *testing.T) {
 		t.Helper()
 		assert.True(t, strings.Contains(readme, s), "the README lacks %q", s)
 	}
-	for _, f := range runner.Fields {
+	for _, f := range record.Fields {
 		row := fmt.Sprintf("| `%s` | `--%s` | |", f.Key, f.Flag)
 		if f.Default != "" {
 			row = fmt.Sprintf("| `%s` | `--%s` | `%s` |", f.Key, f.Flag, f.Default)
 		}
 		has(row)
 	}
-	aliases, inert := runner.IBMKeys()
+	aliases, inert := record.IBMKeys()
 	for ibm := range aliases {
 		has("`" + ibm + "`")
 	}
@@ -42,7 +43,7 @@ func TestREADMEContract(t *testing.T) {
 	for _, flag := range []string{"--configmap", "--status-keys", "BRIDGE_CONFIGMAP", "BRIDGE_STATUS_KEYS", "BRIDGE_BACKEND"} {
 		has("`" + flag)
 	}
-	for _, k := range runner.StateKeys {
+	for _, k := range record.StateKeys {
 		has("`" + k + "`")
 	}
 	for _, s := range backends.States {
@@ -184,7 +185,7 @@ func TestREADMECommandsAreRunOrAccountedFor(t *testing.T) {
 		{prefix: "FUZZTIME=10s bash hack/fuzz.sh", ranBy: ".ci/run", want: "bash hack/fuzz.sh"},
 		{prefix: "bash hack/kfp-local.sh", ranBy: "hack/test.sh", want: "bash hack/kfp-local.sh"},
 		{prefix: "python examples/kfp-local/kfp_pipeline.py", ranBy: "hack/kfp_local.py", want: "examples/kfp-local/kfp_pipeline.py"},
-		{prefix: "go test ./runner/ -run ConfigMap", ranBy: "hack/test.sh", want: "go test"},
+		{prefix: "go test ./record/ -run ConfigMap", ranBy: "hack/test.sh", want: "go test"},
 		{prefix: "make image", why: "docker build needs the golang and distroless base images from a registry this machine cannot reach; hack/build-image.sh builds the same image without one, for make e2e and hack/kfp-local.sh"},
 		{prefix: "make bench", why: "figures, not tests (BENCHMARKS.md); too long for every CI run"},
 		{prefix: "kubectl ", why: "needs a real cluster: make e2e applies the templates, RBAC and examples to its own"},

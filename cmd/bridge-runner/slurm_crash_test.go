@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -119,9 +120,9 @@ func testSlurmCrashes(t *testing.T, c slurmCluster, random int) {
 		var out2 bytes.Buffer
 		again.Stdout, again.Stderr = &out2, &out2
 		require.Equal(t, 0, exitOf(again.Run()), "run %d (%+v): %s", i, r, out2.String())
-		rec, err := runner.NewFileStore(state, "crash").Get(context.Background())
+		rec, err := record.NewFileStore(state, "crash").Get(context.Background())
 		require.NoError(t, err)
-		key := rec.Data[runner.KeyKey]
+		key := rec.Data[record.KeyKey]
 		require.NotEmpty(t, key)
 		assert.Equal(t, 1, slurmJobsWithComment(t, c, key), "run %d (%+v): one Slurm job for the run", i, r)
 	}

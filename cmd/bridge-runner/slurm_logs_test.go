@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -76,12 +77,12 @@ func TestSlurmLogsThroughS3Shipper(t *testing.T) {
 	assert.Contains(t, out, "\n0\n", "neither S3 keys nor the URL are in the job's environment")
 	assert.NotContains(t, out, "X-Amz-Signature", "the presigned URL is a secret")
 
-	rec, err := runner.NewFileStore(state, "slurm-ship").Get(context.Background())
+	rec, err := record.NewFileStore(state, "slurm-ship").Get(context.Background())
 	require.NoError(t, err)
-	o, err := tests3.Client(t).GetObject(context.Background(), bucket, runner.RunPrefix("slurm-ship", rec.Data[runner.KeyKey], "")+"job.live.log", minio.GetObjectOptions{})
+	o, err := tests3.Client(t).GetObject(context.Background(), bucket, runner.RunPrefix("slurm-ship", rec.Data[record.KeyKey], "")+"job.live.log", minio.GetObjectOptions{})
 	require.NoError(t, err)
 	live, err := io.ReadAll(o)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(live), "slurm line 1\n"), "the shipped object is the job's output: %q", live)
-	assert.Equal(t, strconv.Itoa(len(live)), rec.Data[runner.KeyLogOffset], "the record holds the offset")
+	assert.Equal(t, strconv.Itoa(len(live)), rec.Data[record.KeyLogOffset], "the record holds the offset")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -104,9 +105,9 @@ func testSlurmWithS3(t *testing.T, url, slurmCreds string) {
 		}
 	}
 	require.Equal(t, "DONE", sum["status"], outText)
-	rec, err := runner.NewFileStore(state, "slurm-s3").Get(context.Background())
+	rec, err := record.NewFileStore(state, "slurm-s3").Get(context.Background())
 	require.NoError(t, err)
-	prefix := runner.RunPrefix("slurm-s3", rec.Data[runner.KeyKey], rec.Data[runner.KeyID])
+	prefix := runner.RunPrefix("slurm-s3", rec.Data[record.KeyKey], rec.Data[record.KeyID])
 	read := func(key string) string {
 		o, err := c.GetObject(context.Background(), out, key, minio.GetObjectOptions{})
 		require.NoError(t, err)
@@ -116,9 +117,9 @@ func testSlurmWithS3(t *testing.T, url, slurmCreds string) {
 	}
 	assert.Equal(t, "result of slurm-s3\n", read(prefix+outputNameForTest(dir+"/result.txt")))
 	assert.Equal(t, "params: {\"steps\":2}\n", read(prefix+"job.log"), "the job's standard output is its log")
-	assert.Contains(t, rec.Data[runner.KeyMessage], "absent.txt was not found")
-	assert.Len(t, strings.Split(rec.Data[runner.KeyOutputs], "\n"), 2)
-	assert.NotContains(t, outText+rec.Data[runner.KeyMessage], "X-Amz-Signature", "presigned URLs are secrets too")
+	assert.Contains(t, rec.Data[record.KeyMessage], "absent.txt was not found")
+	assert.Len(t, strings.Split(rec.Data[record.KeyOutputs], "\n"), 2)
+	assert.NotContains(t, outText+rec.Data[record.KeyMessage], "X-Amz-Signature", "presigned URLs are secrets too")
 }
 
 func outputNameForTest(p string) string { return strings.TrimPrefix(p, "/") }

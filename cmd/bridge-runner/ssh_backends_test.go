@@ -23,6 +23,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
 	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -110,9 +111,9 @@ func testSSHEndToEnd(t *testing.T, sys sshSystem) {
 	require.Equal(t, 0, code, text)
 	assert.Equal(t, "DONE", summary(t, text)["status"], text)
 	assert.Contains(t, text, "input is 42", "the job's output is copied to invoke's log")
-	rec, err := runner.NewFileStore(state, "ssh-e2e").Get(context.Background())
+	rec, err := record.NewFileStore(state, "ssh-e2e").Get(context.Background())
 	require.NoError(t, err)
-	prefix := runner.RunPrefix("ssh-e2e", rec.Data[runner.KeyKey], rec.Data[runner.KeyID])
+	prefix := runner.RunPrefix("ssh-e2e", rec.Data[record.KeyKey], rec.Data[record.KeyID])
 	read := func(key string) string {
 		o, err := c.GetObject(context.Background(), out, key, minio.GetObjectOptions{})
 		require.NoError(t, err)
@@ -151,11 +152,11 @@ func testSSHFailedAndKilled(t *testing.T, sys sshSystem) {
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 3, exitOf(cmd.Wait()), buf.String())
-	rec, err := runner.NewFileStore(state, "condor-kill").Get(context.Background())
+	rec, err := record.NewFileStore(state, "condor-kill").Get(context.Background())
 	require.NoError(t, err)
 	be, err := builtinRegistry().New(sys.backend, backendsConfig(srv))
 	require.NoError(t, err)
-	st, err := be.Status(context.Background(), rec.Data[runner.KeyID])
+	st, err := be.Status(context.Background(), rec.Data[record.KeyID])
 	require.NoError(t, err)
 	assert.Equal(t, backends.Killed, st.State, "the remote job was cancelled: %s", st.Raw)
 }
@@ -181,9 +182,9 @@ func testSSHCrashes(t *testing.T, sys sshSystem) {
 		require.Equal(t, -1, exitOf(err), "invoke must die at %s: %s", point, out)
 		code, text := runBinary(t, append([]string{"invoke"}, args...)...)
 		require.Equal(t, 0, code, "after a crash at %s: %s", point, text)
-		rec, err := runner.NewFileStore(state, "ssh-crash").Get(context.Background())
+		rec, err := record.NewFileStore(state, "ssh-crash").Get(context.Background())
 		require.NoError(t, err)
-		assert.Equal(t, 1, sys.countJobs(t, srv, rec.Data[runner.KeyKey]), "crash at %s: one job for the run", point)
+		assert.Equal(t, 1, sys.countJobs(t, srv, rec.Data[record.KeyKey]), "crash at %s: one job for the run", point)
 	}
 }
 
@@ -225,9 +226,9 @@ func TestSlurmSSHSurvivesSSHDRestart(t *testing.T) {
 	require.Equal(t, 0, exitOf(cmd.Wait()), buf.String())
 	assert.Contains(t, buf.String(), "finished")
 	assert.Contains(t, buf.String(), "ssh connection dropped")
-	rec, err := runner.NewFileStore(state, "ssh-restart").Get(context.Background())
+	rec, err := record.NewFileStore(state, "ssh-restart").Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, 1, sshSystems[1].countJobs(t, srv, rec.Data[runner.KeyKey]))
+	assert.Equal(t, 1, sshSystems[1].countJobs(t, srv, rec.Data[record.KeyKey]))
 }
 
 // TestSlurmSSHPartition: the network to the login node goes silent (the
@@ -260,11 +261,11 @@ func TestSlurmSSHPartition(t *testing.T) {
 				"--resource-url", "ssh://"+srv.User+"@"+px.Addr, "--credentials-dir", creds, "--retry-budget", budget.String(),
 				"--grace-period", grace.String(), "--script", "#!/bin/sh\necho started\nsleep 300\n", "--update-interval", "1")
 			t.Cleanup(func() { // the job outlives an invoke that gave up
-				rec, err := runner.NewFileStore(state, job).Get(context.Background())
-				if err == nil && rec.Data[runner.KeyID] != "" {
+				rec, err := record.NewFileStore(state, job).Get(context.Background())
+				if err == nil && rec.Data[record.KeyID] != "" {
 					be, err := builtinRegistry().New("slurm", backendsConfig(srv))
 					if err == nil {
-						_ = be.Cancel(context.Background(), rec.Data[runner.KeyID])
+						_ = be.Cancel(context.Background(), rec.Data[record.KeyID])
 						if c, ok := be.(io.Closer); ok {
 							c.Close()
 						}

@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 type statusOptions struct {
-	store         runner.StoreOptions
+	store         record.StoreOptions
 	allNamespaces bool
 	output        string
 	watch         bool
@@ -64,7 +64,7 @@ until interrupted.`,
 	fs.StringVarP(&o.store.Namespace, "namespace", "n", "", "namespace of the records (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list the records of every namespace")
 	fs.StringVar(&o.store.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
-	fs.StringVar(&o.store.StateDir, "state-dir", "", "list the state files in this directory instead of ConfigMaps (default outside a cluster: "+runner.DefaultStateDir()+")")
+	fs.StringVar(&o.store.StateDir, "state-dir", "", "list the state files in this directory instead of ConfigMaps (default outside a cluster: "+record.DefaultStateDir()+")")
 	fs.StringVar(&o.store.Kind, "store", "auto", "where the records are kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 	fs.StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
 	fs.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change to a record until interrupted")
@@ -111,7 +111,7 @@ func (o *statusOptions) check(a *app) error {
 		}
 	}
 	for _, j := range o.jobs {
-		if err := runner.ValidateJobName(j); err != nil {
+		if err := record.ValidateJobName(j); err != nil {
 			return usageError{fmt.Errorf("job name argument %q: %w", j, err)}
 		}
 	}
@@ -181,17 +181,17 @@ type statusRow struct {
 	Event string `json:"event,omitempty"`
 }
 
-func toRow(l runner.Listed) statusRow {
+func toRow(l record.Listed) statusRow {
 	d := l.Record.Data
-	state := d[runner.KeyJobStatus]
+	state := d[record.KeyJobStatus]
 	if state == "KILL" {
 		state = string(backends.Killed) // IBM's word, in a record of a BridgeJob (--status-keys)
 	}
 	return statusRow{
-		Name: l.Job, Namespace: l.Namespace, Backend: d["backend"], Target: runner.TargetHost(d["resourceURL"]),
-		State: state, BackendState: d[runner.KeyRawState], Reason: d[runner.KeyReason],
-		JobID: d[runner.KeyID], Owner: runner.RecordOwner(l), Kill: d[runner.KeyKill] == "true",
-		Message: d[runner.KeyMessage], SubmitTime: d[runner.KeySubmit], StartTime: d[runner.KeyStart], EndTime: d[runner.KeyEnd],
+		Name: l.Job, Namespace: l.Namespace, Backend: d["backend"], Target: record.TargetHost(d["resourceURL"]),
+		State: state, BackendState: d[record.KeyRawState], Reason: d[record.KeyReason],
+		JobID: d[record.KeyID], Owner: record.RecordOwner(l), Kill: d[record.KeyKill] == "true",
+		Message: d[record.KeyMessage], SubmitTime: d[record.KeySubmit], StartTime: d[record.KeyStart], EndTime: d[record.KeyEnd],
 		Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,
 	}
 }

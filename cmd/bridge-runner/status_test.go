@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // statusFixture is a record as some step left it: every backend, every
@@ -35,18 +35,18 @@ type statusFixture struct {
 
 var statusFixtures = []statusFixture{
 	{"a-slurm", true, map[string]string{"backend": "slurm", "resourceURL": "https://slurm.example.org:6820",
-		runner.KeyJobStatus: "RUNNING", runner.KeyID: "4242", runner.KeyRawState: "RUNNING"}},
+		record.KeyJobStatus: "RUNNING", record.KeyID: "4242", record.KeyRawState: "RUNNING"}},
 	{"b-lsf", false, map[string]string{"backend": "lsf", "resourceURL": "https://lsf.example.org:8443/platform",
-		runner.KeyJobStatus: "PENDING", runner.KeyID: "17", runner.KeyOwner: "Workflow wf-1 (uid 0b6e) node wf-1.main.invoke"}},
+		record.KeyJobStatus: "PENDING", record.KeyID: "17", record.KeyOwner: "Workflow wf-1 (uid 0b6e) node wf-1.main.invoke"}},
 	{"c-ray", false, map[string]string{"backend": "ray", "resourceURL": "http://ray-head.ray:8265",
-		runner.KeyJobStatus: "DONE", runner.KeyID: "raysubmit_x", runner.KeyOwner: "Job batch-1 (uid 9a) index 3"}},
+		record.KeyJobStatus: "DONE", record.KeyID: "raysubmit_x", record.KeyOwner: "Job batch-1 (uid 9a) index 3"}},
 	{"d-quantum", false, map[string]string{"backend": "quantum", "resourceURL": "https://quantum.cloud.ibm.com/api",
-		runner.KeyJobStatus: "FAILED", runner.KeyID: "d1q", runner.KeyMessage: "the program failed\nsecond line"}},
+		record.KeyJobStatus: "FAILED", record.KeyID: "d1q", record.KeyMessage: "the program failed\nsecond line"}},
 	{"e-htcondor", false, map[string]string{"backend": "htcondor", "resourceURL": "ssh://alice@condor.example.org:2222",
-		runner.KeyJobStatus: "KILLED", runner.KeyID: "12.0", runner.KeyKill: "true"}},
-	{"f-local", false, map[string]string{"backend": "local", runner.KeyJobStatus: "UNKNOWN", runner.KeyID: "br-1"}},
+		record.KeyJobStatus: "KILLED", record.KeyID: "12.0", record.KeyKill: "true"}},
+	{"f-local", false, map[string]string{"backend": "local", record.KeyJobStatus: "UNKNOWN", record.KeyID: "br-1"}},
 	{"g-slurm", false, map[string]string{"backend": "slurm", "resourceURL": "https://slurm.example.org:6820",
-		runner.KeyJobStatus: "SUSPENDED", runner.KeyID: "4243", runner.KeyRawState: "PENDING", runner.KeyReason: "JobHeldUser"}},
+		record.KeyJobStatus: "SUSPENDED", record.KeyID: "4243", record.KeyRawState: "PENDING", record.KeyReason: "JobHeldUser"}},
 	{"h-new", false, map[string]string{"backend": "slurm", "resourceURL": "https://slurm.example.org:6820"}},
 }
 
@@ -64,7 +64,7 @@ h-new        slurm      slurm.example.org:6820      <none>      <none>        <n
 
 func writeFileFixtures(t *testing.T, dir string) {
 	for _, f := range statusFixtures {
-		s := runner.NewFileStore(dir, f.job)
+		s := record.NewFileStore(dir, f.job)
 		_, err := s.Create(context.Background(), f.data)
 		require.NoError(t, err)
 		// The record's age is its lock file's.
@@ -109,7 +109,7 @@ func TestStatusFileStore(t *testing.T) {
 	assert.Equal(t, rows, fromYAML.Items)
 
 	// IBM's word for KILLED, as a BridgeJob's record has it, is ours here.
-	_, err := runner.NewFileStore(dir, "k-ibm").Create(context.Background(), map[string]string{"backend": "lsf", runner.KeyJobStatus: "KILL"})
+	_, err := record.NewFileStore(dir, "k-ibm").Create(context.Background(), map[string]string{"backend": "lsf", record.KeyJobStatus: "KILL"})
 	require.NoError(t, err)
 	rows = statusJSON(t, "--state-dir", dir, "--state", "killed")
 	require.Len(t, rows, 2)
@@ -158,10 +158,10 @@ func TestStatusFileWatch(t *testing.T) {
 	defer stop()
 	assert.Len(t, collect(t, lines, len(statusFixtures)), len(statusFixtures))
 
-	s := runner.NewFileStore(dir, "h-new")
+	s := record.NewFileStore(dir, "h-new")
 	rec, err := s.Get(context.Background())
 	require.NoError(t, err)
-	rec.Data[runner.KeyJobStatus] = "PENDING"
+	rec.Data[record.KeyJobStatus] = "PENDING"
 	_, err = s.Update(context.Background(), rec)
 	require.NoError(t, err)
 	got := collect(t, lines, 1)[0]
@@ -169,7 +169,7 @@ func TestStatusFileWatch(t *testing.T) {
 	assert.Equal(t, "PENDING", got.State)
 	assert.Equal(t, "MODIFIED", got.Event)
 
-	require.NoError(t, runner.NewFileStore(dir, "c-ray").Delete(context.Background()))
+	require.NoError(t, record.NewFileStore(dir, "c-ray").Delete(context.Background()))
 	got = collect(t, lines, 1)[0]
 	assert.Equal(t, "c-ray", got.Name)
 	assert.Equal(t, "DELETED", got.Event)
@@ -212,10 +212,10 @@ func TestStatusConfigMaps(t *testing.T) {
 	ctx := context.Background()
 	cm, err := cms.Get(ctx, "h-new-bridge-cm", metav1.GetOptions{})
 	require.NoError(t, err)
-	cm.Data[runner.KeyLogOffset] = "100" // no column changes: no line
+	cm.Data[record.KeyLogOffset] = "100" // no column changes: no line
 	cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	cm.Data[runner.KeyJobStatus], cm.Data[runner.KeyID] = "RUNNING", "4244"
+	cm.Data[record.KeyJobStatus], cm.Data[record.KeyID] = "RUNNING", "4244"
 	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	got := collect(t, lines, 1)[0]
@@ -234,8 +234,8 @@ func TestStatusConfigMaps(t *testing.T) {
 }
 
 func createRecordCM(t *testing.T, c kubernetes.Interface, ns string, f statusFixture) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: runner.ConfigMapName(f.job),
-		Labels: map[string]string{runner.LabelManagedBy: "bridge-runner", runner.LabelJob: runner.ConfigMapName(f.job)}}, Data: f.data}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record.ConfigMapName(f.job),
+		Labels: map[string]string{record.LabelManagedBy: "bridge-runner", record.LabelJob: record.ConfigMapName(f.job)}}, Data: f.data}
 	if f.bridgeJob {
 		yes := true
 		cm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "bridgejob.ibm.com/v1alpha1", Kind: "BridgeJob",
@@ -260,11 +260,11 @@ func assertRowsMatchFixtures(t *testing.T, rows []statusRow) {
 		r := rows[i]
 		assert.Equal(t, f.job, r.Name)
 		assert.Equal(t, f.data["backend"], r.Backend)
-		assert.Equal(t, f.data[runner.KeyJobStatus], r.State)
-		assert.Equal(t, f.data[runner.KeyID], r.JobID)
-		assert.Equal(t, f.data[runner.KeyMessage], r.Message)
-		assert.Equal(t, f.data[runner.KeyReason], r.Reason)
-		assert.Equal(t, f.data[runner.KeyKill] == "true", r.Kill)
+		assert.Equal(t, f.data[record.KeyJobStatus], r.State)
+		assert.Equal(t, f.data[record.KeyID], r.JobID)
+		assert.Equal(t, f.data[record.KeyMessage], r.Message)
+		assert.Equal(t, f.data[record.KeyReason], r.Reason)
+		assert.Equal(t, f.data[record.KeyKill] == "true", r.Kill)
 		assert.NotContains(t, r.Target, "alice")
 		assert.Empty(t, r.Event)
 	}

@@ -1,4 +1,4 @@
-package runner_test
+package record_test
 
 import (
 	"context"
@@ -8,10 +8,30 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
+
+// Tests against the real kube-apiserver started by hack/kube-up.sh.
+
+func cmStore(t *testing.T) *record.ConfigMapStore {
+	c := testkube.Client(t)
+	return &record.ConfigMapStore{Client: kubeClient(t, testkube.Config(t)), Namespace: testkube.Namespace(t, c), Name: record.ConfigMapName("job")}
+}
+
+// kubeClient is the client bridge-runner itself uses, for cfg.
+func kubeClient(t testing.TB, cfg *rest.Config) *kube.Client {
+	c, err := kube.New(cfg)
+	require.NoError(t, err)
+	return c
+}
+
+func TestConfigMapStoreContract(t *testing.T) {
+	storeContract(t, func(t *testing.T) record.Store { return cmStore(t) })
+}
 
 // The REST client knows only the ConfigMap fields; an update must still keep
 // everything others wrote into the ConfigMap (binaryData, annotations, other
@@ -34,7 +54,7 @@ func TestConfigMapUpdateKeepsOthersFields(t *testing.T) {
 	// A stale write is refused, then a write from a fresh read succeeds.
 	rec.Data["id"] = "1"
 	_, err = s.Update(ctx, rec)
-	require.ErrorIs(t, err, runner.ErrConflict)
+	require.ErrorIs(t, err, record.ErrConflict)
 	fresh, err := s.Get(ctx)
 	require.NoError(t, err)
 	fresh.Data["id"] = "1"
@@ -47,7 +67,7 @@ func TestConfigMapUpdateKeepsOthersFields(t *testing.T) {
 	assert.Equal(t, []byte{0, 1, 2, 255}, got.BinaryData["blob"])
 	assert.Equal(t, "kept", got.Annotations["example.org/note"])
 	assert.Equal(t, "hpc", got.Labels["example.org/team"])
-	assert.Equal(t, "bridge-runner", got.Labels[runner.LabelManagedBy])
+	assert.Equal(t, "bridge-runner", got.Labels[record.LabelManagedBy])
 }
 
 // Every request reaches the transport's counter, and API errors keep
@@ -57,16 +77,16 @@ func TestKubeClientCountsRequestsAndKeepsErrorTypes(t *testing.T) {
 	s := cmStore(t)
 	before := s.Client.Requests()
 	_, err := s.Get(ctx)
-	require.ErrorIs(t, err, runner.ErrNoRecord)
+	require.ErrorIs(t, err, record.ErrNoRecord)
 	_, err = s.Create(ctx, map[string]string{"backend": "local"})
 	require.NoError(t, err)
 	_, err = s.Get(ctx)
 	require.NoError(t, err)
 	require.NoError(t, s.Delete(ctx))
 	assert.Equal(t, int64(4), s.Client.Requests()-before, "get, create, get, delete")
-	assert.Equal(t, int64(4), runner.KubeRequests(s))
+	assert.Equal(t, int64(4), record.KubeRequests(s))
 
-	user := &runner.ConfigMapStore{Client: kubeClient(t, testkube.UserConfig(t)), Namespace: s.Namespace, Name: s.Name}
+	user := &record.ConfigMapStore{Client: kubeClient(t, testkube.UserConfig(t)), Namespace: s.Namespace, Name: s.Name}
 	_, err = user.Get(ctx)
 	require.Error(t, err)
 	assert.True(t, apierrors.IsForbidden(err), "a missing grant is Forbidden: %v", err)

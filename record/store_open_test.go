@@ -1,4 +1,4 @@
-package runner_test
+package record_test
 
 import (
 	"errors"
@@ -10,30 +10,30 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 func TestOpenStoreChoosesAndNames(t *testing.T) {
 	dir := t.TempDir()
-	s, err := (&runner.StoreOptions{JobName: "sim-1", StateDir: dir, Kind: "auto"}).Open()
+	s, err := (&record.StoreOptions{JobName: "sim-1", StateDir: dir, Kind: "auto"}).Open()
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(dir, "sim-1-bridge-cm.json"), s.(*runner.FileStore).Path, "a state dir means a file record")
+	assert.Equal(t, filepath.Join(dir, "sim-1-bridge-cm.json"), s.(*record.FileStore).Path, "a state dir means a file record")
 
-	o := &runner.StoreOptions{ConfigMap: "sim-2-slurm-cm", StateDir: dir}
+	o := &record.StoreOptions{ConfigMap: "sim-2-slurm-cm", StateDir: dir}
 	s, err = o.Open()
 	require.NoError(t, err)
 	assert.Equal(t, "sim-2-slurm-cm", o.JobName, "the job name defaults to the named record")
-	assert.Equal(t, filepath.Join(dir, "sim-2-slurm-cm.json"), s.(*runner.FileStore).Path)
+	assert.Equal(t, filepath.Join(dir, "sim-2-slurm-cm.json"), s.(*record.FileStore).Path)
 
 	for _, bad := range []struct {
-		o     runner.StoreOptions
+		o     record.StoreOptions
 		field string
 	}{
-		{runner.StoreOptions{StateDir: dir}, "job-name"},
-		{runner.StoreOptions{JobName: "Sim_1", StateDir: dir}, "job-name"},
-		{runner.StoreOptions{ConfigMap: "-x", StateDir: dir}, "configmap"},
-		{runner.StoreOptions{JobName: "sim", Kind: "etcd"}, "store"},
-		{runner.StoreOptions{JobName: "sim", Kind: "configmap", Kubeconfig: filepath.Join(dir, "missing")}, "kubeconfig"},
+		{record.StoreOptions{StateDir: dir}, "job-name"},
+		{record.StoreOptions{JobName: "Sim_1", StateDir: dir}, "job-name"},
+		{record.StoreOptions{ConfigMap: "-x", StateDir: dir}, "configmap"},
+		{record.StoreOptions{JobName: "sim", Kind: "etcd"}, "store"},
+		{record.StoreOptions{JobName: "sim", Kind: "configmap", Kubeconfig: filepath.Join(dir, "missing")}, "kubeconfig"},
 	} {
 		_, err := bad.o.Open()
 		var inv *backends.FieldError
@@ -54,21 +54,21 @@ func TestDefaultStateDirOutsideAPod(t *testing.T) {
 
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	assert.Equal(t, filepath.Join(home, ".local", "state", "bridge-runner"), runner.DefaultStateDir())
+	assert.Equal(t, filepath.Join(home, ".local", "state", "bridge-runner"), record.DefaultStateDir())
 
 	// A home that is no directory: nothing can be created beneath it.
 	notDir := filepath.Join(home, "file")
 	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
 	t.Setenv("HOME", notDir)
-	assert.Equal(t, filepath.Join(tmp, "bridge-runner"), runner.DefaultStateDir())
+	assert.Equal(t, filepath.Join(tmp, "bridge-runner"), record.DefaultStateDir())
 
 	if os.Geteuid() != 0 { // root may write anywhere
 		ro := filepath.Join(home, "ro")
 		require.NoError(t, os.Mkdir(ro, 0o500))
 		t.Setenv("HOME", ro)
-		assert.Equal(t, filepath.Join(tmp, "bridge-runner"), runner.DefaultStateDir())
+		assert.Equal(t, filepath.Join(tmp, "bridge-runner"), record.DefaultStateDir())
 	}
 
 	t.Setenv("XDG_STATE_HOME", home)
-	assert.Equal(t, filepath.Join(home, "bridge-runner"), runner.DefaultStateDir())
+	assert.Equal(t, filepath.Join(home, "bridge-runner"), record.DefaultStateDir())
 }

@@ -1,4 +1,4 @@
-package runner_test
+package record_test
 
 import (
 	"context"
@@ -8,22 +8,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // storeContract checks the semantics every Store must have; it runs against
 // the file store here and against a real kube-apiserver in kube_test.go.
-func storeContract(t *testing.T, newStore func(t *testing.T) runner.Store) {
+func storeContract(t *testing.T, newStore func(t *testing.T) record.Store) {
 	ctx := context.Background()
 	t.Run("create get update conflict delete", func(t *testing.T) {
 		s := newStore(t)
 		_, err := s.Get(ctx)
-		require.ErrorIs(t, err, runner.ErrNoRecord)
+		require.ErrorIs(t, err, record.ErrNoRecord)
 		rec, err := s.Create(ctx, map[string]string{"backend": "local"})
 		require.NoError(t, err)
 		require.NotEmpty(t, rec.UID)
 		_, err = s.Create(ctx, map[string]string{"backend": "other"})
-		require.ErrorIs(t, err, runner.ErrRecordExists)
+		require.ErrorIs(t, err, record.ErrRecordExists)
 
 		next := rec.Clone()
 		next.Data["id"] = "42"
@@ -35,7 +35,7 @@ func storeContract(t *testing.T, newStore func(t *testing.T) runner.Store) {
 		stale := rec.Clone()
 		stale.Data["id"] = "43"
 		_, err = s.Update(ctx, stale)
-		require.ErrorIs(t, err, runner.ErrConflict, "a write against an old version must fail")
+		require.ErrorIs(t, err, record.ErrConflict, "a write against an old version must fail")
 		got, err := s.Get(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, "42", got.Data["id"])
@@ -75,5 +75,5 @@ func storeContract(t *testing.T, newStore func(t *testing.T) runner.Store) {
 }
 
 func TestFileStoreContract(t *testing.T) {
-	storeContract(t, func(t *testing.T) runner.Store { return runner.NewFileStore(t.TempDir(), "job") })
+	storeContract(t, func(t *testing.T) record.Store { return record.NewFileStore(t.TempDir(), "job") })
 }

@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"strconv"
@@ -48,7 +48,7 @@ type Input struct {
 }
 
 // InputName is the KFP component input and Argo parameter name.
-func (in Input) InputName() string { return snake(in.Flag) }
+func (in Input) InputName() string { return Snake(in.Flag) }
 
 // Bool parses a Boolean input's value, naming the flag when it is not one.
 func (in Input) Bool(v string) (bool, error) {
@@ -74,3 +74,15 @@ var ExitZero = Input{
 
 // InvokeInputs lists the invoke settings that components and templates expose.
 var InvokeInputs = []Input{ExitZero, Resubmit}
+
+// Snake is s with its dashes as underscores: a flag name as a KFP input
+// or Argo parameter name.
+func Snake(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '-' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

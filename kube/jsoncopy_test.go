@@ -1,4 +1,4 @@
-package deepcopy
+package kube
 
 import "testing"
 
@@ -9,7 +9,7 @@ func TestJSONCopiesDeeply(t *testing.T) {
 		Items  []string          `json:"items"`
 	}
 	in := &obj{Name: "a", Labels: map[string]string{"k": "v"}, Items: []string{"x"}}
-	out := JSON(in)
+	out := jsonCopy(in)
 	out.Labels["k"], out.Items[0] = "changed", "changed"
 	if in.Labels["k"] != "v" || in.Items[0] != "x" || out.Name != "a" {
 		t.Fatalf("the copy shares memory with the original or lost a field: in=%+v out=%+v", in, out)

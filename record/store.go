@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"context"
@@ -76,3 +76,31 @@ const (
 
 // StateKeys lists every key the runner owns; a new run starts without them.
 var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts}
+
+// KeyBackendMemo holds what a backends.Rememberer learnt about the remote
+// side (e.g. "api=v0.0.42" for Slurm), so that a later invoke of the same
+// job skips discovering it again.
+const KeyBackendMemo = "status.backendMemo"
+
+// KeyIDFingerprint records a fingerprint of the id the backend returned,
+// bound to the record's UID, so that an id edited by hand (which would make
+// invoke report, and cleanup cancel, some other job) is refused.
+const KeyIDFingerprint = "status.idFingerprint"
+
+// KeyOwner names, in the record, the workflow task or Job whose invoke first
+// used it (see StepOwner). Another task's invoke refuses the record.
+const KeyOwner = "status.owner"
+
+// Set sets key k of record data d to v (deleting it for ""), and reports
+// whether that changed d.
+func Set(d map[string]string, k, v string) bool {
+	if d[k] == v {
+		return false
+	}
+	if v == "" {
+		delete(d, k)
+	} else {
+		d[k] = v
+	}
+	return true
+}

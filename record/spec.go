@@ -1,7 +1,10 @@
-// Package runner implements bridge-runner's three steps (create-configmap,
-// invoke, cleanup): the invoke state machine, the poll policy, the state
-// stores, credentials and step outputs.
-package runner
+// Package record is the contract of a job's state record, which invoke,
+// cleanup and the operator share: the job description's fields as one table
+// (ConfigMap key, IBM spellings, CLI flag, KFP input, Argo parameter,
+// BridgeJob field, validation), the record's state keys, the state table
+// with each state's facts, the faults, and the stores (a ConfigMap or a
+// file). It imports no backend and no S3 client.
+package record
 
 import (
 	"encoding/json"
@@ -55,7 +58,7 @@ type Field struct {
 }
 
 // InputName is the field's KFP component input and Argo parameter name.
-func (f Field) InputName() string { return snake(f.Flag) }
+func (f Field) InputName() string { return Snake(f.Flag) }
 
 // Get returns the field's value in s.
 func (f Field) Get(s *Spec) string { return reflect.ValueOf(s).Elem().Field(f.index).String() }
@@ -363,7 +366,7 @@ func parseInterval(v string) (time.Duration, error) {
 			return 0, perr
 		}
 	case perr == nil: // 0x1p4, 1_000, 1e3, NaN, Inf: Go's syntax, not seconds anyone writes
-		return 0, fault(FaultDuration, "updateInterval", "is %q, not a decimal number of seconds (no hex, exponent, '_', NaN or Inf); "+
+		return 0, NewFault(FaultDuration, "updateInterval", "is %q, not a decimal number of seconds (no hex, exponent, '_', NaN or Inf); "+
 			"give decimal seconds (20, 0.5) or a duration (1m30s)", v)
 	default:
 		var err error

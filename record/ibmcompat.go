@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"context"
@@ -90,8 +90,8 @@ func (s *ibmStatusStore) seen(rec *Record) *Record {
 	return rec
 }
 
-// ibmMode reports whether s writes IBM's status keys (IBM mode is on).
-func ibmMode(s Store) bool {
+// IBMMode reports whether s writes IBM's status keys (IBM mode is on).
+func IBMMode(s Store) bool {
 	is, ok := s.(*ibmStatusStore)
 	if !ok {
 		return false
@@ -148,6 +148,6 @@ func toIBMStatus(d map[string]string) {
 	}
 	d[KeyJobStatus] = st
 	for ibm, ours := range map[string]string{"jobStatus": KeyJobStatus, "submitTime": KeySubmit, "startTime": KeyStart, "endTime": KeyEnd, "message": KeyMessage} {
-		set(d, ibm, d[ours])
+		Set(d, ibm, d[ours])
 	}
 }

@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/kube"
 )
 
 // Listed is one record as `bridge-runner status` sees it: the record and
@@ -66,7 +66,7 @@ func (o *StoreOptions) OpenLister(allNamespaces bool) (RecordLister, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := NewKubeClient(cfg)
+		c, err := kube.New(cfg)
 		if err != nil {
 			return nil, backends.Invalid("kubeconfig", "%v", err)
 		}
@@ -83,7 +83,7 @@ func (o *StoreOptions) OpenLister(allNamespaces bool) (RecordLister, error) {
 // configMapLister lists by the managed-by label every record bridge-runner
 // created (create-configmap, invoke, the operator).
 type configMapLister struct {
-	Client    *KubeClient
+	Client    *kube.Client
 	Namespace string // "" for all namespaces
 }
 
@@ -96,19 +96,12 @@ func (l *configMapLister) Describe() string {
 	return "configmaps in namespace " + l.Namespace
 }
 
-func (l *configMapLister) path() string {
-	if l.Namespace == "" {
-		return "/api/v1/configmaps"
-	}
-	return nsPath(coreV1, l.Namespace, "configmaps")
-}
-
 func (l *configMapLister) List(ctx context.Context) ([]Listed, string, error) {
-	list := &configMapList{}
+	list := &kube.ConfigMapList{}
 	opts := &metav1.ListOptions{LabelSelector: managedBy}
-	err := l.Client.rest.Get().AbsPath(l.path()).VersionedParams(opts, metav1.ParameterCodec).Do(ctx).Into(list)
+	err := l.Client.List(ctx, kube.ConfigMaps, l.Namespace, opts, list)
 	if err != nil {
-		return nil, "", kubeErr(err)
+		return nil, "", KubeErr(err)
 	}
 	out := make([]Listed, 0, len(list.Items))
 	for i := range list.Items {
@@ -118,7 +111,7 @@ func (l *configMapLister) List(ctx context.Context) ([]Listed, string, error) {
 	return out, list.ResourceVersion, nil
 }
 
-func cmListed(cm *configMap) Listed {
+func cmListed(cm *kube.ConfigMap) Listed {
 	l := Listed{Job: strings.TrimSuffix(cm.Name, "-bridge-cm"), Namespace: cm.Namespace,
 		Where: "configmap " + cm.Namespace + "/" + cm.Name, Created: cm.CreationTimestamp.Time, Record: cmRecord(cm)}
 	for _, o := range cm.OwnerReferences {
@@ -137,7 +130,7 @@ func (l *configMapLister) Watch(ctx context.Context, version string) <-chan Reco
 		rv := version
 		for ctx.Err() == nil {
 			opts := &metav1.ListOptions{LabelSelector: managedBy, ResourceVersion: rv, AllowWatchBookmarks: true, Watch: true}
-			w, err := l.Client.rest.Get().AbsPath(l.path()).VersionedParams(opts, metav1.ParameterCodec).Watch(ctx)
+			w, err := l.Client.Watch(ctx, kube.ConfigMaps, l.Namespace, opts)
 			if err == nil {
 				rv = l.drain(ctx, w, ch, rv, &backoff)
 			} else if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
@@ -149,7 +142,7 @@ func (l *configMapLister) Watch(ctx context.Context, version string) <-chan Reco
 				rv = l.relist(ctx, ch)
 			}
 			if err != nil || rv == "" {
-				sleepCtx(ctx, backoff.Next())
+				SleepCtx(ctx, backoff.Next())
 			}
 		}
 	}()
@@ -185,10 +178,10 @@ func (l *configMapLister) drain(ctx context.Context, w watch.Interface, ch chan<
 				if st := apierrors.FromObject(ev.Object); apierrors.IsGone(st) || apierrors.IsResourceExpired(st) {
 					return ""
 				}
-				sleepCtx(ctx, backoff.Next())
+				SleepCtx(ctx, backoff.Next())
 				return rv
 			}
-			cm, ok := ev.Object.(*configMap)
+			cm, ok := ev.Object.(*kube.ConfigMap)
 			if !ok {
 				continue
 			}
@@ -397,20 +390,4 @@ func stepOwnerShort(s string) string {
 		out += " " + rest
 	}
 	return out
-}
-
-// configMapList is a list of records as the API returns it.
-type configMapList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []configMap `json:"items"`
-}
-
-func (l *configMapList) DeepCopyObject() runtime.Object {
-	out := *l
-	out.Items = make([]configMap, len(l.Items))
-	for i := range l.Items {
-		out.Items[i] = *l.Items[i].deepCopy()
-	}
-	return &out
 }

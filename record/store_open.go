@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"cmp"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/kube"
 )
 
 // StoreOptions select and address a job's state record; every step has
@@ -51,7 +52,7 @@ func (o *StoreOptions) Open() (Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := NewKubeClient(cfg)
+		c, err := kube.New(cfg)
 		if err != nil {
 			return nil, backends.Invalid("kubeconfig", "%v", err)
 		}
@@ -208,17 +209,6 @@ func (o *StoreOptions) tune(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// DisruptionFor returns what tells a disruption of this pod from a stop of
-// the step, when the record is a ConfigMap seen from inside a pod; nil
-// otherwise (then SIGTERM always cancels).
-func DisruptionFor(s Store) *Disruption {
-	cm, ok := s.(*ConfigMapStore)
-	if !ok || !InCluster() {
-		return nil
-	}
-	return &Disruption{Client: cm.Client, Namespace: PodNamespace(), Pod: PodName()}
-}
-
 // SetRecordOwner makes the run this step belongs to the owner of a record
 // the store creates, so that Kubernetes deletes the record with the run
 // (argo terminate, kubectl delete workflow, a Job's TTL) and a re-run under
@@ -243,8 +233,8 @@ func SetRecordOwner(ctx context.Context, s Store) (string, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pod, err := cm.Client.getPod(rctx, cm.Namespace, name)
-	if err != nil {
+	pod := &kube.Pod{}
+	if err := cm.Client.Get(rctx, kube.Pods, cm.Namespace, name, pod); err != nil {
 		return "", fmt.Errorf("reading this pod %s/%s for the record's owner: %w", cm.Namespace, name, err)
 	}
 	ref := metav1.GetControllerOf(pod)
@@ -265,4 +255,17 @@ func KubeRequests(s Store) int64 {
 		return cm.Client.Requests()
 	}
 	return 0
+}
+
+// PodName is this process's pod as Kubernetes names it: Argo's ARGO_POD_NAME,
+// else POD_NAME (downward API), else the host name, which Kubernetes sets to
+// the pod's name.
+func PodName() string {
+	for _, v := range []string{"ARGO_POD_NAME", "POD_NAME"} {
+		if s := os.Getenv(v); s != "" {
+			return s
+		}
+	}
+	h, _ := os.Hostname()
+	return h
 }

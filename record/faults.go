@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -57,7 +56,7 @@ func (f *Fault) Unwrap() []error {
 	return []error{fe, f.Err}
 }
 
-func fault(class, field, format string, args ...any) *Fault {
+func NewFault(class, field, format string, args ...any) *Fault {
 	return &Fault{Class: class, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -84,7 +83,7 @@ var forbiddenRE = sync.OnceValue(func() *regexp.Regexp {
 // kubeFault recognizes the Kubernetes API errors that no retry can mend and
 // says how to fix them; it returns nil for any other error.
 func kubeFault(err error) error {
-	if tf := tlsFault("kubeconfig", "the Kubernetes API server", err); tf != nil {
+	if tf := TLSFault("kubeconfig", "the Kubernetes API server", err); tf != nil {
 		return tf
 	}
 	switch {
@@ -143,10 +142,10 @@ func fileFault(path string, err error) error {
 	return err
 }
 
-// tlsFault recognizes a failed certificate verification in err and names
+// TLSFault recognizes a failed certificate verification in err and names
 // the certificate problem; nil if err is no such failure. field is the
 // setting to fix, who the server.
-func tlsFault(field, who string, err error) error {
+func TLSFault(field, who string, err error) error {
 	var (
 		cve *tls.CertificateVerificationError
 		ua  x509.UnknownAuthorityError
@@ -187,26 +186,33 @@ func hasUserInfo(raw string) bool {
 	return strings.Contains(rest, "@")
 }
 
-// tlsFaultTransport turns a failed certificate verification into a Fault
-// naming the certificate problem, so that it ends invoke at once with the
-// problem in the final message and the record, rather than being retried as
-// a network failure and seen only in WARN lines.
-type tlsFaultTransport struct{ next http.RoundTripper }
-
-func (t tlsFaultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil {
-		if tf := tlsFault("ca-file", r.URL.Scheme+"://"+r.URL.Host, err); tf != nil {
-			return nil, tf
-		}
+// KubeErr marks Kubernetes API errors that a retry may cure as transient:
+// throttling, timeouts, server errors and a connection that failed.
+func KubeErr(err error) error {
+	if err == nil {
+		return nil
 	}
-	return resp, err
+	if f := kubeFault(err); f != nil {
+		return f
+	}
+	if apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) ||
+		isNetErr(err) {
+		return backends.Transient(err)
+	}
+	return err
 }
 
-// unreachable reports whether err is a connection that was refused, reset
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// Unreachable reports whether err is a connection that was refused, reset
 // or timed out: a fault of the moment, not of the address. A name that
 // does not resolve stays permanent (a typo, as a rule).
-func unreachable(err error) bool {
+func Unreachable(err error) bool {
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
 		return dns.IsTimeout || dns.IsTemporary

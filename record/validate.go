@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"math"
@@ -29,16 +29,16 @@ const MaxJobNameLen = min(validation.DNS1123SubdomainMaxLength-len(cmSuffix), na
 // that whatever is accepted works with a ConfigMap and with a file.
 func ValidateJobName(name string) error {
 	if name == "" {
-		return fault(FaultJobName, "job-name", "is empty; pass --job-name (or set JOBNAME)")
+		return NewFault(FaultJobName, "job-name", "is empty; pass --job-name (or set JOBNAME)")
 	}
 	if len(name) > MaxJobNameLen {
-		return fault(FaultJobName, "job-name", "is %d characters long; use at most %d (the record is the ConfigMap <job-name>%s, or the file <job-name>%s)",
+		return NewFault(FaultJobName, "job-name", "is %d characters long; use at most %d (the record is the ConfigMap <job-name>%s, or the file <job-name>%s)",
 			len(name), MaxJobNameLen, cmSuffix, longFileSuffix)
 	}
 	// The name itself too: it also names the job on the remote system and
 	// in labels, where "job-" would be an odd name.
 	if len(validation.IsDNS1123Subdomain(name)) > 0 || len(validation.IsDNS1123Subdomain(name+cmSuffix)) > 0 {
-		return fault(FaultJobName, "job-name", "%q is not a valid name: use lower-case letters, digits, '-' and '.', "+
+		return NewFault(FaultJobName, "job-name", "%q is not a valid name: use lower-case letters, digits, '-' and '.', "+
 			"starting and ending with a letter or digit, and with a letter or digit on both sides of every '.' "+
 			"(the ConfigMap <job-name>%s must be a valid Kubernetes name)", name, cmSuffix)
 	}
@@ -48,7 +48,7 @@ func ValidateJobName(name string) error {
 // ValidateNamespace refuses a namespace name the API server cannot have.
 func ValidateNamespace(ns string) error {
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return fault(FaultNamespace, "namespace", "%q is not a valid namespace name (%s); pass --namespace (or NAMESPACE) naming an existing namespace",
+		return NewFault(FaultNamespace, "namespace", "%q is not a valid namespace name (%s); pass --namespace (or NAMESPACE) naming an existing namespace",
 			ns, strings.Join(errs, "; "))
 	}
 	return nil
@@ -59,7 +59,7 @@ func checkAddresses(d *Description) error {
 	if err := checkResourceURL(d.ResourceURL); err != nil {
 		return err
 	}
-	return checkS3Endpoint(d.S3.Endpoint)
+	return CheckS3Endpoint(d.S3.Endpoint)
 }
 
 // sshLogin reports whether raw is an ssh:// URL whose user info is a login
@@ -82,7 +82,7 @@ func checkResourceURL(raw string) error {
 		return nil
 	}
 	if hasUserInfo(raw) && !sshLogin(raw) {
-		return fault(FaultURL, "resourceURL", "carries user info (user:password@); remove it, and put the credentials "+
+		return NewFault(FaultURL, "resourceURL", "carries user info (user:password@); remove it, and put the credentials "+
 			"in the Secret mounted as --credentials-dir")
 	}
 	u, err := url.Parse(raw)
@@ -108,24 +108,24 @@ const maxHostLen = 253
 func checkHost(field, host string) error {
 	switch {
 	case host == "":
-		return fault(FaultURL, field, "has no host name; give the server's address, e.g. https://slurm.example.org:6820")
+		return NewFault(FaultURL, field, "has no host name; give the server's address, e.g. https://slurm.example.org:6820")
 	case len(host) > maxHostLen:
-		return fault(FaultURL, field, "has a host name of %d characters (%.40q...); a host name has at most %d: fix the address", len(host), host, maxHostLen)
+		return NewFault(FaultURL, field, "has a host name of %d characters (%.40q...); a host name has at most %d: fix the address", len(host), host, maxHostLen)
 	case strings.HasPrefix(host, "-"):
-		return fault(FaultURL, field, "has the host name %.64q, which begins with '-'; no host name does: fix the address", host)
+		return NewFault(FaultURL, field, "has the host name %.64q, which begins with '-'; no host name does: fix the address", host)
 	}
 	return nil
 }
 
-// checkS3Endpoint checks s3.endpoint (host or host:port, no scheme) the way
+// CheckS3Endpoint checks s3.endpoint (host or host:port, no scheme) the way
 // checkResourceURL checks resourceURL; an empty port ("host:") is refused,
 // because the client would quietly dial port 80.
-func checkS3Endpoint(ep string) error {
+func CheckS3Endpoint(ep string) error {
 	if ep == "" {
 		return nil
 	}
 	if hasUserInfo(ep) {
-		return fault(FaultURL, "s3.endpoint", "carries user info (user:password@); give host:port only, and put the keys "+
+		return NewFault(FaultURL, "s3.endpoint", "carries user info (user:password@); give host:port only, and put the keys "+
 			"in the Secret mounted as --s3-credentials-dir")
 	}
 	if strings.Contains(ep, "://") || strings.Contains(ep, "/") {
@@ -136,7 +136,7 @@ func checkS3Endpoint(ep string) error {
 	}
 	host, port, err := net.SplitHostPort(ep)
 	if err != nil {
-		return fault(FaultURL, "s3.endpoint", "is %.300q (%v); give host:port, e.g. minio:9000", ep, err)
+		return NewFault(FaultURL, "s3.endpoint", "is %.300q (%v); give host:port, e.g. minio:9000", ep, err)
 	}
 	if err := checkHost("s3.endpoint", host); err != nil {
 		return err
@@ -149,13 +149,13 @@ func checkS3Endpoint(ep string) error {
 func checkPort(field, raw, port string, required bool) error {
 	if port == "" {
 		if required {
-			return fault(FaultURL, field, "%q has no port after the ':'; give host:port, e.g. minio:9000", raw)
+			return NewFault(FaultURL, field, "%q has no port after the ':'; give host:port, e.g. minio:9000", raw)
 		}
 		return nil
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
-		return fault(FaultURL, field, "%q has port %q, which is not a port number (1 to 65535); fix the port", raw, port)
+		return NewFault(FaultURL, field, "%q has port %q, which is not a port number (1 to 65535); fix the port", raw, port)
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func checkPort(field, raw, port string, required bool) error {
 // overflowing or absurd value is a typo that no retry mends.
 func CheckDuration(flag string, d, lo, hi time.Duration) error {
 	if d < lo || d > hi {
-		return fault(FaultDuration, "--"+flag, "is %s; give a duration from %s to %s", d, lo, hi)
+		return NewFault(FaultDuration, "--"+flag, "is %s; give a duration from %s to %s", d, lo, hi)
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ func CheckDuration(flag string, d, lo, hi time.Duration) error {
 // and values that do not fit (time.Duration would wrap to -2562047h).
 func secondsDuration(field, raw string, secs float64) (time.Duration, error) {
 	if math.IsNaN(secs) || math.IsInf(secs, 0) || math.Abs(secs) > float64(math.MaxInt64/int64(time.Second)) {
-		return 0, fault(FaultDuration, field, "is %q, not a usable number of seconds; give seconds (20) or a duration (1m30s)", raw)
+		return 0, NewFault(FaultDuration, field, "is %q, not a usable number of seconds; give seconds (20) or a duration (1m30s)", raw)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

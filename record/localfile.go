@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"fmt"
@@ -17,20 +17,20 @@ type LocalFileError struct {
 
 func (e *LocalFileError) Error() string { return e.Path + " " + e.Problem }
 
-// readLocalFile reads the regular file at path (symbolic links followed:
+// ReadLocalFile reads the regular file at path (symbolic links followed:
 // a mounted Secret's files are links), at most max bytes. Anything else is
 // refused before a byte is read: a named pipe would block the open or the
 // read until someone writes to it, a device such as /dev/zero never ends.
 // The open is non-blocking for that reason; the type is checked on the
 // opened file, so a file swapped after a check cannot slip through.
-func readLocalFile(path string, max int64) ([]byte, error) {
-	b, _, err := readLocalFileInfo(path, max)
+func ReadLocalFile(path string, max int64) ([]byte, error) {
+	b, _, err := ReadLocalFileInfo(path, max)
 	return b, err
 }
 
-// readLocalFileInfo is readLocalFile that also returns what the opened
+// ReadLocalFileInfo is ReadLocalFile that also returns what the opened
 // file's fstat said (its owner and mode, for the record's checks).
-func readLocalFileInfo(path string, max int64) ([]byte, fs.FileInfo, error) {
+func ReadLocalFileInfo(path string, max int64) ([]byte, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -41,7 +41,7 @@ func readLocalFileInfo(path string, max int64) ([]byte, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fi, &LocalFileError{Path: path, Problem: "is " + fileKind(fi.Mode()) + ", not a regular file"}
+		return nil, fi, &LocalFileError{Path: path, Problem: "is " + FileKind(fi.Mode()) + ", not a regular file"}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
@@ -68,15 +68,15 @@ func checkLocalFile(path string, max int64) error {
 	case err != nil:
 		return nil
 	case !fi.Mode().IsRegular():
-		return &LocalFileError{Path: path, Problem: "is " + fileKind(fi.Mode()) + ", not a regular file"}
+		return &LocalFileError{Path: path, Problem: "is " + FileKind(fi.Mode()) + ", not a regular file"}
 	case fi.Size() > max:
 		return &LocalFileError{Path: path, Problem: fmt.Sprintf("is larger than %d KiB", max>>10)}
 	}
 	return nil
 }
 
-// fileKind names a file type for messages.
-func fileKind(m fs.FileMode) string {
+// FileKind names a file type for messages.
+func FileKind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"

@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"cmp"
@@ -80,7 +80,7 @@ func (s *FileStore) lock() (func(), error) {
 const maxRecordFileBytes = 8 << 20
 
 func (s *FileStore) read() (*fileRecord, error) {
-	b, fi, err := readLocalFileInfo(s.Path, maxRecordFileBytes)
+	b, fi, err := ReadLocalFileInfo(s.Path, maxRecordFileBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, ErrNoRecord
 	}

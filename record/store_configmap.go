@@ -1,4 +1,4 @@
-package runner
+package record
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/bridge-runner/bridge-runner/kube"
 )
 
 // ConfigMapStore keeps the record in the ConfigMap <job>-bridge-cm.
 // Optimistic concurrency is the ConfigMap's resourceVersion; the UID is the
 // ConfigMap's own, so a deleted and recreated ConfigMap is a new run.
 type ConfigMapStore struct {
-	Client    *KubeClient
+	Client    *kube.Client
 	Namespace string
 	Name      string
 	// Owners are the owner references a record created here gets (see
@@ -26,11 +28,11 @@ type ConfigMapStore struct {
 	// its version needs no GET first (the server's resourceVersion check
 	// still refuses a stale write), which halves the requests per write.
 	mu   sync.Mutex
-	last *configMap
+	last *kube.ConfigMap
 }
 
 // seen remembers cm as the newest version and returns its record.
-func (s *ConfigMapStore) seen(cm *configMap) *Record {
+func (s *ConfigMapStore) seen(cm *kube.ConfigMap) *Record {
 	s.mu.Lock()
 	s.last = cm
 	s.mu.Unlock()
@@ -38,11 +40,11 @@ func (s *ConfigMapStore) seen(cm *configMap) *Record {
 }
 
 // base returns the cached ConfigMap if it is the version rec was read at.
-func (s *ConfigMapStore) base(rec *Record) *configMap {
+func (s *ConfigMapStore) base(rec *Record) *kube.ConfigMap {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last != nil && string(s.last.UID) == rec.UID && s.last.ResourceVersion == rec.Version {
-		return s.last.deepCopy()
+		return s.last.DeepCopy()
 	}
 	return nil
 }
@@ -60,7 +62,7 @@ func (s *ConfigMapStore) Describe() string {
 	return fmt.Sprintf("configmap %s/%s", s.Namespace, s.Name)
 }
 
-func cmRecord(cm *configMap) *Record {
+func cmRecord(cm *kube.ConfigMap) *Record {
 	rec := &Record{UID: string(cm.UID), Version: cm.ResourceVersion, Data: cm.Data}
 	if o := metav1.GetControllerOf(cm); o != nil {
 		rec.Owner = o.APIVersion + "/" + o.Kind
@@ -69,43 +71,46 @@ func cmRecord(cm *configMap) *Record {
 }
 
 func (s *ConfigMapStore) Get(ctx context.Context) (*Record, error) {
-	cm, err := s.Client.getConfigMap(ctx, s.Namespace, s.Name)
+	cm := &kube.ConfigMap{}
+	err := s.Client.Get(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, ErrNoRecord
 	}
 	if err != nil {
-		return nil, kubeErr(err)
+		return nil, KubeErr(err)
 	}
 	return s.seen(cm), nil
 }
 
 func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*Record, error) {
-	cm := &configMap{
+	cm := &kube.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: map[string]string{
 			LabelManagedBy: "bridge-runner",
 			LabelJob:       labelValue(s.Name),
 		}, OwnerReferences: s.Owners},
 		Data: data,
 	}
-	cm, err := s.Client.createConfigMap(ctx, cm)
+	out := &kube.ConfigMap{}
+	err := s.Client.Create(ctx, kube.ConfigMaps, s.Namespace, cm, out)
 	if apierrors.IsAlreadyExists(err) {
 		return nil, ErrRecordExists
 	}
 	if err != nil {
-		return nil, kubeErr(err)
+		return nil, KubeErr(err)
 	}
-	return s.seen(cm), nil
+	return s.seen(out), nil
 }
 
 func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, error) {
 	cm := s.base(rec)
 	if cm == nil {
-		got, err := s.Client.getConfigMap(ctx, s.Namespace, s.Name)
+		got := &kube.ConfigMap{}
+		err := s.Client.Get(ctx, kube.ConfigMaps, s.Namespace, s.Name, got)
 		if apierrors.IsNotFound(err) {
 			return nil, ErrNoRecord
 		}
 		if err != nil {
-			return nil, kubeErr(err)
+			return nil, KubeErr(err)
 		}
 		if string(got.UID) != rec.UID {
 			return nil, ErrConflict
@@ -114,22 +119,23 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 	}
 	cm.ResourceVersion = rec.Version // the server refuses the write if it is stale
 	cm.Data = rec.Data
-	cm, err := s.Client.updateConfigMap(ctx, cm)
+	out := &kube.ConfigMap{}
+	err := s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil, ErrConflict
 	case apierrors.IsNotFound(err):
 		return nil, ErrNoRecord
 	case err != nil:
-		return nil, kubeErr(err)
+		return nil, KubeErr(err)
 	}
-	return s.seen(cm), nil
+	return s.seen(out), nil
 }
 
 func (s *ConfigMapStore) Delete(ctx context.Context) error {
-	err := s.Client.deleteConfigMap(ctx, s.Namespace, s.Name)
+	err := s.Client.Delete(ctx, kube.ConfigMaps, s.Namespace, s.Name, "")
 	if err != nil && !apierrors.IsNotFound(err) {
-		return kubeErr(err)
+		return KubeErr(err)
 	}
 	return nil
 }
@@ -150,7 +156,7 @@ func (s *ConfigMapStore) Watch(ctx context.Context, from *Record) <-chan *Record
 			if rv == "" {
 				rec, err := s.Get(ctx)
 				if err != nil {
-					sleepCtx(ctx, backoff.Next())
+					SleepCtx(ctx, backoff.Next())
 					continue
 				}
 				rv = rec.Version
@@ -158,12 +164,12 @@ func (s *ConfigMapStore) Watch(ctx context.Context, from *Record) <-chan *Record
 					return
 				}
 			}
-			w, err := s.Client.watchConfigMap(ctx, s.Namespace, s.Name, rv)
+			w, err := s.Client.WatchOne(ctx, kube.ConfigMaps, s.Namespace, s.Name, rv)
 			if err != nil {
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					rv = ""
 				}
-				sleepCtx(ctx, backoff.Next())
+				SleepCtx(ctx, backoff.Next())
 				continue
 			}
 			rv = s.drain(ctx, w, ch, rv, &backoff)
@@ -189,14 +195,14 @@ func (s *ConfigMapStore) drain(ctx context.Context, w watch.Interface, ch chan<-
 				if st := apierrors.FromObject(ev.Object); apierrors.IsGone(st) || apierrors.IsResourceExpired(st) {
 					return ""
 				}
-				sleepCtx(ctx, backoff.Next())
+				SleepCtx(ctx, backoff.Next())
 				return rv
 			case watch.Deleted:
-				if cm, ok := ev.Object.(*configMap); ok {
+				if cm, ok := ev.Object.(*kube.ConfigMap); ok {
 					rv = cm.ResourceVersion
 				}
 			case watch.Bookmark, watch.Added, watch.Modified:
-				cm, ok := ev.Object.(*configMap)
+				cm, ok := ev.Object.(*kube.ConfigMap)
 				if !ok {
 					continue
 				}
