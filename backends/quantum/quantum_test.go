@@ -209,8 +209,9 @@ func TestLegacyStatusAndReasonCodeSpelling(t *testing.T) {
 	for body, want := range map[string]backends.Status{
 		`{"id":"a","status":"Completed"}`: {State: backends.Done, Raw: "Completed"},
 		`{"id":"a","status":"Cancelled - Ran too long"}`: {State: backends.Failed, Raw: "Cancelled - Ran too long", Reason: "1305",
-			Message: "ran too long: the maximum execution time was reached"},
-		`{"id":"a","state":{"status":"Cancelled","reasonCode":1305,"reason":"Ran too long"}}`: {State: backends.Failed, Raw: "Cancelled", Reason: "1305", Message: "Ran too long"},
+			Message: "ran too long: the maximum execution time was reached", Category: backends.CategoryTimeout},
+		`{"id":"a","state":{"status":"Cancelled","reasonCode":1305,"reason":"Ran too long"}}`: {State: backends.Failed, Raw: "Cancelled", Reason: "1305", Message: "Ran too long",
+			Category: backends.CategoryTimeout},
 	} {
 		var j jobResponse
 		require.NoError(t, json.Unmarshal([]byte(body), &j))
