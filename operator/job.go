@@ -1,5 +1,7 @@
 package operator
 
+import "github.com/bridge-runner/bridge-runner/record"
+
 import "github.com/bridge-runner/bridge-runner/kube"
 
 // Where the job's pod finds its credentials: IBM's paths, invoke's defaults.
@@ -72,17 +74,21 @@ func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *k
 }
 
 // finalExits fails the Job at once when invoke's exit code is an outcome
-// (1 FAILED, 2 invalid input, 3 KILLED, 4 UNKNOWN, 5 FAILED by the
-// infrastructure): running it again would only read the same final state
-// back, and a BridgeJob asks for one run (a new attempt after an
-// infrastructure failure is a workflow's choice, through its retries). 75
-// (temporary) counts against backoffLimit and is retried.
+// (the state table's record.OutcomeExits: 1 FAILED, 2 invalid input, 3
+// KILLED, 4 UNKNOWN, 5 FAILED by the infrastructure): running it again
+// would only read the same final state back, and a BridgeJob asks for one
+// run (a new attempt after an infrastructure failure is a workflow's
+// choice, through its retries). 75 (temporary) counts against
+// backoffLimit and is retried.
 func finalExits() *kube.PodFailurePolicy {
 	rule := kube.PodFailureRule{Action: "FailJob"}
 	rule.OnExitCodes = &struct {
 		Operator string  `json:"operator"`
 		Values   []int32 `json:"values"`
-	}{Operator: "In", Values: []int32{1, 2, 3, 4, 5}}
+	}{Operator: "In"}
+	for _, code := range record.OutcomeExits() {
+		rule.OnExitCodes.Values = append(rule.OnExitCodes.Values, int32(code))
+	}
 	return &kube.PodFailurePolicy{Rules: []kube.PodFailureRule{rule}}
 }
 

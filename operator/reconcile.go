@@ -285,12 +285,7 @@ func (r *reconciler) cached(inf cache.SharedIndexInformer, ns, name string) any 
 func isFinal(st string) bool { return ourState(st).Final() }
 
 // ourState turns a record's state word (IBM's KILL too) into ours.
-func ourState(st string) backends.State {
-	if st == "KILL" {
-		return backends.Killed
-	}
-	return backends.State(st)
-}
+func ourState(st string) backends.State { return record.StateOf(st) }
 
 func ownerRef(bj *BridgeJob) metav1.OwnerReference {
 	t := true

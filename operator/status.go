@@ -61,21 +61,24 @@ func (r *reconciler) observe(bj *BridgeJob, cm *kube.ConfigMap, kj *kube.Job) Br
 }
 
 // stateReason is a state as a condition's reason, CamelCase as the API
-// conventions have reasons: Done, Failed, Killed, Unknown; Pending,
-// Running, Suspended while not finished.
+// conventions have reasons (the state table's): Done, Failed, Killed,
+// Unknown; Pending, Running, Suspended while not finished.
 func stateReason(st backends.State) string {
-	s := string(st)
-	if s == "" {
-		return "Pending"
+	if st == "" {
+		st = backends.Pending
 	}
+	if f, ok := record.Facts(st); ok {
+		return f.Reason
+	}
+	s := string(st)
 	return s[:1] + strings.ToLower(s[1:])
 }
 
-// word is the state as status.jobstatus gives it: IBM's KILL for KILLED
-// unless the operator runs with ours.
+// word is the state as status.jobstatus gives it: IBM's word (KILL for
+// KILLED) unless the operator runs with ours.
 func (r *reconciler) word(st backends.State) string {
-	if st == backends.Killed && r.o.StatusKeys != record.StatusKeysOurs {
-		return "KILL"
+	if r.o.StatusKeys != record.StatusKeysOurs {
+		return record.IBMWord(st)
 	}
 	return string(st)
 }

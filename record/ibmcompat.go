@@ -37,9 +37,6 @@ func ParseStatusKeys(v string) (string, error) {
 	return "", backends.Invalid("status-keys", "is %q; use auto, ibm or ours", v)
 }
 
-// ibmKill is IBM's word for KILLED; every other state word is the same.
-const ibmKill = "KILL"
-
 // ibmOwned reports whether a record's owner is IBM's BridgeJob resource
 // (group bridgejob.ibm.com; some of IBM's samples say bridgeoperator.ibm.com).
 func ibmOwned(owner string) bool {
@@ -84,8 +81,8 @@ func (s *ibmStatusStore) seen(rec *Record) *Record {
 		s.log.Info("the record belongs to IBM's Bridge Operator: writing its status keys and words too", "owner", rec.Owner)
 	}
 	s.mu.Unlock()
-	if rec.Data[KeyJobStatus] == ibmKill {
-		rec.Data[KeyJobStatus] = string(backends.Killed)
+	if st := rec.Data[KeyJobStatus]; st != "" {
+		rec.Data[KeyJobStatus] = string(StateOf(st))
 	}
 	return rec
 }
@@ -143,9 +140,7 @@ func toIBMStatus(d map[string]string) {
 	if st == "" {
 		return
 	}
-	if st == string(backends.Killed) {
-		st = ibmKill
-	}
+	st = IBMWord(backends.State(st))
 	d[KeyJobStatus] = st
 	for ibm, ours := range map[string]string{"jobStatus": KeyJobStatus, "submitTime": KeySubmit, "startTime": KeyStart, "endTime": KeyEnd, "message": KeyMessage} {
 		Set(d, ibm, d[ours])

@@ -9,20 +9,16 @@ import (
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
-// Exit codes of bridge-runner. They are a documented contract: Argo's
-// retryStrategy.expression can retry exactly ExitTempFail.
+// Exit codes of bridge-runner: the record's contract (record.Exit*), named
+// here as the commands use them.
 const (
-	ExitDone    = 0 // the job is DONE
-	ExitFailed  = 1 // the job FAILED remotely
-	ExitInvalid = 2 // invalid input or configuration; nothing was submitted
-	ExitKilled  = 3 // the job was KILLED (kill flag, SIGTERM, cancelled remotely)
-	ExitUnknown = 4 // UNKNOWN: we lost track of the job
-	// ExitInfra: the job FAILED because of the infrastructure (node
-	// failure, preemption, a lost host or Ray node): status.failureCategory
-	// is infrastructure. Another attempt may succeed, and a retry of the
-	// step submits one (see runner's attempts).
-	ExitInfra    = 5
-	ExitTempFail = 75 // temporary failure after retries, or an evicted pod; a retry re-attaches
+	ExitDone     = record.ExitDone
+	ExitFailed   = record.ExitFailed
+	ExitInvalid  = record.ExitInvalid
+	ExitKilled   = record.ExitKilled
+	ExitUnknown  = record.ExitUnknown
+	ExitInfra    = record.ExitInfra
+	ExitTempFail = record.ExitTempFail
 )
 
 // exitCode is the one place where outcomes become exit codes: a job's final
@@ -34,20 +30,9 @@ func exitCode(res *runner.Result, err error) int {
 	if res == nil {
 		return ExitDone
 	}
-	if backends.Category(res.FailureCategory) == backends.CategoryInfrastructure {
-		return ExitInfra
-	}
-	switch backends.State(res.Status) {
-	case backends.Done:
-		return ExitDone
-	case backends.Failed:
-		return ExitFailed
-	case backends.Killed:
-		return ExitKilled
-	case backends.Unknown:
-		return ExitUnknown
-	}
-	return ExitTempFail // not final: following stopped early
+	// The state table's code; a state not final means following stopped
+	// early (75).
+	return record.ExitCode(backends.State(res.Status), backends.Category(res.FailureCategory))
 }
 
 // usageError marks command-line mistakes (exit 2).

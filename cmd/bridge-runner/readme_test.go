@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/builtin"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
@@ -46,8 +45,8 @@ func TestREADMEContract(t *testing.T) {
 	for _, k := range record.StateKeys {
 		has("`" + k + "`")
 	}
-	for _, s := range backends.States {
-		has("| `" + string(s) + "` |")
+	for _, f := range record.States { // the states table is the state table's meanings
+		has("| `" + string(f.State) + "` | " + f.Meaning + " |")
 	}
 	for _, code := range []int{ExitDone, ExitFailed, ExitInvalid, ExitKilled, ExitUnknown, ExitInfra, ExitTempFail} {
 		has(fmt.Sprintf("\n| %d | ", code))

@@ -184,9 +184,7 @@ type statusRow struct {
 func toRow(l record.Listed) statusRow {
 	d := l.Record.Data
 	state := d[record.KeyJobStatus]
-	if state == "KILL" {
-		state = string(backends.Killed) // IBM's word, in a record of a BridgeJob (--status-keys)
-	}
+	state = string(record.StateOf(state)) // IBM's KILL too, in a record of a BridgeJob (--status-keys)
 	return statusRow{
 		Name: l.Job, Namespace: l.Namespace, Backend: d["backend"], Target: record.TargetHost(d["resourceURL"]),
 		State: state, BackendState: d[record.KeyRawState], Reason: d[record.KeyReason],
