@@ -248,7 +248,7 @@ func (b *Backend) FetchOutput(_ context.Context, id, path string, w io.Writer) e
 		return fmt.Errorf("local job %q: %w", id, backends.ErrNotFound)
 	}
 	var sp spec
-	buf, err := os.ReadFile(filepath.Join(b.dir(id), "job.json"))
+	buf, _, err := backends.ReadLocalFile(filepath.Join(b.dir(id), "job.json"), maxJobFile)
 	if err != nil {
 		return fmt.Errorf("local job %s: %w", id, backends.ErrNotFound)
 	}
@@ -328,7 +328,7 @@ func (b *Backend) FindByKey(_ context.Context, key string) (string, error) {
 // readState reads state.json, or the end the supervisor kept in its
 // reservation when the disk was full (see reserve.go).
 func (b *Backend) readState(dir string) (*state, error) {
-	buf, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	buf, _, err := backends.ReadLocalFile(filepath.Join(dir, "state.json"), maxJobFile)
 	var st state
 	if err == nil {
 		err = json.Unmarshal(buf, &st)
@@ -352,7 +352,7 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 	}
 	dir := b.dir(id)
 	var sp spec
-	buf, err := os.ReadFile(filepath.Join(dir, "job.json"))
+	buf, _, err := backends.ReadLocalFile(filepath.Join(dir, "job.json"), maxJobFile)
 	if err != nil {
 		return backends.Status{}, fmt.Errorf("local job %s: %w", id, backends.ErrNotFound)
 	}

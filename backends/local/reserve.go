@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
 )
 
 // A job that fills the disk must not lose its exit code: writing state.json
@@ -17,8 +19,12 @@ import (
 // no new space, then keeps trying state.json until space is back.
 
 const (
-	endFile      = "end.json"
-	endReserve   = 4096 // bytes: a state is a few hundred
+	endFile    = "end.json"
+	endReserve = 4096 // bytes: a state is a few hundred
+	// maxJobFile caps what is read of job.json and state.json: the job's
+	// description is at most a ConfigMap's 1 MiB; a file swapped for a
+	// device or a FIFO in the job's directory is refused, never read.
+	maxJobFile   = 8 << 20
 	endRetry     = 2 * time.Second
 	endRetryUpTo = 24 * time.Hour
 )
@@ -70,7 +76,7 @@ func writeReserved(dir string, st *state) error {
 
 // readReserved returns the end recorded in end.json, or nil.
 func readReserved(dir string) *state {
-	buf, err := os.ReadFile(filepath.Join(dir, endFile))
+	buf, _, err := backends.ReadLocalFile(filepath.Join(dir, endFile), endReserve)
 	if err != nil {
 		return nil
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
 )
 
 // superviseEnv, when set to a job directory, makes this program act as that
@@ -97,7 +99,7 @@ func supervise(dir string) int {
 // readSpec reads the job's description as the launcher wrote it.
 func readSpec(dir string) (spec, error) {
 	var sp spec
-	buf, err := os.ReadFile(filepath.Join(dir, "job.json"))
+	buf, _, err := backends.ReadLocalFile(filepath.Join(dir, "job.json"), maxJobFile)
 	if err == nil {
 		err = json.Unmarshal(buf, &sp)
 	}
