@@ -50,12 +50,16 @@ type S3 struct {
 	// Secure is IBM's bool defaulting to true (the CRD's default); a
 	// pointer tells an unset value from false.
 	Secure *bool `json:"secure,omitempty"`
+	// Region is bridge-runner's s3.region (IBM's resource has none).
+	Region string `json:"region,omitempty"`
 }
 
 // Upload names the bucket for outputs and the extra files to upload.
 type Upload struct {
 	Bucket string `json:"bucket,omitempty"`
 	Files  string `json:"files,omitempty"`
+	// CreateBucket is bridge-runner's s3upload.createBucket.
+	CreateBucket *bool `json:"createbucket,omitempty"`
 }
 
 // BridgeJobStatus: IBM's four fields, then ours.

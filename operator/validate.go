@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,62 +16,55 @@ type fieldError struct{ Field, Msg string }
 
 func (e *fieldError) Error() string { return e.Field + ": " + e.Msg }
 
-// specPaths maps the record's keys (runner.Spec's) to BridgeJob fields, so
-// that runner's checks name the field the user wrote.
-var specPaths = map[string]string{
-	"backend":                     "spec.backend",
-	"resourceURL":                 "spec.resourceURL",
-	"resourcesecret":              "spec.resourcesecret",
-	"updateInterval":              "spec.updateinterval",
-	"jobproperties":               "spec.jobproperties",
-	"jobdata.jobScript":           "spec.jobdata.jobscript",
-	"jobdata.scriptLocation":      "spec.jobdata.scriptlocation",
-	"jobdata.scriptMetadata":      "spec.jobdata.scriptmetadata",
-	"jobdata.jobParameters":       "spec.jobdata.jobparameters",
-	"jobdata.scriptExtraLocation": "spec.jobdata.scriptextralocation",
-	"jobdata.additionalData":      "spec.jobdata.additionaldata",
-	"s3.endpoint":                 "spec.s3storage.endpoint",
-	"s3.secure":                   "spec.s3storage.secure",
-	"s3.secret":                   "spec.s3storage.s3secret",
-	"s3upload.bucket":             "spec.s3upload.bucket",
-	"s3upload.files":              "spec.s3upload.files",
-}
-
 // maxName keeps <name>-bridge-cleanup a valid label value (a Job's pods
 // carry their Job's name as a label).
 const maxName = 63 - len("-bridge-cleanup")
 
-// RecordSpec is the BridgeJob's job description as runner's Spec.
+// RecordSpec is the BridgeJob's job description as the record's Spec: each
+// field of the table (record.Fields) read at its path in the BridgeJob's
+// spec (its crd tag), so that a field added to the table is mapped here
+// without a line written for it (TestBridgeJobCarriesEveryField).
 func RecordSpec(bj *BridgeJob) record.Spec {
-	s := bj.Spec
-	spec := record.Spec{
-		Backend:             s.Backend,
-		ResourceURL:         s.ResourceURL,
-		ResourceSecret:      s.ResourceSecret,
-		JobProperties:       s.JobProperties,
-		JobScript:           s.JobData.JobScript,
-		ScriptLocation:      s.JobData.ScriptLocation,
-		ScriptMetadata:      s.JobData.ScriptMetadata,
-		JobParameters:       s.JobData.JobParameters,
-		ScriptExtraLocation: s.JobData.ScriptExtraLocation,
-		AdditionalData:      s.JobData.AdditionalData,
-	}
-	if s3 := s.S3Storage; s3 != nil {
-		spec.S3Endpoint, spec.S3Secret = s3.Endpoint, s3.S3Secret
-		if s3.Secure != nil {
-			spec.S3Secure = strconv.FormatBool(*s3.Secure)
+	var spec record.Spec
+	values := specValues(bj.Spec)
+	for _, f := range record.Fields {
+		if v, ok := values[f.CRD]; ok {
+			*f.Ptr(&spec) = v
 		}
-	}
-	if u := s.S3Upload; u != nil {
-		spec.S3UploadBucket, spec.S3UploadFiles = u.Bucket, u.Files
 	}
 	if spec.ScriptLocation == "" {
 		spec.ScriptLocation = record.Remote // IBM's default
 	}
-	if s.UpdateInterval > 0 {
-		spec.UpdateInterval = strconv.Itoa(s.UpdateInterval)
-	}
 	return spec
+}
+
+// specValues flattens a BridgeJob spec into its leaves' values as a record
+// holds them, by dotted path (jobdata.jobscript, s3storage.secure, ...).
+func specValues(s BridgeJobSpec) map[string]string {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		panic("a BridgeJobSpec always marshals: " + err.Error())
+	}
+	var tree map[string]any
+	_ = json.Unmarshal(raw, &tree)
+	out := map[string]string{}
+	flatten("", tree, out)
+	return out
+}
+
+func flatten(prefix string, tree map[string]any, out map[string]string) {
+	for k, v := range tree {
+		switch v := v.(type) {
+		case map[string]any:
+			flatten(prefix+k+".", v, out)
+		case string:
+			out[prefix+k] = v
+		case bool:
+			out[prefix+k] = strconv.FormatBool(v)
+		case float64:
+			out[prefix+k] = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
 }
 
 // validate checks a BridgeJob against its schema and the tenancy policy
@@ -110,10 +104,11 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 	return spec.Data(), nil
 }
 
-// fieldPath turns a record key into its BridgeJob field path.
+// fieldPath turns a record key into its BridgeJob field path, so that the
+// record's checks name the field the user wrote.
 func fieldPath(key string) string {
-	if p, ok := specPaths[key]; ok {
-		return p
+	if f, ok := record.FieldByKey(key); ok && f.CRD != "" {
+		return "spec." + f.CRD
 	}
 	return "spec (" + key + ")"
 }

@@ -15,20 +15,19 @@ import (
 // migrating user's records carry any of these. Each is read as our key, so
 // a record written for IBM's pods runs unchanged.
 
-// ibmKeyAliases maps an IBM spelling to our key.
-var ibmKeyAliases = map[string]string{
-	"jobProperties":               "jobproperties",  // samples/test/slurm
-	"updateinterval":              "updateInterval", // LSF samples and pod, the BridgeJob field
-	"jobdata.jobscript":           "jobdata.jobScript",
-	"jobdata.scriptlocation":      "jobdata.scriptLocation",
-	"jobdata.scriptmetadata":      "jobdata.scriptMetadata",
-	"jobdata.jobparameters":       "jobdata.jobParameters",
-	"jobdata.scriptextralocation": "jobdata.scriptExtraLocation",
-	"jobdata.additionaldata":      "jobdata.additionalData",
-	"s3storage.s3secret":          "s3.secret",
-	"s3storage.endpoint":          "s3.endpoint",
-	"s3storage.secure":            "s3.secure",
-}
+// ibmKeyAliases maps an IBM spelling to our key: the ibm tags of Spec
+// (jobProperties from samples/test/slurm, updateinterval from the LSF
+// samples and pod and the BridgeJob field, the BridgeJob's lower-case
+// jobdata.* and its s3storage.*).
+var ibmKeyAliases = func() map[string]string {
+	m := map[string]string{}
+	for _, f := range Fields {
+		for _, ibm := range f.IBM {
+			m[ibm] = f.Key
+		}
+	}
+	return m
+}()
 
 // ibmInertKeys are keys IBM's operator, pods or samples put into the record
 // that mean nothing to bridge-runner: accepted, and named once in the log.

@@ -18,19 +18,12 @@ const (
 	TypeInteger = "Integer"
 )
 
-// specTypes gives the job-description fields that are not strings their
-// KFP type, by flag (see Field.Type). update-interval also takes durations
-// such as 1m on the command line and in Argo; from KFP it is whole seconds.
-var specTypes = map[string]string{
-	"update-interval":  TypeInteger,
-	"s3-secure":        TypeBoolean,
-	"s3-create-bucket": TypeBoolean,
-}
-
-// Type is the field's KFP component input type.
+// Type is the field's KFP component input type: its type tag, else String.
+// update-interval also takes durations such as 1m on the command line and
+// in Argo; from KFP it is whole seconds.
 func (f Field) Type() string {
-	if t, ok := specTypes[f.Flag]; ok {
-		return t
+	if f.KFPType != "" {
+		return f.KFPType
 	}
 	return TypeString
 }

@@ -19,41 +19,47 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 )
 
-// Spec is the job description: the one source of truth for a job's inputs.
-// Each field's tags give its ConfigMap key (compatible with IBM's Bridge
-// Operator), its CLI flag, its default and its help text; the KFP component
+// Spec is the job description: the one source of truth for a job's inputs,
+// one table of its fields. Each field's tags give its ConfigMap key
+// (compatible with IBM's Bridge Operator), its CLI flag, its default, its
+// help text, its path in a BridgeJob's spec (crd), IBM's other spellings of
+// its key (ibm) and its KFP type when not String (type); the KFP component
 // inputs and Argo template parameters are the flag names in snake_case (see
-// InputName), and a test proves the YAML and the CLI agree.
+// InputName), and Parse is its validation. Tests prove that every surface
+// (CLI, KFP, Argo, BridgeJob CRD and types, IBM keys, README) agrees.
 //
 // All values are strings because that is what a ConfigMap holds; Parse turns
 // them into a checked Job.
 type Spec struct {
-	Backend             string `key:"backend" flag:"backend" help:"the remote system: local, slurm, lsf, ray, quantum or htcondor (slurm and htcondor also over SSH, with an ssh://user@host URL); default local without a resource URL, else what the URL says"`
-	ResourceURL         string `key:"resourceURL" flag:"resource-url" help:"base URL of the remote system's API (not needed for local)"`
-	ResourceSecret      string `key:"resourcesecret" flag:"resource-secret" help:"name of the Secret mounted as the credentials directory (informational)"`
-	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m"`
-	JobProperties       string `key:"jobproperties" flag:"job-properties" help:"backend-native job settings as a JSON object"`
-	JobScript           string `key:"jobdata.jobScript" flag:"script" help:"the job script: its text (inline), a path on the remote system (remote) or bucket:object (s3)"`
-	ScriptLocation      string `key:"jobdata.scriptLocation" flag:"script-location" default:"inline" help:"where the script is: inline, remote or s3"`
-	ScriptMetadata      string `key:"jobdata.scriptMetadata" flag:"script-metadata" help:"script metadata: JSON (inline) or bucket:object (s3)"`
-	JobParameters       string `key:"jobdata.jobParameters" flag:"job-parameters" help:"job parameters: JSON (inline) or bucket:object (s3)"`
-	ScriptExtraLocation string `key:"jobdata.scriptExtraLocation" flag:"script-extra-location" default:"inline" help:"where metadata and parameters are: inline or s3"`
-	AdditionalData      string `key:"jobdata.additionalData" flag:"additional-data" help:"comma-separated bucket:object input files for the job"`
-	S3Endpoint          string `key:"s3.endpoint" flag:"s3-endpoint" help:"S3 endpoint, host:port"`
-	S3Secure            string `key:"s3.secure" flag:"s3-secure" default:"true" help:"use TLS for S3: true or false"`
-	S3Secret            string `key:"s3.secret" flag:"s3-secret" help:"name of the Secret mounted as the S3 credentials directory (informational)"`
-	S3Region            string `key:"s3.region" flag:"s3-region" help:"S3 region (default: asked of the server)"`
-	S3UploadBucket      string `key:"s3upload.bucket" flag:"s3-upload-bucket" help:"bucket that receives the job's outputs and logs"`
-	S3UploadFiles       string `key:"s3upload.files" flag:"s3-upload-files" help:"comma-separated files on the remote system to upload after the job"`
-	S3CreateBucket      string `key:"s3upload.createBucket" flag:"s3-create-bucket" default:"false" help:"create s3upload.bucket if it does not exist: true or false"`
+	Backend             string `key:"backend" flag:"backend" help:"the remote system: local, slurm, lsf, ray, quantum or htcondor (slurm and htcondor also over SSH, with an ssh://user@host URL); default local without a resource URL, else what the URL says" crd:"backend"`
+	ResourceURL         string `key:"resourceURL" flag:"resource-url" help:"base URL of the remote system's API (not needed for local)" crd:"resourceURL"`
+	ResourceSecret      string `key:"resourcesecret" flag:"resource-secret" help:"name of the Secret mounted as the credentials directory (informational)" crd:"resourcesecret"`
+	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m" crd:"updateinterval" ibm:"updateinterval" type:"Integer"`
+	JobProperties       string `key:"jobproperties" flag:"job-properties" help:"backend-native job settings as a JSON object" crd:"jobproperties" ibm:"jobProperties"`
+	JobScript           string `key:"jobdata.jobScript" flag:"script" help:"the job script: its text (inline), a path on the remote system (remote) or bucket:object (s3)" crd:"jobdata.jobscript" ibm:"jobdata.jobscript"`
+	ScriptLocation      string `key:"jobdata.scriptLocation" flag:"script-location" default:"inline" help:"where the script is: inline, remote or s3" crd:"jobdata.scriptlocation" ibm:"jobdata.scriptlocation"`
+	ScriptMetadata      string `key:"jobdata.scriptMetadata" flag:"script-metadata" help:"script metadata: JSON (inline) or bucket:object (s3)" crd:"jobdata.scriptmetadata" ibm:"jobdata.scriptmetadata"`
+	JobParameters       string `key:"jobdata.jobParameters" flag:"job-parameters" help:"job parameters: JSON (inline) or bucket:object (s3)" crd:"jobdata.jobparameters" ibm:"jobdata.jobparameters"`
+	ScriptExtraLocation string `key:"jobdata.scriptExtraLocation" flag:"script-extra-location" default:"inline" help:"where metadata and parameters are: inline or s3" crd:"jobdata.scriptextralocation" ibm:"jobdata.scriptextralocation"`
+	AdditionalData      string `key:"jobdata.additionalData" flag:"additional-data" help:"comma-separated bucket:object input files for the job" crd:"jobdata.additionaldata" ibm:"jobdata.additionaldata"`
+	S3Endpoint          string `key:"s3.endpoint" flag:"s3-endpoint" help:"S3 endpoint, host:port" crd:"s3storage.endpoint" ibm:"s3storage.endpoint"`
+	S3Secure            string `key:"s3.secure" flag:"s3-secure" default:"true" help:"use TLS for S3: true or false" crd:"s3storage.secure" ibm:"s3storage.secure" type:"Boolean"`
+	S3Secret            string `key:"s3.secret" flag:"s3-secret" help:"name of the Secret mounted as the S3 credentials directory (informational)" crd:"s3storage.s3secret" ibm:"s3storage.s3secret"`
+	S3Region            string `key:"s3.region" flag:"s3-region" help:"S3 region (default: asked of the server)" crd:"s3storage.region"`
+	S3UploadBucket      string `key:"s3upload.bucket" flag:"s3-upload-bucket" help:"bucket that receives the job's outputs and logs" crd:"s3upload.bucket"`
+	S3UploadFiles       string `key:"s3upload.files" flag:"s3-upload-files" help:"comma-separated files on the remote system to upload after the job" crd:"s3upload.files"`
+	S3CreateBucket      string `key:"s3upload.createBucket" flag:"s3-create-bucket" default:"false" help:"create s3upload.bucket if it does not exist: true or false" crd:"s3upload.createbucket" type:"Boolean"`
 }
 
 // Field describes one Spec field.
 type Field struct {
-	Key     string // ConfigMap key
-	Flag    string // CLI flag name
-	Default string
-	Help    string
+	Key     string   // ConfigMap key
+	Flag    string   // CLI flag name
+	Default string   // the flag's, the KFP input's and the Argo parameter's default
+	Help    string   // the flag's help
+	CRD     string   // path in a BridgeJob's spec (IBM's spelling), e.g. jobdata.jobscript
+	IBM     []string // IBM's spellings of Key, read as Key
+	KFPType string   // KFP input type (see Type)
 	index   int
 }
 
@@ -74,7 +80,11 @@ var Fields = func() []Field {
 	out := make([]Field, t.NumField())
 	for i := range out {
 		tag := t.Field(i).Tag
-		out[i] = Field{Key: tag.Get("key"), Flag: tag.Get("flag"), Default: tag.Get("default"), Help: tag.Get("help"), index: i}
+		out[i] = Field{Key: tag.Get("key"), Flag: tag.Get("flag"), Default: tag.Get("default"), Help: tag.Get("help"),
+			CRD: tag.Get("crd"), KFPType: tag.Get("type"), index: i}
+		if ibm := tag.Get("ibm"); ibm != "" {
+			out[i].IBM = strings.Split(ibm, ",")
+		}
 	}
 	return out
 }()

@@ -26,11 +26,11 @@ func TestREADMEContract(t *testing.T) {
 		assert.True(t, strings.Contains(readme, s), "the README lacks %q", s)
 	}
 	for _, f := range record.Fields {
-		row := fmt.Sprintf("| `%s` | `--%s` | |", f.Key, f.Flag)
+		def := "|"
 		if f.Default != "" {
-			row = fmt.Sprintf("| `%s` | `--%s` | `%s` |", f.Key, f.Flag, f.Default)
+			def = "`" + f.Default + "` |"
 		}
-		has(row)
+		has(fmt.Sprintf("| `%s` | `--%s` | %s `%s` |", f.Key, f.Flag, def, f.CRD))
 	}
 	aliases, inert := record.IBMKeys()
 	for ibm := range aliases {
