@@ -56,6 +56,7 @@ type Options struct {
 	Workers       int
 	Resync        time.Duration // how often every BridgeJob is reconciled anyway
 	DeleteTimeout time.Duration // how long a deleted BridgeJob waits for its job to stop
+	StartCheck    time.Duration // how often the pods of a Job with no job yet are looked at
 
 	// MetricsAddr is where /metrics, /healthz and /readyz are served
 	// ("" or "0": nowhere); MetricsListener, when set, instead.
@@ -79,6 +80,9 @@ func (o *Options) defaults() {
 	}
 	if o.DeleteTimeout <= 0 {
 		o.DeleteTimeout = 2 * time.Minute
+	}
+	if o.StartCheck <= 0 {
+		o.StartCheck = 15 * time.Second
 	}
 	if o.StatusKeys == "" {
 		o.StatusKeys = "auto"

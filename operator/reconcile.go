@@ -66,7 +66,9 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err != nil || stop {
 		return 0, err
 	}
-	return 0, r.mirror(ctx, bj, r.observe(bj, cm, kj))
+	s := r.observe(bj, cm, kj)
+	after := r.checkStart(ctx, bj, kj, &s)
+	return after, r.mirror(ctx, bj, s)
 }
 
 // ensureRecord returns the BridgeJob's record, creating it from a valid

@@ -42,6 +42,11 @@ func (r *reconciler) observe(bj *BridgeJob, cm *kube.ConfigMap, kj *kube.Job) Br
 				st = backends.Unknown // submitted, but nobody follows it now
 			}
 			s.Message = fmt.Sprintf("the Job %s failed (%s: %s) before the job reached a final state", kj.Name, reason, msg)
+			if why := d[record.KeyMessage]; why != "" {
+				// invoke left its reason in the record (a refused
+				// partition, a bad credential): that is what to fix.
+				s.Message = fmt.Sprintf("%s (the Job %s failed: %s)", why, kj.Name, reason)
+			}
 		}
 	}
 	s.State = string(st)
@@ -162,4 +167,37 @@ func (r *reconciler) event(ctx context.Context, bj *BridgeJob, typ, reason, msg 
 		r.log.Warn("recording an event failed", "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason, "err", err)
 	}
 	r.log.Info(msg, "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason)
+}
+
+// checkStart looks, now and then, at the pods of a Job whose record has no
+// job yet, and says in status.message (and once in a Warning) why a pod
+// cannot start: an image that cannot be pulled would otherwise leave the
+// BridgeJob PENDING without a word. It returns when to look again (0: no
+// need). Pods are listed only once the Job is StartCheck old, so a job
+// that starts at once costs no request.
+func (r *reconciler) checkStart(ctx context.Context, bj *BridgeJob, kj *kube.Job, s *BridgeJobStatus) time.Duration {
+	if kj == nil || kj.DeletionTimestamp != nil || s.State != string(backends.Pending) || s.JobID != "" {
+		return 0
+	}
+	if typ, _, _ := kj.Finished(); typ != "" {
+		return 0
+	}
+	wait := r.o.StartCheck
+	if age := time.Since(kj.CreationTimestamp.Time); age < wait {
+		return wait - age
+	}
+	pod, image, reason, err := stuckPod(ctx, r.c, kj.Namespace, kj.Name)
+	if err != nil {
+		r.log.Warn("listing the Job's pods failed", "bridgejob", bj.Namespace+"/"+bj.Name, "err", err)
+		return wait
+	}
+	if reason == "" {
+		return wait
+	}
+	s.Message = fmt.Sprintf("the pod %s cannot start: %s for the image %s; check that the image exists and that the nodes may pull it "+
+		"(kubectl describe pod %s -n %s says why)", pod, reason, image, pod, kj.Namespace)
+	if bj.Status.Message != s.Message {
+		r.event(ctx, bj, "Warning", "PodCannotStart", s.Message)
+	}
+	return wait
 }

@@ -94,3 +94,29 @@ type BridgeJobList struct {
 
 func (b *BridgeJob) DeepCopyObject() runtime.Object     { return kube.JSONCopy(b) }
 func (l *BridgeJobList) DeepCopyObject() runtime.Object { return kube.JSONCopy(l) }
+
+// podList is a list of pods, as much of each as says whether its
+// containers can start.
+type podList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []struct {
+		metav1.ObjectMeta `json:"metadata,omitempty"`
+		Status            struct {
+			InitContainerStatuses []containerStatus `json:"initContainerStatuses,omitempty"`
+			ContainerStatuses     []containerStatus `json:"containerStatuses,omitempty"`
+		} `json:"status"`
+	} `json:"items"`
+}
+
+type containerStatus struct {
+	Name  string `json:"name"`
+	Image string `json:"image"`
+	State struct {
+		Waiting *struct {
+			Reason string `json:"reason,omitempty"`
+		} `json:"waiting,omitempty"`
+	} `json:"state"`
+}
+
+func (l *podList) DeepCopyObject() runtime.Object { return kube.JSONCopy(l) }
