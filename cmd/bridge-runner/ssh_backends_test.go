@@ -301,3 +301,51 @@ func TestSlurmSSHPartition(t *testing.T) {
 		})
 	}
 }
+
+// TestSSHBackendsThroughBastion: invoke runs a job on the real HTCondor
+// pool and on the real Slurm through a real sshd jump host: with the jump
+// host's own key and known_hosts line in the credentials directory
+// (jump1-ssh-privatekey, jump1-known_hosts), then with no key in it at all
+// and a real ssh-agent holding both keys (SSH_AUTH_SOCK). A jump host whose
+// key known_hosts does not hold is exit 2 naming it.
+func TestSSHBackendsThroughBastion(t *testing.T) {
+	for _, sys := range sshSystems {
+		t.Run(sys.backend, func(t *testing.T) { testSSHThroughBastion(t, sys) })
+	}
+}
+
+func testSSHThroughBastion(t *testing.T, sys sshSystem) {
+	clearEnv(t)
+	t.Setenv("SSH_AUTH_SOCK", "")
+	srv, jump := sys.srv(t), testssh.Default(t)
+	url, creds, b := testssh.ViaBastion(t, srv, jump, nil)
+	dir := t.TempDir()
+	for _, k := range []string{"ssh-privatekey", "known_hosts", "jump1-ssh-privatekey", "jump1-known_hosts"} {
+		v, err := creds.Get(k)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, k), []byte(v+"\n"), 0o600))
+	}
+	run := func(name string) (int, string) {
+		return runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", name, "--backend", sys.backend,
+			"--resource-url", url, "--credentials-dir", dir, "--script", "#!/bin/sh\necho through the bastion\n", "--update-interval", "1")
+	}
+	code, text := run("ssh-bastion")
+	require.Equal(t, 0, code, text)
+	assert.Equal(t, "DONE", summary(t, text)["status"], text)
+	assert.Contains(t, text, "through the bastion")
+
+	t.Setenv("SSH_AUTH_SOCK", testssh.Agent(t, filepath.Join(srv.CredsDir, "ssh-privatekey"), filepath.Join(jump.CredsDir, "ssh-privatekey")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "ssh-privatekey")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "jump1-ssh-privatekey")))
+	code, text = run("ssh-bastion-agent")
+	require.Equal(t, 0, code, text)
+	assert.Equal(t, "DONE", summary(t, text)["status"], text)
+
+	kh, err := creds.Get("known_hosts")
+	require.NoError(t, err)
+	wrong := strings.Fields(b.KnownHosts)[0] + " " + strings.Join(strings.Fields(kh)[1:3], " ")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "jump1-known_hosts"), []byte(wrong+"\n"), 0o600))
+	code, text = run("ssh-bastion-wrong-key")
+	require.Equal(t, 2, code, text)
+	assert.Contains(t, text, "jump host 1")
+}
