@@ -307,6 +307,9 @@ func (s Spec) parseS3(d *Description) error {
 	}
 	d.UploadBucket = strings.TrimSpace(s.S3UploadBucket)
 	d.UploadFiles = splitList(s.S3UploadFiles)
+	if err := checkUploadFiles(d.UploadFiles); err != nil {
+		return err
+	}
 	if d.UsesS3() && d.S3.Endpoint == "" {
 		return backends.Invalid("s3.endpoint", "is empty but the job uses S3; set --s3-endpoint to host:port")
 	}
@@ -412,4 +415,39 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// LogObject is the name the job's log is uploaded under, beside the files
+// of s3upload.files.
+const LogObject = "job.log"
+
+// OutputName is where a remote file goes under the run's prefix: its path
+// made relative and free of "..", so two files with one base name in
+// different directories do not collide.
+func OutputName(file string) string {
+	clean := path.Clean("/" + strings.ReplaceAll(file, "\\", "/"))
+	return strings.TrimPrefix(clean, "/")
+}
+
+// checkUploadFiles refuses s3upload.files that cannot each have an object
+// of their own under the run's prefix, before anything is submitted: a name
+// that is the job's directory itself ("." or "/": the key would be the
+// prefix, which an S3 server on a file system refuses with 400), the log's
+// name, or two names for one object (the second would replace the first).
+func checkUploadFiles(files []string) error {
+	seen := map[string]string{}
+	for _, f := range files {
+		n := OutputName(f)
+		switch {
+		case n == "":
+			return backends.Invalid("s3upload.files", "%q names the job's directory, not a file; name the files to upload", f)
+		case n == LogObject:
+			return backends.Invalid("s3upload.files", "%q would be uploaded as %s, where the job's log goes; rename the file, or drop it (the log is uploaded anyway)", f, LogObject)
+		}
+		if other, ok := seen[n]; ok {
+			return backends.Invalid("s3upload.files", "%q and %q are both uploaded as %s; name each file once", other, f, n)
+		}
+		seen[n] = f
+	}
+	return nil
 }

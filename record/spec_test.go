@@ -99,3 +99,28 @@ func TestParseAcceptsIBMForms(t *testing.T) {
 	assert.False(t, d.S3.Secure)
 	assert.Equal(t, []string{"a", "b"}, d.UploadFiles)
 }
+
+// TestUploadFilesEachAnObject: s3upload.files that cannot each have an
+// object of their own are refused when the description is parsed, before
+// anything is submitted: the job's directory itself (its key would be the
+// run's prefix, which versitygw refuses with 400 DirectoryObjectContainsData
+// once the job has run), the log's name, or one object named twice.
+func TestUploadFilesEachAnObject(t *testing.T) {
+	base := record.Spec{Backend: "local", JobScript: "true", S3Endpoint: "minio:9000", S3UploadBucket: "out"}
+	for files, want := range map[string]string{
+		".": "the job's directory", "/": "the job's directory", "a/..": "the job's directory",
+		"job.log": "where the job's log goes", "./job.log": "where the job's log goes",
+		"a/x.csv,a/./x.csv": "both uploaded as a/x.csv", "/abs/x,abs/x": "both uploaded as abs/x",
+	} {
+		s := base
+		s.S3UploadFiles = files
+		_, err := s.Parse()
+		require.ErrorIs(t, err, backends.ErrInvalid, files)
+		assert.ErrorContains(t, err, "s3upload.files", files)
+		assert.ErrorContains(t, err, want, files)
+	}
+	s := base
+	s.S3UploadFiles = "out,out/data.csv,logs/job.log,b/x.csv,a/x.csv"
+	_, err := s.Parse()
+	assert.NoError(t, err, "distinct objects, a job.log below a directory, a name below another's (S3 holds both)")
+}

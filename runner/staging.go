@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -169,7 +168,7 @@ func (r *run) uploadOutputs(ctx context.Context, desc *record.Description, be ba
 	var failed []error
 	if f, ok := be.(backends.OutputFetcher); ok {
 		for _, file := range desc.UploadFiles {
-			err := put(outputName(file), func(w io.Writer) error { return f.FetchOutput(ctx, id, file, w) })
+			err := put(record.OutputName(file), func(w io.Writer) error { return f.FetchOutput(ctx, id, file, w) })
 			switch {
 			case errors.Is(err, backends.ErrNotFound):
 				notes = append(notes, file+" was not found")
@@ -179,7 +178,7 @@ func (r *run) uploadOutputs(ctx context.Context, desc *record.Description, be ba
 		}
 	}
 	if lr, ok := be.(backends.LogReader); ok {
-		err := put("job.log", func(w io.Writer) error { _, err := lr.ReadLogs(ctx, id, 0, w); return err })
+		err := put(record.LogObject, func(w io.Writer) error { _, err := lr.ReadLogs(ctx, id, 0, w); return err })
 		if err != nil && !errors.Is(err, backends.ErrNotFound) {
 			failed = append(failed, fmt.Errorf("job log: %w", err))
 		}
@@ -190,14 +189,6 @@ func (r *run) uploadOutputs(ctx context.Context, desc *record.Description, be ba
 		return locs, notes, backends.Transient(fmt.Errorf("uploading outputs to s3://%s/%s failed: %v", desc.UploadBucket, prefix, errors.Join(failed...)))
 	}
 	return locs, notes, nil
-}
-
-// outputName is where a remote file goes under the run's prefix: its path
-// made relative and free of "..", so two files with one base name in
-// different directories do not collide.
-func outputName(file string) string {
-	clean := path.Clean("/" + strings.ReplaceAll(file, "\\", "/"))
-	return strings.TrimPrefix(clean, "/")
 }
 
 // stageOutURLExpiry bounds the presigned URLs a stage-out job gets, which
@@ -219,13 +210,13 @@ func (r *run) stageOut(ctx context.Context, desc *record.Description, be backend
 	}
 	var uploads []backends.Upload
 	for _, file := range desc.UploadFiles {
-		u, err := presign(outputName(file))
+		u, err := presign(record.OutputName(file))
 		if err != nil {
 			return fail(err)
 		}
 		uploads = append(uploads, backends.Upload{Path: file, URL: u})
 	}
-	logURL, err := presign("job.log")
+	logURL, err := presign(record.LogObject)
 	if err != nil {
 		return fail(err)
 	}
@@ -251,7 +242,7 @@ func (r *run) stageOut(ctx context.Context, desc *record.Description, be backend
 	}
 	var locs, notes []string
 	for _, file := range desc.UploadFiles {
-		loc, ok, err := r.s3.Exists(ctx, desc.UploadBucket, prefix+outputName(file))
+		loc, ok, err := r.s3.Exists(ctx, desc.UploadBucket, prefix+record.OutputName(file))
 		switch {
 		case err != nil:
 			return fail(err)
@@ -261,7 +252,7 @@ func (r *run) stageOut(ctx context.Context, desc *record.Description, be backend
 			notes = append(notes, file+" was not found")
 		}
 	}
-	if loc, ok, err := r.s3.Exists(ctx, desc.UploadBucket, prefix+"job.log"); err == nil && ok {
+	if loc, ok, err := r.s3.Exists(ctx, desc.UploadBucket, prefix+record.LogObject); err == nil && ok {
 		locs = append(locs, loc)
 	}
 	if st.State != backends.Done {

@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/internal/tests3"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -849,4 +850,31 @@ func TestHostileInputRayAnswerWithoutStatus(t *testing.T) {
 	assert.Contains(t, msg, "no job status")
 	assert.NotEmpty(t, r.summary["id"], "the id is kept: a retry re-attaches")
 	assert.NotContains(t, r.stdout+r.stderr, "state=RUNNING", "never taken for a running job")
+}
+
+// TestHostileInputS3UploadKeyRefusedUpFront: against the real S3 server
+// (versitygw), an upload whose key would be the run's prefix itself
+// (s3upload.files "." or "a/..") was submitted, ran, and then met a 400
+// (DirectoryObjectContainsData) that no retry mends, exiting 75 again and
+// again. It is refused before anything is submitted: exit 2, naming
+// s3upload.files. An input object missing on the real server stays exit 2
+// naming its field, and a refused S3 connection exit 75.
+func TestHostileInputS3UploadKeyRefusedUpFront(t *testing.T) {
+	clearEnv(t)
+	endpoint, _, _, s3Creds := tests3.Env(t)
+	out := tests3.Bucket(t, "out")
+	for _, files := range []string{".", "a/..", "job.log"} {
+		t.Run(files, func(t *testing.T) {
+			state := t.TempDir()
+			r := run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "local", "--script", "echo ran > x",
+				"--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-credentials-dir", s3Creds, "--s3-upload-bucket", out,
+				"--s3-upload-files", files, "--retry-budget", "5s", "--update-interval", "0.2")
+			refused(t, r, state, "s3upload.files", false)
+		})
+	}
+	state := t.TempDir()
+	r := run(t, "invoke", "--state-dir", state, "--job-name", "j", "--backend", "local", "--script", "true",
+		"--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-credentials-dir", s3Creds, "--additional-data", out+":no/such/object.csv",
+		"--retry-budget", "5s")
+	refused(t, r, state, "jobdata.additionalData", false)
 }
