@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +166,9 @@ func TestHolds(t *testing.T) {
 	if st.State != backends.Failed || st.Raw != "HELD" || !strings.HasPrefix(st.Reason, "HoldReasonCode 3") || !strings.Contains(st.Message, "OnExitHold") {
 		t.Fatalf("a job held by policy: want FAILED with its hold reason, got %+v", st)
 	}
+	if c := st.FailureCategory(); c != backends.CategoryJob {
+		t.Errorf("a hold by the job's own policy is the job's doing: category %q", c)
+	}
 	_ = b.Cancel(ctx, id)
 	// Submitted on hold, a person's choice: SUSPENDED until released.
 	id, err = b.Submit(ctx, job(t, "#!/bin/sh\nexit 0\n", map[string]any{"hold": true}))
@@ -237,4 +242,36 @@ func TestThroughBastion(t *testing.T) {
 	}
 	_, port, _ := strings.Cut(srv.Addr, ":")
 	testssh.WaitLog(t, "the jump host", &log, "Accepted publickey for "+jump.User, "direct-tcpip", "port "+port)
+}
+
+// TestEvictedIsNotAFailure: a running job evicted from its machine
+// (condor_vacate_job, as a machine's owner or a preempting job would) goes
+// back to IDLE to run again: PENDING, with no failure category, never a
+// final state.
+func TestEvictedIsNotAFailure(t *testing.T) {
+	root := os.Getenv("BRIDGE_TEST_CONDOR_ROOT")
+	if root == "" || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root and BRIDGE_TEST_CONDOR_ROOT (hack/htcondor-up.sh's env) to evict a job as the pool's administrator")
+		}
+		t.Skip("needs root and BRIDGE_TEST_CONDOR_ROOT")
+	}
+	b := newBackend(t)
+	ctx := testssh.Ctx(t, 3*time.Minute)
+	id, err := b.Submit(ctx, job(t, "#!/bin/sh\nsleep 300\n", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Cancel(context.Background(), id) })
+	if st := follow(t, b, id, backends.Running); st.State != backends.Running {
+		t.Fatalf("want RUNNING, got %+v", st)
+	}
+	out, err := exec.Command("/usr/sbin/chroot", root, "condor_vacate_job", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("condor_vacate_job %s: %v: %s", id, err, out)
+	}
+	st := follow(t, b, id, backends.Pending)
+	if st.State != backends.Pending || st.Raw != "IDLE" || st.FailureCategory() != "" {
+		t.Fatalf("an evicted job: want PENDING (IDLE) without a category, got %+v", st)
+	}
 }
