@@ -101,10 +101,12 @@ func TestMetricsFollowABridgeJob(t *testing.T) {
 	if code, _ := probe(addr, "/healthz"); code != 200 {
 		t.Errorf("/healthz answered %d", code)
 	}
-	before := scrape(t, addr)
-	if v := value(before, "bridge_runner_operator_leader"); v != 1 {
-		t.Errorf("leader = %v, want 1", v)
-	}
+	// Ready already while it stands by for the Lease; then it leads.
+	var before map[string]*dto.MetricFamily
+	e.waitFor("leader 1 in the metrics", func() (bool, error) {
+		before = scrape(t, addr)
+		return value(before, "bridge_runner_operator_leader") == 1, nil
+	})
 	if v := value(before, "bridge_runner_operator_jobs_created_total", "backend", "local"); v > 0 {
 		t.Errorf("jobs created before any BridgeJob = %v", v)
 	}
@@ -112,9 +114,12 @@ func TestMetricsFollowABridgeJob(t *testing.T) {
 	e.create(e.localJob("counted", "echo counted"))
 	_, kj := e.children("counted")
 	var fams map[string]*dto.MetricFamily
-	e.waitFor("the PENDING BridgeJob in the metrics", func() (bool, error) {
+	// The status write is seen before the reconcile that wrote it is
+	// counted: wait for both.
+	e.waitFor("the PENDING BridgeJob and a reconcile in the metrics", func() (bool, error) {
 		fams = scrape(t, addr)
-		return value(fams, "bridge_runner_operator_bridgejobs", "state", "PENDING", "backend", "local") == 1, nil
+		return value(fams, "bridge_runner_operator_bridgejobs", "state", "PENDING", "backend", "local") == 1 &&
+			value(fams, "bridge_runner_operator_reconcile_duration_seconds", "result", "success") >= 1, nil
 	})
 	if v := value(fams, "bridge_runner_operator_jobs_created_total", "backend", "local"); v != 1 {
 		t.Errorf("jobs created = %v, want 1", v)
@@ -130,7 +135,8 @@ func TestMetricsFollowABridgeJob(t *testing.T) {
 	e.waitState("counted", "DONE")
 	e.waitFor("the DONE BridgeJob in the metrics", func() (bool, error) {
 		fams = scrape(t, addr)
-		return value(fams, "bridge_runner_operator_bridgejobs", "state", "DONE", "backend", "local") == 1, nil
+		return value(fams, "bridge_runner_operator_bridgejobs", "state", "DONE", "backend", "local") == 1 &&
+			value(fams, "bridge_runner_operator_reconcile_duration_seconds", "result", "success") > reconciles, nil
 	})
 	if v := value(fams, "bridge_runner_operator_bridgejobs", "state", "PENDING", "backend", "local"); v != -1 {
 		t.Errorf("PENDING after DONE = %v, want no series", v)
@@ -148,6 +154,24 @@ func TestMetricsFollowABridgeJob(t *testing.T) {
 		if strings.HasSuffix(name, "_total") && f.GetType() != dto.MetricType_COUNTER {
 			t.Errorf("%s is a %v, not a counter", name, f.GetType())
 		}
+	}
+
+	// A second replica stands by: ready, not leading, no BridgeJob figures
+	// (a sum over both replicas counts each BridgeJob once).
+	l2 := listenLocal(t)
+	e.opts = func(o *Options) { o.MetricsListener = l2 }
+	e.operator("m2")
+	addr2 := l2.Addr().String()
+	e.waitFor("the standby's /readyz to answer 200", func() (bool, error) {
+		code, body := probe(addr2, "/readyz")
+		return code == 200, fmt.Errorf("%d %s", code, body)
+	})
+	standby := scrape(t, addr2)
+	if v := value(standby, "bridge_runner_operator_leader"); v != 0 {
+		t.Errorf("the standby's leader = %v", v)
+	}
+	if v := value(standby, "bridge_runner_operator_bridgejobs", "state", "DONE"); v != -1 {
+		t.Errorf("the standby counts BridgeJobs: %v", v)
 	}
 }
 
