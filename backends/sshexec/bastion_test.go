@@ -200,3 +200,59 @@ func TestKeyboardInteractiveIsExit2(t *testing.T) {
 		t.Logf("%s: %v", name, err)
 	}
 }
+
+// TestJumpHostThatCannotForward: a jump host whose sshd forbids forwarding
+// is configuration (exit 2 naming resourceURL and the hop); one that
+// cannot reach the next host (nothing listens there) is transient.
+func TestJumpHostThatCannotForward(t *testing.T) {
+	srv := testssh.Default(t)
+	ctx := testssh.Ctx(t, time.Minute)
+	b := testssh.StartBastion(t, srv, nil, map[string]string{"AllowTcpForwarding": "no"})
+	creds := testssh.Creds(t, srv.CredsDir)
+	creds.Set("jump1-known_hosts", b.KnownHosts)
+	_, err := clientFor(t, fmt.Sprintf("%s?proxyjump=%s@%s", srv.URL, srv.User, b.Addr()), creds).Run(ctx, sshexec.Cmd{Args: []string{"true"}})
+	testutil.RequireFieldError(t, err, "resourceURL")
+	if !strings.Contains(err.Error(), "jump host 1") || !strings.Contains(err.Error(), "AllowTcpForwarding") {
+		t.Errorf("a jump host that may not forward: %v", err)
+	}
+
+	url, creds, _ := testssh.ViaBastion(t, srv, srv, nil)
+	closed := testssh.StartSSHD(t, srv)
+	closed.Stop() // a port where nothing listens any more
+	url = strings.Replace(url, srv.Addr, closed.Addr(), 1)
+	_, err = clientFor(t, url, creds).Run(ctx, sshexec.Cmd{Args: []string{"true"}})
+	if !errors.Is(err, backends.ErrTransient) || !strings.Contains(err.Error(), closed.Addr()) {
+		t.Fatalf("a jump host that cannot reach the login node: want a transient error naming it, got %v", err)
+	}
+	t.Logf("%v", err)
+}
+
+// TestJumpHostRestartRedialsTheChain: when the jump host goes down (its
+// sessions with it), the login node's connection through it ends, the
+// next command is a transient error or dials the whole chain again, and
+// once the jump host is back the commands run through a new chain.
+func TestJumpHostRestartRedialsTheChain(t *testing.T) {
+	srv := testssh.Default(t)
+	url, creds, b := testssh.ViaBastion(t, srv, srv, nil)
+	target, err := sshexec.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sshexec.New(target, creds, nil, sshexec.Options{KeepAlive: 200 * time.Millisecond, KeepAliveMax: 2})
+	t.Cleanup(func() { c.Close() })
+	ctx := testssh.Ctx(t, time.Minute)
+	if _, err := c.Run(ctx, sshexec.Cmd{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.Stop()
+	if _, err := c.Run(ctx, sshexec.Cmd{Args: []string{"true"}}); !errors.Is(err, backends.ErrTransient) {
+		t.Fatalf("with the jump host down: want a transient error, got %v", err)
+	}
+	b.Start()
+	if res, err := c.Run(ctx, sshexec.Cmd{Args: []string{"echo", "back"}}); err != nil || strings.TrimSpace(string(res.Stdout)) != "back" {
+		t.Fatalf("with the jump host back: %v %q", err, res.Stdout)
+	}
+	if d := c.Dials(); d != 2 {
+		t.Errorf("%d chains dialled, want 2 (one before the restart, one after)", d)
+	}
+}

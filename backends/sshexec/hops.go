@@ -27,8 +27,9 @@ func (c *Client) dial(ctx context.Context) (*ssh.Client, error) {
 	defer ag.Close()
 	var via *ssh.Client
 	var jumps []*ssh.Client
+	var prev *hop
 	for _, h := range c.route() {
-		conn, err := c.dialHop(ctx, via, h, ag)
+		conn, err := c.dialHop(ctx, via, prev, h, ag)
 		if err != nil {
 			closeJumps(jumps)
 			return nil, err
@@ -36,7 +37,7 @@ func (c *Client) dial(ctx context.Context) (*ssh.Client, error) {
 		if h.n > 0 {
 			jumps = append(jumps, conn)
 		}
-		via = conn
+		via, prev = conn, h
 	}
 	if len(jumps) > 0 {
 		// Closing the login node's connection (a drop, Close) closes the
@@ -64,9 +65,10 @@ type login struct {
 	allowed    []string // the methods the server last offered
 }
 
-// dialHop connects to h (through via, or directly for the first hop) and
-// logs in, within DialTimeout; ctx ends it early (SIGTERM).
-func (c *Client) dialHop(ctx context.Context, via *ssh.Client, h *hop, ag *agentConn) (*ssh.Client, error) {
+// dialHop connects to h (through via, the connection to the hop prev, or
+// directly for the first hop) and logs in, within DialTimeout; ctx ends it
+// early (SIGTERM).
+func (c *Client) dialHop(ctx context.Context, via *ssh.Client, prev, h *hop, ag *agentConn) (*ssh.Client, error) {
 	cfg, lg, err := c.hopConfig(h, ag)
 	if err != nil {
 		return nil, err
@@ -78,7 +80,7 @@ func (c *Client) dialHop(ctx context.Context, via *ssh.Client, h *hop, ag *agent
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, connectError(h, via, err)
+		return nil, connectError(prev, h, err)
 	}
 	if deadline, ok := dctx.Deadline(); ok {
 		_ = raw.SetDeadline(deadline) // a forwarded connection has none; the AfterFunc bounds it
@@ -215,21 +217,22 @@ func dialVia(ctx context.Context, via *ssh.Client, addr string) (net.Conn, error
 	}
 }
 
-// connectError classifies a failed connection to h. A jump host that
-// refuses to forward (its sshd forbids it) is configuration, exit 2; one
-// that cannot reach the next host, or no route to the first, is
-// transient. Only the RFC 4254 reason code is used, not the server's text.
-func connectError(h *hop, via *ssh.Client, err error) error {
+// connectError classifies a failed connection to h, made through the
+// jump host prev (nil: directly). A jump host that refuses to forward (its
+// sshd forbids it) is configuration, exit 2; one that cannot reach the
+// next host, or no route to the first, is transient. Only the RFC 4254
+// reason code is used, not the server's text.
+func connectError(prev, h *hop, err error) error {
 	var oc *ssh.OpenChannelError
 	switch {
-	case via == nil:
+	case prev == nil:
 		return backends.Transient(fmt.Errorf("ssh: connecting to %s: %w", h.name(), err))
 	case errors.As(err, &oc) && oc.Reason == ssh.Prohibited:
-		return backends.Invalid("resourceURL", "jump host %d may not forward connections to %s (administratively prohibited: its sshd has AllowTcpForwarding no, or a PermitOpen that leaves it out); ask the site which jump host leads to it", h.n, h.name())
+		return backends.Invalid("resourceURL", "%s may not forward connections to %s (administratively prohibited: its sshd has AllowTcpForwarding no, or a PermitOpen that leaves it out); ask the site which jump host leads to it", prev.name(), h.name())
 	case errors.As(err, &oc):
-		return backends.Transient(fmt.Errorf("ssh: the jump host before %s could not connect to it (%s)", h.name(), oc.Reason))
+		return backends.Transient(fmt.Errorf("ssh: %s could not connect to %s (%s)", prev.name(), h.name(), oc.Reason))
 	}
-	return backends.Transient(fmt.Errorf("ssh: connecting to %s through the jump host before it: %w", h.name(), err))
+	return backends.Transient(fmt.Errorf("ssh: connecting to %s through %s: %w", h.name(), prev.name(), err))
 }
 
 // handshakeError classifies a failed handshake: a refused host key or an
