@@ -36,7 +36,7 @@ func (r *reconciler) ensureAccess(ctx context.Context, bj *BridgeJob) error {
 	name := AccessName(bj.Name)
 	sa := &kube.ServiceAccount{}
 	sa.APIVersion, sa.Kind = "v1", "ServiceAccount"
-	ro := &kube.Role{Rules: []kube.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+	ro := &kube.Role{Rules: []kube.PolicyRule{{APIGroups: []string{""}, Resources: []string{kube.ConfigMaps.Plural},
 		ResourceNames: []string{record.ConfigMapName(bj.Name)}, Verbs: recordVerbs}}}
 	ro.APIVersion, ro.Kind = kube.RBACV1.String(), "Role"
 	rb := &kube.RoleBinding{RoleRef: kube.RoleRef{APIGroup: kube.RBACV1.Group, Kind: "Role", Name: name},
