@@ -60,6 +60,8 @@ type Upload struct {
 	Files  string `json:"files,omitempty"`
 	// CreateBucket is bridge-runner's s3upload.createBucket.
 	CreateBucket *bool `json:"createbucket,omitempty"`
+	// Layout is bridge-runner's s3upload.layout; IBM's resource has none.
+	Layout string `json:"layout,omitempty"`
 }
 
 // BridgeJobStatus: IBM's four fields, then ours.

@@ -7,6 +7,7 @@
 package record
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -49,6 +50,7 @@ type Spec struct {
 	S3UploadBucket      string `key:"s3upload.bucket" flag:"s3-upload-bucket" help:"bucket that receives the job's outputs and logs" crd:"s3upload.bucket"`
 	S3UploadFiles       string `key:"s3upload.files" flag:"s3-upload-files" help:"comma-separated files on the remote system to upload after the job" crd:"s3upload.files"`
 	S3CreateBucket      string `key:"s3upload.createBucket" flag:"s3-create-bucket" default:"false" help:"create s3upload.bucket if it does not exist: true or false" crd:"s3upload.createbucket" type:"Boolean"`
+	S3UploadLayout      string `key:"s3upload.layout" flag:"s3-upload-layout" default:"run" help:"where outputs go in s3upload.bucket: run (<job>/<key>/<job id>/<file>, unique to the run) or ibm (<job>/<file>, as IBM's Bridge Operator wrote them; another run of the same job name overwrites them)" crd:"s3upload.layout"`
 }
 
 // Field describes one Spec field.
@@ -181,7 +183,14 @@ type Description struct {
 	S3             S3Settings
 	UploadBucket   string
 	UploadFiles    []string
+	UploadLayout   string // LayoutRun or LayoutIBM
 }
+
+// The layouts of s3upload.layout: where a run's outputs go in the bucket.
+const (
+	LayoutRun = "run" // <job>/<key>/<job id>/, unique to the run
+	LayoutIBM = "ibm" // <job>/, as IBM's Bridge Operator wrote them
+)
 
 // S3Settings are the job's S3 connection settings (credentials are mounted).
 type S3Settings struct {
@@ -309,6 +318,11 @@ func (s Spec) parseS3(d *Description) error {
 	d.UploadFiles = splitList(s.S3UploadFiles)
 	if err := checkUploadFiles(d.UploadFiles); err != nil {
 		return err
+	}
+	switch d.UploadLayout = cmp.Or(strings.TrimSpace(s.S3UploadLayout), LayoutRun); d.UploadLayout {
+	case LayoutRun, LayoutIBM:
+	default:
+		return backends.Invalid("s3upload.layout", "is %q; use run (<job>/<key>/<job id>/<file>) or ibm (<job>/<file>, IBM's)", s.S3UploadLayout)
 	}
 	if d.UsesS3() && d.S3.Endpoint == "" {
 		return backends.Invalid("s3.endpoint", "is empty but the job uses S3; set --s3-endpoint to host:port")

@@ -348,6 +348,25 @@ func (s *S3Store) Exists(ctx context.Context, bucket, key string) (string, bool,
 
 var unsafeKeyChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
 
+// OutputPrefix is the key prefix of a run's outputs in the layout asked
+// for: RunPrefix, or for IBM's layout the job's name alone, which readers
+// written for IBM's Bridge Operator expect (and where another run of the
+// same job name overwrites them).
+func OutputPrefix(layout, job, key, runID string) string {
+	if layout == record.LayoutIBM {
+		return cleanKeyPart(job) + "/"
+	}
+	return RunPrefix(job, key, runID)
+}
+
+func cleanKeyPart(s string) string {
+	s = strings.Trim(unsafeKeyChars().ReplaceAllString(s, "_"), ".")
+	if s == "" {
+		s = "_"
+	}
+	return s
+}
+
 // RunPrefix is the key prefix for one run's outputs: "<job>/<key>/", or
 // "<job>/<key>/<runID>/" when the remote job id is known.
 //
@@ -359,16 +378,9 @@ var unsafeKeyChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCo
 // together; the remote id (optional) lets them match a run with the remote
 // system's records. Each part is reduced to [A-Za-z0-9._-].
 func RunPrefix(job, key, runID string) string {
-	clean := func(s string) string {
-		s = strings.Trim(unsafeKeyChars().ReplaceAllString(s, "_"), ".")
-		if s == "" {
-			s = "_"
-		}
-		return s
-	}
-	p := clean(job) + "/" + clean(key) + "/"
+	p := cleanKeyPart(job) + "/" + cleanKeyPart(key) + "/"
 	if runID != "" {
-		p += clean(runID) + "/"
+		p += cleanKeyPart(runID) + "/"
 	}
 	return p
 }

@@ -144,7 +144,7 @@ func (r *run) resolveTexts(ctx context.Context, desc *record.Description, job ba
 // not fatal; a failed upload is returned as a transient error, so that a
 // retry (which re-attaches) can finish it.
 func (r *run) uploadOutputs(ctx context.Context, desc *record.Description, be backends.Backend, id, key string) ([]string, []string, error) {
-	prefix := RunPrefix(r.JobName, key, id)
+	prefix := OutputPrefix(desc.UploadLayout, r.JobName, key, id)
 	if so, ok := be.(backends.StageOuter); ok {
 		if _, fetches := be.(backends.OutputFetcher); !fetches {
 			return r.stageOut(ctx, desc, be, so, id, prefix)

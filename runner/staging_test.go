@@ -82,6 +82,25 @@ func TestStagingEndToEnd(t *testing.T) {
 	}
 }
 
+// TestStagingIBMLayout: s3upload.layout ibm puts the outputs where IBM's
+// Bridge Operator put them, <job>/<file>, for readers that expect that.
+func TestStagingIBMLayout(t *testing.T) {
+	endpoint, _, _, creds := tests3.Env(t)
+	c := tests3.Client(t)
+	out := tests3.Bucket(t, "out")
+	spec := record.Spec{Backend: "local", JobScript: "echo ibm > result.txt; echo logged",
+		S3Endpoint: endpoint, S3Secure: "false", S3UploadBucket: out, S3UploadFiles: "result.txt", S3UploadLayout: "ibm"}
+	iv, _ := stagingInvoker(t, spec, creds)
+	require.NoError(t, iv.Run(context.Background()))
+	res := iv.Result()
+	require.Equal(t, "DONE", res.Status, res.Message)
+	assert.Equal(t, "ibm\n", get(t, c, out, "stage/result.txt"))
+	assert.Equal(t, "logged\n", get(t, c, out, "stage/job.log"))
+	assert.ElementsMatch(t, []string{"s3://" + out + "/stage/result.txt", "s3://" + out + "/stage/job.log"}, res.Outputs)
+	assert.Equal(t, "stage/", runner.OutputPrefix(record.LayoutIBM, "stage", "br-0123", "42"))
+	assert.Equal(t, runner.RunPrefix("stage", "br-0123", "42"), runner.OutputPrefix(record.LayoutRun, "stage", "br-0123", "42"))
+}
+
 func mustGet(t *testing.T, s record.Store) *record.Record {
 	rec, err := s.Get(context.Background())
 	require.NoError(t, err)

@@ -104,6 +104,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{"interval not a number", inv("--backend", "local", "--script", "true", "--update-interval", "soon"), "updateInterval", nil},
 		{"s3.secure not a bool", inv("--backend", "local", "--script", "true", "--s3-secure", "yes please"), "s3.secure", nil},
 		{"createBucket not a bool", inv("--backend", "local", "--script", "true", "--s3-create-bucket", "maybe"), "s3upload.createBucket", nil},
+		{"unknown upload layout", inv("--backend", "local", "--script", "true", "--s3-upload-layout", "flat"), "s3upload.layout", nil},
 		{"bad extra location", inv("--backend", "local", "--script", "true", "--script-extra-location", "git"), "jobdata.scriptExtraLocation", nil},
 		{"metadata not JSON", inv("--backend", "local", "--script", "true", "--script-metadata", "{owner: me}"), "jobdata.scriptMetadata", nil},
 		{"additionalData not bucket:object", inv("--backend", "local", "--script", "true", "--s3-endpoint", "minio:9000", "--additional-data", "in:a.dat,nocolon"), "jobdata.additionalData", nil},
