@@ -118,7 +118,7 @@ func (iv *Invoker) Run(ctx context.Context) error {
 	err := r.execute(ctx)
 	if err != nil {
 		r.result.Message = r.Secrets.Scrub(err.Error())
-		if r.rec != nil {
+		if r.rec != nil && !r.foreign {
 			// Leave a note in the record; best effort, the outputs say it too.
 			wctx, cancel := r.stopping(ctx, 5*time.Second)
 			_ = r.update(wctx, func(d map[string]string) (bool, error) {

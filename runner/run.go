@@ -31,6 +31,10 @@ type run struct {
 	// offsetWritten is when logOff was last written to the record.
 	offsetWritten time.Time
 
+	// foreign is set when another task owns the record (claim): this run
+	// then writes nothing into it, not even the reason it was refused.
+	foreign bool
+
 	// intentSeen is the submit intent of another invoker last seen, and
 	// intentSeenAt when this process first saw it (see leaseLeft).
 	intentSeen   string

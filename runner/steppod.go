@@ -92,7 +92,8 @@ func StepFacts(ctx context.Context, client *kube.Client, namespace, name string)
 
 // claim records r.Owner in the record on first use and refuses a record
 // that another task already used: inside a loop, tasks that share a job name
-// would otherwise share one remote job and all report its outcome.
+// would otherwise share one remote job and all report its outcome. A refused
+// task leaves that record as it found it (r.foreign): its reason is its own.
 func (r *run) claim(ctx context.Context) error {
 	if r.Owner == "" {
 		return nil
@@ -106,6 +107,7 @@ func (r *run) claim(ctx context.Context) error {
 				d[record.KeyOwner] = r.Owner
 				return true, nil
 			default:
+				r.foreign = true
 				return false, backends.Invalid("job-name", "%s is already used by %s, and this step is %s: "+
 					"each task needs its own job name. Inside withItems or withParam add the item to it "+
 					"(job_name: {{workflow.name}}-{{item}}); in a KFP dsl.ParallelFor add the loop item to the run id. "+

@@ -94,6 +94,9 @@ func testClaim(t *testing.T, store record.Store) {
 	assert.Equal(t, winner, h.record()[record.KeyOwner])
 	require.NoError(t, claimRun(t, h, winner)[0], "a retry of the owning task re-attaches")
 	assert.Equal(t, 1, h.fake.Count("submit"))
+	before := h.record()
+	require.ErrorIs(t, claimRun(t, h, "Workflow other node other.job(0:a)")[0], backends.ErrInvalid)
+	assert.Equal(t, before, h.record(), "a refused task writes nothing into a record another task owns")
 	require.NoError(t, claimRun(t, h, "")[0], "an invoke that knows no owner (a laptop) is not checked")
 }
 
