@@ -40,7 +40,7 @@ func TestDirCredentials(t *testing.T) {
 	for name, secret := range map[string]bool{"jump1-username": false, "jump12-known_hosts": false, "jump1-ssh-privatekey": true, "jumpy-username": true, "jump-username": true} {
 		v := "value-of-" + name
 		if strings.HasSuffix(name, "privatekey") || strings.HasSuffix(name, "known_hosts") {
-			v += "\nits second line" // multi-line, as its unprefixed key may be
+			v += "\nline 2 of " + name // multi-line, as its unprefixed key may be
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600))
 		_, err := c.Get(name)
