@@ -220,12 +220,23 @@ func TestStatusMapping(t *testing.T) {
 	assert.Equal(t, backends.Failed, st.State)
 	assert.Equal(t, "FAILED", st.Raw)
 	assert.Equal(t, "JOB_ENTRYPOINT_COMMAND_ERROR", st.Reason)
+	assert.Equal(t, backends.CategoryJob, st.FailureCategory(), "the entrypoint's own failure is the job's")
 	assert.Equal(t, "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 chars): ... ValueError: boom (the whole log is in the step's log)", st.Message,
 		"the message does not end at the colon: the exception comes with it")
 	require.NotNil(t, st.ExitCode)
 	assert.Equal(t, 3, *st.ExitCode)
 	assert.False(t, st.EndTime.IsZero())
 	assert.Equal(t, started, st.StartTime)
+
+	// The node running the supervisor actor was lost (Ray's error type
+	// when the actor died): the infrastructure's doing.
+	f.set(testKey, func(j *fakeJob) {
+		j.errType, j.exitCode, j.message = "JOB_SUPERVISOR_ACTOR_DIED", nil, "Job supervisor actor died: node lost"
+	})
+	st, err = be.Status(ctx, testKey)
+	require.NoError(t, err)
+	assert.Equal(t, backends.Failed, st.State)
+	assert.Equal(t, backends.CategoryInfrastructure, st.FailureCategory())
 
 	for raw, want := range map[string]backends.State{"SUCCEEDED": backends.Done, "STOPPED": backends.Killed} {
 		f.set(testKey, func(j *fakeJob) { j.status = raw })
