@@ -55,6 +55,7 @@ services-up:
 	bash hack/kube-up.sh
 	bash hack/slurm-up.sh
 	bash hack/slurm2411-up.sh
+	bash hack/slurmdbd-up.sh
 	bash hack/s3-up.sh
 	bash hack/ray-up.sh
 	bash hack/ray-auth-up.sh
@@ -68,6 +69,7 @@ services-down:
 	-bash hack/ray-down.sh
 	-bash hack/s3-down.sh
 	-bash hack/slurm2411-down.sh
+	-bash hack/slurmdbd-down.sh
 	-bash hack/slurm-down.sh
 	-bash hack/kube-down.sh
 
