@@ -1,7 +1,7 @@
 // Package components_test proves that the KFP v1 component YAML in
 // components/ agrees with the binary, with no Python: strict decoding (a
 // field KFP's v1 schema does not have, such as volumes, is an error), the
-// job-description inputs are exactly runner.Fields with the CLI's defaults,
+// job-description inputs are exactly record.Fields with the CLI's defaults,
 // the outputs exactly runner.OutputFields, and every component's command
 // line, with its placeholders expanded as KFP would, is run by the real
 // binary built from this tree (for real, with the local backend and a file
@@ -212,7 +212,7 @@ func TestInputsAreTheJobDescription(t *testing.T) {
 			case in.Default == nil || *in.Default != f.Default:
 				t.Errorf("%s: input %s defaults to %v, the flag --%s to %q", file, f.InputName(), in.Default, f.Flag, f.Default)
 			case in.Type != f.Type():
-				t.Errorf("%s: input %s has type %s, want %s (runner.Field.Type)", file, f.InputName(), in.Type, f.Type())
+				t.Errorf("%s: input %s has type %s, want %s (record.Field.Type)", file, f.InputName(), in.Type, f.Type())
 			}
 			if got := flagFor(t, file, c, "inputValue", f.InputName()); got != "--"+f.Flag {
 				t.Errorf("%s: input %s is passed as %q, want --%s", file, f.InputName(), got, f.Flag)

@@ -36,7 +36,7 @@ def require(cond, msg):
 
 
 # The inputs that are not strings, so that pipelines pass Python values
-# (runner.Field.Type and runner.InvokeInputs in Go say the same).
+# (record.Field.Type and record.InvokeInputs in Go say the same).
 TYPED = {"update_interval": "Integer", "s3_secure": "Boolean", "s3_create_bucket": "Boolean", "exit_zero": "Boolean"}
 
 # 1. Every component loads, as a container component whose inputs are all

@@ -4,7 +4,7 @@
 //
 //   - strict decoding into Argo's own Go types (an unknown or misspelt field
 //     is an error), then Argo's own validator (workflow/validate, lint mode);
-//   - the job-description parameters are exactly runner.Fields, with the CLI's
+//   - the job-description parameters are exactly record.Fields, with the CLI's
 //     defaults, and the outputs are exactly runner.OutputFields;
 //   - the contract: every step is expanded with Argo's own argument processing
 //     (common.ProcessArgs: defaults, required inputs, {{...}} and {{=...}}
@@ -247,7 +247,7 @@ func TestParametersAreTheJobDescription(t *testing.T) {
 			t.Errorf("bridge-job argument %s is %v, want the flag's default %q", f.InputName(), p.Value, f.Default)
 		}
 	}
-	// The invoke settings (runner.InvokeInputs): parameters of invoke and
+	// The invoke settings (record.InvokeInputs): parameters of invoke and
 	// bridge-job, and arguments of the WorkflowTemplate bridge-job, with the
 	// flag's default and help; invoke passes each to its flag.
 	for _, in := range record.InvokeInputs {

@@ -7,7 +7,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
-// invokeInputs holds the values of runner.InvokeInputs, bound to flags of
+// invokeInputs holds the values of record.InvokeInputs, bound to flags of
 // the same names (and so to BRIDGE_* environment variables).
 type invokeInputs struct {
 	values   map[string]*string
@@ -15,7 +15,7 @@ type invokeInputs struct {
 	resubmit string
 }
 
-// bindInvokeInputs adds a flag for each of runner.InvokeInputs to cmd and
+// bindInvokeInputs adds a flag for each of record.InvokeInputs to cmd and
 // checks their values before the command runs (a bad value exits 2 with
 // nothing submitted).
 func bindInvokeInputs(cmd *cobra.Command) *invokeInputs {

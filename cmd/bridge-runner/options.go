@@ -101,7 +101,7 @@ func (a *app) completeBackends(*cobra.Command, []string, string) ([]string, cobr
 
 // chooseBackend settles the backend of a description given by flags before
 // anything is written: --backend (or BRIDGE_BACKEND) if given, else local
-// without a resource URL, else what the URL says (runner.SelectBackend).
+// without a resource URL, else what the URL says (record.SelectBackend).
 func (a *app) chooseBackend(cmd *cobra.Command, s *record.Spec, hc *http.Client) error {
 	given := ""
 	if cmd.Flags().Changed("backend") {
