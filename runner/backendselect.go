@@ -38,7 +38,7 @@ func (r *run) description(ctx context.Context) (*record.Description, error) {
 				if d["backend"] != "" {
 					return false, nil
 				}
-				return set(d, "backend", name), nil
+				return record.Set(d, "backend", name), nil
 			})
 		})
 		if err != nil {

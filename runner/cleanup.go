@@ -178,7 +178,7 @@ func (c *Cleaner) requestKill(ctx context.Context, r *run, res *CleanupResult) e
 			if jobEnded(backends.State(d[record.KeyJobStatus])) {
 				return false, nil
 			}
-			return set(d, record.KeyKill, "true"), nil
+			return record.Set(d, record.KeyKill, "true"), nil
 		})
 	})
 	switch {

@@ -417,7 +417,7 @@ func (r *run) writeStatus(ctx context.Context, st backends.Status) error {
 	err := r.update(ctx, func(d map[string]string) (bool, error) {
 		changed := false
 		for k, v := range want {
-			changed = set(d, k, v) || changed
+			changed = record.Set(d, k, v) || changed
 		}
 		return changed, nil
 	})
@@ -456,9 +456,9 @@ func (r *run) cancelPending(ctx context.Context, st backends.Status) error {
 	r.written = nil
 	err := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
-			c := set(d, record.KeyKill, "true")
+			c := record.Set(d, record.KeyKill, "true")
 			for k, v := range r.statusData(st) {
-				c = set(d, k, v) || c
+				c = record.Set(d, k, v) || c
 			}
 			return c, nil
 		})

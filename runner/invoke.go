@@ -137,16 +137,16 @@ func (iv *Invoker) Run(ctx context.Context) error {
 // in IBM mode is FAILED: IBM's controller reads status.jobStatus before
 // status.message and shows nothing of a record without it.
 func (r *run) noteFailure(d map[string]string, err error) bool {
-	c := set(d, record.KeyMessage, r.result.Message)
+	c := record.Set(d, record.KeyMessage, r.result.Message)
 	if !errors.Is(err, backends.ErrInvalid) || d[record.KeyID] != "" {
 		return c
 	}
 	if cur, ok := parseIntent(d[record.KeyIntent]); ok && cur.holder == r.Holder {
-		c = set(d, record.KeyIntent, "") || c
+		c = record.Set(d, record.KeyIntent, "") || c
 	}
 	if record.IBMMode(r.Store) && d[record.KeyJobStatus] == "" {
-		c = set(d, record.KeyJobStatus, string(backends.Failed)) || c
-		c = set(d, record.KeyEnd, time.Now().UTC().Format(time.RFC3339)) || c
+		c = record.Set(d, record.KeyJobStatus, string(backends.Failed)) || c
+		c = record.Set(d, record.KeyEnd, time.Now().UTC().Format(time.RFC3339)) || c
 	}
 	return c
 }
@@ -307,8 +307,8 @@ func (r *run) upload(ctx context.Context, desc *record.Description, be backends.
 	defer wcancel()
 	werr := retryTransient(wctx, r.RetryBudget, func(wctx context.Context) error {
 		return r.update(wctx, func(d map[string]string) (bool, error) {
-			c := set(d, record.KeyOutputs, strings.Join(locs, "\n"))
-			return set(d, record.KeyMessage, r.result.Message) || c, nil
+			c := record.Set(d, record.KeyOutputs, strings.Join(locs, "\n"))
+			return record.Set(d, record.KeyMessage, r.result.Message) || c, nil
 		})
 	})
 	if uerr != nil {
@@ -371,18 +371,6 @@ func EnsureRecord(ctx context.Context, store record.Store, spec record.Spec, bud
 			store.Describe(), strings.Join(diff, ", "))
 	}
 	return rec, nil
-}
-
-func set(d map[string]string, k, v string) bool {
-	if d[k] == v {
-		return false
-	}
-	if v == "" {
-		delete(d, k)
-	} else {
-		d[k] = v
-	}
-	return true
 }
 
 func killRequested(d map[string]string) bool {
@@ -673,9 +661,9 @@ func (r *run) recordID(ctx context.Context, id string) error {
 			if d[record.KeyID] != "" && d[record.KeyID] != id {
 				return false, fmt.Errorf("%s records job %s, but this invoker has job %s", r.Store.Describe(), d[record.KeyID], id)
 			}
-			c := set(d, record.KeyID, id)
-			c = set(d, record.KeyIDFingerprint, idFingerprint(r.rec.UID, id)) || c
-			c = set(d, record.KeyIntent, "") || c
+			c := record.Set(d, record.KeyID, id)
+			c = record.Set(d, record.KeyIDFingerprint, idFingerprint(r.rec.UID, id)) || c
+			c = record.Set(d, record.KeyIntent, "") || c
 			return c, nil
 		})
 	})
