@@ -45,16 +45,21 @@ func eventSlurms(t *testing.T) []*realSlurm {
 // 24.11, this machine's (SLURM_CONF from the env file) for the 22.05.
 func scontrol(t *testing.T, rs *realSlurm, args ...string) string {
 	t.Helper()
-	var cmd *exec.Cmd
+	out, err := scontrolErr(rs, args...)
+	require.NoError(t, err, "scontrol %v: %s", args, out)
+	return out
+}
+
+// scontrolErr runs scontrol as scontrol does and returns its error instead
+// of failing the test.
+func scontrolErr(rs *realSlurm, args ...string) (string, error) {
+	cmd := exec.Command("scontrol", args...)
 	if rs.root != "" {
 		cmd = exec.Command("/usr/sbin/chroot", append([]string{rs.root, "scontrol"}, args...)...)
 		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/bin", "HOME=/tmp"}
-	} else {
-		cmd = exec.Command("scontrol", args...)
 	}
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "scontrol %v: %s", args, out)
-	return string(out)
+	return string(out), err
 }
 
 // follow polls the job until it is final or limit passes, and returns the
@@ -161,6 +166,7 @@ func TestRealNodeDownIsInfrastructure(t *testing.T) {
 	}
 	for _, rs := range eventSlurms(t) {
 		t.Run(rs.name, func(t *testing.T) {
+			t.Parallel() // two clusters, each with its own node
 			b, _ := rs.backend(t, nil)
 			ctx := context.Background()
 			props := json.RawMessage(`{"time_limit":10,"current_working_directory":"/tmp","requeue":false}`)
@@ -177,15 +183,24 @@ func TestRealNodeDownIsInfrastructure(t *testing.T) {
 			m := nodeListRE.FindStringSubmatch(scontrol(t, rs, "show", "job", "--oneliner", once))
 			require.NotNil(t, m, "the running job's NodeList")
 			node := m[1]
-			resume := func() { scontrol(t, rs, "update", "nodename="+node, "state=resume") }
-			scontrol(t, rs, "update", "nodename="+node, "state=down", "reason=bridge-runner-test")
-			t.Cleanup(func() {
-				// Resuming a node that is up already is refused; only a
-				// down node needs it.
-				if strings.Contains(scontrol(t, rs, "show", "node", node), "DOWN") {
-					resume()
+			// Resuming is refused ("Invalid node state specified") while
+			// the down node still completes its jobs (DOWN+COMPLETING) and
+			// once it is up again: only a down node needs it, and it is
+			// tried until the node is up.
+			resume := func() {
+				for end := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+					if !strings.Contains(scontrol(t, rs, "show", "node", node), "DOWN") {
+						return
+					}
+					out, err := scontrolErr(rs, "update", "nodename="+node, "state=resume")
+					if err == nil || time.Now().After(end) {
+						require.NoError(t, err, "resume node %s: %s", node, out)
+						return
+					}
 				}
-			})
+			}
+			scontrol(t, rs, "update", "nodename="+node, "state=down", "reason=bridge-runner-test")
+			t.Cleanup(resume)
 			seen, st := follow(t, b, once, 2*time.Minute, final)
 			resume()
 			assert.Equal(t, backends.Failed, st.State, "states %v", seen)
