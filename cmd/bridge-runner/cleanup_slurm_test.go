@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
-	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
-	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // slurmJobsByComment returns the state of each job slurmctld knows whose
@@ -140,67 +136,19 @@ func testSlurmCleanupIBMRecord(t *testing.T, c slurmCluster) {
 	assertCancelled(t, c, id)
 }
 
-// TestSlurmCleanupIntentUnreachable: issue 25 item 2 on the real Slurm.
-// invoke dies between slurmrestd accepting the job and recording its id
-// (a submit intent, no id). With slurmrestd refused, then blackholed,
-// cleanup cannot look for the job by its key: it keeps the record (intent
-// and kill=true), exits 75 and says what is true, and Slurm still runs the
-// job. Once slurmrestd answers, cleanup finds the job by its key, cancels
-// it and deletes the record. The old cleanup deleted the record and exited
-// 0 while the job ran.
+// TestSlurmCleanupIntentUnreachable: testCleanupIntentUnreachable on the
+// real Slurm, slurmrestd taken away by the proxy.
 func TestSlurmCleanupIntentUnreachable(t *testing.T) {
 	clearEnv(t)
 	for _, c := range slurmClusters(t) {
-		t.Run(c.release, func(t *testing.T) { testSlurmCleanupIntentUnreachable(t, c) })
-	}
-}
-
-func testSlurmCleanupIntentUnreachable(t *testing.T, c slurmCluster) {
-	u, err := url.Parse(c.url)
-	require.NoError(t, err)
-	px := testutil.NewProxy(t, u.Host)
-	state := t.TempDir()
-	cmd, out := startInvoke(t, []string{"BRIDGE_CRASH_AT=after-submit"}, "--state-dir", state, "--job-name", "lost",
-		"--backend", "slurm", "--resource-url", "http://"+px.Addr, "--credentials-dir", c.creds,
-		"--script", "#!/bin/sh\nsleep 300\n", "--update-interval", "1")
-	var ee *exec.ExitError
-	require.True(t, errors.As(cmd.Wait(), &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL, out.String())
-	store := record.NewFileStore(state, "lost")
-	rec, err := store.Get(context.Background())
-	require.NoError(t, err)
-	require.Empty(t, rec.Data[record.KeyID])
-	require.NotEmpty(t, rec.Data[record.KeyIntent])
-	key := runner.IdempotencyKey(rec.UID)
-	require.Len(t, slurmJobsByComment(t, c, key), 1, "slurmctld has the job")
-
-	for _, mode := range []testutil.Mode{testutil.Refuse, testutil.Blackhole} {
-		px.Set(t, mode)
-		start := time.Now()
-		r := run(t, "cleanup", "--state-dir", state, "--job-name", "lost", "--credentials-dir", c.creds, "--wait", "0s", "--retry-budget", "3s")
-		t.Logf("cleanup with slurmrestd %s: exit %d after %s: %s", mode, r.code, time.Since(start).Round(time.Millisecond), r.stdout)
-		assert.Equal(t, ExitTempFail, r.code, r.stderr)
-		assert.Equal(t, false, r.summary["deleted"], r.stdout)
-		assert.Equal(t, false, r.summary["cancelled"], r.stdout)
-		assert.Contains(t, r.summary["reason"], "idempotency key")
-		rec, err = store.Get(context.Background())
-		require.NoError(t, err, "the record is kept")
-		assert.NotEmpty(t, rec.Data[record.KeyIntent], "the job is still tracked")
-		assert.Equal(t, "true", rec.Data[record.KeyKill])
-		for id, st := range slurmJobsByComment(t, c, key) {
-			assert.Equal(t, "RUNNING", st, "job %s runs on, and the record says so", id)
-		}
-	}
-
-	px.Set(t, testutil.Pass)
-	r := run(t, "cleanup", "--state-dir", state, "--job-name", "lost", "--credentials-dir", c.creds, "--wait", "0s")
-	require.Equal(t, ExitDone, r.code, r.stderr)
-	assert.Equal(t, true, r.summary["cancelled"], r.stdout)
-	assert.Equal(t, true, r.summary["deleted"], r.stdout)
-	jobs := slurmJobsByComment(t, c, key)
-	require.Len(t, jobs, 1, "one job, never a second")
-	for id := range jobs {
-		assert.Equal(t, id, r.summary["id"])
-		assertCancelled(t, c, id)
+		t.Run(c.release, func(t *testing.T) {
+			target, proxied := httpThroughProxy(t, c.url, c.creds)
+			testCleanupIntentUnreachable(t, lostJobSystem{backend: "slurm", server: "slurmrestd", target: target,
+				script: "#!/bin/sh\nsleep 300\n", proxied: proxied,
+				jobs:         func(t *testing.T, key string) map[string]string { return slurmJobsByComment(t, c, key) },
+				alive:        func(st string) bool { return st == "RUNNING" },
+				wasCancelled: func(st string) bool { return strings.HasPrefix(st, "CANCELLED") }})
+		})
 	}
 }
 

@@ -34,8 +34,14 @@ func rayURL(t *testing.T) (url, creds string) {
 	return u, c
 }
 
-// rayJobs counts the Ray jobs with this submission id.
-func rayJobs(t *testing.T, url, creds, id string) int {
+// rayJob is one job of Ray's job list.
+type rayJob struct {
+	SubmissionID string `json:"submission_id"`
+	Status       string `json:"status"`
+}
+
+// rayJobList lists every job Ray knows, asked of Ray directly.
+func rayJobList(t *testing.T, url, creds string) []rayJob {
 	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(url, "/")+"/api/jobs/", nil)
 	require.NoError(t, err)
 	if tok, err := os.ReadFile(filepath.Join(creds, "token")); err == nil {
@@ -44,17 +50,33 @@ func rayJobs(t *testing.T, url, creds, id string) int {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	var jobs []struct {
-		SubmissionID string `json:"submission_id"`
-	}
+	var jobs []rayJob
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jobs))
+	return jobs
+}
+
+// rayJobs counts the Ray jobs with this submission id.
+func rayJobs(t *testing.T, url, creds, id string) int {
 	n := 0
-	for _, j := range jobs {
+	for _, j := range rayJobList(t, url, creds) {
 		if j.SubmissionID == id {
 			n++
 		}
 	}
 	return n
+}
+
+// rayJobStates maps the submission id to the status of the Ray job
+// submitted as id (invoke's submission id is the key): one entry at most,
+// as Ray refuses a second submission with an id it knows.
+func rayJobStates(t *testing.T, url, creds, id string) map[string]string {
+	out := map[string]string{}
+	for _, j := range rayJobList(t, url, creds) {
+		if j.SubmissionID == id {
+			out[j.SubmissionID] = j.Status
+		}
+	}
+	return out
 }
 
 const tickScript = "import time\nfor i in range(10):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n"

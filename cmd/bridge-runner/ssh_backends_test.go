@@ -244,21 +244,11 @@ func TestSlurmSSHPartition(t *testing.T) {
 		t.Run(map[bool]string{false: "budget", true: "sigterm"}[sigterm], func(t *testing.T) {
 			t.Parallel()
 			px := testutil.NewProxy(t, srv.Addr)
-			creds := t.TempDir()
-			for _, name := range []string{"ssh-privatekey", "known_hosts"} {
-				b, err := os.ReadFile(filepath.Join(srv.CredsDir, name))
-				require.NoError(t, err)
-				if name == "known_hosts" {
-					_, port, _ := strings.Cut(srv.Addr, ":")
-					_, pport, _ := strings.Cut(px.Addr, ":")
-					b = []byte(strings.Replace(string(b), "]:"+port+" ", "]:"+pport+" ", 1))
-				}
-				require.NoError(t, os.WriteFile(filepath.Join(creds, name), b, 0o600))
-			}
+			resourceURL, creds := sshThroughProxy(t, srv, px.Addr)
 			state, job := t.TempDir(), "ssh-partition"
 			const budget, grace = 30 * time.Second, 10 * time.Second
 			cmd, buf := startInvoke(t, nil, "--state-dir", state, "--job-name", job, "--backend", "slurm",
-				"--resource-url", "ssh://"+srv.User+"@"+px.Addr, "--credentials-dir", creds, "--retry-budget", budget.String(),
+				"--resource-url", resourceURL, "--credentials-dir", creds, "--retry-budget", budget.String(),
 				"--grace-period", grace.String(), "--script", "#!/bin/sh\necho started\nsleep 300\n", "--update-interval", "1")
 			t.Cleanup(func() { // the job outlives an invoke that gave up
 				rec, err := record.NewFileStore(state, job).Get(context.Background())
