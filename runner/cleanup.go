@@ -253,9 +253,8 @@ func (c *Cleaner) adopt(ctx context.Context, r *run, be backends.Backend) (strin
 	// The intent is the current attempt's, so is the key it submits with.
 	key := AttemptKey(r.rec.UID, attemptOf(r.rec.Data))
 	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
-	wctx, stop := context.WithCancel(ctx)
+	watch, stop := r.watchRecord(ctx)
 	defer stop()
-	watch := r.Store.Watch(wctx, r.rec)
 	for {
 		if id := r.rec.Data[record.KeyID]; id != "" {
 			return id, checkRecordedID(r.rec) // recorded meanwhile by a live invoker
@@ -358,7 +357,9 @@ func awaitInvoker(ctx context.Context, r *run, wait time.Duration) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for rec := range r.Store.Watch(wctx, r.rec) {
+	watch, stop := r.watchRecord(wctx)
+	defer stop()
+	for rec := range watch {
 		if backends.State(rec.Data[record.KeyJobStatus]).Final() {
 			return
 		}

@@ -225,9 +225,8 @@ func (r *run) execute(ctx context.Context) error {
 	r.result.Attempt = strconv.Itoa(attemptOf(r.rec.Data))
 
 	// Watch the record from here on: a kill may come at any time.
-	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watch, stopWatch := r.watchRecord(context.WithoutCancel(ctx))
 	defer stopWatch()
-	watch := r.Store.Watch(wctx, r.rec)
 
 	id, err := r.submitOrAdopt(ctx, be, base.Key, prepare, watch, log)
 	if err != nil {

@@ -115,3 +115,17 @@ func (r *run) update(ctx context.Context, mutate func(d map[string]string) (bool
 		r.observe(fresh)
 	}
 }
+
+// watchRecord starts following the record and returns the channel with a
+// stop that returns only once the watch has ended. A file store's watch
+// takes the record's lock to read it: one left running past its run would
+// make the lock file (and its directory) again after cleanup deleted them.
+func (r *run) watchRecord(ctx context.Context) (<-chan *record.Record, func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	ch := r.Store.Watch(wctx, r.rec)
+	return ch, func() {
+		cancel()
+		for range ch { // until the watch's goroutine closes it
+		}
+	}
+}
