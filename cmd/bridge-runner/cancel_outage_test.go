@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bridge-runner/bridge-runner/backends/htcondor"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -68,48 +70,90 @@ func summaryOf(t *testing.T, out string) map[string]any {
 	return nil
 }
 
-// TestSlurmCancelDuringOutageIsPending: issue 25 item 1 on the real Slurm.
-// slurmrestd is blackholed (a partition: connections accepted, nothing
-// answered) while the job runs, and invoke gets SIGTERM. The cancel cannot
-// reach Slurm: invoke must not say KILLED. It exits 75 within the grace
-// period with the job's last state and kill=true in the record, and Slurm
-// still runs the job. When the outage ends, the retry's invoke cancels
-// first, records KILLED and exits 3, and Slurm has really cancelled it.
+// TestSlurmCancelDuringOutageIsPending: testCancelDuringOutage on the
+// real Slurm, slurmrestd taken away by the proxy.
 func TestSlurmCancelDuringOutageIsPending(t *testing.T) {
 	clearEnv(t)
 	for _, c := range slurmClusters(t) {
-		t.Run(c.release, func(t *testing.T) { testSlurmCancelDuringOutage(t, c) })
+		t.Run(c.release, func(t *testing.T) {
+			target, proxied := httpThroughProxy(t, c.url, c.creds)
+			testCancelDuringOutage(t, lostJobSystem{backend: "slurm", server: "slurmrestd", target: target,
+				script: "#!/bin/sh\nsleep 300\n", proxied: proxied,
+				jobs:         func(t *testing.T, key string) map[string]string { return slurmJobsByComment(t, c, key) },
+				alive:        func(st string) bool { return st == "RUNNING" },
+				wasCancelled: func(st string) bool { return strings.HasPrefix(st, "CANCELLED") }})
+		})
 	}
 }
 
-func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
-	u, err := url.Parse(c.url)
-	require.NoError(t, err)
-	px := testutil.NewProxy(t, u.Host)
+// TestRayCancelDuringOutageIsPending: testCancelDuringOutage on the real
+// Ray, its job API taken away by the proxy.
+func TestRayCancelDuringOutageIsPending(t *testing.T) {
+	clearEnv(t)
+	base, creds := rayURL(t)
+	target, proxied := httpThroughProxy(t, base, creds)
+	testCancelDuringOutage(t, lostJobSystem{backend: "ray", server: "Ray's job API", target: target,
+		script: "import time\ntime.sleep(300)\n", proxied: proxied,
+		jobs:         func(t *testing.T, key string) map[string]string { return rayJobStates(t, base, creds, key) },
+		alive:        func(st string) bool { return st == "RUNNING" },
+		wasCancelled: func(st string) bool { return st == "STOPPED" }})
+}
+
+// TestHTCondorCancelDuringOutageIsPending: testCancelDuringOutage on the
+// real HTCondor pool, the sshd of its login node taken away by the proxy.
+func TestHTCondorCancelDuringOutageIsPending(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Condor(t)
+	testCancelDuringOutage(t, lostJobSystem{backend: htcondor.Name, server: "the login node's sshd", target: srv.Addr,
+		script:  "#!/bin/sh\nsleep 300\n",
+		proxied: func(t *testing.T, addr string) (string, string) { return sshThroughProxy(t, srv, addr) },
+		jobs:    func(t *testing.T, key string) map[string]string { return condorJobStates(t, srv, key) },
+		// JobStatus: 2 Running, 3 Removed.
+		alive:        func(st string) bool { return st == "2" },
+		wasCancelled: func(st string) bool { return st == "3" }})
+}
+
+// testCancelDuringOutage: issue 25 item 1 on a real system. The system is
+// blackholed (a partition: connections accepted, nothing answered) while
+// the job runs, and invoke gets SIGTERM. The cancel cannot reach the
+// system: invoke must not say KILLED. It exits 75 within the grace period
+// with the job's last state and kill=true in the record, and the system
+// still runs the job. When the outage ends, the retry's invoke cancels
+// first, records KILLED and exits 3, and the system has really cancelled
+// the job, the only one carrying the run's key.
+func testCancelDuringOutage(t *testing.T, sys lostJobSystem) {
+	px := testutil.NewProxy(t, sys.target)
+	resourceURL, creds := sys.proxied(t, px.Addr)
 	state := t.TempDir()
 	outputs := t.TempDir()
-	args := []string{"--state-dir", state, "--job-name", "cancel-outage", "--backend", "slurm",
-		"--resource-url", "http://" + px.Addr, "--credentials-dir", c.creds, "--script", "#!/bin/sh\nsleep 300\n",
+	args := []string{"--state-dir", state, "--job-name", "cancel-outage", "--backend", sys.backend,
+		"--resource-url", resourceURL, "--credentials-dir", creds, "--script", sys.script,
 		"--update-interval", "1", "--grace-period", "3s", "--output-status", filepath.Join(outputs, "status"),
 		"--output-message", filepath.Join(outputs, "message")}
 	cmd, out := startInvoke(t, nil, args...)
-	waitForStatus(t, state, "cancel-outage", "RUNNING")
 	store := record.NewFileStore(state, "cancel-outage")
+	// Ray starts a driver and HTCondor negotiates a slot: longer than
+	// waitForStatus allows.
+	require.Eventually(t, func() bool {
+		rec, err := store.Get(context.Background())
+		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
+	}, 30*time.Second, 50*time.Millisecond, "status RUNNING: %s", out)
 	rec, err := store.Get(context.Background())
 	require.NoError(t, err)
-	id := rec.Data[record.KeyID]
+	id, key := rec.Data[record.KeyID], rec.Data[record.KeyKey]
+	require.NotEmpty(t, id)
 
 	px.Set(t, testutil.Blackhole)
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	code := exitOf(cmd.Wait())
 	took := time.Since(start)
-	t.Logf("SIGTERM with slurmrestd blackholed: exit %d after %s (grace 3s)", code, took.Round(time.Millisecond))
+	t.Logf("SIGTERM with %s blackholed: exit %d after %s (grace 3s)", sys.server, code, took.Round(time.Millisecond))
 	require.Equal(t, ExitTempFail, code, out.String())
 	assert.Less(t, took, 4*time.Second, "within the grace period")
 	rec, err = store.Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "RUNNING", rec.Data[record.KeyJobStatus], "not KILLED: the cancel never reached Slurm")
+	assert.Equal(t, "RUNNING", rec.Data[record.KeyJobStatus], "not KILLED: the cancel never reached %s", sys.backend)
 	assert.Equal(t, "true", rec.Data[record.KeyKill], "kept for the retry or cleanup")
 	assert.Contains(t, rec.Data[record.KeyMessage], "not yet confirmed")
 	sum := summaryOf(t, out.String())
@@ -119,7 +163,9 @@ func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
 	require.NoError(t, err, "the status output is written")
 	assert.Empty(t, string(status))
 	assert.Contains(t, readFile(t, filepath.Join(outputs, "message")), "not yet confirmed")
-	assert.Equal(t, "RUNNING", slurmJobState(t, c, id), "Slurm still runs the job: that is what the record says")
+	jobs := sys.jobs(t, key)
+	require.Contains(t, jobs, id)
+	assert.True(t, sys.alive(jobs[id]), "%s still runs job %s (%s): that is what the record says", sys.backend, id, jobs[id])
 
 	px.Set(t, testutil.Pass)
 	again := exec.Command(binary, append([]string{"invoke"}, args...)...)
@@ -130,8 +176,12 @@ func testSlurmCancelDuringOutage(t *testing.T, c slurmCluster) {
 	rec, err = store.Get(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "KILLED", rec.Data[record.KeyJobStatus])
-	assert.Equal(t, "CANCELLED", slurmJobState(t, c, id), "Slurm really cancelled the job")
-	assert.Equal(t, 1, slurmJobsWithComment(t, c, rec.Data[record.KeyKey]), "one job, never a second")
+	var st string
+	assert.Eventually(t, func() bool {
+		st = sys.jobs(t, key)[id]
+		return sys.wasCancelled(st)
+	}, 30*time.Second, 250*time.Millisecond, "%s really cancelled job %s: %s", sys.backend, id, st)
+	assert.Len(t, sys.jobs(t, key), 1, "one job, never a second")
 }
 
 // TestRetryBudgetCapsABlackholedSlurmrestd: issue 25 item 7. With
