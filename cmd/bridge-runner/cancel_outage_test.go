@@ -16,8 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/bridge-runner/bridge-runner/backends/htcondor"
-	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -90,27 +88,18 @@ func TestSlurmCancelDuringOutageIsPending(t *testing.T) {
 // Ray, its job API taken away by the proxy.
 func TestRayCancelDuringOutageIsPending(t *testing.T) {
 	clearEnv(t)
-	base, creds := rayURL(t)
-	target, proxied := httpThroughProxy(t, base, creds)
-	testCancelDuringOutage(t, lostJobSystem{backend: "ray", server: "Ray's job API", target: target,
-		script: "import time\ntime.sleep(300)\n", proxied: proxied,
-		jobs:         func(t *testing.T, key string) map[string]string { return rayJobStates(t, base, creds, key) },
-		alive:        func(st string) bool { return st == "RUNNING" },
-		wasCancelled: func(st string) bool { return st == "STOPPED" }})
+	sys := rayLostJobSystem(t)
+	sys.alive = func(st string) bool { return st == "RUNNING" }
+	testCancelDuringOutage(t, sys)
 }
 
 // TestHTCondorCancelDuringOutageIsPending: testCancelDuringOutage on the
 // real HTCondor pool, the sshd of its login node taken away by the proxy.
 func TestHTCondorCancelDuringOutageIsPending(t *testing.T) {
 	clearEnv(t)
-	srv := testssh.Condor(t)
-	testCancelDuringOutage(t, lostJobSystem{backend: htcondor.Name, server: "the login node's sshd", target: srv.Addr,
-		script:  "#!/bin/sh\nsleep 300\n",
-		proxied: func(t *testing.T, addr string) (string, string) { return sshThroughProxy(t, srv, addr) },
-		jobs:    func(t *testing.T, key string) map[string]string { return condorJobStates(t, srv, key) },
-		// JobStatus: 2 Running, 3 Removed.
-		alive:        func(st string) bool { return st == "2" },
-		wasCancelled: func(st string) bool { return st == "3" }})
+	sys := condorLostJobSystem(t)
+	sys.alive = func(st string) bool { return st == "2" } // JobStatus 2: Running
+	testCancelDuringOutage(t, sys)
 }
 
 // testCancelDuringOutage: issue 25 item 1 on a real system. The system is

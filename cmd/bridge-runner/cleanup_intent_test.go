@@ -133,31 +133,42 @@ func sshThroughProxy(t *testing.T, srv testssh.Server, addr string) (resourceURL
 	return strings.Replace(srv.URL, srv.Addr, addr, 1), creds
 }
 
+// rayLostJobSystem is the real Ray, its job API behind the fault proxy.
+func rayLostJobSystem(t *testing.T) lostJobSystem {
+	base, creds := rayURL(t)
+	target, proxied := httpThroughProxy(t, base, creds)
+	return lostJobSystem{backend: "ray", server: "Ray's job API", target: target,
+		script: "import time\ntime.sleep(300)\n", proxied: proxied,
+		jobs:         func(t *testing.T, key string) map[string]string { return rayJobStates(t, base, creds, key) },
+		alive:        func(st string) bool { return st == "PENDING" || st == "RUNNING" },
+		wasCancelled: func(st string) bool { return st == "STOPPED" }}
+}
+
+// condorLostJobSystem is the real HTCondor pool, the sshd of its login node
+// behind the fault proxy.
+func condorLostJobSystem(t *testing.T) lostJobSystem {
+	srv := testssh.Condor(t)
+	return lostJobSystem{backend: htcondor.Name, server: "the login node's sshd", target: srv.Addr,
+		script:  "#!/bin/sh\nsleep 300\n",
+		proxied: func(t *testing.T, addr string) (string, string) { return sshThroughProxy(t, srv, addr) },
+		jobs:    func(t *testing.T, key string) map[string]string { return condorJobStates(t, srv, key) },
+		// JobStatus: 1 Idle, 2 Running, 3 Removed.
+		alive:        func(st string) bool { return st == "1" || st == "2" },
+		wasCancelled: func(st string) bool { return st == "3" }}
+}
+
 // TestRayCleanupIntentUnreachable: testCleanupIntentUnreachable on the real
 // Ray, its job API taken away by the proxy.
 func TestRayCleanupIntentUnreachable(t *testing.T) {
 	clearEnv(t)
-	base, creds := rayURL(t)
-	target, proxied := httpThroughProxy(t, base, creds)
-	testCleanupIntentUnreachable(t, lostJobSystem{backend: "ray", server: "Ray's job API", target: target,
-		script: "import time\ntime.sleep(300)\n", proxied: proxied,
-		jobs:         func(t *testing.T, key string) map[string]string { return rayJobStates(t, base, creds, key) },
-		alive:        func(st string) bool { return st == "PENDING" || st == "RUNNING" },
-		wasCancelled: func(st string) bool { return st == "STOPPED" }})
+	testCleanupIntentUnreachable(t, rayLostJobSystem(t))
 }
 
 // TestHTCondorCleanupIntentUnreachable: testCleanupIntentUnreachable on the
 // real HTCondor pool, the sshd of its login node taken away by the proxy.
 func TestHTCondorCleanupIntentUnreachable(t *testing.T) {
 	clearEnv(t)
-	srv := testssh.Condor(t)
-	testCleanupIntentUnreachable(t, lostJobSystem{backend: htcondor.Name, server: "the login node's sshd", target: srv.Addr,
-		script:  "#!/bin/sh\nsleep 300\n",
-		proxied: func(t *testing.T, addr string) (string, string) { return sshThroughProxy(t, srv, addr) },
-		jobs:    func(t *testing.T, key string) map[string]string { return condorJobStates(t, srv, key) },
-		// JobStatus: 1 Idle, 2 Running, 3 Removed.
-		alive:        func(st string) bool { return st == "1" || st == "2" },
-		wasCancelled: func(st string) bool { return st == "3" }})
+	testCleanupIntentUnreachable(t, condorLostJobSystem(t))
 }
 
 // condorJobStates maps the id (CLUSTER.PROC) of each job in the pool's

@@ -3,15 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,32 +23,7 @@ import (
 // the check that a crash never made a second job.
 func slurmJobsWithComment(t *testing.T, c slurmCluster, key string) int {
 	t.Helper()
-	read := func(n string) string {
-		b, err := os.ReadFile(filepath.Join(c.creds, n))
-		require.NoError(t, err)
-		return strings.TrimSpace(string(b))
-	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(c.url, "/")+"/slurm/"+c.api+"/jobs/", nil)
-	require.NoError(t, err)
-	req.Header.Set("X-SLURM-USER-NAME", read("username"))
-	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var jr struct {
-		Jobs []struct {
-			Comment string `json:"comment"`
-		} `json:"jobs"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jr))
-	n := 0
-	for _, j := range jr.Jobs {
-		if j.Comment == key {
-			n++
-		}
-	}
-	return n
+	return len(slurmJobsByComment(t, c, key))
 }
 
 func slurmCrashRuns() int {
