@@ -8,29 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
-	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Tests against the real kube-apiserver started by hack/kube-up.sh.
 
-func cmStore(t *testing.T) *record.ConfigMapStore {
-	c := testkube.Client(t)
-	return &record.ConfigMapStore{Client: kubeClient(t, testkube.Config(t)), Namespace: testkube.Namespace(t, c), Name: record.ConfigMapName("job")}
-}
-
-// kubeClient is the client bridge-runner itself uses, for cfg.
-func kubeClient(t testing.TB, cfg *rest.Config) *kube.Client {
-	c, err := kube.New(cfg)
-	require.NoError(t, err)
-	return c
-}
-
 func TestConfigMapStoreContract(t *testing.T) {
-	storeContract(t, func(t *testing.T) record.Store { return cmStore(t) })
+	storeContract(t, func(t *testing.T) record.Store { return testkube.RecordStore(t) })
 }
 
 // The REST client knows only the ConfigMap fields; an update must still keep
@@ -38,7 +24,7 @@ func TestConfigMapStoreContract(t *testing.T) {
 // labels), as the typed clientset did.
 func TestConfigMapUpdateKeepsOthersFields(t *testing.T) {
 	ctx := context.Background()
-	s := cmStore(t)
+	s := testkube.RecordStore(t)
 	admin := testkube.Client(t)
 	rec, err := s.Create(ctx, map[string]string{"backend": "local"})
 	require.NoError(t, err)
@@ -74,7 +60,7 @@ func TestConfigMapUpdateKeepsOthersFields(t *testing.T) {
 // client-go's types (what the runner classifies on).
 func TestKubeClientCountsRequestsAndKeepsErrorTypes(t *testing.T) {
 	ctx := context.Background()
-	s := cmStore(t)
+	s := testkube.RecordStore(t)
 	before := s.Client.Requests()
 	_, err := s.Get(ctx)
 	require.ErrorIs(t, err, record.ErrNoRecord)
@@ -86,7 +72,7 @@ func TestKubeClientCountsRequestsAndKeepsErrorTypes(t *testing.T) {
 	assert.Equal(t, int64(4), s.Client.Requests()-before, "get, create, get, delete")
 	assert.Equal(t, int64(4), record.KubeRequests(s))
 
-	user := &record.ConfigMapStore{Client: kubeClient(t, testkube.UserConfig(t)), Namespace: s.Namespace, Name: s.Name}
+	user := &record.ConfigMapStore{Client: testkube.KubeClient(t, testkube.UserConfig(t)), Namespace: s.Namespace, Name: s.Name}
 	_, err = user.Get(ctx)
 	require.Error(t, err)
 	assert.True(t, apierrors.IsForbidden(err), "a missing grant is Forbidden: %v", err)

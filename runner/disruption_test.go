@@ -47,7 +47,7 @@ func newDisruptionEnv(t *testing.T) *disruptionEnv {
 	_, err := c.CoreV1().ServiceAccounts(ns).Create(context.Background(),
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	return &disruptionEnv{c: c, dc: dc, kc: kubeClient(t, testkube.Config(t)), ns: ns}
+	return &disruptionEnv{c: c, dc: dc, kc: testkube.KubeClient(t, testkube.Config(t)), ns: ns}
 }
 
 // workflow creates a running Workflow whose node "invoke" (a pod) sits under
@@ -207,7 +207,7 @@ func testWorkflowOwnerCases(t *testing.T, e *disruptionEnv) {
 		wf := e.workflow(t, "wf-nogrant", true, nil)
 		e.pod(t, "wf-nogrant-invoke", ownerRef(wf, "argoproj.io/v1alpha1", "Workflow"), "wf-nogrant-2", true)
 		user := testkube.UserConfig(t)
-		d := &runner.Disruption{Client: kubeClient(t, user), Namespace: e.ns, Pod: "wf-nogrant-invoke"}
+		d := &runner.Disruption{Client: testkube.KubeClient(t, user), Namespace: e.ns, Pod: "wf-nogrant-invoke"}
 		got, why := d.Detach(context.Background())
 		assert.False(t, got, why)
 		assert.Contains(t, why, "forbidden")

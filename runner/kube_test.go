@@ -9,30 +9,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
-	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // Tests against the real kube-apiserver started by hack/kube-up.sh.
 
-func cmStore(t *testing.T) *record.ConfigMapStore {
-	c := testkube.Client(t)
-	return &record.ConfigMapStore{Client: kubeClient(t, testkube.Config(t)), Namespace: testkube.Namespace(t, c), Name: record.ConfigMapName("job")}
-}
-
-// kubeClient is the client bridge-runner itself uses, for cfg.
-func kubeClient(t testing.TB, cfg *rest.Config) *kube.Client {
-	c, err := kube.New(cfg)
-	require.NoError(t, err)
-	return c
-}
-
 func TestConfigMapRecordIsIBMCompatible(t *testing.T) {
-	s := cmStore(t)
+	s := testkube.RecordStore(t)
 	spec := record.Spec{Backend: "slurm", ResourceURL: "https://h:6820", JobScript: "#!/bin/sh\necho hi\n", JobProperties: `{"partition":"debug"}`}
 	_, err := runner.EnsureRecord(context.Background(), s, spec, time.Second)
 	require.NoError(t, err)
@@ -46,7 +32,7 @@ func TestConfigMapRecordIsIBMCompatible(t *testing.T) {
 }
 
 func TestConcurrentInvokersOnConfigMapSubmitOnce(t *testing.T) {
-	h := newHarness(t, cmStore(t))
+	h := newHarness(t, testkube.RecordStore(t))
 	h.fake.SubmitDelay = 300 * time.Millisecond
 	spec := h.spec(`{"run":"500ms"}`)
 	const n = 4
@@ -70,7 +56,7 @@ func TestConcurrentInvokersOnConfigMapSubmitOnce(t *testing.T) {
 }
 
 func TestKillWatchOnConfigMap(t *testing.T) {
-	h := newHarness(t, cmStore(t))
+	h := newHarness(t, testkube.RecordStore(t))
 	iv := h.invoker(h.spec(`{"run":"60s"}`))
 	iv.Backend.Logger = nil
 	done := make(chan error, 1)

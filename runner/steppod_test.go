@@ -101,7 +101,7 @@ func testClaim(t *testing.T, store record.Store) {
 }
 
 func TestClaimFileStore(t *testing.T)      { testClaim(t, nil) }
-func TestClaimConfigMapStore(t *testing.T) { testClaim(t, cmStore(t)) }
+func TestClaimConfigMapStore(t *testing.T) { testClaim(t, testkube.RecordStore(t)) }
 
 // TestStepFactsReadsThePod: against the real apiserver, invoke reads its
 // pod's owner and deadline (status.startTime + activeDeadlineSeconds), and
@@ -124,18 +124,18 @@ func TestStepFactsReadsThePod(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Setenv("ARGO_DEADLINE", "0001-01-01T00:00:00Z") // what Argo sets when there is none
-	owner, deadline, err := runner.StepFacts(ctx, kubeClient(t, testkube.Config(t)), ns, "p")
+	owner, deadline, err := runner.StepFacts(ctx, testkube.KubeClient(t, testkube.Config(t)), ns, "p")
 	require.NoError(t, err)
 	assert.Equal(t, "Workflow wf (uid u-9) node wf.main.job(0:a).invoke", owner)
 	assert.Equal(t, start.Add(300*time.Second), deadline)
 
 	early := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
 	t.Setenv("ARGO_DEADLINE", early.Format(time.RFC3339))
-	_, deadline, err = runner.StepFacts(ctx, kubeClient(t, testkube.Config(t)), ns, "p")
+	_, deadline, err = runner.StepFacts(ctx, testkube.KubeClient(t, testkube.Config(t)), ns, "p")
 	require.NoError(t, err)
 	assert.Equal(t, early, deadline.UTC())
 
-	_, _, err = runner.StepFacts(ctx, kubeClient(t, testkube.Config(t)), ns, "no-such-pod")
+	_, _, err = runner.StepFacts(ctx, testkube.KubeClient(t, testkube.Config(t)), ns, "no-such-pod")
 	assert.Error(t, err)
 }
 
