@@ -124,11 +124,16 @@ func (s *ibmStatusStore) Watch(ctx context.Context, from *Record) <-chan *Record
 	in := s.Store.Watch(ctx, from)
 	out := make(chan *Record)
 	go func() {
+		// out closes only once the inner watch has ended: whoever waits for
+		// out to close (a run's stop) may then delete what the inner watch
+		// reads, and a file store's read takes the record's lock again.
 		defer close(out)
 		for rec := range in {
 			if !send(ctx, out, s.seen(rec)) {
-				return
+				break
 			}
+		}
+		for range in { // ctx is done: the inner watch ends soon
 		}
 	}()
 	return out

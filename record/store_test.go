@@ -77,3 +77,45 @@ func storeContract(t *testing.T, newStore func(t *testing.T) record.Store) {
 func TestFileStoreContract(t *testing.T) {
 	storeContract(t, func(t *testing.T) record.Store { return record.NewFileStore(t.TempDir(), "job") })
 }
+
+// slowEndStore's watch ends a while after its context does, like a file
+// store's poll caught in a read; sent says it has handed over a change,
+// ended that it has ended.
+type slowEndStore struct {
+	record.Store
+	sent, ended chan struct{}
+}
+
+func (s *slowEndStore) Watch(ctx context.Context, _ *record.Record) <-chan *record.Record {
+	ch := make(chan *record.Record)
+	go func() {
+		defer close(s.ended)
+		defer close(ch)
+		ch <- &record.Record{UID: "u", Version: "1", Data: map[string]string{}}
+		close(s.sent)
+		<-ctx.Done()
+		time.Sleep(100 * time.Millisecond)
+	}()
+	return ch
+}
+
+// A wrapped store's watch closes only once the inner watch has ended:
+// a run that waits for the close before cleanup deletes the record must
+// not have a read of the record still under way (it failed CI once, a
+// file store's read remaking the lock file in a test's deleted directory).
+func TestStatusKeysWatchEndsWithTheInnerWatch(t *testing.T) {
+	inner := &slowEndStore{Store: record.NewFileStore(t.TempDir(), "job"), sent: make(chan struct{}), ended: make(chan struct{})}
+	s := record.WithStatusKeys(inner, record.StatusKeysAuto, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := s.Watch(ctx, nil)
+	<-inner.sent // the wrapper holds a change nobody reads
+	cancel()
+	time.Sleep(20 * time.Millisecond) // its send gives up on the ended context
+	for range ch {
+	}
+	select {
+	case <-inner.ended:
+	default:
+		t.Fatal("the wrapper's watch closed while the inner watch was still running")
+	}
+}
