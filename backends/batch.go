@@ -1,0 +1,21 @@
+package backends
+
+import "context"
+
+// StatusBatcher is implemented by backends that can report the states of
+// many jobs in one query (Slurm's job list or state endpoint, squeue with
+// a job list, condor_q with a constraint, Ray's job list). A cluster's
+// watcher (package runner) calls it for every job it follows there, so
+// the load on the scheduler stays flat in the number of jobs.
+//
+// StatusMany returns the status of each of ids the backend reported. An id
+// it did not report (unknown, forgotten, or beyond what one query covers)
+// is left out of the map: that is not an error, the job's own invoke asks
+// Status for it. A status may be a summary: State and Raw must be exact,
+// the rest may be missing; whoever acts on a change asks Status for the
+// details. One call costs a small number of requests that does not grow
+// with len(ids) (a backend may split very long lists into a few), and an
+// error wraps ErrTransient when a retry may do better.
+type StatusBatcher interface {
+	StatusMany(ctx context.Context, ids []string) (map[string]Status, error)
+}
