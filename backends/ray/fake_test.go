@@ -1,10 +1,13 @@
 package ray
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +33,9 @@ import (
 //     Missing authentication token", a wrong one 403 "Forbidden: Invalid
 //     authentication token";
 //   - stop answers {"stopped": false} for a job that has ended;
+//   - GET /api/jobs/ lists every job's details in a JSON array, the jobs
+//     of drivers started with ray.init (type DRIVER, no submission_id)
+//     among them;
 //   - logs are {"logs": "<the whole driver log>"};
 //   - logs/tail is a WebSocket that sends the log from its first byte in
 //     TEXT messages of at most 10 lines or about 20,000 characters, looks
@@ -107,6 +113,8 @@ func (f *fakeRay) serve(w http.ResponseWriter, r *http.Request) {
 		jsonOK(w, map[string]string{"version": "4", "ray_version": "2.60.0"})
 	case path == "/api/jobs/" && r.Method == http.MethodPost:
 		f.submit(w, r)
+	case path == "/api/jobs/" && r.Method == http.MethodGet:
+		f.list(w)
 	case strings.HasPrefix(path, "/api/jobs/"):
 		f.jobRoute(w, r, strings.TrimPrefix(path, "/api/jobs/"))
 	default:
@@ -189,6 +197,20 @@ func (f *fakeRay) details(id string, j *fakeJob) map[string]any {
 		d["driver_exit_code"] = *j.exitCode
 	}
 	return d
+}
+
+// list serves GET /api/jobs/ (f.mu held): the submitted jobs, with a
+// driver's job before them as a cluster where someone ran ray.init has.
+func (f *fakeRay) list(w http.ResponseWriter) {
+	out := []map[string]any{{
+		"type": "DRIVER", "job_id": "01000000", "submission_id": nil, "status": "RUNNING",
+		"entrypoint": "", "message": nil, "error_type": nil, "start_time": time.Now().UnixMilli(), "end_time": nil,
+		"metadata": map[string]string{}, "runtime_env": map[string]any{}, "driver_info": map[string]any{"id": "01000000"},
+	}}
+	for _, id := range f.order {
+		out = append(out, f.details(id, f.jobs[id]))
+	}
+	jsonOK(w, out)
 }
 
 // set changes a job as the cluster would.
@@ -278,5 +300,83 @@ func (f *fakeRay) tail(w http.ResponseWriter, r *http.Request, id string) {
 			return
 		}
 		sent += len(chunk)
+	}
+}
+
+// TestStatusManyReadsTheList: StatusMany asks Ray's job list once and says
+// of each asked job what Status says; jobs not asked for, a driver's job
+// and unknown ids are left out; a failed or unreadable answer is an error
+// to retry that shows none of the body.
+func TestStatusManyReadsTheList(t *testing.T) {
+	f := newFakeRay(t)
+	be := newBackend(t, f, nil)
+	ctx := context.Background()
+	keys := []string{"br-run", "br-failed", "br-done", "br-pending", "br-not-asked"}
+	for _, k := range keys {
+		j := pyJob("print(1)")
+		j.Key = k
+		_, err := be.Submit(ctx, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	three := 3
+	f.set("br-run", func(j *fakeJob) { j.status, j.message = "RUNNING", "Job is currently running." })
+	f.set("br-failed", func(j *fakeJob) {
+		j.status, j.errType, j.exitCode, j.end = "FAILED", "JOB_SUPERVISOR_ACTOR_DIED", &three, time.Now().UnixMilli()
+	})
+	f.set("br-done", func(j *fakeJob) { j.status, j.end = "SUCCEEDED", time.Now().UnixMilli() })
+	f.mu.Lock()
+	f.requests = nil
+	f.mu.Unlock()
+
+	asked := []string{"br-run", "br-failed", "br-done", "br-pending", "br-unknown", "01000000"}
+	got, err := be.StatusMany(ctx, asked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	reqs := append([]string(nil), f.requests...)
+	f.mu.Unlock()
+	if len(reqs) != 1 || reqs[0] != "GET /api/jobs/" {
+		t.Fatalf("one call sent %v, want the one list request", reqs)
+	}
+	if len(got) != 4 {
+		t.Fatalf("got %d statuses, want the 4 asked jobs Ray has (no unknown id, no driver's job_id): %v", len(got), got)
+	}
+	for _, id := range asked[:4] {
+		one, err := be.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got[id], one) {
+			t.Errorf("%s: StatusMany says %+v, Status %+v", id, got[id], one)
+		}
+	}
+	if st := got["br-failed"]; st.State != backends.Failed || st.FailureCategory() != backends.CategoryInfrastructure {
+		t.Errorf("br-failed: %+v", st)
+	}
+
+	f.fail(http.StatusServiceUnavailable)
+	if _, err := be.StatusMany(ctx, asked); !errors.Is(err, backends.ErrTransient) {
+		t.Fatalf("a 503: want a transient error, got %v", err)
+	}
+}
+
+// TestParseJobList: the list is a JSON array of JobDetails; anything else
+// is a fault, not an empty list that would hide every job.
+func TestParseJobList(t *testing.T) {
+	list, err := parseJobList([]byte(`[null, {"submission_id": "a", "status": "RUNNING", "driver_exit_code": null}, {"type": "DRIVER", "job_id": "02000000", "status": "SUCCEEDED"}]`))
+	if err != nil || len(list) != 3 || *list[1].SubmissionID != "a" || list[2].SubmissionID != nil {
+		t.Fatalf("%v %v", list, err)
+	}
+	if list, err := parseJobList([]byte(`[]`)); err != nil || len(list) != 0 {
+		t.Fatalf("an empty list: %v %v", list, err)
+	}
+	for _, body := range []string{`null`, `{"detail": "pw-secret"}`, `<html>pw-secret</html>`, `[1, "pw-secret"]`, ``} {
+		_, err := parseJobList([]byte(body))
+		if !errors.Is(err, backends.ErrTransient) || strings.Contains(err.Error(), "pw-secret") {
+			t.Errorf("%q: want a transient error without the body, got %v", body, err)
+		}
 	}
 }

@@ -44,6 +44,7 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 	ops := map[string]func() error{
 		"submit": func() error { _, err := b.Submit(context.Background(), pyJob("print(1)")); return err },
 		"status": func() error { _, err := b.Status(context.Background(), testKey); return err },
+		"list":   func() error { _, err := b.StatusMany(context.Background(), []string{testKey}); return err },
 		"cancel": func() error { return b.Cancel(context.Background(), testKey) },
 		"logs": func() error {
 			b.tails = nil

@@ -3,6 +3,7 @@
 //
 //	POST /api/jobs/                submit (the idempotency key is the submission_id)
 //	GET  /api/jobs/{id}            status (also FindByKey: the id is the key)
+//	GET  /api/jobs/                every job's status at once (StatusMany)
 //	POST /api/jobs/{id}/stop       cancel
 //	GET  /api/jobs/{id}/logs/tail  the driver's output, streamed (ReadLogs, tail.go)
 //
@@ -468,6 +469,14 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 	if err != nil {
 		return backends.Status{}, err
 	}
+	st := d.status()
+	b.noteEnd(id, st.State)
+	return st, nil
+}
+
+// status maps one job's details onto the seven states; Status and
+// StatusMany share it, so both say the same of a job.
+func (d *jobDetails) status() backends.Status {
 	st := backends.Status{Raw: d.Status, ExitCode: d.DriverExitCode}
 	if d.Message != nil {
 		st.Message = rayMessage(*d.Message)
@@ -513,8 +522,51 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 	if st.State != backends.Pending {
 		st.StartTime = st.SubmitTime
 	}
-	b.noteEnd(id, st.State)
-	return st, nil
+	return st
+}
+
+// StatusMany reads Ray's job list (GET /api/jobs/, every job's details in
+// one answer) and keeps the jobs whose submission_id is among ids: one
+// request whatever the number of ids. A job Ray does not list is left out.
+// Unlike Status it records nothing in the backend (a watcher may call it
+// beside the job's own Status and ReadLogs): whoever acts on a job's end
+// asks Status, which does.
+func (b *Backend) StatusMany(ctx context.Context, ids []string) (map[string]backends.Status, error) {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	resp, err := b.do(ctx, http.MethodGet, "/api/jobs/", nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status != http.StatusOK {
+		return nil, b.statusError(resp, "listing ray jobs")
+	}
+	list, err := parseJobList(resp.body)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]backends.Status, len(ids))
+	for _, d := range list {
+		// Only submission_id: GET /api/jobs/{x} also answers for a Ray
+		// job_id, but our ids are submission ids (Job.Key).
+		if d != nil && d.SubmissionID != nil && want[*d.SubmissionID] && d.Status != "" {
+			out[*d.SubmissionID] = d.status()
+		}
+	}
+	return out, nil
+}
+
+// parseJobList reads the answer of GET /api/jobs/: a JSON array of
+// JobDetails. Anything else (a proxy's page, another service's JSON) is a
+// fault to ride out, never an empty list that would hide every job.
+func parseJobList(body []byte) ([]*jobDetails, error) {
+	var list []*jobDetails
+	if err := json.Unmarshal(body, &list); err != nil || list == nil {
+		return nil, backends.Transient(fmt.Errorf("listing ray jobs: HTTP 200 with an answer that is not a job list (%s); is resourceURL Ray's dashboard?", httpx.NotShown))
+	}
+	return list, nil
 }
 
 // FindByKey returns key if Ray knows a job with that submission_id.

@@ -39,6 +39,8 @@ var (
 	_ backends.Finder    = (*Backend)(nil)
 	_ backends.Validator = (*Backend)(nil)
 	_ backends.LogReader = (*Backend)(nil)
+
+	_ backends.StatusBatcher = (*Backend)(nil)
 )
 
 func TestNewRejectsBadURLs(t *testing.T) {
