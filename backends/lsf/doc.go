@@ -73,6 +73,15 @@
 //	ZOMBI (killed while its host was unreachable) KILLED
 //	UNKWN (mbatchd lost contact with sbatchd)    UNKNOWN
 //
+// StatusMany (backends.StatusBatcher) reads many jobs with one request:
+// GET ws/jobs/{id1},{id2},… ("Get detailed job information by job ID",
+// https://www.ibm.com/docs/en/slac/10.2.0?topic=jobs-get-detailed-job-information-by-job-id-get),
+// at most 100 ids a request (a longer list is split, keeping the request
+// line far under Tomcat's 8 KB), each listed job mapped as above. A job not
+// listed (unknown, or gone from mbatchd, whose history only Status reads),
+// or listed with a state not in the table, is left out; a 404 (none listed)
+// is an empty answer.
+//
 // Cancel: POST ws/jobs/kill with the form ids=ID (the JACS client's call);
 // if the server does not serve it (404/405), POST ws/userCmd with
 // <UserCmd><cmd>bkill ID</cmd></UserCmd> (the Bridge Operator's call), and

@@ -158,8 +158,18 @@ func fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	fmt.Fprintf(w, "<error><message>%s</message></error>", b.String())
 }
 
+// maxRequestLine is a Tomcat connector's default maxHttpHeaderSize (8 KB),
+// which bounds the request line of GET ws/jobs/{id,id,…}.
+const maxRequestLine = 8192
+
 func (f *fakePAC) serve(w http.ResponseWriter, r *http.Request) {
 	if f.injectFault(w, r) {
+		return
+	}
+	if len(r.Method)+len(r.RequestURI)+len(" HTTP/1.1") > maxRequestLine {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, "<html><body>Request header is too large</body></html>")
 		return
 	}
 	p, ok := strings.CutPrefix(r.URL.Path, "/platform/ws/")
@@ -584,6 +594,9 @@ func (f *fakePAC) writeJobs(w http.ResponseWriter, r *http.Request, elem string,
 	io.WriteString(w, "</jobs>")
 }
 
+// get serves "Get detailed job information by job ID": GET ws/jobs/{jobIds},
+// ids separated by commas, none 0 (else 400); the jobs found are listed,
+// and 404 when none is.
 func (f *fakePAC) get(w http.ResponseWriter, r *http.Request, ids string) {
 	var jobs []*pacJob
 	f.mu.Lock()

@@ -50,7 +50,8 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 	}
 	id, err := newBE().Submit(ctx, testJob("#!/bin/sh\n"))
 	require.NoError(t, err)
-	paths := map[string]string{"logon": "/ws/logon", "submit": "/ws/jobs/submit", "status": "/ws/jobs/" + id}
+	paths := map[string]string{"logon": "/ws/logon", "submit": "/ws/jobs/submit", "status": "/ws/jobs/" + id,
+		"statusMany": "/ws/jobs/" + id + ",999999"}
 	seen := 0
 	for _, hb := range testutil.HostileBodies(hostileSecret, lsfShapes) {
 		for _, status := range []int{200, 400, 403, 404, 500, 502} {
@@ -61,10 +62,13 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 				rd.Answer(func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, path) }, status, hb.ContentType, hb.Body)
 				be := newBE()
 				_, err := be.Submit(ctx, testJob("#!/bin/sh\n"))
-				if name == "status" {
+				switch name {
+				case "status":
 					_, err = be.Status(ctx, id)
+				case "statusMany":
+					_, err = be.StatusMany(ctx, []string{id, "999999"})
 				}
-				if err == nil { // a 404 of the job list falls back to the history
+				if err == nil { // a 404 of the job list falls back to the history, or means none is listed
 					continue
 				}
 				assert.Empty(t, testutil.Leaks(err.Error(), hostileSecret), "%s %s %d: %s", hb.Name, name, status, err)

@@ -30,7 +30,8 @@ func redirectHarness(t *testing.T, tls bool) (*fakePAC, *testutil.Redirector, *B
 // sees no request. Before, a 307/308 re-sent the logon body, password
 // included, and every code re-sent the Cookie to another port.
 func TestRedirectNeverCarriesThePassword(t *testing.T) {
-	ops := map[string]string{"logon": "POST /platform/ws/logon", "submit": "POST /platform/ws/jobs/submit", "status": "GET /platform/ws/jobs/1234"}
+	ops := map[string]string{"logon": "POST /platform/ws/logon", "submit": "POST /platform/ws/jobs/submit", "status": "GET /platform/ws/jobs/1234",
+		"statusMany": "GET /platform/ws/jobs/1234,1235"}
 	for _, c := range testutil.RedirectCases {
 		for _, code := range testutil.RedirectCodes {
 			for op, path := range ops {
@@ -39,9 +40,12 @@ func TestRedirectNeverCarriesThePassword(t *testing.T) {
 					f, rd, be := redirectHarness(t, c.TLS)
 					rd.Set(code, func(r *http.Request) bool { return r.Method+" "+r.URL.Path == path }, testutil.To(c.Dest(rd)))
 					var err error
-					if op == "submit" {
+					switch op {
+					case "submit":
 						_, err = be.Submit(ctx, testJob("#!/bin/sh\necho hi\n"))
-					} else {
+					case "statusMany":
+						_, err = be.StatusMany(ctx, []string{"1234", "1235"})
+					default:
 						_, err = be.Status(ctx, "1234")
 					}
 					testutil.RequireRefusedRedirect(t, err, rd, c, "Application Center", path, "resourceURL")
