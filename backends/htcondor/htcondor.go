@@ -40,6 +40,9 @@
 // alone): remove it with condor_rm, or release it after fixing the cause,
 // which a retry of the step will not see (it re-attaches to a FAILED job).
 //
+// StatusMany (a cluster's watcher) reads many jobs' ads with one condor_q
+// of all their ids and one condor_history of those that left the queue.
+//
 // Cancel is condor_rm; a job no longer in the queue is not an error.
 package htcondor
 
@@ -50,8 +53,10 @@ import (
 	"log/slog"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
@@ -67,6 +72,8 @@ type Backend struct {
 
 	mu  sync.Mutex
 	iwd map[string]string // job id → its directory, for logs and outputs
+
+	queries atomic.Int64 // condor_q and condor_history commands run, for tests
 }
 
 // New builds the backend; it connects on first use.
@@ -176,12 +183,23 @@ var jobID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\
 
 // ads runs condor_q (or condor_history) for one job id or a constraint.
 func (b *Backend) ads(ctx context.Context, history bool, selector ...string) ([]*jobAd, error) {
+	limit := 0
+	if history {
+		limit = 1
+	}
+	return b.query(ctx, history, limit, selector...)
+}
+
+// query runs condor_q, or condor_history stopping after limit ads, for
+// the job ids or the constraint in selector: one remote command.
+func (b *Backend) query(ctx context.Context, history bool, limit int, selector ...string) ([]*jobAd, error) {
 	args := []string{"condor_q"}
 	if history {
-		args = []string{"condor_history", "-limit", "1"}
+		args = []string{"condor_history", "-limit", strconv.Itoa(limit)}
 	}
 	args = append(args, "-json", "-attributes", adAttributes)
 	args = append(args, selector...)
+	b.queries.Add(1)
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: args})
 	if err != nil {
 		return nil, err
@@ -225,6 +243,79 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 		return backends.Status{}, fmt.Errorf("HTCondor job %s is neither in condor_q nor in condor_history: %w", id, backends.ErrNotFound)
 	}
 	return ad.status(), nil
+}
+
+// maxPerQuery bounds the ids of one condor_q or condor_history command
+// line (about 8 bytes each): a longer list is split into a few queries.
+const maxPerQuery = 1000
+
+// StatusMany reads the ads of many jobs with one condor_q for all of them,
+// then one condor_history for those no longer in the queue: two remote
+// commands (one when every job is queued) per maxPerQuery ids, whatever
+// their number. States are those of Status (the same ads, the same
+// mapping). An id that is not CLUSTER.PROC, or that neither command
+// reports (unknown, or leaving the queue between the two), is left out.
+func (b *Backend) StatusMany(ctx context.Context, ids []string) (map[string]backends.Status, error) {
+	var valid []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if jobID().MatchString(id) && !seen[id] {
+			seen[id] = true
+			valid = append(valid, id)
+		}
+	}
+	out := make(map[string]backends.Status, len(valid))
+	for len(valid) > 0 {
+		chunk := valid[:min(len(valid), maxPerQuery)]
+		valid = valid[len(chunk):]
+		if err := b.statusChunk(ctx, chunk, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// statusChunk adds to out the statuses of ids found in condor_q, then in
+// condor_history.
+func (b *Backend) statusChunk(ctx context.Context, ids []string, out map[string]backends.Status) error {
+	queued, err := b.query(ctx, false, 0, ids...)
+	if err != nil {
+		return err
+	}
+	b.collect(queued, ids, out)
+	var gone []string
+	for _, id := range ids {
+		if _, ok := out[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	// The limit stops the scan of the history files once every job is
+	// found; each left the queue once, so it has one ad there.
+	ended, err := b.query(ctx, true, len(gone), gone...)
+	if err != nil {
+		return err
+	}
+	b.collect(ended, gone, out)
+	return nil
+}
+
+// collect adds the statuses of the ads that are among ids to out (an ad
+// already there, from the queue, is the newer).
+func (b *Backend) collect(ads []*jobAd, ids []string, out map[string]backends.Status) {
+	asked := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		asked[id] = true
+	}
+	for _, ad := range ads {
+		id := ad.id()
+		if _, done := out[id]; asked[id] && !done {
+			b.remember(id, ad.Iwd)
+			out[id] = ad.status()
+		}
+	}
 }
 
 // FindByKey finds the job carrying key in BridgeRunnerKey.

@@ -1,0 +1,5 @@
+package htcondor
+
+// Queries is the number of condor_q and condor_history commands the
+// backend has run.
+func (b *Backend) Queries() int64 { return b.queries.Load() }
