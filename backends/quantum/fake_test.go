@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +49,7 @@ type fakeIQP struct {
 	submitTimes []time.Time
 	rateLimit   int // jobs a minute; 0 = none
 	ignoreTags  bool
+	lists       []url.Values // the queries of GET /jobs
 	faults      []*fault
 	requests    []string
 	headers     []http.Header
@@ -361,30 +364,72 @@ func (f *fakeIQP) jobJSON(j *iqpJob, withParams bool) map[string]any {
 	return m
 }
 
+// list serves GET /jobs as qiskit-ibm-runtime's jobs_get uses it: the
+// instance's jobs newest first, filtered by tags (all of them), pending
+// ("true": Queued and Running; "false": the final states), paged by limit
+// and offset, as {"jobs":[…],"count":N,"limit","offset"} where count is the
+// number of matching jobs before paging. There is no filter by id. Without
+// a limit every matching job is listed (the server's default page size is
+// not documented).
 func (f *fakeIQP) list(w http.ResponseWriter, r *http.Request) {
-	want := r.URL.Query()["tags"]
+	q := r.URL.Query()
+	limit, offset, ok := pageParams(q)
+	if !ok {
+		apiErr(w, http.StatusBadRequest, 1106, "limit and offset must be non-negative integers")
+		return
+	}
 	f.mu.Lock()
+	f.lists = append(f.lists, q)
 	var out []any
 	for i := len(f.order) - 1; i >= 0; i-- { // newest first
 		j := f.jobs[f.order[i]]
-		if j == nil {
-			continue
-		}
-		match := true
-		for _, t := range want {
-			has := false
-			for _, jt := range j.tags {
-				has = has || jt == t
-			}
-			match = match && (has || f.ignoreTags)
-		}
-		if match {
-			out = append(out, f.jobJSON(j, r.URL.Query().Get("exclude_params") != "true"))
+		if j != nil && f.listed(j, q) {
+			out = append(out, f.jobJSON(j, q.Get("exclude_params") != "true"))
 		}
 	}
 	f.mu.Unlock()
+	count := len(out)
+	out = out[min(offset, count):]
+	if limit >= 0 {
+		out = out[:min(limit, len(out))]
+	}
+	if out == nil {
+		out = []any{}
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"jobs": out, "count": len(out), "limit": 50, "offset": 0})
+	_ = json.NewEncoder(w).Encode(map[string]any{"jobs": out, "count": count, "limit": max(limit, 0), "offset": offset})
+}
+
+// pageParams reads limit (-1 when absent) and offset.
+func pageParams(q url.Values) (limit, offset int, ok bool) {
+	limit = -1
+	for name, p := range map[string]*int{"limit": &limit, "offset": &offset} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return 0, 0, false
+			}
+			*p = n
+		}
+	}
+	return limit, offset, true
+}
+
+// listed reports whether j matches the tags and pending filters of q.
+func (f *fakeIQP) listed(j *iqpJob, q url.Values) bool {
+	for _, t := range q["tags"] {
+		if !slices.Contains(j.tags, t) && !f.ignoreTags {
+			return false
+		}
+	}
+	active := j.status == "Queued" || j.status == "Running"
+	switch q.Get("pending") {
+	case "true":
+		return active
+	case "false":
+		return !active
+	}
+	return true
 }
 
 func (f *fakeIQP) get(w http.ResponseWriter, r *http.Request, id string) {

@@ -46,16 +46,22 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 	}
 	id, err := newBE().Submit(ctx, samplerJob())
 	require.NoError(t, err)
-	paths := map[string]string{"iam": "/identity/token", "submit": "/api/v1/jobs", "status": "/api/v1/jobs/" + id}
+	paths := map[string]string{"iam": "/identity/token", "submit": "/api/v1/jobs", "status": "/api/v1/jobs/" + id,
+		"statusMany": "/api/v1/jobs"}
 	seen := 0
 	for _, hb := range testutil.HostileBodies(hostileSecret, quantumShapes) {
 		for _, status := range []int{200, 400, 401, 404, 429, 500} {
 			for name, path := range paths {
 				rd.Answer(func(r *http.Request) bool { return r.URL.Path == path }, status, hb.ContentType, hb.Body)
 				be := newBE()
-				_, err := be.Submit(ctx, samplerJob())
-				if name == "status" {
+				var err error
+				switch name {
+				case "status":
 					_, err = be.Status(ctx, id)
+				case "statusMany":
+					_, err = be.StatusMany(ctx, []string{id, "cnosuchjob0000000000"})
+				default:
+					_, err = be.Submit(ctx, samplerJob())
 				}
 				if err == nil {
 					continue

@@ -56,6 +56,15 @@
 // hit) and the legacy "Cancelled - Ran too long", which are FAILED. The
 // reason code is Status.Reason, the reason and its solution the message. At a
 // final state, GET /jobs/{id}/metrics fills in the start and end times.
+// StatusMany (backends.StatusBatcher) reads many jobs' states from GET /jobs,
+// which cannot be filtered by id: newest first, pending=true (Queued and
+// Running) and then, for the ids not seen, pending=false (the ended ones),
+// each at most 2 pages of limit=50 (offset for the second), stopping once
+// every id is found or the list ends. So one call is 1 request when every
+// asked job is active, at most 4; a job older than the pages read, unknown
+// or in an unknown state is left out (Status reads it). States are mapped as
+// above; the times are not read (they need each job's metrics).
+//
 // Cancel is POST /jobs/{id}/cancel (204); a refused cancel of a job that has
 // ended is not an error. FetchOutput serves "results" (the PrimitiveResult
 // JSON, stored opaquely), "logs" and "metrics" (see Outputs).
@@ -73,11 +82,14 @@
 //
 // IBM Quantum cannot be reached from here: this backend is tested against a
 // fake (fake_test.go) that follows the reference's description. Not confirmed:
-// the tags filter of GET /jobs and the shape of its answer ({"jobs":[…]} or a
-// bare array, both read); the primitives' option keys and PUB layout; how a
-// cancel of a finished job is refused; that a wrong Service-CRN is 401 or
-// 403; that metrics' timestamps are named created/running/finished; the error
-// codes other than 1291 and 1305.
+// the tags filter of GET /jobs and the shape of its answer ({"jobs":[…],
+// "count"} as qiskit-ibm-runtime reads it, or a bare array, both read); its
+// pending, limit and offset parameters (as qiskit-ibm-runtime sends them;
+// the largest limit accepted is not documented, 50 is asked) and that it
+// lists the newest jobs first by default; the primitives' option keys and
+// PUB layout; how a cancel of a finished job is refused; that a wrong
+// Service-CRN is 401 or 403; that metrics' timestamps are named
+// created/running/finished; the error codes other than 1291 and 1305.
 package quantum
 
 import (

@@ -33,7 +33,8 @@ func redirectHarness(t *testing.T, tls bool) (*fakeIQP, *testutil.Redirector, *B
 func TestRedirectNeverCarriesTheAPIKey(t *testing.T) {
 	type op struct{ server, path, field string }
 	ops := map[string]op{"iam": {"IBM Cloud IAM", "POST /identity/token", "iam_url"},
-		"submit": {"IBM Quantum", "POST /api/v1/jobs", "resourceURL"}, "status": {"IBM Quantum", "GET /api/v1/jobs/j1", "resourceURL"}}
+		"submit": {"IBM Quantum", "POST /api/v1/jobs", "resourceURL"}, "status": {"IBM Quantum", "GET /api/v1/jobs/j1", "resourceURL"},
+		"statusMany": {"IBM Quantum", "GET /api/v1/jobs", "resourceURL"}}
 	for _, c := range testutil.RedirectCases {
 		for _, code := range testutil.RedirectCodes {
 			for name, o := range ops {
@@ -42,9 +43,12 @@ func TestRedirectNeverCarriesTheAPIKey(t *testing.T) {
 					f, rd, be := redirectHarness(t, c.TLS)
 					rd.Set(code, func(r *http.Request) bool { return r.Method+" "+r.URL.Path == o.path }, testutil.To(c.Dest(rd)))
 					var err error
-					if name == "submit" {
+					switch name {
+					case "submit":
 						_, err = be.Submit(ctx, samplerJob())
-					} else {
+					case "statusMany":
+						_, err = be.StatusMany(ctx, []string{"j1", "j2"})
+					default:
 						_, err = be.Status(ctx, "j1")
 					}
 					testutil.RequireRefusedRedirect(t, err, rd, c, o.server, o.path, o.field)
