@@ -243,6 +243,29 @@ var fakeRoutes = map[string]func(f *fakeSlurm, w http.ResponseWriter, r *http.Re
 	"GET ping":        func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.ping(w, v) },
 	"POST job/submit": (*fakeSlurm).submit,
 	"GET jobs":        func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.listJobs(w, v) },
+	"GET jobs/state":  (*fakeSlurm).jobStates,
+}
+
+// jobStates answers GET jobs/state/ (v0.0.40+) as the real 24.11.5 does:
+// job_id repeated (the comma form is a plain 400), unknown ids left out,
+// job_id a string, state the base state and flags; no reason.
+func (f *fakeSlurm) jobStates(w http.ResponseWriter, r *http.Request, v apiVersion) {
+	if v < 40 {
+		plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
+		return
+	}
+	list := []any{}
+	for _, id := range r.URL.Query()["job_id"] {
+		n, err := strconv.Atoi(id)
+		if err != nil {
+			plain(w, http.StatusBadRequest, "Unable to parse query.")
+			return
+		}
+		if j := f.jobs[n]; j != nil && !j.vanished {
+			list = append(list, map[string]any{"job_id": strconv.Itoa(j.id), "state": j.state})
+		}
+	}
+	f.ok(w, v, map[string]any{"jobs": list})
 }
 
 // injectFault answers r with the first fault set up for its path, if any.
@@ -495,7 +518,11 @@ func (f *fakeSlurm) openapi(w http.ResponseWriter) {
 	paths := map[string]any{}
 	info := "Slurm-" + f.release + "&openapi/slurmctld"
 	for v := range f.versions {
-		for _, ep := range []string{"ping", "diag", "jobs", "job/submit", "job/{job_id}"} {
+		eps := []string{"ping", "diag", "jobs", "job/submit", "job/{job_id}"}
+		if v >= 40 {
+			eps = append(eps, "jobs/state")
+		}
+		for _, ep := range eps {
 			p := "/slurm/" + v.String() + "/" + ep
 			if v > 38 {
 				p += "/"

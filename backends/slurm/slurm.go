@@ -84,6 +84,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -105,6 +106,7 @@ type Backend struct {
 	creds          backends.Credentials
 	log            *slog.Logger
 	requestTimeout time.Duration
+	noJobStates    atomic.Int32 // an API version whose jobs/state/ is not served (batch.go)
 }
 
 // New builds the backend from cfg; it sends nothing until first used.

@@ -4,8 +4,9 @@ package slurm
 // the job is submitted with sbatch on the login node (the script on stdin,
 // --parsable), followed with scontrol show job (and sacct once slurmctld has
 // forgotten it, where accounting is on), cancelled with scancel, and found
-// by key with squeue. States map through the same table as the REST API's
-// (mapState). Each job gets a directory DIR/<key> (DIR defaults to
+// by key with squeue; many jobs' states come from one squeue (and one sacct
+// for the jobs it no longer lists, see StatusMany). States map through the
+// same table as the REST API's (mapState). Each job gets a directory DIR/<key> (DIR defaults to
 // bridge-runner in the home directory) that is its working directory unless
 // jobproperties sets chdir, holding its input files and, unless
 // jobproperties sets output, its output job.out, read live over SFTP.

@@ -104,6 +104,7 @@ type Client struct {
 	dialing chan struct{} // closed when the dial under way ends
 	closed  bool
 	dials   int // connections made, for tests and logs
+	runs    int // commands started, for tests (a batch query's cost)
 }
 
 // New returns a client for target; it connects on first use.
@@ -130,6 +131,13 @@ func (c *Client) Dials() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dials
+}
+
+// Commands is the number of commands Run has started so far.
+func (c *Client) Commands() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs
 }
 
 // Close closes the connection; the client is not usable afterwards.
@@ -352,6 +360,9 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 		return Result{}, err
 	}
 	defer sess.Close()
+	c.mu.Lock()
+	c.runs++
+	c.mu.Unlock()
 	var stdout, stderr capture
 	sess.Stdin = cmd.Stdin
 	sess.Stdout = cmd.Stdout
