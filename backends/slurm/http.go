@@ -195,6 +195,17 @@ func (r *response) String() string {
 // failures only (wrapped as ErrTransient unless the caller's context ended);
 // any HTTP status comes back as a response for the caller to judge.
 func (b *Backend) do(ctx context.Context, method, path string, body any) (*response, error) {
+	resp, err := b.open(ctx, method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	return readAnswer(ctx, method, path, resp)
+}
+
+// open sends one request and returns the answer with its body still open,
+// for an answer too large to hold whole (GET /openapi/v3); the caller reads
+// it (readAnswer, or a stream of its own) and closes it.
+func (b *Backend) open(ctx context.Context, method, path string, body any) (*http.Response, error) {
 	user, token, err := b.credentials()
 	if err != nil {
 		return nil, err
@@ -218,10 +229,11 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*respo
 	if err := b.setAuth(req.Header, user, token); err != nil {
 		return nil, err
 	}
-	resp, err := httpx.Open(ctx, b.client, req)
-	if err != nil {
-		return nil, err
-	}
+	return httpx.Open(ctx, b.client, req)
+}
+
+// readAnswer reads the whole of an answer to method and path (see do).
+func readAnswer(ctx context.Context, method, path string, resp *http.Response) (*response, error) {
 	buf, err := httpx.ReadAll(ctx, method+" "+path, resp, httpx.MaxBody)
 	if err != nil {
 		return nil, err

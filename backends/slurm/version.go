@@ -1,10 +1,13 @@
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // apiVersion is a slurmrestd OpenAPI plugin version v0.0.N, stored as N.
@@ -132,29 +136,33 @@ func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 // that does not pass /openapi/v3 on (a plain 404 or 403) costs one ping per
 // known version instead (probe).
 func (b *Backend) discover(ctx context.Context) (apiVersion, string, error) {
-	r, err := b.do(ctx, http.MethodGet, "/openapi/v3", nil)
+	resp, err := b.open(ctx, http.MethodGet, "/openapi/v3", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode == http.StatusOK && mt == "application/json" {
+		return b.pick(readOpenAPI(ctx, resp))
+	}
+	r, err := readAnswer(ctx, http.MethodGet, "/openapi/v3", resp)
 	switch {
 	case err != nil:
 		return 0, "", err
 	case r.status == http.StatusUnauthorized:
 		return 0, "", b.authError(r)
-	case r.status == http.StatusOK && r.json:
+	case r.status == http.StatusOK && r.json: // JSON without its content type
+		return b.pick(scanOpenAPI(bytes.NewReader(r.body)))
 	case r.status == http.StatusNotFound || r.status == http.StatusForbidden:
 		b.log.Info("slurmrestd's /openapi/v3 is not reachable; probing each API version's ping", "status", r.status)
 		return b.probe(ctx)
-	default:
-		return 0, "", b.classify(ctx, r, "")
 	}
-	var doc struct {
-		Info struct {
-			Version string `json:"version"`
-		} `json:"info"`
-		Paths map[string]skipJSON `json:"paths"`
+	return 0, "", b.classify(ctx, r, "")
+}
+
+// pick chooses the version to speak from the versions /openapi/v3 lists.
+func (b *Backend) pick(served map[apiVersion]bool, info string, err error) (apiVersion, string, error) {
+	if err != nil {
+		return 0, "", err
 	}
-	if err := json.Unmarshal(r.body, &doc); err != nil {
-		return 0, "", fmt.Errorf("GET /openapi/v3: cannot read the answer: %w", err)
-	}
-	served := servedVersions(doc.Paths)
 	best, above := apiVersion(0), apiVersion(0)
 	for v := range served {
 		switch {
@@ -176,28 +184,144 @@ func (b *Backend) discover(ctx context.Context) (apiVersion, string, error) {
 	if best > maxVersion {
 		b.log.Warn("slurmrestd serves only APIs newer than this backend knows; speaking the oldest of them like the newest known one", "api", best.String(), "newest_known", maxVersion.String())
 	}
-	return best, slurmRelease(doc.Info.Version), nil
+	return best, slurmRelease(info), nil
 }
 
-// skipJSON takes any JSON value and keeps nothing: /openapi/v3 is large
-// (200 KB on 22.05, 650 KB on 24.11) and only the keys of paths matter.
+// readOpenAPI reads and closes slurmrestd's /openapi/v3 answer as a stream
+// (scanOpenAPI); a failure to read it is transient, as httpx.ReadAll's.
+func readOpenAPI(ctx context.Context, resp *http.Response) (map[apiVersion]bool, string, error) {
+	defer resp.Body.Close()
+	body := &readErr{r: io.LimitReader(resp.Body, httpx.MaxBody)}
+	served, info, err := scanOpenAPI(body)
+	switch {
+	case body.err != nil && ctx.Err() != nil:
+		return nil, "", ctx.Err()
+	case body.err != nil:
+		return nil, "", backends.Transient(fmt.Errorf("GET /openapi/v3: reading the answer: %w", body.err))
+	}
+	return served, info, err
+}
+
+// readErr remembers a failure of the reader beneath, which the JSON decoder
+// would report as if the document were wrong.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+// scanOpenAPI reads from an OpenAPI document the plugin versions that the
+// keys of its paths name, and info.version. The document is large (208 KB
+// on 22.05, 662 KB on 24.11, most of it components) and read once per
+// process, so it is decoded as it streams in rather than held whole: held,
+// it was the largest use of an invoke's heap, and with N invokers starting
+// at once (BenchmarkScale) it raised the heap per invoker by 60-80 KiB. The
+// decoder holds one value below the document's second level at a time.
+func scanOpenAPI(r io.Reader) (map[apiVersion]bool, string, error) {
+	dec := json.NewDecoder(r)
+	served := map[apiVersion]bool{}
+	var info struct {
+		Version string `json:"version"`
+	}
+	err := forEachKey(dec, func(key string) error {
+		switch key {
+		case "info":
+			return dec.Decode(&info)
+		case "paths":
+			return forEachKey(dec, func(p string) error {
+				if m := servedPath().FindStringSubmatch(p); m != nil {
+					n, _ := strconv.Atoi(m[1])
+					served[apiVersion(n)] = true
+				}
+				return skipValue(dec, 0)
+			})
+		}
+		return skipValue(dec, 2)
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("GET /openapi/v3: cannot read the answer: %w", err)
+	}
+	return served, info.Version, nil
+}
+
+// forEachKey reads a JSON object from dec, calling f with each key; f must
+// read the key's value.
+func forEachKey(dec *json.Decoder, f func(key string) error) error {
+	if t, err := dec.Token(); err != nil {
+		return err
+	} else if t != json.Delim('{') {
+		return fmt.Errorf("%v where an object should begin", tokenKind(t))
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if err := f(t.(string)); err != nil { // json.Decoder gives object keys as strings
+			return err
+		}
+	}
+	_, err := dec.Token()
+	return err
+}
+
+// skipValue reads the next value from dec and keeps nothing. The first
+// levels of objects and arrays are walked token by token, so that only
+// values below them are held whole while decoding (one path, one schema):
+// token by token throughout allocates three times the document.
+func skipValue(dec *json.Decoder, levels int) error {
+	if levels == 0 {
+		return dec.Decode(&skipJSON{})
+	}
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	d, ok := t.(json.Delim)
+	if !ok {
+		return nil
+	}
+	for dec.More() {
+		if d == '{' {
+			if _, err := dec.Token(); err != nil {
+				return err
+			}
+		}
+		if err := skipValue(dec, levels-1); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token()
+	return err
+}
+
+// tokenKind names a JSON token's kind for a message, never its text (which
+// is the server's).
+func tokenKind(t json.Token) string {
+	switch t.(type) {
+	case json.Delim:
+		return "a bracket"
+	case string:
+		return "a string"
+	case nil:
+		return "null"
+	}
+	return "a scalar"
+}
+
+// skipJSON takes any JSON value and keeps nothing.
 type skipJSON struct{}
 
 func (*skipJSON) UnmarshalJSON([]byte) error { return nil }
 
 var servedPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/slurm/v0\.0\.(\d+)/`) })
-
-// servedVersions collects the plugin versions that paths name.
-func servedVersions[T any](paths map[string]T) map[apiVersion]bool {
-	served := map[apiVersion]bool{}
-	for p := range paths {
-		if m := servedPath().FindStringSubmatch(p); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			served[apiVersion(n)] = true
-		}
-	}
-	return served
-}
 
 func listVersions(served map[apiVersion]bool) string {
 	var l []string
