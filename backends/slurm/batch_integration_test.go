@@ -227,8 +227,16 @@ func TestStatusManySSH(t *testing.T) {
 	before = b.ssh.Commands()
 	start := time.Now()
 	got, err = b.StatusMany(ctx, asked[:4])
+	many := time.Since(start)
 	require.NoError(t, err)
 	assert.Len(t, got, 4)
 	assert.Equal(t, 1, b.ssh.Commands()-before, "squeue alone when it lists every id")
-	t.Logf("one StatusMany of 4 jobs over SSH: %s, 1 command", time.Since(start).Round(time.Millisecond))
+	before = b.ssh.Commands()
+	start = time.Now()
+	for _, id := range asked[:4] {
+		_, err := b.Status(ctx, id)
+		require.NoError(t, err)
+	}
+	t.Logf("over SSH, 4 jobs: one StatusMany %s, 1 command; 4 Status %s, %d commands",
+		many.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), b.ssh.Commands()-before)
 }
