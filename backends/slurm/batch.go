@@ -56,7 +56,7 @@ func (b *Backend) StatusMany(ctx context.Context, ids []string) (map[string]back
 		return nil, err
 	}
 	if !v.jobStates() || b.noJobStates.Load() == int32(v) {
-		return out, b.listStatuses(ctx, want, out)
+		return b.listStatuses(ctx, want, out)
 	}
 	for chunk := range slices.Chunk(want, stateChunk) {
 		served, err := b.stateStatuses(ctx, chunk, out)
@@ -65,7 +65,7 @@ func (b *Backend) StatusMany(ctx context.Context, ids []string) (map[string]back
 		}
 		if !served {
 			b.noJobStates.Store(int32(v))
-			return out, b.listStatuses(ctx, want, out)
+			return b.listStatuses(ctx, want, out)
 		}
 	}
 	return out, nil
@@ -125,18 +125,18 @@ func (b *Backend) stateStatuses(ctx context.Context, ids []string, out map[strin
 }
 
 // listStatuses reads GET jobs/ once and sets out[id] for each of ids it
-// lists.
-func (b *Backend) listStatuses(ctx context.Context, ids []string, out map[string]backends.Status) error {
+// lists; it returns out, or nil with an error.
+func (b *Backend) listStatuses(ctx context.Context, ids []string, out map[string]backends.Status) (map[string]backends.Status, error) {
 	r, err := b.do(ctx, http.MethodGet, b.apiPath("jobs/"), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if r.status != http.StatusOK {
-		return b.classify(ctx, r, "")
+		return nil, b.classify(ctx, r, "")
 	}
 	var jr jobsResponse
 	if err := json.Unmarshal(r.body, &jr); err != nil {
-		return fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
+		return nil, fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
 	}
 	listed := map[string]*jobInfo{}
 	for i := range jr.Jobs {
@@ -147,7 +147,7 @@ func (b *Backend) listStatuses(ctx context.Context, ids []string, out map[string
 			out[id] = j.status()
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // summaryStatus is a job's state as a batch query reports it: State, Raw

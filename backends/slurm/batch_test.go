@@ -128,8 +128,9 @@ func TestStatusManyErrors(t *testing.T) {
 	h.f.set(id, "None", nil, "RUNNING")
 
 	h.f.addFault(&fault{path: "/jobs/state", status: 503, body: "<html>busy secret</html>", contentType: "text/html", times: 1})
-	_, err = h.b.StatusMany(ctx, []string{id})
+	failed, err := h.b.StatusMany(ctx, []string{id})
 	require.ErrorIs(t, err, backends.ErrTransient)
+	assert.Nil(t, failed)
 	assert.NotContains(t, err.Error(), "secret")
 	assert.NotContains(t, err.Error(), id, "the message names the endpoint, not the ids")
 
@@ -137,6 +138,13 @@ func TestStatusManyErrors(t *testing.T) {
 	_, err = h.b.StatusMany(ctx, []string{id})
 	require.ErrorIs(t, err, backends.ErrAuth)
 	h.creds.Set("token", h.f.goodToken())
+
+	// Before v0.0.40, the list; its failure is classified as Status's.
+	old := newHarness(t, "22.05.8", "/")
+	old.f.addFault(&fault{path: "/jobs", status: 502, body: "bad gateway", contentType: "text/plain", times: 1})
+	failed, err = old.b.StatusMany(ctx, []string{"5"})
+	require.ErrorIs(t, err, backends.ErrTransient)
+	assert.Nil(t, failed)
 
 	h.f.addFault(&fault{path: "/jobs/state", status: 404, body: "Unable find requested URL. Please view /openapi/v3 for API reference.", contentType: "text/plain"})
 	before := len(h.f.reqs())
