@@ -7,6 +7,7 @@
 //	kube-req/op     requests sent to the Kubernetes API (counted by invoke)
 //	maxrss-MiB      peak RSS of the invoke process (its VmHWM, see peakRSS)
 //	cpu-ms/op       user+system CPU of the invoke process
+//	*-ratio         this build's time over the reference build's, timed in turn
 package bench
 
 import (
@@ -24,28 +25,27 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends/local"
 )
 
-var binary string
+var (
+	binary  string
+	workDir string // the binaries built for the run
+)
 
 func TestMain(m *testing.M) {
 	local.RunSupervisorIfRequested()
-	dir, err := os.MkdirTemp("", "bridge-bench")
-	if err != nil {
+	var err error
+	if workDir, err = os.MkdirTemp("", "bridge-bench"); err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "bridge-runner")
+	binary = filepath.Join(workDir, "bridge-runner")
 	// Built as `make build` builds it: static, stripped. BRIDGE_BENCH_BINARY
 	// measures another build instead (e.g. an older one, for comparison).
 	if bin := os.Getenv("BRIDGE_BENCH_BINARY"); bin != "" {
 		binary = bin
-	} else {
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binary, "../cmd/bridge-runner")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			panic(string(out))
-		}
+	} else if err := build("..", binary); err != nil {
+		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	os.RemoveAll(workDir)
 	os.Exit(code)
 }
 
@@ -62,7 +62,13 @@ type run struct {
 
 func invoke(b *testing.B, env []string, args ...string) run {
 	b.Helper()
-	cmd := exec.Command(binary, append([]string{"invoke"}, args...)...)
+	return invokeBin(b, binary, env, args...)
+}
+
+// invokeBin runs invoke of the build bin.
+func invokeBin(b *testing.B, bin string, env []string, args ...string) run {
+	b.Helper()
+	cmd := exec.Command(bin, append([]string{"invoke"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -184,21 +190,26 @@ func BenchmarkConfigMapStore(b *testing.B) {
 	}
 }
 
-// BenchmarkStartup: how long the binary takes to start and print its version.
+// BenchmarkStartup: how long the binary takes to start and print its
+// version (the median of at least 10 runs), timed in turn with the
+// reference build's (startup-ratio, guarded: see sideBySide).
 func BenchmarkStartup(b *testing.B) {
 	fi, err := os.Stat(binary)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total time.Duration
-	for i := 0; i < max(b.N, 10); i++ {
+	this, ref, ratio, ok := sideBySide(b, max(b.N, 40), func(bin string) time.Duration {
 		start := time.Now()
-		if out, err := exec.Command(binary, "version").CombinedOutput(); err != nil {
-			b.Fatalf("%v: %s", err, out)
+		if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil {
+			b.Fatalf("%s version: %v: %s", bin, err, out)
 		}
-		total += time.Since(start)
+		return time.Since(start)
+	})
+	if ok {
+		b.ReportMetric(float64(this.Microseconds())/1000, "startup-ms")
+		b.ReportMetric(float64(ref.Microseconds())/1000, "ref-startup-ms")
+		metric(b, ratio, "startup-ratio")
 	}
-	b.ReportMetric(float64((total/time.Duration(max(b.N, 10))).Microseconds())/1000, "startup-ms")
 	metric(b, float64(fi.Size())/(1<<20), "binary-MiB")
 	b.ReportMetric(0, "ns/op")
 }

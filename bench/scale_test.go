@@ -114,7 +114,7 @@ func scaleOnce(b *testing.B, n int, slurmURL, creds string) {
 	b.ReportMetric(float64(n)/wall.Seconds(), "jobs/s")
 	b.ReportMetric(float64(runner.RequestCount(hc))/float64(n), "backend-req/job")
 	b.ReportMetric(float64(kc.Requests())/float64(n), "kube-req/job")
-	b.ReportMetric(float64(peak-heapBefore)/float64(n)/1024, "heap-KiB/invoker")
+	metric(b, float64(peak-heapBefore)/float64(n)/1024, "heap-KiB/invoker")
 	b.ReportMetric(0, "ns/op")
 }
 

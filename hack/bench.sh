@@ -5,10 +5,16 @@
 # picks the scale sizes (default 100,250,500); BRIDGE_BENCH_PROCS the
 # number of concurrent invoke processes (default 100).
 #
-# The guard (bench/guard_test.go) compares size, memory and start-up figures
-# with bench/baseline.json: a figure more than 10 % worse prints a
+# The guard (bench/guard_test.go) compares size and memory figures with
+# bench/baseline.json (more than 10 % worse fails), time figures with a
+# reference build timed in turn with this one in the same run
+# (bench/reference_test.go: more than 1.25x its time fails), and the scale
+# benchmark's heap per invoker with a ceiling; a failure prints a
 # "BENCH-GUARD FAIL" line and this script exits 1 at the end.
-# BRIDGE_BENCH_RECORD=1 records the figures as the new baseline.
+# BRIDGE_BENCH_RECORD=1 records the size and memory figures as the new
+# baseline; BRIDGE_BENCH_REFERENCE=/path/to/bridge-runner is the reference
+# build to time against (by default one built from the commit the baseline
+# was recorded at, which needs the git history).
 set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$(dirname "$HACK")"
@@ -29,8 +35,8 @@ if [ -n "${ONCE:-}" ]; then
   go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator)$' -benchtime 1x -timeout 30m ./bench/ | tee -a "$out"
 fi
 if grep -q 'BENCH-GUARD FAIL' "$out"; then
-  echo "== the guard found regressions against bench/baseline.json:"
+  echo "== the guard found regressions (against bench/baseline.json, the reference build or a ceiling):"
   grep -o 'BENCH-GUARD FAIL.*' "$out"
   exit 1
 fi
-echo "== guard: no figure regressed by more than 10 % against bench/baseline.json"
+echo "== guard: no figure regressed (size and memory within 10 % of bench/baseline.json, time within 1.25x of the reference build, heap under its ceiling)"
