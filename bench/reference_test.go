@@ -48,21 +48,21 @@ var referenceBinary = sync.OnceValues(func() (string, error) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return "", err
 	}
-	var stderr bytes.Buffer
+	var gitErr, tarErr bytes.Buffer
 	archive := exec.Command("git", "-C", "..", "archive", referenceCommit)
 	untar := exec.Command("tar", "-x", "-C", src)
 	untar.Stdin, _ = archive.StdoutPipe()
-	archive.Stderr, untar.Stderr = &stderr, &stderr
+	archive.Stderr, untar.Stderr = &gitErr, &tarErr
 	if err := untar.Start(); err != nil {
 		return "", err
 	}
 	if err := archive.Run(); err != nil {
 		_ = untar.Wait()
-		return "", fmt.Errorf("git archive %s: %v: %s (a shallow clone lacks it: fetch the history, or set BRIDGE_BENCH_REFERENCE to a reference binary)",
-			referenceCommit[:7], err, bytes.TrimSpace(stderr.Bytes()))
+		return "", fmt.Errorf("git archive %s: %v: %s (outside a git checkout, or in a shallow clone, fetch the history or set BRIDGE_BENCH_REFERENCE to a reference binary)",
+			referenceCommit[:7], err, bytes.TrimSpace(gitErr.Bytes()))
 	}
 	if err := untar.Wait(); err != nil {
-		return "", fmt.Errorf("unpacking the reference source: %v: %s", err, stderr.Bytes())
+		return "", fmt.Errorf("unpacking the reference source: %v: %s", err, bytes.TrimSpace(tarErr.Bytes()))
 	}
 	bin := filepath.Join(workDir, "bridge-runner-reference")
 	if err := build(src, bin); err != nil {
