@@ -87,6 +87,16 @@ func (s *ibmStatusStore) seen(rec *Record) *Record {
 	return rec
 }
 
+// ConfigMapOf returns the ConfigMap store s is, under any status-keys
+// wrapper, or nil for another kind of store.
+func ConfigMapOf(s Store) *ConfigMapStore {
+	if is, ok := s.(*ibmStatusStore); ok {
+		s = is.Store
+	}
+	cs, _ := s.(*ConfigMapStore)
+	return cs
+}
+
 // IBMMode reports whether s writes IBM's status keys (IBM mode is on).
 func IBMMode(s Store) bool {
 	is, ok := s.(*ibmStatusStore)

@@ -25,6 +25,7 @@ import (
 // where it lives. Listing reads records only; it never asks a backend.
 type Listed struct {
 	Job       string // the job name: the record's name without -bridge-cm
+	Name      string // the ConfigMap's name, or the state file's base name
 	Namespace string // "" for a file record
 	Where     string // configmap ns/name, or the state file's path
 	Created   time.Time
@@ -80,6 +81,11 @@ func (o *StoreOptions) OpenLister(allNamespaces bool) (RecordLister, error) {
 	return nil, backends.Invalid("store", "%q is not a store; use auto, configmap or file", o.Kind)
 }
 
+// NewConfigMapLister lists the records of namespace ns ("" for all).
+func NewConfigMapLister(c *kube.Client, ns string) RecordLister {
+	return &configMapLister{Client: c, Namespace: ns}
+}
+
 // configMapLister lists by the managed-by label every record bridge-runner
 // created (create-configmap, invoke, the operator).
 type configMapLister struct {
@@ -112,7 +118,7 @@ func (l *configMapLister) List(ctx context.Context) ([]Listed, string, error) {
 }
 
 func cmListed(cm *kube.ConfigMap) Listed {
-	l := Listed{Job: strings.TrimSuffix(cm.Name, "-bridge-cm"), Namespace: cm.Namespace,
+	l := Listed{Job: strings.TrimSuffix(cm.Name, "-bridge-cm"), Name: cm.Name, Namespace: cm.Namespace,
 		Where: "configmap " + cm.Namespace + "/" + cm.Name, Created: cm.CreationTimestamp.Time, Record: cmRecord(cm)}
 	for _, o := range cm.OwnerReferences {
 		l.Owners = append(l.Owners, o.Kind+"/"+o.Name)
@@ -254,7 +260,7 @@ func (l *fileLister) read(path string) (Listed, bool) {
 		return Listed{}, false
 	}
 	job := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".json"), "-bridge-cm")
-	return Listed{Job: job, Where: "state file " + path, Created: fileCreated(path), Record: fr.record()}, true
+	return Listed{Job: job, Name: filepath.Base(path), Where: "state file " + path, Created: fileCreated(path), Record: fr.record()}, true
 }
 
 // fileCreated is when the record was created: its lock file is made by the

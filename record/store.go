@@ -72,10 +72,20 @@ const (
 	// KeyFailureCategory is whose doing a FAILED or KILLED end was: job,
 	// infrastructure, timeout or cancelled (backends.Category).
 	KeyFailureCategory = "status.failureCategory"
+	// KeyWatchGroup names the cluster watcher group a followed job belongs
+	// to (a digest of backend, URL and credentials; see runner.WatchGroup).
+	KeyWatchGroup = "status.watchGroup"
+	// KeyWatchObserved is what the group's watcher last saw of the job, as
+	// "<job id> <state> <backend state> <RFC 3339 time>". It is a hint: the
+	// job's own invoke confirms a change with the backend before acting.
+	KeyWatchObserved = "status.watchObserved"
+	// KeyWatchHandover is set by a watcher that stops while jobs remain:
+	// the job's invoke takes over watching at once.
+	KeyWatchHandover = "status.watchHandover"
 )
 
 // StateKeys lists every key the runner owns; a new run starts without them.
-var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts}
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts, KeyWatchGroup, KeyWatchObserved, KeyWatchHandover}
 
 // KeyBackendMemo holds what a backends.Rememberer learnt about the remote
 // side (e.g. "api=v0.0.42" for Slurm), so that a later invoke of the same

@@ -43,6 +43,9 @@ type follower struct {
 	poll  *record.Backoff
 	// pollAt is when the next poll is due; zero right after a poll.
 	pollAt time.Time
+	// force makes the next poll ask the backend even while the cluster's
+	// watcher serves this job (it saw a change).
+	force bool
 
 	// sig is invoke's context: it ends on SIGTERM. ctx is the requests'
 	// context: sig, and after SIGTERM the grace period's.
@@ -118,6 +121,13 @@ func (f *follower) finish(st backends.Status, err error) phase {
 
 // pollStatus asks the backend for the job's state.
 func (f *follower) pollStatus() phase {
+	if !f.force && f.served() {
+		// The cluster's watcher asks for this job; look again when it
+		// says the job changed, or at the longest interval.
+		f.pollAt = time.Now().Add(f.poll.Max)
+		return phaseOutput
+	}
+	f.force = false
 	f.pollAt = time.Time{}
 	started := time.Now()
 	// The retry budget is a ceiling: a request to a server that never
@@ -178,6 +188,14 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 	}
 	f.log.Warn("status request failed; will try again", "err", err)
 	return phaseCancel
+}
+
+// served reports whether the cluster's watcher follows this job for now,
+// so that its own poll may wait: only once the job was seen, while no
+// cancel or failure is being dealt with.
+func (f *follower) served() bool {
+	w := f.r.w
+	return w != nil && f.seen && !f.last.State.Final() && !f.cancel.requested() && f.failingSince.IsZero() && w.serving(f.ctx)
 }
 
 // readOutput copies the job's new output to LogOut when a read is due, and
@@ -302,6 +320,10 @@ func (f *follower) wait() phase {
 				f.requestCancel()
 				return phasePoll
 			}
+			if f.r.w != nil && f.r.w.changed(rec.Data, f.id, f.last) {
+				f.force = true // the backend's own answer decides
+				return phasePoll
+			}
 		case <-f.ctx.Done():
 			return f.onSignal()
 		}
@@ -403,6 +425,9 @@ func (r *run) statusData(st backends.Status) map[string]string {
 	}
 	if r.logOff > 0 {
 		d[record.KeyLogOffset] = strconv.FormatInt(r.logOff, 10)
+	}
+	if r.w != nil && !st.State.Final() { // the watcher follows the job from its first state on
+		d[record.KeyWatchGroup] = r.w.group
 	}
 	return d
 }

@@ -70,6 +70,9 @@ type Invoker struct {
 	LogDir string
 	// MinPoll is the first poll delay after a state change.
 	MinPoll time.Duration
+	// Watch shapes the cluster's watcher (watchgroup.go); the zero value
+	// turns it on for records kept in ConfigMaps.
+	Watch WatchConfig
 	// S3 is how to reach S3, for jobs that use it.
 	S3 S3Access
 	// Detach, when set, is asked after SIGTERM whether only this pod is going
@@ -238,7 +241,9 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	r.result.ID = id
 	log = log.With("job_id", id)
+	r.w = r.newWatchMember(desc, be)
 	st, err := r.follow(ctx, be, id, desc.UpdateInterval, watch, log)
+	r.w.close(ctx)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ type run struct {
 	logSrc  backends.LogReader  // where the job's output is read from; nil if nowhere
 	s3      *S3Store            // set when the job uses S3
 	memo    backends.Rememberer // set when the backend remembers (memo.go)
+	w       *watchMember        // set when the cluster's watcher applies (watchgroup.go)
 	result  Result
 	// offsetWritten is when logOff was last written to the record.
 	offsetWritten time.Time

@@ -57,6 +57,9 @@ type Backend struct {
 	// category infrastructure (raw NODE_FAIL), whatever their properties
 	// say: a node failure that a later attempt does not meet.
 	InfraFailures int
+	// BatchFault and BatchHold shape StatusMany (see there; set with SetBatch).
+	BatchFault error
+	BatchHold  bool
 	// StatusFaults are returned by the next Status calls, in order.
 	StatusFaults []error
 	// down: every call fails as with a backend out of reach (see SetDown).
@@ -204,6 +207,50 @@ func (b *Backend) Status(_ context.Context, id string) (backends.Status, error) 
 		b.StatusFaults = b.StatusFaults[1:]
 		return backends.Status{}, err
 	}
+	return b.statusLocked(id)
+}
+
+// StatusMany is the batched query (backends.StatusBatcher), counted as
+// "statusmany". BatchFault, when set, is what every call returns; a call
+// while BatchHold is set waits until it is cleared (a frozen watcher).
+func (b *Backend) StatusMany(ctx context.Context, ids []string) (map[string]backends.Status, error) {
+	for {
+		b.mu.Lock()
+		if !b.BatchHold {
+			break
+		}
+		b.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	defer b.mu.Unlock()
+	b.Calls["statusmany"]++
+	if b.down {
+		return nil, errDown
+	}
+	if b.BatchFault != nil {
+		return nil, b.BatchFault
+	}
+	out := make(map[string]backends.Status, len(ids))
+	for _, id := range ids {
+		if st, err := b.statusLocked(id); err == nil {
+			out[id] = backends.Status{State: st.State, Raw: st.Raw}
+		}
+	}
+	return out, nil
+}
+
+// SetBatch sets the batched query's fault and hold (see StatusMany).
+func (b *Backend) SetBatch(fault error, hold bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.BatchFault, b.BatchHold = fault, hold
+}
+
+func (b *Backend) statusLocked(id string) (backends.Status, error) {
 	j, ok := b.jobs[id]
 	if !ok || j.Vanished {
 		return backends.Status{}, fmt.Errorf("fake job %s: %w", id, backends.ErrNotFound)

@@ -30,6 +30,8 @@ type invokeOptions struct {
 	logDir         string
 	s3CredsDir     string
 	statusKeys     string
+	watcher        bool
+	maxRPS         float64
 	inputs         *invokeInputs
 }
 
@@ -80,6 +82,8 @@ and Argo DAGs publish outputs only of steps that succeed).`,
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	fs.DurationVar(&o.logInterval, "log-interval", runner.DefaultLogInterval, "how often a running job's output is read (and shipped, for Slurm with S3: at least every 5s); $BRIDGE_LOG_INTERVAL sets the default")
 	fs.StringVar(&o.logDir, "log-dir", os.Getenv("BRIDGE_LOG_DIR"), "where a shared file system shows the job's output in this pod: POD_DIR (the output file by its base name) or REMOTE_DIR:POD_DIR; $BRIDGE_LOG_DIR sets the default")
+	fs.BoolVar(&o.watcher, "watcher", true, "share one batched status query per cluster with the other invokes of the namespace that use the same backend, URL and credentials (records in ConfigMaps only); false polls this job alone")
+	fs.Float64Var(&o.maxRPS, "max-requests-per-second", 1, "the most batched status queries per second that the cluster's watcher sends to one cluster")
 	o.inputs = bindInvokeInputs(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
@@ -223,6 +227,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		S3:          runner.S3Access{CredentialsDir: o.s3CredsDir, CAFile: o.backend.CAFile, Insecure: o.backend.Insecure},
 	}
 	iv.StatusKeys, iv.BackendChoice, iv.Resubmit = statusKeys, backendChoice, o.inputs.resubmit
+	iv.Watch = runner.WatchConfig{Off: !o.watcher, MaxRequestsPerSecond: o.maxRPS}
 	if o.followLogs {
 		iv.LogOut, iv.LogInterval, iv.LogDir = a.stderr, o.logInterval, o.logDir
 	}
@@ -255,6 +260,9 @@ func (o *invokeOptions) checkLogFlags(cmd *cobra.Command) error {
 			return backends.Invalid("log-interval", "$BRIDGE_LOG_INTERVAL is %q; give a duration such as 2s", v)
 		}
 		o.logInterval = d
+	}
+	if o.maxRPS < 0.01 || o.maxRPS > 100 {
+		return backends.Invalid("max-requests-per-second", "is %g; give a rate from 0.01 to 100 (queries per second to one cluster)", o.maxRPS)
 	}
 	if o.logInterval < 100*time.Millisecond || o.logInterval > time.Hour {
 		return backends.Invalid("log-interval", "is %s; give a duration from 100ms to 1h", o.logInterval)

@@ -1,0 +1,107 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// Tests of the cluster's watcher (watchgroup.go) against the real
+// kube-apiserver: n invokes of one namespace follow n fake jobs.
+
+// groupRun runs n jobs of the fake backend at once, each with its own
+// ConfigMap record in one namespace, and returns their results.
+func groupRun(t *testing.T, h *harness, n int, props string, watch runner.WatchConfig) []runner.Result {
+	base := testkube.RecordStore(t)
+	var wg sync.WaitGroup
+	res := make([]runner.Result, n)
+	start := time.Now()
+	defer func() { t.Logf("%d jobs ran in %s", n, time.Since(start).Round(10*time.Millisecond)) }()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			job := fmt.Sprintf("job-%d", i)
+			iv := h.invoker(h.spec(props))
+			iv.JobName, iv.Holder = job, fmt.Sprintf("invoker-%d", i)
+			iv.Store = &record.ConfigMapStore{Client: base.Client, Namespace: base.Namespace, Name: record.ConfigMapName(job)}
+			iv.Watch = watch
+			iv.Spec.UpdateInterval = "5"
+			assert.NoError(t, iv.Run(context.Background()), job)
+			res[i] = *iv.Result()
+		}()
+	}
+	wg.Wait()
+	// The group's lease is gone with its last job.
+	cms, err := testkube.Client(t).CoreV1().ConfigMaps(base.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelWatchGroup})
+	require.NoError(t, err)
+	assert.Empty(t, cms.Items, "the watcher's lease outlived its group")
+	return res
+}
+
+func statusPerJob(h *harness, n int) float64 { return float64(h.fake.Count("status")) / float64(n) }
+
+// With the watcher, an invoke asks the backend about its own job only
+// at its first poll and once per change the watcher saw; without it, it
+// polls on its own backoff. Every job ends in its true state either way.
+func TestWatcherBatchesAGroupsStatus(t *testing.T) {
+	const n = 12
+	props := `{"pending":"1s","run":"3s"}`
+	on := newHarness(t, nil)
+	for _, r := range groupRun(t, on, n, props, runner.WatchConfig{MaxRequestsPerSecond: 2}) {
+		assert.Equal(t, "DONE", r.Status)
+	}
+	off := newHarness(t, nil)
+	for _, r := range groupRun(t, off, n, props, runner.WatchConfig{Off: true}) {
+		assert.Equal(t, "DONE", r.Status)
+	}
+	t.Logf("status requests per job: %.1f with the watcher (+%d batched queries), %.1f without",
+		statusPerJob(on, n), on.fake.Count("statusmany"), statusPerJob(off, n))
+	assert.Positive(t, on.fake.Count("statusmany"), "the watcher asked in batches")
+	assert.Zero(t, off.fake.Count("statusmany"))
+	assert.LessOrEqual(t, statusPerJob(on, n), 5.0, "a first poll and one per change, and a few for handovers")
+	assert.Less(t, statusPerJob(on, n), statusPerJob(off, n))
+	assert.Equal(t, n, on.fake.Count("submit"))
+	// Jobs that end together hand the lease on as they end.
+	leads := strings.Count(on.logs.String(), "watching the cluster's jobs of this group")
+	t.Logf("%d invokes led the group in turn", leads)
+	assert.Positive(t, leads)
+}
+
+// A watcher whose queries fail (a wrong token) or hang (a frozen
+// process) lets its lease go stale: the invokes poll for themselves, and
+// every job still ends in its true state.
+func TestWatcherFaultsDegradeToPolling(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault error
+		hold  bool
+	}{
+		{"queries fail", backends.Transient(fmt.Errorf("401 unauthorized")), false},
+		{"queries hang", nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const n = 4
+			h := newHarness(t, nil)
+			h.fake.SetBatch(c.fault, c.hold)
+			props := `{"run":"1s","final":"FAILED","exitCode":3}`
+			for _, r := range groupRun(t, h, n, props, runner.WatchConfig{}) {
+				assert.Equal(t, "FAILED", r.Status, "the true state, from the backend")
+			}
+			assert.Equal(t, n, h.fake.Count("submit"))
+			assert.GreaterOrEqual(t, statusPerJob(h, n), 2.0, "each invoke polled for itself")
+		})
+	}
+}

@@ -1,0 +1,235 @@
+package runner
+
+import (
+	"context"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// A cluster's watcher: instead of every invoke polling its own job, the
+// invokes that follow jobs on one cluster with the same credentials (a
+// watch group) elect one of themselves, by a lease in a ConfigMap of
+// their namespace, to ask the cluster for all their jobs' states in one
+// batched query (backends.StatusBatcher) at most MaxRequestsPerSecond
+// times a second. The watcher writes what it sees into each job's record
+// (status.watchObserved); every invoke already watches its own record (a
+// Kubernetes watch, no polling), and on a change it asks the backend for
+// its own job's details once and acts on that answer alone. So the
+// watcher never decides a job's fate: it only says when to look. While
+// the lease is live an invoke skips its own polls; when the watcher dies,
+// freezes or fails its queries the lease goes stale within leaseTTL and
+// every invoke polls for itself again until one of them takes the lease.
+// Nothing runs besides the invokes themselves, and a run whose record is
+// a file, or whose backend cannot batch, polls as before.
+
+// WatchConfig shapes the watcher of a run whose record is a ConfigMap.
+type WatchConfig struct {
+	// Off makes the invoke poll its own job only, as before the watcher.
+	Off bool
+	// MaxRequestsPerSecond bounds the watcher's batched queries to one
+	// cluster from one namespace (default 1).
+	MaxRequestsPerSecond float64
+}
+
+const (
+	// leaseTTL is how long a watcher's lease stays live without renewal:
+	// the longest an invoke trusts a watcher that stopped answering.
+	leaseTTL = 10 * time.Second
+	// leaseRenewEvery is how often a working watcher renews its lease.
+	leaseRenewEvery = 2 * time.Second
+)
+
+// WatchGroup is the digest naming the jobs one watcher may follow
+// together: the same backend, URL and credentials (the watcher asks with
+// its own, so a job joins only the group of the very credentials it runs
+// with). It is a slow salted digest, since it is written where more
+// people may read it than may read the Secret.
+func WatchGroup(backend, url string, credentials []byte) string {
+	salt := []byte("bridge-runner watch group\x00" + backend + "\x00" + url)
+	k, err := pbkdf2.Key(sha256.New, string(credentials), salt, 50_000, 12)
+	if err != nil { // only for parameters out of FIPS bounds, not these
+		sum := sha256.Sum256(append(salt, credentials...))
+		k = sum[:12]
+	}
+	return hex.EncodeToString(k)
+}
+
+// credentialBytes reads every credential file of dir (a mounted Secret:
+// its dot-entries are the mount's own machinery) for WatchGroup.
+func credentialBytes(dir string) []byte {
+	if dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	var b []byte
+	for _, n := range names {
+		v, err := readCredentialFile(filepath.Join(dir, n))
+		if err != nil {
+			continue
+		}
+		b = append(append(append(b, n...), 0), strings.TrimSpace(string(v))...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+// newWatchMember makes this run a member of its cluster's watch group,
+// or returns nil when the watcher does not apply: turned off, a record
+// that is not a ConfigMap, or a backend without batched status.
+func (r *run) newWatchMember(desc *record.Description, be backends.Backend) *watchMember {
+	cs := record.ConfigMapOf(r.Store)
+	if r.Watch.Off || cs == nil {
+		return nil
+	}
+	if _, ok := be.(backends.StatusBatcher); !ok {
+		return nil
+	}
+	var dir string
+	if dc, ok := r.Backend.Credentials.(DirCredentials); ok {
+		dir = dc.Dir
+	}
+	m := &watchMember{
+		lease:  lease{c: cs.Client, ns: cs.Namespace},
+		own:    cs.Name,
+		holder: r.Holder,
+		rps:    positiveOrF(r.Watch.MaxRequestsPerSecond, 1),
+		log:    r.Log.With("watch_group", ""),
+		newBatcher: func() (backends.StatusBatcher, func(), error) {
+			b, err := r.newBackend(desc)
+			if err != nil {
+				return nil, nil, err
+			}
+			sb, _ := b.(backends.StatusBatcher)
+			return sb, func() { closeBackend(b, r.Log) }, nil
+		},
+	}
+	m.group = WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir))
+	m.lease.name = "bridge-watch-" + m.group
+	m.log = r.Log.With("watch_group", m.group)
+	return m
+}
+
+func positiveOrF(v, def float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// watchMember is one invoke's part in its watch group.
+type watchMember struct {
+	lease      lease
+	group      string
+	own        string // this invoke's record
+	holder     string
+	rps        float64
+	newBatcher func() (backends.StatusBatcher, func(), error)
+	log        *slog.Logger
+
+	liveUntil time.Time // another's lease was seen live until then
+	readAt    time.Time // when the lease was last read
+	leader    *watchLeader
+	observed  string // the last observation acted on
+	handover  string // the last handover acted on
+}
+
+// serving reports whether a live watcher follows the group, so that this
+// invoke may skip its own poll. The lease is read at most once a second
+// and trusted until it would expire; a stale lease is taken over.
+func (m *watchMember) serving(ctx context.Context) bool {
+	now := time.Now()
+	if m.leader != nil {
+		if !m.leader.ended() {
+			return m.leader.working(now)
+		}
+		m.leader = nil // it lost the lease
+	}
+	if now.Before(m.liveUntil) {
+		return true
+	}
+	if now.Sub(m.readAt) < time.Second {
+		return false
+	}
+	m.readAt = now
+	l, err := m.lease.read(ctx)
+	if err != nil {
+		m.log.Debug("reading the watcher's lease", "err", err)
+		return false
+	}
+	if l.holder != "" && l.holder != m.holder && now.Before(l.until) {
+		m.liveUntil = l.until
+		return true
+	}
+	if v, ok := m.lease.take(ctx, l, m.holder); ok {
+		m.startLeading(ctx, v)
+	}
+	return false
+}
+
+// startLeading starts this invoke's watcher, with a backend of its own
+// (a backend serves one goroutine at a time).
+func (m *watchMember) startLeading(ctx context.Context, version string) {
+	be, closeBe, err := m.newBatcher()
+	if err != nil || be == nil {
+		m.log.Warn("could not start the cluster's watcher; polling this job alone", "err", err)
+		m.lease.release(context.WithoutCancel(ctx))
+		return
+	}
+	m.log.Info("watching the cluster's jobs of this group", "max_requests_per_second", m.rps)
+	m.leader = startLeader(context.WithoutCancel(ctx), m, version, be, closeBe)
+}
+
+// changed reports whether record data d says something this invoke must
+// look at now: a new state of its job id seen by the watcher, or a
+// watcher's handover (then the lease is read again at once).
+func (m *watchMember) changed(d map[string]string, id string, last backends.Status) bool {
+	if h := d[record.KeyWatchHandover]; h != "" && h != m.handover {
+		m.handover, m.liveUntil, m.readAt = h, time.Time{}, time.Time{}
+		return true
+	}
+	o := d[record.KeyWatchObserved]
+	f := strings.Fields(o)
+	if len(f) < 3 || f[0] != id || o == m.observed {
+		return false
+	}
+	m.observed = o
+	return f[1] != string(last.State) || f[2] != rawWord(last.Raw)
+}
+
+// close stops this invoke's watcher, if it leads, handing over to a
+// member whose job goes on.
+func (m *watchMember) close(ctx context.Context) {
+	if m == nil || m.leader == nil {
+		return
+	}
+	m.leader.stop(ctx)
+}
+
+// rawWord is a backend state as one word of an observation.
+func rawWord(raw string) string {
+	w := strings.Join(strings.Fields(raw), "_")
+	if w == "" {
+		return "-"
+	}
+	return truncate(w, 64)
+}

@@ -1,0 +1,276 @@
+package runner
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// watchLeader is the watcher of a watch group, run by the invoke that
+// holds the group's lease (see watchgroup.go). It follows the group's
+// records through one Kubernetes watch of the namespace's records, asks
+// the cluster for all their jobs in one batched query per round, and
+// writes a state it saw into the record of a job whose invoke has not
+// recorded it yet. It never submits, cancels, or writes a job's state.
+type watchLeader struct {
+	m       *watchMember
+	be      backends.StatusBatcher
+	closeBe func()
+	version string // the lease's version this leader holds
+	cancel  context.CancelFunc
+	done    chan struct{}
+	// firstRound closes after the first round: a stop waits for it (see stop).
+	firstRound chan struct{}
+	rounded    sync.Once
+
+	mu   sync.Mutex
+	okAt time.Time                 // the last round that worked
+	jobs map[string]*record.Record // the group's followed jobs, by record name
+	said map[string]string         // the observation last written, by record name
+}
+
+func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}),
+		okAt: time.Now(), jobs: map[string]*record.Record{}, said: map[string]string{}}
+	go l.run(ctx)
+	return l
+}
+
+// working reports whether the leader's queries work: its last good round
+// is recent enough that its lease is (or would be) live.
+func (l *watchLeader) working(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return now.Sub(l.okAt) < leaseTTL
+}
+
+func (l *watchLeader) ended() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// run does a round at most MaxRequestsPerSecond times a second (slow
+// answers slow it further: rounds never overlap), backs off after a failed
+// query (at least as long as a Retry-After says), and renews the lease
+// only while rounds work, so that a failing watcher's lease goes stale
+// and the invokes poll for themselves. It ends when the lease is lost.
+func (l *watchLeader) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer func() {
+		l.cancel()
+		wg.Wait()
+		l.closeBe()
+		close(l.done)
+	}()
+	wg.Add(1)
+	go func() { defer wg.Done(); l.follow(ctx) }()
+	every := time.Duration(float64(time.Second) / l.m.rps)
+	back := record.Backoff{Initial: every, Max: 30 * time.Second, Factor: 2, Jitter: 0.1}
+	renewed := time.Now()
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := l.round(ctx)
+		// A slow answer (a busy slurmctld, a long job list) spaces the
+		// rounds out: the watcher waits at least three times as long as
+		// its query took.
+		wait := max(every, 3*time.Since(start))
+		l.rounded.Do(func() { close(l.firstRound) })
+		if err != nil {
+			wait = max(back.Next(), httpx.RetryAfterOf(err))
+			l.m.log.Warn("the cluster's batched status query failed; the jobs poll for themselves until it works", "err", err, "retry_in", wait)
+		} else {
+			back.Reset()
+		}
+		if time.Since(renewed) >= leaseRenewEvery && l.working(time.Now()) {
+			v, held, err := l.m.lease.renew(ctx, l.version, l.m.holder)
+			if !held {
+				l.m.log.Info("another invoke took over the cluster's watcher")
+				return
+			}
+			if err == nil {
+				l.version, renewed = v, time.Now()
+			}
+		}
+		record.SleepCtx(ctx, wait-time.Since(start))
+	}
+}
+
+// round asks the cluster for every followed job's state in one query and
+// writes what is new into the records.
+func (l *watchLeader) round(ctx context.Context) error {
+	jobs := l.snapshot()
+	if len(jobs) == 0 {
+		l.markOK()
+		return nil
+	}
+	ids := make([]string, 0, len(jobs))
+	for _, rec := range jobs {
+		ids = append(ids, rec.Data[record.KeyID])
+	}
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	sts, err := l.be.StatusMany(qctx, ids)
+	cancel()
+	if err != nil {
+		return err
+	}
+	l.markOK()
+	// The writes outlive a stop: a leader stops when its own job ends,
+	// which it may learn from this very round, and the others' news must
+	// not be lost with it. Its own record is written last for that reason.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	names := make([]string, 0, len(jobs))
+	for name := range jobs {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[j] == l.m.own && names[i] != l.m.own })
+	for _, name := range names {
+		if st, ok := sts[jobs[name].Data[record.KeyID]]; ok {
+			l.observe(wctx, name, jobs[name], st)
+		}
+	}
+	return nil
+}
+
+// observe writes st into the record of job name, unless its invoke has
+// recorded that state already or it was written before.
+func (l *watchLeader) observe(ctx context.Context, name string, rec *record.Record, st backends.Status) {
+	d, word := rec.Data, rawWord(st.Raw)
+	if d[record.KeyJobStatus] == string(st.State) && rawWord(d[record.KeyRawState]) == word {
+		return
+	}
+	obs := d[record.KeyID] + " " + string(st.State) + " " + word
+	l.mu.Lock()
+	said := l.said[name] == obs
+	l.mu.Unlock()
+	if said || strings.HasPrefix(d[record.KeyWatchObserved], obs+" ") {
+		return
+	}
+	next := rec.Clone()
+	next.Data[record.KeyWatchObserved] = obs + " " + time.Now().UTC().Format(time.RFC3339Nano)
+	store := &record.ConfigMapStore{Client: l.m.lease.c, Namespace: l.m.lease.ns, Name: name}
+	if _, err := store.Update(ctx, next); err != nil {
+		// A conflict: the invoke wrote meanwhile; the watch brings the new
+		// version and the next round looks again.
+		l.m.log.Debug("writing an observation", "record", name, "err", err)
+		return
+	}
+	l.mu.Lock()
+	l.said[name] = obs
+	l.mu.Unlock()
+}
+
+func (l *watchLeader) markOK() {
+	l.mu.Lock()
+	l.okAt = time.Now()
+	l.mu.Unlock()
+}
+
+func (l *watchLeader) snapshot() map[string]*record.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]*record.Record, len(l.jobs))
+	for k, v := range l.jobs {
+		out[k] = v
+	}
+	return out
+}
+
+// follow keeps jobs current: one list of the namespace's records, then a
+// watch from its version (the lister rides over expiry and faults).
+func (l *watchLeader) follow(ctx context.Context) {
+	lister := record.NewConfigMapLister(l.m.lease.c, l.m.lease.ns)
+	back := record.Backoff{Initial: time.Second, Max: 30 * time.Second, Factor: 2}
+	for ctx.Err() == nil {
+		items, version, err := lister.List(ctx)
+		if err != nil {
+			l.m.log.Debug("listing the group's records", "err", err)
+			record.SleepCtx(ctx, back.Next())
+			continue
+		}
+		for _, it := range items {
+			l.put(it.Name, it.Record, false)
+		}
+		for ev := range lister.Watch(ctx, version) {
+			l.put(ev.Listed.Name, ev.Listed.Record, ev.Deleted)
+		}
+	}
+}
+
+// put keeps or drops the record of job name: the group follows a job from
+// its id on until its record holds a final state.
+func (l *watchLeader) put(name string, rec *record.Record, deleted bool) {
+	d := rec.Data
+	mine := !deleted && d[record.KeyWatchGroup] == l.m.group && d[record.KeyID] != "" && !backends.State(d[record.KeyJobStatus]).Final()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if mine {
+		l.jobs[name] = rec
+		return
+	}
+	delete(l.jobs, name)
+	delete(l.said, name)
+}
+
+// stop ends the watcher and gives the lease up: to the invoke of a job
+// that goes on (told through its record, it takes the lease at once), or
+// deleted when the group has no job left.
+//
+// A leader that took the lease and at once saw its own job end has not
+// told the others anything yet, and they may trust its lease for a while:
+// it does one round before it stops (its query bounded by a few seconds).
+func (l *watchLeader) stop(ctx context.Context) {
+	select {
+	case <-l.firstRound:
+	case <-time.After(5 * time.Second):
+	}
+	l.cancel()
+	<-l.done
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	names := l.successors()
+	if len(names) == 0 {
+		l.m.lease.remove(ctx)
+		return
+	}
+	l.m.lease.release(ctx)
+	store := &record.ConfigMapStore{Client: l.m.lease.c, Namespace: l.m.lease.ns, Name: names[0]}
+	for range 3 { // a conflict with the invoke's own write: read and try again
+		rec, err := store.Get(ctx)
+		if err != nil {
+			return
+		}
+		rec.Data[record.KeyWatchHandover] = l.m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
+		if _, err := store.Update(ctx, rec); err == nil {
+			return
+		}
+	}
+}
+
+// successors are the group's jobs that go on, as far as this watcher
+// knows: not its own, and not one it saw end (its invoke may be ending
+// too, and would not take the lease).
+func (l *watchLeader) successors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var names []string
+	for name := range l.jobs {
+		f := strings.Fields(l.said[name])
+		if name != l.m.own && (len(f) < 2 || !backends.State(f[1]).Final()) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names) // the same successor for the same group, for readable logs
+	return names
+}

@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/kube"
+)
+
+// lease is a watch group's lease: a ConfigMap bridge-watch-<group> in the
+// records' namespace (an invoke may already write ConfigMaps there; a
+// coordination Lease would need a role that workflow steps rarely have).
+// It carries no managed-by label: it is not a record.
+type lease struct {
+	c    *kube.Client
+	ns   string
+	name string
+}
+
+// LabelWatchGroup marks a watch group's lease ConfigMap.
+const LabelWatchGroup = "bridge-runner.io/watch-group"
+
+// leaseState is a lease as read: who holds it until when, and the
+// ConfigMap's version for a conditional write ("" when there is none).
+type leaseState struct {
+	holder  string
+	until   time.Time
+	version string
+	uid     string
+}
+
+func (l lease) read(ctx context.Context) (leaseState, error) {
+	cm := &kube.ConfigMap{}
+	err := l.c.Get(ctx, kube.ConfigMaps, l.ns, l.name, cm)
+	if apierrors.IsNotFound(err) {
+		return leaseState{}, nil
+	}
+	if err != nil {
+		return leaseState{}, err
+	}
+	s := leaseState{holder: cm.Data["holder"], version: cm.ResourceVersion, uid: string(cm.UID)}
+	renewed, _ := time.Parse(time.RFC3339Nano, cm.Data["renewed"])
+	ttl, _ := strconv.Atoi(cm.Data["ttlSeconds"])
+	if !renewed.IsZero() {
+		s.until = renewed.Add(time.Duration(ttl) * time.Second)
+	}
+	return s, nil
+}
+
+// take makes holder the lease's holder, if the lease is still as was read
+// (s): absent, stale or released. It returns the version now held;
+// losing the race is not an error (ok is false).
+func (l lease) take(ctx context.Context, s leaseState, holder string) (string, bool) {
+	cm, out := l.object(holder, time.Now()), &kube.ConfigMap{}
+	var err error
+	if s.version == "" {
+		err = l.c.Create(ctx, kube.ConfigMaps, l.ns, cm, out)
+	} else {
+		cm.ResourceVersion = s.version
+		err = l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, out)
+	}
+	return out.ResourceVersion, err == nil
+}
+
+// renew renews holder's lease held at version; it returns the new version,
+// or ok=false when the lease was lost (another holder took it).
+func (l lease) renew(ctx context.Context, version, holder string) (string, bool, error) {
+	cm := l.object(holder, time.Now())
+	cm.ResourceVersion = version
+	out := &kube.ConfigMap{}
+	err := l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, out)
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return "", false, nil
+	case err != nil:
+		return version, true, err
+	}
+	return out.ResourceVersion, true, nil
+}
+
+// release gives the lease up: deleted when no job is left to watch
+// (empty), else left without a holder for a member to take at once.
+func (l lease) release(ctx context.Context) {
+	s, err := l.read(ctx)
+	if err != nil || s.version == "" {
+		return
+	}
+	cm := l.object("", time.Time{})
+	cm.ResourceVersion = s.version
+	_ = l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, &kube.ConfigMap{})
+}
+
+// remove deletes the lease once its group has no job left.
+func (l lease) remove(ctx context.Context) {
+	s, err := l.read(ctx)
+	if err != nil || s.version == "" {
+		return
+	}
+	_ = l.c.Delete(ctx, kube.ConfigMaps, l.ns, l.name, "")
+}
+
+func (l lease) object(holder string, renewed time.Time) *kube.ConfigMap {
+	d := map[string]string{"holder": holder, "ttlSeconds": strconv.Itoa(int(leaseTTL / time.Second))}
+	if !renewed.IsZero() {
+		d["renewed"] = renewed.UTC().Format(time.RFC3339Nano)
+	}
+	return &kube.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.ns, Labels: map[string]string{LabelWatchGroup: l.name[len("bridge-watch-"):]}},
+		Data:       d,
+	}
+}
