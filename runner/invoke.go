@@ -241,7 +241,7 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	r.result.ID = id
 	log = log.With("job_id", id)
-	r.w = r.newWatchMember(desc, be)
+	r.w = r.newWatchMember(desc, be, id)
 	st, err := r.follow(ctx, be, id, desc.UpdateInterval, watch, log)
 	r.w.close(ctx)
 	if err != nil {

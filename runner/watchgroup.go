@@ -96,7 +96,7 @@ func credentialBytes(dir string) []byte {
 // newWatchMember makes this run a member of its cluster's watch group,
 // or returns nil when the watcher does not apply: turned off, a record
 // that is not a ConfigMap, or a backend without batched status.
-func (r *run) newWatchMember(desc *record.Description, be backends.Backend) *watchMember {
+func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id string) *watchMember {
 	cs := record.ConfigMapOf(r.Store)
 	if r.Watch.Off || cs == nil {
 		return nil
@@ -124,6 +124,7 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend) *wat
 		},
 	}
 	m.group = WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir))
+	m.covered = coveredBy(r.rec.Data, id)
 	m.lease.name = "bridge-watch-" + m.group
 	m.log = r.Log.With("watch_group", m.group)
 	return m
@@ -151,12 +152,24 @@ type watchMember struct {
 	leader    *watchLeader
 	observed  string // the last observation acted on
 	handover  string // the last handover acted on
+	// covered is set once the watcher reported this invoke's job (an
+	// observation of its id): only then may its own polls wait.
+	covered bool
 }
 
-// serving reports whether a live watcher follows the group, so that this
-// invoke may skip its own poll. The lease is read at most once a second
+// serving reports whether a live watcher follows this invoke's job, so
+// that it may skip its own poll. The lease is read at most once a second
 // and trusted until it would expire; a stale lease is taken over.
 func (m *watchMember) serving(ctx context.Context) bool {
+	// A watcher that has not reported this job yet (it may not see it, or
+	// its query may leave it out) does not serve it; the lease is looked
+	// at all the same, for a group without a watcher to get one.
+	return m.live(ctx) && m.covered
+}
+
+// live reports whether the group has a working watcher: this invoke's
+// own, or another's whose lease is live.
+func (m *watchMember) live(ctx context.Context) bool {
 	now := time.Now()
 	if m.leader != nil {
 		if !m.leader.ended() {
@@ -213,16 +226,74 @@ func (m *watchMember) changed(d map[string]string, id string, last backends.Stat
 		return false
 	}
 	m.observed = o
+	if f[1] == string(unwatched) {
+		m.covered = false
+		return true
+	}
+	m.covered = true
 	return f[1] != string(last.State) || f[2] != rawWord(last.Raw)
 }
 
+// coveredBy reports whether record data d shows the watcher covering job
+// id (a re-attaching invoke finds the observation of an earlier one).
+func coveredBy(d map[string]string, id string) bool {
+	f := strings.Fields(d[record.KeyWatchObserved])
+	return len(f) >= 2 && f[0] == id && f[1] != string(unwatched)
+}
+
 // close stops this invoke's watcher, if it leads, handing over to a
-// member whose job goes on.
+// member whose job goes on. An invoke handed the lease that ends before
+// it took it hands it on in turn (its predecessor may have known of no
+// other job), so that no group is left with a released lease nobody takes.
 func (m *watchMember) close(ctx context.Context) {
-	if m == nil || m.leader == nil {
-		return
+	switch {
+	case m == nil:
+	case m.leader != nil:
+		m.leader.stop(ctx)
+	case m.handover != "":
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		l, err := m.lease.read(ctx)
+		if err != nil || (l.holder != "" && time.Now().Before(l.until)) {
+			return // someone took it
+		}
+		items, _, err := record.NewConfigMapLister(m.lease.c, m.lease.ns).List(ctx)
+		if err != nil {
+			return
+		}
+		var names []string
+		for _, it := range items {
+			if it.Name != m.own && m.follows(it.Record.Data) {
+				names = append(names, it.Name)
+			}
+		}
+		m.handOn(ctx, names)
 	}
-	m.leader.stop(ctx)
+}
+
+// follows reports whether record data d is of a job this group follows:
+// its id is known and its state is not final.
+func (m *watchMember) follows(d map[string]string) bool {
+	return d[record.KeyWatchGroup] == m.group && d[record.KeyID] != "" && !backends.State(d[record.KeyJobStatus]).Final()
+}
+
+// handOn gives the lease up to the first of the records names whose job
+// goes on (read afresh: the caller's view may lag), told through its
+// record, or deletes it when there is none.
+func (m *watchMember) handOn(ctx context.Context, names []string) {
+	for _, name := range names {
+		store := &record.ConfigMapStore{Client: m.lease.c, Namespace: m.lease.ns, Name: name}
+		rec, err := store.Get(ctx)
+		if err != nil || !m.follows(rec.Data) {
+			continue
+		}
+		m.lease.release(ctx)
+		rec.Data[record.KeyWatchHandover] = m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
+		if _, err := store.Update(ctx, rec); err == nil {
+			return
+		}
+	}
+	m.lease.remove(ctx, m.holder)
 }
 
 // rawWord is a backend state as one word of an observation.

@@ -33,12 +33,14 @@ type watchLeader struct {
 	okAt time.Time                 // the last round that worked
 	jobs map[string]*record.Record // the group's followed jobs, by record name
 	said map[string]string         // the observation last written, by record name
+	// misses counts the rounds in a row whose query left a job out.
+	misses map[string]int
 }
 
 func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}),
-		okAt: time.Now(), jobs: map[string]*record.Record{}, said: map[string]string{}}
+		okAt: time.Now(), jobs: map[string]*record.Record{}, said: map[string]string{}, misses: map[string]int{}}
 	go l.run(ctx)
 	return l
 }
@@ -125,6 +127,7 @@ func (l *watchLeader) round(ctx context.Context) error {
 		return err
 	}
 	l.markOK()
+	l.countMisses(jobs, sts)
 	// The writes outlive a stop: a leader stops when its own job ends,
 	// which it may learn from this very round, and the others' news must
 	// not be lost with it. Its own record is written last for that reason.
@@ -136,18 +139,57 @@ func (l *watchLeader) round(ctx context.Context) error {
 	}
 	sort.Slice(names, func(i, j int) bool { return names[j] == l.m.own && names[i] != l.m.own })
 	for _, name := range names {
-		if st, ok := sts[jobs[name].Data[record.KeyID]]; ok {
+		st, ok := sts[jobs[name].Data[record.KeyID]]
+		switch {
+		case ok:
 			l.observe(wctx, name, jobs[name], st)
+		case l.missed(name) >= unwatchedAfter:
+			l.observe(wctx, name, jobs[name], backends.Status{State: unwatched})
 		}
 	}
 	return nil
 }
 
-// observe writes st into the record of job name, unless its invoke has
-// recorded that state already or it was written before.
+// unwatched is the observation that tells an invoke the watcher's query
+// does not report its job (Slurm's jobs/state/ leaves out a pending job,
+// IBM Quantum's list ends at its last page read): it polls for itself,
+// until the watcher reports the job again. It is written once a job was
+// missing from unwatchedAfter rounds in a row.
+const (
+	unwatched      backends.State = "UNWATCHED"
+	unwatchedAfter                = 3
+)
+
+// countMisses counts, per job, the rounds in a row whose query left it out.
+func (l *watchLeader) countMisses(jobs map[string]*record.Record, sts map[string]backends.Status) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, rec := range jobs {
+		if _, ok := sts[rec.Data[record.KeyID]]; ok {
+			delete(l.misses, name)
+		} else {
+			l.misses[name]++
+		}
+	}
+}
+
+func (l *watchLeader) missed(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.misses[name]
+}
+
+// observe writes st into the record of job name, unless it was written
+// before, or the record tells it already: its invoke recorded that state,
+// and an observation of the job's id says the watcher covers it. The
+// first observation of a job is written even when its invoke knows the
+// state: it is what tells the invoke that the watcher covers its job
+// (see watchMember.covered), so that it may skip its own polls.
 func (l *watchLeader) observe(ctx context.Context, name string, rec *record.Record, st backends.Status) {
 	d, word := rec.Data, rawWord(st.Raw)
-	if d[record.KeyJobStatus] == string(st.State) && rawWord(d[record.KeyRawState]) == word {
+	prev := strings.Fields(d[record.KeyWatchObserved])
+	covered := len(prev) >= 2 && prev[0] == d[record.KeyID] && prev[1] != string(unwatched)
+	if covered && st.State != unwatched && d[record.KeyJobStatus] == string(st.State) && rawWord(d[record.KeyRawState]) == word {
 		return
 	}
 	obs := d[record.KeyID] + " " + string(st.State) + " " + word
@@ -211,8 +253,7 @@ func (l *watchLeader) follow(ctx context.Context) {
 // put keeps or drops the record of job name: the group follows a job from
 // its id on until its record holds a final state.
 func (l *watchLeader) put(name string, rec *record.Record, deleted bool) {
-	d := rec.Data
-	mine := !deleted && d[record.KeyWatchGroup] == l.m.group && d[record.KeyID] != "" && !backends.State(d[record.KeyJobStatus]).Final()
+	mine := !deleted && l.m.follows(rec.Data)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if mine {
@@ -221,6 +262,7 @@ func (l *watchLeader) put(name string, rec *record.Record, deleted bool) {
 	}
 	delete(l.jobs, name)
 	delete(l.said, name)
+	delete(l.misses, name)
 }
 
 // stop ends the watcher and gives the lease up: to the invoke of a job
@@ -239,23 +281,7 @@ func (l *watchLeader) stop(ctx context.Context) {
 	<-l.done
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	names := l.successors()
-	if len(names) == 0 {
-		l.m.lease.remove(ctx)
-		return
-	}
-	l.m.lease.release(ctx)
-	store := &record.ConfigMapStore{Client: l.m.lease.c, Namespace: l.m.lease.ns, Name: names[0]}
-	for range 3 { // a conflict with the invoke's own write: read and try again
-		rec, err := store.Get(ctx)
-		if err != nil {
-			return
-		}
-		rec.Data[record.KeyWatchHandover] = l.m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
-		if _, err := store.Update(ctx, rec); err == nil {
-			return
-		}
-	}
+	l.m.handOn(ctx, l.successors())
 }
 
 // successors are the group's jobs that go on, as far as this watcher

@@ -94,10 +94,11 @@ func (l lease) release(ctx context.Context) {
 	_ = l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, &kube.ConfigMap{})
 }
 
-// remove deletes the lease once its group has no job left.
-func (l lease) remove(ctx context.Context) {
+// remove deletes the lease once its group has no job left, unless
+// another invoke holds it now (a job that joined meanwhile).
+func (l lease) remove(ctx context.Context, holder string) {
 	s, err := l.read(ctx)
-	if err != nil || s.version == "" {
+	if err != nil || s.version == "" || (s.holder != "" && s.holder != holder) {
 		return
 	}
 	_ = l.c.Delete(ctx, kube.ConfigMaps, l.ns, l.name, "")
