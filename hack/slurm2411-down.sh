@@ -62,7 +62,7 @@ for m in run dev sys proc ""; do
 	mountpoint -q "$t" || continue
 	umount "$t" 2>/dev/null || umount -l "$t"
 done
-rm -f "$DIR/env" "$DIR/port"
+rm -f "$DIR/env" "$DIR/port" "$DIR/settings"
 if [ -n "$PURGE" ]; then
 	# Never rm -rf through a mount: the root binds the host's /dev.
 	! findmnt -rn -o TARGET | grep -q "^$ROOT" || die "$ROOT still has mounts; not removing $DIR"

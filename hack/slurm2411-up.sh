@@ -24,6 +24,17 @@
 #   BRIDGE_SLURM2411_DIR         state directory (/tmp/bridge-runner-slurm2411)
 #   BRIDGE_SLURM_TOKEN_LIFESPAN  token lifespan in seconds (86400)
 #   BRIDGE_SLURM_MIN_JOB_AGE     MinJobAge in seconds (600)
+#   BRIDGE_SLURM2411_RL          appended to SlurmctldParameters, e.g.
+#                                rl_enable,rl_bucket_size=10,rl_refill_rate=2,rl_refill_period=1
+#                                (slurmctld's per-user RPC rate limit; none by default)
+#
+# A second instance beside the shared one: another BRIDGE_SLURM2411_DIR.
+# Each instance has its own ports (picked free), its own overlay over the
+# one read-only cached root (its own munge key and socket on its own /run,
+# its own slurm.conf, spool and state), so two coexist; the bench of a
+# rate-limited slurmctld (bench/ratelimit_test.go) starts one this way:
+#   BRIDGE_SLURM2411_DIR=/tmp/bridge-runner-slurm2411-rl \
+#   BRIDGE_SLURM2411_RL=rl_enable,rl_bucket_size=10 hack/slurm2411-up.sh
 set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/lib.sh
@@ -32,6 +43,10 @@ source "$HACK/lib.sh"
 DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
 LIFESPAN=${BRIDGE_SLURM_TOKEN_LIFESPAN:-86400}
 MIN_JOB_AGE=${BRIDGE_SLURM_MIN_JOB_AGE:-600}
+RL=${BRIDGE_SLURM2411_RL:-}
+case "$RL" in
+*[!A-Za-z0-9_=,.]*) echo "BRIDGE_SLURM2411_RL: only SlurmctldParameters words (letters, digits, _ = , .), e.g. rl_enable,rl_bucket_size=10" >&2; exit 2 ;;
+esac
 JOB_USER=bridge # created in the chroot by build-trixie-slurm.sh
 ROOT=$DIR/root
 ENVFILE=$DIR/env
@@ -95,7 +110,11 @@ EOF
 	mv "$ENVFILE.tmp" "$ENVFILE"
 }
 
-if [ -s "$DIR/port" ] && all_alive; then
+# The settings an instance was started with: another set restarts it (an
+# instance started before this file was written had none: rl=).
+SETTINGS="rl=$RL"
+started_with() { if [ -s "$DIR/settings" ]; then cat "$DIR/settings"; else echo rl=; fi; }
+if [ -s "$DIR/port" ] && all_alive && [ "$(started_with)" = "$SETTINGS" ]; then
 	REST_PORT=$(cat "$DIR/port")
 	mint_token
 	check_token || die "the daemons run but slurmrestd refuses a fresh token; see $DIR/*.log, or run hack/slurm2411-down.sh"
@@ -105,7 +124,7 @@ if [ -s "$DIR/port" ] && all_alive; then
 	exit 0
 fi
 if mountpoint -q "$ROOT" || compgen -G "$DIR/*.pid" >/dev/null; then
-	log "stopping a partial earlier start"
+	log "stopping a partial earlier start (or one with other settings)"
 	BRIDGE_SLURM2411_DIR=$DIR bash "$HACK/slurm2411-down.sh"
 fi
 
@@ -128,6 +147,7 @@ printf '127.0.0.1 localhost %s\n' "$HOST" >"$ROOT/etc/hosts"
 mapfile -t ports < <(free_ports 3)
 CTLD_PORT=${ports[0]} SLURMD_PORT=${ports[1]} REST_PORT=${ports[2]}
 echo "$REST_PORT" >"$DIR/port"
+echo "$SETTINGS" >"$DIR/settings"
 in_root /bin/sh -e <<'SH'
 mkdir -p /run/munge /var/lib/slurm /var/spool/slurmd /var/log/slurm
 chown munge:munge /run/munge /etc/munge
@@ -167,6 +187,7 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+${RL:+SlurmctldParameters=$RL}
 MailProg=/bin/true
 ReturnToService=2
 MinJobAge=$MIN_JOB_AGE
