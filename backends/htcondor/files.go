@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
+	"strings"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -29,13 +31,22 @@ func (b *Backend) dir(ctx context.Context, id string) (string, error) {
 }
 
 // ReadLogs copies the job's output (job.out, streamed while it runs) from
-// offset on.
+// offset on; an array's is its first task's (task-<index>.out, each task
+// writing its own, which FetchOutput reads).
 func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
 	d, err := b.dir(ctx, id)
 	if err != nil {
 		return offset, err
 	}
-	return b.ssh.ReadFrom(ctx, path.Join(d, outFile), offset, w)
+	name := outFile
+	if clusterID().MatchString(id) {
+		a, ok := b.array(id)
+		if !ok {
+			return offset, fmt.Errorf("HTCondor array %s has no task yet: %w", id, backends.ErrNotFound)
+		}
+		name = strings.ReplaceAll(taskOut, "$("+taskMacro+")", strconv.Itoa(a.first))
+	}
+	return b.ssh.ReadFrom(ctx, path.Join(d, name), offset, w)
 }
 
 // FetchOutput copies a file the job wrote: a relative path is in the job's

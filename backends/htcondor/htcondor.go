@@ -44,6 +44,16 @@
 // of all their ids and one condor_history of those that left the queue.
 //
 // Cancel is condor_rm; a job no longer in the queue is not an error.
+//
+// Job arrays (SubmitArray): one cluster whose procs are the tasks, queued
+// with `queue TaskIndex from (...)` over the array's indexes, so any index
+// set runs as written; each proc carries its index in BRIDGE_TASK_INDEX
+// and the attribute BridgeTaskIndex, and writes task-<index>.out and .err.
+// %M is max_materialize: at most M of the cluster's procs are in the
+// queue at once (a held task keeps its place until removed). The array's
+// id is the cluster id, "123"; Cancel, Status (the tasks folded) and
+// FindByKey take it, and ArrayStatus reads the tasks with one condor_q of
+// the cluster and one condor_history of those that left the queue.
 package htcondor
 
 import (
@@ -70,8 +80,9 @@ type Backend struct {
 	ssh *sshexec.Client
 	log *slog.Logger
 
-	mu  sync.Mutex
-	iwd map[string]string // job id → its directory, for logs and outputs
+	mu     sync.Mutex
+	iwd    map[string]string    // job or array id → its directory, for logs and outputs
+	arrays map[string]arrayInfo // array id → its size and first index
 
 	queries atomic.Int64 // condor_q and condor_history commands run, for tests
 }
@@ -85,7 +96,7 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{ssh: c, log: log, iwd: map[string]string{}}, nil
+	return &Backend{ssh: c, log: log, iwd: map[string]string{}, arrays: map[string]arrayInfo{}}, nil
 }
 
 // Close closes the SSH connection.
@@ -232,8 +243,11 @@ func (b *Backend) find(ctx context.Context, selector ...string) (*jobAd, error) 
 
 // Status reads the job's ad.
 func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
+	if clusterID().MatchString(id) {
+		return b.clusterStatus(ctx, id)
+	}
 	if !jobID().MatchString(id) {
-		return backends.Status{}, fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC): %w", id, backends.ErrNotFound)
+		return backends.Status{}, fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC) or array id (CLUSTER): %w", id, backends.ErrNotFound)
 	}
 	ad, err := b.find(ctx, id)
 	if err != nil {
@@ -318,19 +332,26 @@ func (b *Backend) collect(ads []*jobAd, ids []string, out map[string]backends.St
 	}
 }
 
-// FindByKey finds the job carrying key in BridgeRunnerKey.
+// FindByKey finds the job carrying key in BridgeRunnerKey: an array's
+// task (it has BridgeTaskIndex) stands for its array, the cluster.
 func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	ad, err := b.find(ctx, "-constraint", keyAttr+" == "+classAdString(key))
 	if err != nil || ad == nil {
 		return "", err
 	}
+	if ad.TaskIndex != nil {
+		id := strconv.FormatInt(ad.ClusterID, 10)
+		b.remember(id, ad.Iwd)
+		return id, nil
+	}
 	return ad.id(), nil
 }
 
-// Cancel removes the job with condor_rm.
+// Cancel removes the job, or every task of an array (condor_rm CLUSTER),
+// with condor_rm.
 func (b *Backend) Cancel(ctx context.Context, id string) error {
-	if !jobID().MatchString(id) {
-		return fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC)", id)
+	if !jobID().MatchString(id) && !clusterID().MatchString(id) {
+		return fmt.Errorf("%q is not an HTCondor job id (CLUSTER.PROC) or array id (CLUSTER)", id)
 	}
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_rm", id}})
 	if err != nil {
@@ -338,6 +359,9 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 	}
 	if res.ExitCode == 0 || res.Says("not found") {
 		return nil // removed, or no longer in the queue: it has ended
+	}
+	if clusterID().MatchString(id) && res.Says("Couldn't find") && b.arrayEnded(ctx, id) {
+		return nil // an array whose tasks all left the queue
 	}
 	return backends.Transient(fmt.Errorf("condor_rm %s (exit %d): %s", id, res.ExitCode, res.Text()))
 }

@@ -30,11 +30,13 @@ type jobAd struct {
 	EnteredCurrentStatus int64  `json:"EnteredCurrentStatus"`
 	Iwd                  string `json:"Iwd"`
 	Key                  string `json:"BridgeRunnerKey"`
+	TaskIndex            *int   `json:"BridgeTaskIndex"` // set on an array's tasks
+	TaskCount            *int   `json:"BridgeTaskCount"`
 }
 
 // adAttributes are the attributes asked for (condor_q -attributes).
 const adAttributes = "ClusterId,ProcId,JobStatus,HoldReason,HoldReasonCode,HoldReasonSubCode,RemoveReason,ExitCode,ExitBySignal,ExitSignal," +
-	"QDate,JobStartDate,JobCurrentStartDate,CompletionDate,EnteredCurrentStatus,Iwd," + keyAttr
+	"QDate,JobStartDate,JobCurrentStartDate,CompletionDate,EnteredCurrentStatus,Iwd," + keyAttr + "," + taskAttr + "," + countAttr
 
 func (a *jobAd) id() string {
 	return strconv.FormatInt(a.ClusterID, 10) + "." + strconv.FormatInt(a.ProcID, 10)

@@ -30,7 +30,9 @@ const (
 var reserved = map[string]string{
 	"executable": "the job script is the executable", "arguments": "the script takes no arguments",
 	"output": "the output goes to " + outFile, "error": "errors go to " + errFile, "log": "the event log is " + logFile,
-	"initialdir": "the job runs in its own directory", "queue": "one job is queued",
+	"initialdir": "the job runs in its own directory", "queue": "one job is queued, or the array's tasks",
+	"max_materialize": "set by the array's %M", "+" + strings.ToLower(taskAttr): "the array's task index",
+	"my." + strings.ToLower(taskAttr): "the array's task index", "+" + strings.ToLower(countAttr): "the array's size",
 	"transfer_executable": "set by bridge-runner", "+" + strings.ToLower(keyAttr): "the idempotency key",
 	"my." + strings.ToLower(keyAttr): "the idempotency key", "environment": "use BRIDGE_* and the script itself",
 	"env": "use BRIDGE_* and the script itself", "getenv": "a job must not inherit the login session's environment",
@@ -194,6 +196,12 @@ func classAdString(s string) string {
 // description is the submit description for the job in dir (relative to
 // the login user's home, or absolute).
 func (s *submitSpec) description(dir, key string) string {
+	return s.arrayDescription(dir, key, nil)
+}
+
+// arrayDescription is the submit description of one job (a nil) or of an
+// array: one cluster whose procs are the tasks, each with its own index.
+func (s *submitSpec) arrayDescription(dir, key string, a *backends.Array) string {
 	var b strings.Builder
 	w := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
 	w("initialdir", dir)
@@ -204,8 +212,16 @@ func (s *submitSpec) description(dir, key string) string {
 		w("executable", s.exe)
 		w("transfer_executable", "false")
 	}
-	w("output", outFile)
-	w("error", errFile)
+	env := s.env
+	if a != nil {
+		// Each task writes its own output; the event log is shared.
+		w("output", taskOut)
+		w("error", taskErr)
+		env = append(env[:len(env):len(env)], [2]string{backends.TaskIndexVar, "$(" + taskMacro + ")"})
+	} else {
+		w("output", outFile)
+		w("error", errFile)
+	}
 	w("log", logFile)
 	transfer := append([]string{}, s.inputs...)
 	for _, f := range s.files {
@@ -214,12 +230,16 @@ func (s *submitSpec) description(dir, key string) string {
 	if len(transfer) > 0 {
 		w("transfer_input_files", strings.Join(transfer, ","))
 	}
-	w("environment", condorEnv(s.env))
+	w("environment", condorEnv(env))
 	for _, c := range s.commands {
 		w(c[0], c[1])
 	}
 	w("+"+keyAttr, classAdString(key))
-	b.WriteString("queue 1\n")
+	if a == nil {
+		b.WriteString("queue 1\n")
+		return b.String()
+	}
+	writeQueue(&b, *a)
 	return b.String()
 }
 

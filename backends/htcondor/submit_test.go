@@ -92,3 +92,36 @@ func TestHoldCategories(t *testing.T) {
 		}
 	}
 }
+
+// TestArrayDescription: an array is one cluster queued over its indexes,
+// each task with its index in the environment, an attribute, and its own
+// output; %M is max_materialize.
+func TestArrayDescription(t *testing.T) {
+	s, err := buildSubmit(backends.Job{Name: "n", Key: "k-1", Script: "#!/bin/sh\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := backends.ParseArray("1,3,8-9%2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.arrayDescription("/d", "k-1", &a)
+	for _, line := range []string{
+		"output = task-$(TaskIndex).out\n", "error = task-$(TaskIndex).err\n", "log = job.log\n",
+		`environment = "BRIDGE_JOB_NAME='n' BRIDGE_JOB_KEY='k-1' BRIDGE_TASK_INDEX='$(TaskIndex)'"` + "\n",
+		"max_materialize = 2\n", "+BridgeTaskIndex = $(TaskIndex)\n", "+BridgeTaskCount = 4\n",
+	} {
+		if !strings.Contains(d, line) {
+			t.Errorf("description lacks %q:\n%s", line, d)
+		}
+	}
+	if !strings.HasSuffix(d, "queue TaskIndex from (\n1\n3\n8\n9\n)\n") || strings.Contains(d, "queue 1") {
+		t.Errorf("the queue is not the indexes:\n%s", d)
+	}
+	if d := s.description("/d", "k-1"); strings.Contains(d, "TaskIndex") || strings.Contains(d, "max_materialize") {
+		t.Errorf("a single job's description has array commands:\n%s", d)
+	}
+	if _, err := buildSubmit(backends.Job{Name: "n", Key: "k", Script: "#!/bin/sh\n", Properties: json.RawMessage(`{"max_materialize": 5}`)}); err == nil {
+		t.Error("max_materialize in jobproperties was accepted")
+	}
+}
