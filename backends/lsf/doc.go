@@ -98,6 +98,22 @@
 // are backends.ErrTransient; error bodies <error><message>..</message></error>
 // and {"message":".."} are reported by their message.
 //
+// # Job arrays
+//
+// SubmitArray submits one LSF job array: JOB_NAME is "<name>[<elements>]%M"
+// (bsub -J's syntax). LSF numbers elements from 1 and refuses 0, so array
+// index i is always element i+1 (an array key 0-999 is elements 1-1000):
+// the command runs through <key>-task.sh, uploaded with the job, which sets
+// BRIDGE_TASK_INDEX=$((LSB_JOBINDEX - 1)) in the job's own shell (a command
+// line would also be expanded by the application's submit script, where
+// LSB_JOBINDEX is not set) and then runs the single job's command. The
+// array's id is the job id: ArrayStatus is one GET ws/jobs/{id}, whose
+// entries are the elements, "<id>[<element>]" (or a separate jobIndex);
+// Status of the id folds them, Cancel kills them all (the kill call with the
+// array's id, as bkill <id> does), FindByKey maps an element to its array.
+// Once the array has left mbatchd its elements are not found (the job
+// history is read for single jobs only).
+//
 // # Unverified
 //
 // Application Center cannot run here: this backend is tested against a fake
@@ -114,5 +130,7 @@
 //     time formats (RFC 3339, "2006-01-02 15:04:05", ctime-like, epoch);
 //   - the jobhistory text and the download answer's part names;
 //   - the parameter id of file parameters (the file's name, as the Bridge
-//     Operator sent it).
+//     Operator sent it);
+//   - how ws/jobs/{id} writes an array's elements ("<id>[<n>]", as bjobs
+//     does, or a separate index field): both are read.
 package lsf

@@ -15,6 +15,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,6 +67,17 @@ type pacJob struct {
 	left, forgotten    bool              // left mbatchd (history only); gone from history too
 	killedByOwner      bool
 	submit, start, end time.Time
+	index              int       // an array's element: its LSF index (from 1)
+	elems              []*pacJob // an array: its elements
+	maxParallel        int       // an array's %M
+}
+
+// idStr is the job's id as LSF writes it: "<id>[<index>]" for an element.
+func (j *pacJob) idStr() string {
+	if j.index > 0 {
+		return fmt.Sprintf("%d[%d]", j.id, j.index)
+	}
+	return strconv.Itoa(j.id)
 }
 
 type pacSubmit struct {
@@ -468,6 +480,12 @@ func (f *fakePAC) submit(w http.ResponseWriter, r *http.Request) {
 	if j.name == "" {
 		j.name = strconv.Itoa(id)
 	}
+	if err := j.makeArray(); err != nil {
+		f.nextID--
+		f.mu.Unlock()
+		fail(w, r, 400, err.Error())
+		return
+	}
 	for k, v := range s.params {
 		j.params[k] = v.value
 	}
@@ -496,22 +514,29 @@ func (f *fakePAC) kill(w http.ResponseWriter, r *http.Request, ids string) {
 		fail(w, r, 404, fmt.Sprintf("Job <%s>: No matching job found", ids))
 		return
 	}
-	if j.status == "DONE" || j.status == "EXIT" {
-		f.mu.Unlock()
+	// bkill of an array's id kills every element still going.
+	killed := 0
+	for _, e := range append([]*pacJob{j}, j.elems...) {
+		if e.status == "DONE" || e.status == "EXIT" || (e == j && j.elems != nil) {
+			continue
+		}
+		e.status, e.exitInfo, e.killedByOwner = "EXIT", f.killInfo, true
+		code := 130
+		e.exitStatus = &code
+		e.end = time.Now().UTC().Truncate(time.Second)
+		killed++
+	}
+	f.mu.Unlock()
+	if killed == 0 {
 		fail(w, r, 500, fmt.Sprintf("Job <%d>: Job has already finished", id))
 		return
 	}
-	j.status, j.exitInfo, j.killedByOwner = "EXIT", f.killInfo, true
-	code := 130
-	j.exitStatus = &code
-	j.end = time.Now().UTC().Truncate(time.Second)
-	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"message":"Job <%d> is being terminated"}`, id)
 }
 
 func (f *fakePAC) jobJSON(j *pacJob) map[string]any {
-	m := map[string]any{"jobId": strconv.Itoa(j.id), "jobName": j.name, "jobStatus": j.status, "cwd": j.cwd, "outfile": j.params["OUTPUT_FILE"],
+	m := map[string]any{"jobId": j.idStr(), "jobName": j.name, "jobStatus": j.status, "cwd": j.cwd, "outfile": j.params["OUTPUT_FILE"],
 		"command": j.cmd, "queue": orText(j.params["QUEUE"], "normal"), "user": f.user,
 		"submitTimeGMT": j.submit.Format(time.RFC3339), "pendReason": j.pendReason}
 	if !j.start.IsZero() {
@@ -531,7 +556,7 @@ func (f *fakePAC) jobJSON(j *pacJob) map[string]any {
 
 type xmlJob struct {
 	XMLName       xml.Name `xml:"job"`
-	JobID         int      `xml:"jobId"`
+	JobID         string   `xml:"jobId"`
 	JobName       string   `xml:"jobName"`
 	JobStatus     string   `xml:"jobStatus"`
 	ExitStatus    string   `xml:"exitStatus"`
@@ -574,10 +599,10 @@ func (f *fakePAC) writeJobs(w http.ResponseWriter, r *http.Request, elem string,
 	fmt.Fprintf(w, `<jobs total="%d"><atom:link rel="self" href="%s"/>`, len(jobs), r.URL.String())
 	for _, j := range jobs {
 		if elem == "pseudoJob" {
-			fmt.Fprintf(w, "<pseudoJob><id>%d</id><name>%s</name><status>%s</status></pseudoJob>", j.id, j.name, j.status)
+			fmt.Fprintf(w, "<pseudoJob><id>%s</id><name>%s</name><status>%s</status></pseudoJob>", j.idStr(), j.name, j.status)
 			continue
 		}
-		x := xmlJob{JobID: j.id, JobName: j.name, JobStatus: j.status, ExitInfo: j.exitInfo, Cwd: j.cwd, Outfile: j.params["OUTPUT_FILE"], PendReason: j.pendReason,
+		x := xmlJob{JobID: j.idStr(), JobName: j.name, JobStatus: j.status, ExitInfo: j.exitInfo, Cwd: j.cwd, Outfile: j.params["OUTPUT_FILE"], PendReason: j.pendReason,
 			SubmitTimeGMT: j.submit.Format(time.RFC3339)}
 		if j.exitStatus != nil {
 			x.ExitStatus = strconv.Itoa(*j.exitStatus)
@@ -608,7 +633,7 @@ func (f *fakePAC) get(w http.ResponseWriter, r *http.Request, ids string) {
 			return
 		}
 		if j := f.jobs[id]; j != nil && !j.left {
-			jobs = append(jobs, j)
+			jobs = append(jobs, j.listed()...)
 		}
 	}
 	f.mu.Unlock()
@@ -627,8 +652,10 @@ func (f *fakePAC) list(w http.ResponseWriter, r *http.Request) {
 		if j.left {
 			continue
 		}
-		if ok, _ := path.Match(pat, j.name); pat == "" || ok {
-			jobs = append(jobs, j)
+		for _, e := range j.listed() {
+			if ok, _ := path.Match(pat, e.name); pat == "" || ok {
+				jobs = append(jobs, e)
+			}
 		}
 	}
 	f.mu.Unlock()
@@ -704,4 +731,57 @@ func (f *fakePAC) download(w http.ResponseWriter, r *http.Request, ids string) {
 	pw, _ := mw.CreatePart(h)
 	pw.Write(data)
 	mw.Close()
+}
+
+// arrayName is bsub -J's array syntax: "name[1-5,9]%2".
+var arrayName = regexp.MustCompile(`^(.*)\[([0-9,-]+)\](?:%([0-9]+))?$`)
+
+// makeArray makes j an array when its name asks for one, with LSF's
+// rules: indexes from 1 (bsub refuses index 0 with "Bad job name"), each
+// element named "<name>[<index>]", listed as "<id>[<index>]".
+func (j *pacJob) makeArray() error {
+	m := arrayName.FindStringSubmatch(j.name)
+	if m == nil {
+		return nil
+	}
+	j.maxParallel, _ = strconv.Atoi(m[3])
+	for _, part := range strings.Split(m[2], ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err1 := strconv.Atoi(lo)
+		last, err2 := first, error(nil)
+		if isRange {
+			last, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || first < 1 || last < first {
+			return fmt.Errorf("Bad job name. Job not submitted.")
+		}
+		for i := first; i <= last; i++ {
+			e := *j
+			e.index, e.name, e.params = i, fmt.Sprintf("%s[%d]", m[1], i), j.params
+			e.cwd = j.cwd
+			j.elems = append(j.elems, &e)
+		}
+	}
+	return nil
+}
+
+// listed are the entries GET ws/jobs shows for j: an array's elements.
+func (j *pacJob) listed() []*pacJob {
+	if j.elems != nil {
+		return j.elems
+	}
+	return []*pacJob{j}
+}
+
+// setElem changes the element index (LSF's) of the array id.
+func (f *fakePAC) setElem(id, index int, fn func(j *pacJob)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.jobs[id].elems {
+		if e.index == index {
+			fn(e)
+			return
+		}
+	}
+	f.t.Fatalf("array %d has no element %d", id, index)
 }

@@ -50,7 +50,8 @@ func jobEntries(doc node) []node {
 func entryID(e node) string { return str(get(e, "jobId", "id", "jobID")) }
 
 // FindByKey lists the user's jobs named <key>* and returns the one whose
-// name is the key or starts with "<key>-".
+// name is the key or starts with "<key>-" (an array's elements give the
+// array's id).
 func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	if !validKey(key) {
 		return "", nil
@@ -70,6 +71,11 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	var found []string
 	for _, e := range jobEntries(doc) {
 		name, id := str(get(e, "jobName", "name")), entryID(e)
+		if base, n := element(e); n > 0 {
+			// An array's element ("<id>[n]", named "<name>[n]") stands
+			// for its array.
+			name, id = strings.TrimSuffix(name, "["+strconv.Itoa(n)+"]"), base
+		}
 		if (name == key || strings.HasPrefix(name, key+"-")) && validID(id) && !slices.Contains(found, id) {
 			found = append(found, id)
 		}

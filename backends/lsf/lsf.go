@@ -78,9 +78,10 @@ func parseURL(raw string) (string, error) {
 func (b *Backend) StagesInputs() bool { return true }
 
 var (
-	_ backends.Backend       = (*Backend)(nil)
-	_ backends.Finder        = (*Backend)(nil)
-	_ backends.Validator     = (*Backend)(nil)
-	_ backends.InputStager   = (*Backend)(nil)
-	_ backends.OutputFetcher = (*Backend)(nil)
+	_ backends.Backend        = (*Backend)(nil)
+	_ backends.Finder         = (*Backend)(nil)
+	_ backends.Validator      = (*Backend)(nil)
+	_ backends.InputStager    = (*Backend)(nil)
+	_ backends.OutputFetcher  = (*Backend)(nil)
+	_ backends.ArraySubmitter = (*Backend)(nil)
 )

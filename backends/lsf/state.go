@@ -16,44 +16,59 @@ import (
 )
 
 // jobInfo reads GET ws/jobs/{id}; nil, nil when Application Center no
-// longer lists the job.
+// longer lists the job. For an array's id, the entry is its first element
+// (the array's directory and output file are its elements').
 func (b *Backend) jobInfo(ctx context.Context, id string) (node, error) {
-	r := request{method: http.MethodGet, path: "/ws/jobs/" + id, accept: "application/json"}
-	buf, err := b.do(ctx, r)
-	if se := asStatus(err); se != nil && se.status == http.StatusNotFound {
+	entries, err := b.jobEntriesOf(ctx, id)
+	if errors.Is(err, backends.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, transientOr(err)
+		return nil, err
 	}
-	doc, err := decodeDoc(buf)
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot read the answer: %w", r, err)
+	if e := pickEntry(entries, id); e != nil {
+		return e, nil
 	}
-	entries := jobEntries(doc)
 	for _, e := range entries {
-		if entryID(e) == id {
+		if base, n := element(e); base == id && n > 0 {
 			return e, nil
 		}
-	}
-	if len(entries) == 1 && entryID(entries[0]) == "" {
-		return entries[0], nil
 	}
 	return nil, nil
 }
 
+// pickEntry is the entry of the job id: the one of that id, or a lone
+// entry without one.
+func pickEntry(entries []node, id string) node {
+	for _, e := range entries {
+		if entryID(e) == id {
+			return e
+		}
+	}
+	if len(entries) == 1 && entryID(entries[0]) == "" {
+		return entries[0]
+	}
+	return nil
+}
+
 // Status reads the job, falling back to its history once it has left
-// mbatchd.
+// mbatchd. An array's id gives its elements folded (foldElements).
 func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error) {
 	if !validID(id) {
 		return backends.Status{}, fmt.Errorf("LSF job id %q is not a job id: %w", id, backends.ErrNotFound)
 	}
-	e, err := b.jobInfo(ctx, id)
+	entries, err := b.jobEntriesOf(ctx, id)
+	if errors.Is(err, backends.ErrNotFound) {
+		return b.history(ctx, id)
+	}
 	if err != nil {
 		return backends.Status{}, err
 	}
-	if e != nil {
+	if e := pickEntry(entries, id); e != nil {
 		return mapJob(e)
+	}
+	if tasks, err := elements(entries, id); err != nil || len(tasks) > 0 {
+		return foldElements(tasks), err
 	}
 	return b.history(ctx, id)
 }

@@ -75,6 +75,11 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	return b.submit(ctx, sp)
+}
+
+// submit sends the submit request for sp and returns the LSF job id.
+func (b *Backend) submit(ctx context.Context, sp *spec) (string, error) {
 	if len(sp.ignored) > 0 && b.log != nil {
 		b.log.Info("ignoring IBM Bridge Operator job properties: jobdata.additionalData files are uploaded with the job", "keys", sp.ignored)
 	}
