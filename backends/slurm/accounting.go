@@ -57,11 +57,32 @@ type dbJob struct {
 	Partition  string `json:"partition"`
 	Account    string `json:"account"`
 	QOS        string `json:"qos"`
+	Array      struct {
+		JobID  json.RawMessage `json:"job_id"`  // 0 for a job that is no array's
+		TaskID json.RawMessage `json:"task_id"` // a number or {set,infinite,number}
+	} `json:"array"`
 }
 
 // accountingJob asks slurmdbd for the job; nil without an error means it
 // does not know it (or the cluster keeps no accounting).
 func (b *Backend) accountingJob(ctx context.Context, id string) (*jobInfo, error) {
+	jobs, err := b.accountingRecords(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, dj := range jobs {
+		if j := dj.jobInfo(); j.id() == id {
+			b.log.Info("slurmctld no longer knows the job; slurmdbd does", "job_id", id)
+			return j, nil
+		}
+	}
+	return nil, nil
+}
+
+// accountingRecords is GET /slurmdb/vX/job/{id}: the job's records, every
+// task's for an array; none when slurmdbd does not know the job or the
+// cluster keeps no accounting (then noAccounting is set).
+func (b *Backend) accountingRecords(ctx context.Context, id string) ([]dbJob, error) {
 	v, err := b.version(ctx)
 	if err != nil {
 		return nil, err
@@ -74,6 +95,9 @@ func (b *Backend) accountingJob(ctx context.Context, id string) (*jobInfo, error
 		return nil, b.authError(r)
 	case r.status == http.StatusTooManyRequests || r.status == http.StatusBadGateway || r.status == http.StatusServiceUnavailable || r.status == http.StatusGatewayTimeout:
 		return nil, backends.Transient(errors.New(r.String()))
+	case r.status == http.StatusNotFound && !r.json:
+		b.noAccounting.Store(true) // slurmrestd's plain 404: no openapi/slurmdbd plugin
+		return nil, nil
 	case r.status != http.StatusOK || !r.json:
 		b.log.Debug("slurmdbd does not know the job", "job_id", id, "answer", r.String())
 		return nil, nil
@@ -84,13 +108,7 @@ func (b *Backend) accountingJob(ctx context.Context, id string) (*jobInfo, error
 	if err := json.Unmarshal(r.body, &resp); err != nil {
 		return nil, fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
 	}
-	for _, dj := range resp.Jobs {
-		if j := dj.jobInfo(); j.id() == id {
-			b.log.Info("slurmctld no longer knows the job; slurmdbd does", "job_id", id)
-			return j, nil
-		}
-	}
-	return nil, nil
+	return resp.Jobs, nil
 }
 
 // jobInfo puts slurmdbd's record into slurmctld's shape.
@@ -98,7 +116,8 @@ func (d dbJob) jobInfo() *jobInfo {
 	j := &jobInfo{JobID: d.JobID, Name: d.Name, UserName: d.User, JobState: d.State.Current,
 		StateReason: d.State.Reason, ExitCode: d.ExitCode, SubmitTime: d.Time.Submission,
 		StartTime: d.Time.Start, EndTime: d.Time.End, StandardOutput: d.StdOut, StandardError: d.StdErr,
-		WorkingDir: d.WorkingDir, Partition: d.Partition, Account: d.Account, QOS: d.QOS}
+		WorkingDir: d.WorkingDir, Partition: d.Partition, Account: d.Account, QOS: d.QOS,
+		ArrayJobID: d.Array.JobID, ArrayTaskID: d.Array.TaskID}
 	var c struct {
 		Job string `json:"job"`
 	}

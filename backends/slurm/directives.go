@@ -292,7 +292,7 @@ var directiveIgnored = map[string]string{
 
 // directiveRefused are refused whatever the flavour, with the fix.
 var directiveRefused = map[string]string{
-	"array":     "job arrays are not submitted by bridge-runner yet (a later release); remove the line and run one job per step, e.g. a ParallelFor or withItems loop",
+	"array":     "an array is the step's own array key (e.g. array: \"0-99%10\"), which also gives each task BRIDGE_TASK_INDEX; remove the line and set that key",
 	"hold":      "a held job would never start; remove the line",
 	"wrap":      "the script is the job; remove the line",
 	"test-only": "nothing would run; remove the line",

@@ -73,8 +73,8 @@ func TestScriptDirectivesAsSbatchReadsThem(t *testing.T) {
 
 func TestScriptDirectivesRefused(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
-		{"#SBATCH --array=1-3", "arrays"},
-		{"#SBATCH -a 1-3", "arrays"},
+		{"#SBATCH --array=1-3", "array key"},
+		{"#SBATCH -a 1-3", "array key"},
 		{"#SBATCH --cpus=2", "ambiguous"},
 		{"#SBATCH --no-such-option", "not an sbatch option"},
 		{"#SBATCH -Z", "not an sbatch option"},

@@ -25,6 +25,7 @@ const (
 	errProtocolAuth = 1007 // SLURM_PROTOCOL_AUTHENTICATION_ERROR
 	errInvalidJobID = 2017 // ESLURM_INVALID_JOB_ID
 	errAlreadyDone  = 2021 // ESLURM_ALREADY_DONE
+	errInvalidArray = 2081 // ESLURM_INVALID_ARRAY: an index ≥ MaxArraySize, or too many tasks
 	errZeroBytes    = 5005 // SLURM_PROTOCOL_SOCKET_ZERO_BYTES_SENT: slurmctld hung up (22.05: refused token)
 	errRestAuthFail = 9008 // ESLURM_REST_AUTH_FAIL
 	probeJobID      = "67108864"

@@ -120,11 +120,12 @@ func parseProperties(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	// Matched ignoring case: some slurmrestd versions look fields up that
 	// way, and a "Comment" must not overwrite the key stamped into comment.
 	for k := range props {
-		for _, reserved := range []string{"script", "comment"} {
+		for _, reserved := range []string{"script", "comment", "array"} {
 			if strings.EqualFold(k, reserved) {
 				what := map[string]string{
 					"script":  "the script comes from jobdata.jobScript",
 					"comment": "bridge-runner stores the job's idempotency key there, to find the job again after a restart",
+					"array":   "an array is the step's own array key (e.g. array: \"0-99%10\"), which also gives each task BRIDGE_TASK_INDEX",
 				}[reserved]
 				return nil, backends.Invalid("jobproperties", "%q cannot be set: %s", k, what)
 			}

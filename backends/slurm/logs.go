@@ -54,12 +54,13 @@ func (b *Backend) OutputPath(ctx context.Context, id string) (string, error) {
 // shipLogs makes s ship its output: the URL goes into the environment (the
 // wrapper takes it out before the job's script runs, and hands it to curl
 // in a file only the job's user can read), the script into a wrapper.
-func (s *jobSpec) shipLogs(ship backends.LogShip) error {
+func (s *jobSpec) shipLogs(ship backends.LogShip, w wrapping) error {
 	if !curlConfigSafe(ship.URL) {
 		return errors.New("the log shipper's URL cannot be written in a curl config file")
 	}
 	s.env["BRIDGE_LOG_URL"] = ship.URL
-	s.script = shipScript(s.script, max(1, int(ship.Every/time.Second)))
+	w.ship, w.every = true, max(1, int(ship.Every/time.Second))
+	s.script = wrapScript(s.script, w)
 	return nil
 }
 
@@ -86,6 +87,26 @@ func curlConfigSafe(u string) bool {
 // exit status. The upload sends a snapshot of the file's length at the
 // time (head -c), so a file that grows during the PUT never makes it fail.
 func shipScript(script string, every int) string {
+	return wrapScript(script, wrapping{ship: true, every: every})
+}
+
+// wrapping says what the wrapper of wrapScript does beside running the
+// script: ship the output (shipScript), and set an array task's index.
+type wrapping struct {
+	ship  bool
+	every int // seconds between shipments
+	// taskIndex exports backends.TaskIndexVar from SLURM_ARRAY_TASK_ID
+	// (Slurm cannot set one variable from another, and the script may be
+	// Python); with ship, only the task of index shipTask ships its
+	// output, since every task would write the same object.
+	taskIndex bool
+	shipTask  int
+}
+
+// wrapScript wraps script in a POSIX sh batch script that keeps its
+// #SBATCH lines and runs it through its #! interpreter, passing SIGTERM on
+// and exiting with its exit status; see shipScript.
+func wrapScript(script string, w wrapping) string {
 	if !strings.HasSuffix(script, "\n") {
 		script += "\n"
 	}
@@ -97,25 +118,28 @@ func shipScript(script string, every int) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
 	b.WriteString(sbatchLines(script))
-	b.WriteString(`# bridge-runner: runs the job's script (below) and ships its output to
+	b.WriteString("# bridge-runner: runs the job's script (below)")
+	if w.ship {
+		b.WriteString(` and ships its output to
 # the step's log while it runs; see bridge-runner's README, "Logs".
 br_url=$BRIDGE_LOG_URL
 unset BRIDGE_LOG_URL
-br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
-br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
-# curl reads the URL from a file of this 0700 directory, not from its
-# command line: other users of the node can read every process's.
-( umask 077; printf 'url = "%s"\n' "$br_url" > "$br_dir/ship.conf" )
-cat > "$br_dir/script" <<'` + eof + "'\n" + script + eof + `
-br_ship() {
-	[ -n "$br_url" ] && [ -f "$br_out" ] || return 0
-	br_size=$(wc -c < "$br_out" | tr -d ' ')
-	[ "$br_size" = "$(cat "$br_dir/sent" 2>/dev/null)" ] && return 0
-	head -c "$br_size" "$br_out" | curl -fsS --retry 2 -H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - -K "$br_dir/ship.conf" >/dev/null 2>&1 &&
-		echo "$br_size" > "$br_dir/sent"
-}
-( trap exit TERM; while :; do sleep ` + strconv.Itoa(every) + ` & wait $!; br_ship; done ) &
-br_loop=$!
+`)
+	} else {
+		b.WriteString(".\n")
+	}
+	if w.taskIndex {
+		b.WriteString("export " + backends.TaskIndexVar + "=$SLURM_ARRAY_TASK_ID\n")
+		if w.ship {
+			b.WriteString(`[ "$SLURM_ARRAY_TASK_ID" = ` + strconv.Itoa(w.shipTask) + " ] || br_url=\n")
+		}
+	}
+	b.WriteString(`br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
+`)
+	if w.ship {
+		b.WriteString(shipSetup(w.every))
+	}
+	b.WriteString(`cat > "$br_dir/script" <<'` + eof + "'\n" + script + eof + `
 IFS= read -r br_first < "$br_dir/script"
 set -f
 ${br_first#??} "$br_dir/script" "$@" &
@@ -125,13 +149,30 @@ trap 'kill -TERM $br_job 2>/dev/null' TERM INT HUP
 wait $br_job
 br_rc=$?
 while kill -0 $br_job 2>/dev/null; do wait $br_job; br_rc=$?; done
-kill $br_loop 2>/dev/null
-wait $br_loop
-br_ship
-rm -rf "$br_dir"
-exit $br_rc
 `)
+	if w.ship {
+		b.WriteString("kill $br_loop 2>/dev/null\nwait $br_loop\nbr_ship\n")
+	}
+	b.WriteString("rm -rf \"$br_dir\"\nexit $br_rc\n")
 	return b.String()
+}
+
+// shipSetup starts the shipping loop of shipScript's wrapper.
+func shipSetup(every int) string {
+	return `br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
+# curl reads the URL from a file of this 0700 directory, not from its
+# command line: other users of the node can read every process's.
+( umask 077; printf 'url = "%s"\n' "$br_url" > "$br_dir/ship.conf" )
+br_ship() {
+	[ -n "$br_url" ] && [ -f "$br_out" ] || return 0
+	br_size=$(wc -c < "$br_out" | tr -d ' ')
+	[ "$br_size" = "$(cat "$br_dir/sent" 2>/dev/null)" ] && return 0
+	head -c "$br_size" "$br_out" | curl -fsS --retry 2 -H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - -K "$br_dir/ship.conf" >/dev/null 2>&1 &&
+		echo "$br_size" > "$br_dir/sent"
+}
+( trap exit TERM; while :; do sleep ` + strconv.Itoa(every) + ` & wait $!; br_ship; done ) &
+br_loop=$!
+`
 }
 
 // sbatchLines are the #SBATCH lines at the top of script (up to the first

@@ -39,7 +39,7 @@ func TestShipScriptShipsWhileTheJobRuns(t *testing.T) {
 
 	user := "#!/bin/bash\n#SBATCH --time=5\necho \"args: $*; url: ${BRIDGE_LOG_URL:-unset}\"\nfor i in 1 2 3; do echo line $i; sleep 1; done\necho BRIDGE_JOB_SCRIPT_ in the text\nexit 3"
 	s := &jobSpec{env: map[string]string{}, script: user}
-	s.shipLogs(backends.LogShip{URL: srv.URL + "/bucket/job.live.log?X-Amz-Signature=x", Every: 1})
+	s.shipLogs(backends.LogShip{URL: srv.URL + "/bucket/job.live.log?X-Amz-Signature=x", Every: 1}, wrapping{})
 	assert.Equal(t, srv.URL+"/bucket/job.live.log?X-Amz-Signature=x", s.env["BRIDGE_LOG_URL"], "the URL travels in the environment")
 	assert.NotContains(t, s.script, srv.URL, "never in the script")
 	assert.True(t, strings.HasPrefix(s.script, "#!/bin/sh\n#SBATCH --time=5\n"), "#SBATCH lines stay at the top")

@@ -107,6 +107,7 @@ type Backend struct {
 	log            *slog.Logger
 	requestTimeout time.Duration
 	noJobStates    atomic.Int32 // an API version whose jobs/state/ is not served (batch.go)
+	noAccounting   atomic.Bool  // slurmrestd serves no slurmdb/ (array.go)
 }
 
 // New builds the backend from cfg; it sends nothing until first used.
@@ -162,10 +163,15 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		return "", err
 	}
 	if job.LogShip != nil {
-		if err := spec.shipLogs(*job.LogShip); err != nil {
+		if err := spec.shipLogs(*job.LogShip, wrapping{}); err != nil {
 			return "", err
 		}
 	}
+	return b.submitSpec(ctx, spec)
+}
+
+// submitSpec sends the built job (Submit, SubmitArray) and returns its id.
+func (b *Backend) submitSpec(ctx context.Context, spec *jobSpec) (string, error) {
 	for _, n := range spec.notes {
 		b.log.Info(n)
 	}
@@ -187,6 +193,9 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		return "", err
 	}
 	if r.status != http.StatusOK {
+		if _, isArray := spec.fields["array"]; isArray && r.hasError(errInvalidArray) {
+			return "", backends.Invalid("array", "Slurm refused the array %s: %s; its indexes must be below the cluster's MaxArraySize (1001 unless slurm.conf sets it; `scontrol show config` shows it): split the work over several steps, or ask the cluster's administrators", spec.fields["array"], r.errorText())
+		}
 		return "", b.classify(ctx, r, "jobproperties")
 	}
 	var sr submitResponse
@@ -256,32 +265,42 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 
 // liveJob reads the job's record from slurmctld with GET job/{id}.
 func (b *Backend) liveJob(ctx context.Context, id string) (*jobInfo, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("Slurm job id %q is not a number: %w", id, backends.ErrNotFound)
-	}
-	if _, err := b.version(ctx); err != nil {
-		return nil, err
-	}
-	r, err := b.do(ctx, http.MethodGet, b.apiPath("job/"+id), nil)
+	jobs, path, err := b.liveRecords(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	for i := range jobs {
+		if jobs[i].id() == id {
+			return &jobs[i], nil
+		}
+	}
+	if len(jobs) > 0 { // an array or het job answers with its parts
+		return &jobs[0], nil
+	}
+	return nil, fmt.Errorf("GET %s: no such job: %w", path, backends.ErrNotFound)
+}
+
+// liveRecords is GET job/{id}: the job's record, or every record of an
+// array (each task's, and one for the tasks not started yet) or het job.
+func (b *Backend) liveRecords(ctx context.Context, id string) ([]jobInfo, string, error) {
+	if !validID(id) {
+		return nil, "", fmt.Errorf("Slurm job id %q is not a number: %w", id, backends.ErrNotFound)
+	}
+	if _, err := b.version(ctx); err != nil {
+		return nil, "", err
+	}
+	r, err := b.do(ctx, http.MethodGet, b.apiPath("job/"+id), nil)
+	if err != nil {
+		return nil, "", err
+	}
 	if r.status != http.StatusOK {
-		return nil, b.classify(ctx, r, "")
+		return nil, r.path, b.classify(ctx, r, "")
 	}
 	var jr jobsResponse
 	if err := json.Unmarshal(r.body, &jr); err != nil {
-		return nil, fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
+		return nil, r.path, fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
 	}
-	for i := range jr.Jobs {
-		if jr.Jobs[i].id() == id {
-			return &jr.Jobs[i], nil
-		}
-	}
-	if len(jr.Jobs) > 0 { // an array or het job answers with its parts
-		return &jr.Jobs[0], nil
-	}
-	return nil, fmt.Errorf("%s %s: no such job: %w", r.method, r.path, backends.ErrNotFound)
+	return jr.Jobs, r.path, nil
 }
 
 // cancelResponse: v0.0.42+ report per-job results in status.
@@ -353,7 +372,8 @@ func (b *Backend) FindByKey(ctx context.Context, key string) (string, error) {
 	var found []string
 	for i := range jr.Jobs {
 		if carriesKey(jr.Jobs[i].Comment, jr.Jobs[i].Name, key) {
-			if id := jr.Jobs[i].id(); validID(id) && !slices.Contains(found, id) {
+			// An array's tasks carry its key too: they are the array.
+			if id := jr.Jobs[i].baseID(); validID(id) && !slices.Contains(found, id) {
 				found = append(found, id)
 			}
 		}

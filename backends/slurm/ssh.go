@@ -32,8 +32,10 @@ type SSHBackend struct {
 	ssh *sshexec.Client
 	log *slog.Logger
 
-	mu    sync.Mutex
-	files map[string]jobFiles // job id → where its files are
+	mu       sync.Mutex
+	files    map[string]jobFiles // job id → where its files are
+	maxArray int                 // the cluster's MaxArraySize, once read (ssh_array.go)
+	noSacct  bool                // sacct said accounting is off
 }
 
 type jobFiles struct{ workDir, stdout string }
@@ -68,26 +70,20 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 	if err != nil {
 		return "", err
 	}
+	id, _, err := b.sbatch(ctx, job, sj, "job.out")
+	return id, err
+}
+
+// sbatch stages the job's inputs into its directory and submits sj there,
+// its output into out (unless jobproperties chose one). It returns the
+// job's id and directory.
+func (b *SSHBackend) sbatch(ctx context.Context, job backends.Job, sj *sshJob, out string) (string, string, error) {
 	dir, err := b.ssh.JobDir(ctx, job.Key)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	if err := b.ssh.MkdirAll(ctx, dir, 0o700); err != nil {
-		return "", err
-	}
-	for _, in := range job.Inputs {
-		if in.Name == "" || strings.ContainsAny(in.Name, "/\x00") || in.Name == "." || in.Name == ".." {
-			return "", backends.Invalid("jobdata.additionalData", "input file name %q cannot be staged", in.Name)
-		}
-		rc, err := in.Open(ctx)
-		if err != nil {
-			return "", fmt.Errorf("input %s: %w", in.Name, err)
-		}
-		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o600)
-		rc.Close()
-		if err != nil {
-			return "", fmt.Errorf("input %s: %w", in.Name, err)
-		}
+	if err := b.stageInputs(ctx, dir, job.Inputs); err != nil {
+		return "", "", err
 	}
 	// The job's variables (its parameters among them) go in a file only its
 	// user can read, not on sbatch's command line, which every user of the
@@ -95,32 +91,57 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 	// (SLURM_UMASK), so job.out and what the job writes are its owner's only.
 	vars, err := envScript(sj.env)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	envFile := path.Join(dir, "job.env")
 	if err := b.ssh.WriteFile(ctx, envFile, strings.NewReader(vars), 0o600); err != nil {
-		return "", err
+		return "", "", err
 	}
 	args := []string{"sh", "-c", `umask 077 && . "$1" && shift && exec "$@"`, "sh", envFile, "sbatch", "--parsable"}
 	if !sj.chdir {
 		args = append(args, "--chdir="+dir)
 	}
 	if !sj.output {
-		args = append(args, "--output="+path.Join(dir, "job.out"))
+		args = append(args, "--output="+path.Join(dir, out))
 	}
 	args = append(args, sj.args...)
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: args, Stdin: strings.NewReader(sj.script)})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if res.ExitCode != 0 {
-		return "", b.ssh.CommandError(slurmCLI, "sbatch", res, "jobproperties")
+		if sj.array != "" && res.Says("Invalid job array specification") {
+			return "", "", backends.Invalid("array", "sbatch refused the array %s (exit %d): %s; see the cluster's MaxArraySize (scontrol show config)", sj.array, res.ExitCode, res.Text())
+		}
+		return "", "", b.ssh.CommandError(slurmCLI, "sbatch", res, "jobproperties")
 	}
 	m := parsableID().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
 	if m == nil {
-		return "", fmt.Errorf("sbatch --parsable printed no job id: %.200q", res.Stdout)
+		return "", "", fmt.Errorf("sbatch --parsable printed no job id: %.200q", res.Stdout)
 	}
-	return m[1], nil
+	return m[1], dir, nil
+}
+
+// stageInputs uploads the job's input files into its directory dir.
+func (b *SSHBackend) stageInputs(ctx context.Context, dir string, inputs []backends.InputFile) error {
+	if err := b.ssh.MkdirAll(ctx, dir, 0o700); err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		if in.Name == "" || strings.ContainsAny(in.Name, "/\x00") || in.Name == "." || in.Name == ".." {
+			return backends.Invalid("jobdata.additionalData", "input file name %q cannot be staged", in.Name)
+		}
+		rc, err := in.Open(ctx)
+		if err != nil {
+			return fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		err = b.ssh.WriteFile(ctx, path.Join(dir, in.Name), rc, 0o600)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("input %s: %w", in.Name, err)
+		}
+	}
+	return nil
 }
 
 // envScript is a POSIX sh script that exports env (NAME=VALUE each), every

@@ -26,7 +26,7 @@ var restToSbatch = map[string]string{
 var sbatchReserved = map[string]string{
 	"comment": "it holds the idempotency key", "parsable": "set by bridge-runner", "wrap": "the job script is sent instead",
 	"export": "the job gets the login environment plus BRIDGE_*", "wait": "invoke follows the job itself",
-	"array": "one job per step", "hold": "a held job would never start",
+	"array": "an array is the step's own array key (e.g. array: \"0-99%10\")", "hold": "a held job would never start",
 }
 
 func envAlias(k string) (string, bool) {
@@ -48,6 +48,7 @@ type sshJob struct {
 	chdir   bool // jobproperties chose the working directory
 	output  bool // jobproperties chose the output file
 	jobName string
+	array   string // sbatch --array, for SubmitArray
 	nameSet bool // jobproperties named the job
 	// the script has #SBATCH lines for these
 	scriptName, scriptExport bool

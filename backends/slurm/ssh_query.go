@@ -33,9 +33,11 @@ func (b *SSHBackend) sacctStatus(ctx context.Context, id string) (backends.Statu
 }
 
 // FindByKey finds the user's job that carries key (carriesKey) among those
-// slurmctld still knows (squeue --states=all).
+// slurmctld still knows (squeue --states=all). %F is an array task's array
+// id (a job's own id otherwise), so an array is found by the id
+// SubmitArray returned, whichever of its tasks squeue lists.
 func (b *SSHBackend) FindByKey(ctx context.Context, key string) (string, error) {
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--me", "--states=all", "--format=%i|%k|%j"}})
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--me", "--states=all", "--format=%F|%k|%j"}})
 	if err != nil {
 		return "", err
 	}

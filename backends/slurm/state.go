@@ -33,6 +33,11 @@ type jobInfo struct {
 	Partition        string          `json:"partition"`
 	Account          string          `json:"account"`
 	QOS              string          `json:"qos"`
+	// An array's records: each task's, plus one for the tasks not yet
+	// started (array_task_id unset, array_task_string "3-5%3").
+	ArrayJobID      json.RawMessage `json:"array_job_id"`  // 5 (v0.0.38) or {set,infinite,number}
+	ArrayTaskID     json.RawMessage `json:"array_task_id"` // null (v0.0.38) or {"set":false} when none
+	ArrayTaskString string          `json:"array_task_string"`
 }
 
 func (j *jobInfo) id() string {
@@ -41,6 +46,15 @@ func (j *jobInfo) id() string {
 		return ""
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// baseID is the job's id, or for an array task the array's id: what
+// SubmitArray returned and FindByKey must find again.
+func (j *jobInfo) baseID() string {
+	if n, ok := number(j.ArrayJobID); ok && n > 0 {
+		return strconv.FormatInt(n, 10)
+	}
+	return j.id()
 }
 
 // number reads an integer in any of slurmrestd's shapes: 5, "5",

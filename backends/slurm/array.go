@@ -1,0 +1,95 @@
+package slurm
+
+// Job arrays (backends.ArraySubmitter). The array is Slurm's own: the job's
+// "array" field over REST, sbatch --array over SSH, with the same key in
+// comment as a job's, so FindByKey finds it (as the array's id: its tasks
+// carry the key too). Each task's script runs inside the POSIX sh wrapper
+// of wrapScript, which exports BRIDGE_TASK_INDEX from SLURM_ARRAY_TASK_ID
+// before it runs the script through its #! interpreter. With the log
+// shipper, only the lowest index's task ships its output to the step's log.
+//
+// Slurm keeps an array as one record per started task and one record for
+// the tasks not started yet (array_task_string "5-999%50", with the
+// array's id); when the last task starts, that record becomes the task's.
+// GET job/{id} (or squeue -r -j) returns them all, so the tasks' states
+// come in one query; the not-started ones are left out (pending). A task
+// ended more than MinJobAge ago is only in the accounting: the same query
+// to slurmdbd (sacct -j) fills those in.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// SubmitArray submits job as a Slurm job array of a's tasks.
+func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.Array) (string, error) {
+	if a.Count() == 0 {
+		return "", backends.Invalid("array", "no indexes: give them as 0-99 or 1,3,8-15")
+	}
+	spec, err := buildJob(job)
+	if err != nil {
+		return "", err
+	}
+	spec.fields["array"] = mustJSON(a.String())
+	w := wrapping{taskIndex: true, shipTask: a.Ranges[0].First}
+	if job.LogShip != nil {
+		if err := spec.shipLogs(*job.LogShip, w); err != nil {
+			return "", err
+		}
+	} else {
+		spec.script = wrapScript(spec.script, w)
+	}
+	return b.submitSpec(ctx, spec)
+}
+
+// ArrayStatus reads the array's tasks with GET job/{id}, and those
+// slurmctld has forgotten from slurmdbd when the cluster keeps accounting.
+func (b *Backend) ArrayStatus(ctx context.Context, id string) (map[int]backends.Status, error) {
+	jobs, _, err := b.liveRecords(ctx, id)
+	if err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return nil, err
+	}
+	live := err
+	tasks := map[int]backends.Status{}
+	for i := range jobs {
+		if idx, ok := taskIndex(&jobs[i], id); ok {
+			tasks[idx] = jobs[i].status()
+		}
+	}
+	if !validID(id) || b.noAccounting.Load() {
+		return tasks, live
+	}
+	db, err := b.accountingRecords(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, dj := range db {
+		j := dj.jobInfo()
+		if idx, ok := taskIndex(j, id); ok {
+			if _, known := tasks[idx]; !known {
+				tasks[idx] = j.status()
+			}
+		}
+	}
+	if len(tasks) == 0 && live != nil {
+		return nil, live
+	}
+	return tasks, nil
+}
+
+// taskIndex is the index of array id's task whose record j is; ok is false
+// for the record of the tasks not started yet and for other jobs' records.
+func taskIndex(j *jobInfo, id string) (int, bool) {
+	if j.baseID() != id {
+		return 0, false
+	}
+	n, ok := number(j.ArrayTaskID)
+	if !ok || n < 0 || n > backends.MaxArrayIndex {
+		return 0, false
+	}
+	return int(n), true
+}
+
+var _ backends.ArraySubmitter = (*Backend)(nil)
