@@ -58,6 +58,11 @@ func (b *Backend) ArrayStatus(ctx context.Context, id string) (map[int]backends.
 			tasks[idx] = jobs[i].status()
 		}
 	}
+	for i := range jobs {
+		if jobs[i].baseID() == id && jobs[i].ArrayTaskString != "" {
+			unstarted(jobs[i].ArrayTaskString, jobs[i].status(), tasks)
+		}
+	}
 	if !validID(id) || b.noAccounting.Load() {
 		return tasks, live
 	}
@@ -90,6 +95,28 @@ func taskIndex(j *jobInfo, id string) (int, bool) {
 		return 0, false
 	}
 	return int(n), true
+}
+
+// unstarted gives the tasks of spec ("5-999%50") that have no record of
+// their own the state st of their common record when it is final: an array
+// cancelled before its tasks started keeps them in that one record, and
+// they would otherwise count as pending for ever. Tasks still waiting are
+// left out.
+func unstarted(spec string, st backends.Status, tasks map[int]backends.Status) {
+	if !st.State.Final() {
+		return
+	}
+	a, err := backends.ParseArray(spec)
+	if err != nil {
+		return
+	}
+	for _, r := range a.Ranges {
+		for i := r.First; i <= r.Last; i++ {
+			if _, ok := tasks[i]; !ok {
+				tasks[i] = st
+			}
+		}
+	}
 }
 
 var _ backends.ArraySubmitter = (*Backend)(nil)

@@ -96,6 +96,8 @@ func (b *SSHBackend) ArrayStatus(ctx context.Context, id string) (map[int]backen
 			f := parseScontrol(line)
 			if idx, ok := scontrolTask(f, id); ok {
 				tasks[idx] = scontrolStatus(f["JobId"], f)
+			} else if f["ArrayJobId"] == id && f["ArrayTaskId"] != "" {
+				unstarted(f["ArrayTaskId"], scontrolStatus(f["JobId"], f), tasks)
 			}
 		}
 	case res.Says("Invalid job id"):

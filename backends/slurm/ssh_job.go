@@ -49,7 +49,7 @@ type sshJob struct {
 	output  bool // jobproperties chose the output file
 	jobName string
 	array   string // sbatch --array, for SubmitArray
-	nameSet bool // jobproperties named the job
+	nameSet bool   // jobproperties named the job
 	// the script has #SBATCH lines for these
 	scriptName, scriptExport bool
 }
