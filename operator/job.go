@@ -61,6 +61,12 @@ func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *k
 	p.Spec.ServiceAccountName = r.o.JobServiceAccount
 	if p.Spec.ServiceAccountName == "" {
 		p.Spec.ServiceAccountName = AccessName(bj.Name)
+		// Its Role names the record alone: the cluster's watcher (a lease
+		// ConfigMap, a list of the namespace's records, writes to others')
+		// is out of its reach, so invoke polls its own job from the start.
+		if step == "invoke" {
+			c.Args = append(c.Args, "--watcher=false")
+		}
 	}
 	p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
 	c.VolumeMounts = append(c.VolumeMounts, kube.VolumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})

@@ -305,6 +305,10 @@ func TestCreateToDone(t *testing.T) {
 	if c.Image != testImage || c.Args[0] != "invoke" || !slices.Contains(c.Args, "hello") {
 		t.Errorf("Job's container: image %q args %q", c.Image, c.Args)
 	}
+	// Its Role names the record alone: no cluster's watcher.
+	if !slices.Contains(c.Args, "--watcher=false") {
+		t.Errorf("Job's container args %q, want --watcher=false", c.Args)
+	}
 	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "creds" ||
 		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/credentials" {
 		t.Errorf("Job's credentials: volumes %+v mounts %+v", pod.Volumes, c.VolumeMounts)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -105,4 +106,37 @@ func TestWatcherFaultsDegradeToPolling(t *testing.T) {
 			assert.GreaterOrEqual(t, statusPerJob(h, n), 2.0, "each invoke polled for itself")
 		})
 	}
+}
+
+// An invoke whose Role names only its own record (resourceNames, as the
+// operator's per-BridgeJob Role does) may not read the group's lease: it
+// says so once and polls its job alone, instead of asking for the lease
+// every second at Debug level.
+func TestWatcherLeaseForbiddenSaidOnce(t *testing.T) {
+	base := testkube.RecordStore(t)
+	admin := testkube.Client(t)
+	ctx := context.Background()
+	_, err := admin.RbacV1().Roles(base.Namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "own-record"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{base.Name}, Verbs: []string{"get", "watch", "update", "delete"}},
+			// create cannot be narrowed to a name; here invoke creates its record.
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.RbacV1().RoleBindings(base.Namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "own-record"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "own-record"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "own-record", Namespace: base.Namespace}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	store := &record.ConfigMapStore{Client: testkube.KubeClient(t, testkube.ServiceAccountConfig(t, admin, base.Namespace, "own-record")),
+		Namespace: base.Namespace, Name: base.Name}
+	h := newHarness(t, store)
+	iv := h.invoker(h.spec(`{"run":"2s"}`))
+	iv.Spec.UpdateInterval = "1"
+	require.NoError(t, iv.Run(ctx))
+	assert.Equal(t, "DONE", iv.Result().Status)
+	assert.Equal(t, 1, strings.Count(h.logs.String(), "may not read the watcher's lease"), h.logs.String())
+	assert.GreaterOrEqual(t, h.fake.Count("status"), 2, "it polled its job itself")
 }

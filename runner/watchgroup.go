@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -155,6 +157,8 @@ type watchMember struct {
 	// covered is set once the watcher reported this invoke's job (an
 	// observation of its id): only then may its own polls wait.
 	covered bool
+	// forbidden: RBAC denies the lease, so this invoke polls alone.
+	forbidden bool
 }
 
 // serving reports whether a live watcher follows this invoke's job, so
@@ -180,11 +184,18 @@ func (m *watchMember) live(ctx context.Context) bool {
 	if now.Before(m.liveUntil) {
 		return true
 	}
-	if now.Sub(m.readAt) < time.Second {
+	if m.forbidden || now.Sub(m.readAt) < time.Second {
 		return false
 	}
 	m.readAt = now
 	l, err := m.lease.read(ctx)
+	if apierrors.IsForbidden(err) {
+		// A Role that names only the record (resourceNames) denies the
+		// lease for good: said once, and not asked again every second.
+		m.forbidden = true
+		m.log.Warn("the pod's ServiceAccount may not read the watcher's lease; polling this job alone (the Role of workflows/rbac grants it)", "configmap", m.lease.name)
+		return false
+	}
 	if err != nil {
 		m.log.Debug("reading the watcher's lease", "err", err)
 		return false
