@@ -86,16 +86,23 @@ func (f watchFigures) report(b *testing.B, p string) {
 	b.ReportMetric(f.p50, p+"detect-p50-s")
 	b.ReportMetric(f.p95, p+"detect-p95-s")
 	b.ReportMetric(f.max, p+"detect-max-s")
+	b.ReportMetric(f.pollPerS, p+"poll-req/s")
+	// Guarded with the watcher on (ceilings in guard_test.go): its batched
+	// queries a second, whatever N, and from 100 jobs on the requests per
+	// job (with few jobs the watcher's queries are shared by few).
 	if p == "on-" {
-		metric(b, f.pollPerS, "on-poll-req/s")
+		metric(b, f.batchPerS, "on-batch-req/s")
 	} else {
-		b.ReportMetric(f.pollPerS, p+"poll-req/s")
+		b.ReportMetric(f.batchPerS, p+"batch-req/s")
 	}
-	b.ReportMetric(f.batchPerS, p+"batch-req/s")
 	if f.batchMs > 0 {
 		b.ReportMetric(f.batchMs, p+"batch-ms")
 	}
-	b.ReportMetric(f.backendPerJob, p+"backend-req/job")
+	if p == "on-" && f.n >= 100 {
+		metric(b, f.backendPerJob, "on-backend-req/job")
+	} else {
+		b.ReportMetric(f.backendPerJob, p+"backend-req/job")
+	}
 	b.ReportMetric(f.kubePerJ, p+"kube-req/job")
 	b.ReportMetric(float64(f.sumRSS)/(1<<20), p+"sum-rss-MiB")
 	b.ReportMetric(float64(f.leaders), p+"leaders")
@@ -109,6 +116,7 @@ type countingProxy struct {
 	first time.Time // of the requests that poll (not submits, not discovery)
 	last  time.Time
 	batch time.Duration // the batched queries' time, all together
+	log   *os.File      // each request's time and kind, with BRIDGE_BENCH_WATCH_LOGS
 }
 
 // requestKind sorts a slurmrestd request: discovery, a submit, the
@@ -129,6 +137,9 @@ func (p *countingProxy) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k := requestKind(r)
 		p.mu.Lock()
+		if p.log != nil {
+			fmt.Fprintf(p.log, "%s %s %s %s\n", time.Now().UTC().Format("15:04:05.000"), k, r.Method, r.URL.Path)
+		}
 		p.kinds[k]++
 		if k == "batch" || k == "job" {
 			now := time.Now()
@@ -154,6 +165,14 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 		b.Fatal(err)
 	}
 	cp := &countingProxy{kinds: map[string]int{}}
+	logs := os.Getenv("BRIDGE_BENCH_WATCH_LOGS") // a directory for the timelines
+	tag := fmt.Sprintf("%s-n%d-%ds-watcher=%v", strings.ReplaceAll(b.Name(), "/", "_"), n, secs, watcher)
+	if logs != "" {
+		if cp.log, err = os.Create(filepath.Join(logs, tag+"-proxy.log")); err != nil {
+			b.Fatal(err)
+		}
+		defer cp.log.Close()
+	}
 	srv := httptest.NewServer(cp.wrap(httputil.NewSingleHostReverseProxy(target)))
 	defer srv.Close()
 	ns := testkube.Namespace(b, testkube.Client(b))
@@ -225,6 +244,15 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 			kubeSum += ku
 		}
 		f.leaders += strings.Count(stderr[i].String(), "watching the cluster's jobs of this group")
+	}
+	if logs != "" { // the invokes' own logs, and each job's delay
+		var all bytes.Buffer
+		for i := range cmds {
+			fmt.Fprintf(&all, "== watch-%d delay %.3fs\n%s", i, delays[i], stderr[i].String())
+		}
+		if err := os.WriteFile(filepath.Join(logs, tag+"-invokes.log"), all.Bytes(), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	sort.Float64s(delays)
 	f.p50, f.p95, f.max = delays[len(delays)/2], delays[(len(delays)*95+99)/100-1], delays[len(delays)-1]
