@@ -108,9 +108,9 @@ func (f watchFigures) report(b *testing.B, p string) {
 	b.ReportMetric(float64(f.leaders), p+"leaders")
 }
 
-// countingProxy forwards to the cluster and keeps each request's kind and
+// kindProxy forwards to the cluster and keeps each request's kind and
 // time.
-type countingProxy struct {
+type kindProxy struct {
 	mu    sync.Mutex
 	kinds map[string]int
 	first time.Time // of the requests that poll (not submits, not discovery)
@@ -133,7 +133,7 @@ func requestKind(r *http.Request) string {
 	return "job"
 }
 
-func (p *countingProxy) wrap(h http.Handler) http.Handler {
+func (p *kindProxy) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k := requestKind(r)
 		p.mu.Lock()
@@ -164,7 +164,7 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 	if err != nil {
 		b.Fatal(err)
 	}
-	cp := &countingProxy{kinds: map[string]int{}}
+	cp := &kindProxy{kinds: map[string]int{}}
 	logs := os.Getenv("BRIDGE_BENCH_WATCH_LOGS") // a directory for the timelines
 	tag := fmt.Sprintf("%s-n%d-%ds-watcher=%v", strings.ReplaceAll(b.Name(), "/", "_"), n, secs, watcher)
 	if logs != "" {
