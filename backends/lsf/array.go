@@ -3,6 +3,7 @@ package lsf
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -20,6 +21,10 @@ import (
 // BRIDGE_TASK_INDEX = i (LSB_JOBINDEX, LSF's own, is i+1). The job name
 // carries the elements, "<name>[1-5,9]%M" (bsub -J), and the array's id is
 // the job id; GET ws/jobs/{id} lists its elements as "<id>[<element>]".
+
+// maxArraySpec is the longest job array specification, "name[indexes]",
+// LSF takes (its Job Arrays documentation).
+const maxArraySpec = 255
 
 // taskScript is the file the array's command runs: it sets the task's
 // index from LSF's, in the job's shell (a command line is expanded by the
@@ -48,6 +53,10 @@ func (sp *spec) makeArray(job backends.Job, a backends.Array) error {
 		}
 	}
 	jobName := sp.jobName + "[" + lsfIndexes(a) + "]"
+	if len(jobName) > maxArraySpec {
+		return backends.Invalid("array", "%q as LSF's job array %q is %d characters, over LSF's %d: use fewer ranges (e.g. 0-99 rather than a list), or a shorter name or jobName",
+			a.String(), jobName, len(jobName), maxArraySpec)
+	}
 	if a.MaxParallel > 0 {
 		jobName += "%" + strconv.Itoa(a.MaxParallel)
 	}
@@ -75,7 +84,13 @@ func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.
 	if err := sp.makeArray(job, a); err != nil {
 		return "", err
 	}
-	return b.submit(ctx, sp)
+	id, err := b.submit(ctx, sp)
+	if errors.Is(err, backends.ErrInvalid) {
+		// The refusal may be the array's: say what LSF bounds.
+		return "", backends.Invalid("array", "%v; an array's highest LSF element (%d here, the highest index + 1) must be within the cluster's MAX_JOB_ARRAY_SIZE, 1000 unless the site raised it",
+			err, a.Max()+1)
+	}
+	return id, err
 }
 
 // element splits an entry's id "<id>[<n>]" (or a separate jobIndex field)

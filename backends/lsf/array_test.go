@@ -2,6 +2,8 @@ package lsf
 
 import (
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,9 +119,31 @@ func TestArrayRefused(t *testing.T) {
 	h.f.mu.Lock()
 	assert.Error(t, (&pacJob{name: "x[0-3]"}).makeArray())
 	h.f.mu.Unlock()
+	// Past MAX_JOB_ARRAY_SIZE's default: LSF refuses it, the error says why.
+	a, _ = backends.ParseArray("0-1000")
+	_, err = h.b.SubmitArray(ctx, testJob("#!/bin/sh\n"), a)
+	testutil.RequireFieldError(t, err, "array")
+	assert.ErrorContains(t, err, "MAX_JOB_ARRAY_SIZE")
+	// 0-999 is elements 1-1000: it fits.
+	a, _ = backends.ParseArray("0-999")
+	id, err := h.b.SubmitArray(ctx, testJob("#!/bin/sh\n"), a)
+	require.NoError(t, err)
+	assert.Len(t, h.f.job(jobID(t, id)).elems, 1000)
+	// A specification over 255 characters is refused before sending.
+	var odd []string
+	for i := 0; i < 200; i += 2 {
+		odd = append(odd, strconv.Itoa(i))
+	}
+	a, _ = backends.ParseArray(strings.Join(odd, ","))
+	_, err = h.b.SubmitArray(ctx, testJob("#!/bin/sh\n"), a)
+	testutil.RequireFieldError(t, err, "array")
+	assert.ErrorContains(t, err, "255")
 	_, err = h.b.ArrayStatus(ctx, "99999")
 	assert.ErrorIs(t, err, backends.ErrNotFound)
 	_, err = h.b.ArrayStatus(ctx, "1234[1]")
 	assert.ErrorIs(t, err, backends.ErrNotFound)
-	assert.Empty(t, h.f.submits)
+	h.f.mu.Lock()
+	assert.Len(t, h.f.jobs, 1, "only 0-999 was taken")
+	assert.Len(t, h.f.submits, 2, "the 255-character one was not sent")
+	h.f.mu.Unlock()
 }

@@ -112,7 +112,10 @@
 // Status of the id folds them, Cancel kills them all (the kill call with the
 // array's id, as bkill <id> does), FindByKey maps an element to its array.
 // Once the array has left mbatchd its elements are not found (the job
-// history is read for single jobs only).
+// history is read for single jobs only). LSF takes an array specification
+// of at most 255 characters (refused before sending, naming the array key)
+// and elements up to MAX_JOB_ARRAY_SIZE, 1000 by default (a refusal names
+// the array key and that limit): 0-999 fits a default cluster.
 //
 // # Unverified
 //

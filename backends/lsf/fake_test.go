@@ -737,7 +737,8 @@ func (f *fakePAC) download(w http.ResponseWriter, r *http.Request, ids string) {
 var arrayName = regexp.MustCompile(`^(.*)\[([0-9,-]+)\](?:%([0-9]+))?$`)
 
 // makeArray makes j an array when its name asks for one, with LSF's
-// rules: indexes from 1 (bsub refuses index 0 with "Bad job name"), each
+// rules: indexes from 1 to MAX_JOB_ARRAY_SIZE's default 1000 (bsub refuses
+// others with "Bad job name"), a specification of at most 255 characters, each
 // element named "<name>[<index>]", listed as "<id>[<index>]".
 func (j *pacJob) makeArray() error {
 	m := arrayName.FindStringSubmatch(j.name)
@@ -745,6 +746,9 @@ func (j *pacJob) makeArray() error {
 		return nil
 	}
 	j.maxParallel, _ = strconv.Atoi(m[3])
+	if len(m[1])+len(m[2])+2 > 255 { // the documented longest array specification
+		return fmt.Errorf("Bad job name. Job not submitted.")
+	}
 	for _, part := range strings.Split(m[2], ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		first, err1 := strconv.Atoi(lo)
@@ -752,7 +756,8 @@ func (j *pacJob) makeArray() error {
 		if isRange {
 			last, err2 = strconv.Atoi(hi)
 		}
-		if err1 != nil || err2 != nil || first < 1 || last < first {
+		// Indexes from 1 up to MAX_JOB_ARRAY_SIZE (1000 by default).
+		if err1 != nil || err2 != nil || first < 1 || last < first || last > 1000 {
 			return fmt.Errorf("Bad job name. Job not submitted.")
 		}
 		for i := first; i <= last; i++ {
