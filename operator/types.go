@@ -26,6 +26,8 @@ type BridgeJobSpec struct {
 	Image           string  `json:"image,omitempty"`
 	ImagePullPolicy string  `json:"imagepullpolicy,omitempty"`
 	UpdateInterval  int     `json:"updateinterval,omitempty"`
+	// Array is bridge-runner's job array key; IBM's resource has none.
+	Array           string  `json:"array,omitempty"`
 	Kill            bool    `json:"kill,omitempty"`
 	JobProperties   string  `json:"jobproperties,omitempty"`
 	JobData         JobData `json:"jobdata"`

@@ -36,6 +36,7 @@ type Spec struct {
 	ResourceURL         string `key:"resourceURL" flag:"resource-url" help:"base URL of the remote system's API (not needed for local)" crd:"resourceURL"`
 	ResourceSecret      string `key:"resourcesecret" flag:"resource-secret" help:"name of the Secret mounted as the credentials directory (informational)" crd:"resourcesecret"`
 	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m" crd:"updateinterval" ibm:"updateinterval" type:"Integer"`
+	Array               string `key:"array" flag:"array" help:"job array: run the job as many tasks, e.g. 0-999 or 1,3,8-15, then %M for at most M at once (%50); each task sees its index in BRIDGE_TASK_INDEX (Slurm, HTCondor, LSF)" crd:"array"`
 	JobProperties       string `key:"jobproperties" flag:"job-properties" help:"backend-native job settings as a JSON object" crd:"jobproperties" ibm:"jobProperties"`
 	JobScript           string `key:"jobdata.jobScript" flag:"script" help:"the job script: its text (inline), a path on the remote system (remote) or bucket:object (s3)" crd:"jobdata.jobscript" ibm:"jobdata.jobscript"`
 	ScriptLocation      string `key:"jobdata.scriptLocation" flag:"script-location" default:"inline" help:"where the script is: inline, remote or s3" crd:"jobdata.scriptlocation" ibm:"jobdata.scriptlocation"`
@@ -173,6 +174,7 @@ type Description struct {
 	Backend        string
 	ResourceURL    string
 	UpdateInterval time.Duration
+	Array          *backends.Array // nil: one job, not an array
 	Properties     json.RawMessage
 	Script         string
 	ScriptLocation string
@@ -236,6 +238,13 @@ func (s Spec) Parse() (*Description, error) {
 	var err error
 	if d.UpdateInterval, err = parseInterval(s.UpdateInterval); err != nil {
 		return nil, err
+	}
+	if a := strings.TrimSpace(s.Array); a != "" {
+		arr, err := backends.ParseArray(a)
+		if err != nil {
+			return nil, err
+		}
+		d.Array = &arr
 	}
 	if p := strings.TrimSpace(s.JobProperties); p != "" {
 		if err := checkJSONObject("jobproperties", p); err != nil {

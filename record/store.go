@@ -82,10 +82,16 @@ const (
 	// KeyWatchHandover is set by a watcher that stops while jobs remain:
 	// the job's invoke takes over watching at once.
 	KeyWatchHandover = "status.watchHandover"
+	// A job array's tasks (see runner/array.go): their counts by state
+	// ("DONE=950 FAILED=50"), the indexes of those that did not end DONE
+	// as ranges, and the first few of their exit codes ("4:3 17:1").
+	KeyArrayCounts    = "status.arrayCounts"
+	KeyArrayFailed    = "status.arrayFailed"
+	KeyArrayExitCodes = "status.arrayExitCodes"
 )
 
 // StateKeys lists every key the runner owns; a new run starts without them.
-var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts, KeyWatchGroup, KeyWatchObserved, KeyWatchHandover}
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts, KeyWatchGroup, KeyWatchObserved, KeyWatchHandover, KeyArrayCounts, KeyArrayFailed, KeyArrayExitCodes}
 
 // KeyBackendMemo holds what a backends.Rememberer learnt about the remote
 // side (e.g. "api=v0.0.42" for Slurm), so that a later invoke of the same

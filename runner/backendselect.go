@@ -61,5 +61,8 @@ func (r *run) newBackend(desc *record.Description) (backends.Backend, error) {
 		return nil, err
 	}
 	r.recallMemo(be)
+	if _, ok := be.(backends.ArraySubmitter); ok && desc.Array != nil {
+		return asArray(be, *desc.Array), nil
+	}
 	return be, nil
 }

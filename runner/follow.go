@@ -426,6 +426,10 @@ func (r *run) statusData(st backends.Status) map[string]string {
 	if r.logOff > 0 {
 		d[record.KeyLogOffset] = strconv.FormatInt(r.logOff, 10)
 	}
+	if r.arr != nil {
+		sum := r.arr.summary()
+		d[record.KeyArrayCounts], d[record.KeyArrayFailed], d[record.KeyArrayExitCodes] = sum.countsText(), sum.failedText(), sum.codesText()
+	}
 	if r.w != nil && !st.State.Final() { // the watcher follows the job from its first state on
 		d[record.KeyWatchGroup] = r.w.group
 	}
@@ -504,6 +508,10 @@ func (r *run) final(ctx context.Context, st backends.Status) error {
 	}
 	st = r.scrubbed(st)
 	r.result.fill(st)
+	if r.arr != nil {
+		sum := r.arr.summary()
+		r.result.ArrayCounts, r.result.ArrayFailed = sum.countsText(), sum.failedText()
+	}
 	wctx, cancel := r.stopping(ctx, 0)
 	defer cancel()
 	r.written = nil

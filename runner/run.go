@@ -28,6 +28,7 @@ type run struct {
 	s3      *S3Store            // set when the job uses S3
 	memo    backends.Rememberer // set when the backend remembers (memo.go)
 	w       *watchMember        // set when the cluster's watcher applies (watchgroup.go)
+	arr     *arrayBackend       // set when the job is an array (array.go)
 	result  Result
 	// offsetWritten is when logOff was last written to the record.
 	offsetWritten time.Time

@@ -84,6 +84,14 @@ func (r *run) prepare(ctx context.Context, desc *record.Description, be backends
 // checkCapabilities refuses a job that needs what the backend cannot do:
 // input files it cannot stage, output files it cannot read.
 func checkCapabilities(desc *record.Description, be backends.Backend) error {
+	if desc.Array != nil {
+		if _, ok := be.(*arrayBackend); !ok {
+			return backends.Invalid("array", "the %s backend has no job arrays (slurm, htcondor and lsf have); remove array, or run one step per index (an Argo loop, a KFP ParallelFor)", desc.Backend)
+		}
+		if len(desc.UploadFiles) > 0 {
+			return backends.Invalid("s3upload.files", "is not uploaded from an array's tasks; have each task upload its own outputs (its index is in BRIDGE_TASK_INDEX), or remove array")
+		}
+	}
 	if len(desc.AdditionalData) > 0 {
 		if s, ok := be.(backends.InputStager); !ok || !s.StagesInputs() {
 			return backends.Invalid("jobdata.additionalData", "the %s backend cannot make input files available to the job; remove additionalData and have the script fetch its inputs", desc.Backend)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,9 @@ type Properties struct {
 	ExitCode int    `json:"exitCode"`
 	// Category is the final status's failure category (backends.Category).
 	Category string `json:"category"`
+	// FailIndexes are the tasks of an array that end FAILED with exit
+	// code 3 (the others end as Final says).
+	FailIndexes []int `json:"failIndexes"`
 }
 
 // Job is one submitted fake job.
@@ -40,10 +44,12 @@ type Job struct {
 
 // Backend is the fake. The zero value is not usable; use New.
 type Backend struct {
-	mu    sync.Mutex
-	jobs  map[string]*Job
-	next  int
-	Calls map[string]int // "submit", "status", "cancel", "find"
+	mu   sync.Mutex
+	jobs map[string]*Job
+	// arrays are the submitted arrays by id (SubmitArray).
+	arrays map[string]fakeArray
+	next   int
+	Calls  map[string]int // "submit", "status", "cancel", "find"
 
 	// SubmitDelay is slept inside Submit (to widen race windows).
 	SubmitDelay time.Duration
@@ -320,3 +326,55 @@ func (p plain) Status(ctx context.Context, id string) (backends.Status, error) {
 	return p.b.Status(ctx, id)
 }
 func (p plain) Cancel(ctx context.Context, id string) error { return p.b.Cancel(ctx, id) }
+
+// SubmitArray submits the array as one fake job whose tasks share its
+// timing (counted as a "submit"); FailIndexes pick the tasks that fail.
+func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.Array) (string, error) {
+	id, err := b.Submit(ctx, job)
+	if err != nil {
+		return id, err
+	}
+	p, _ := parse(job.Properties)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.arrays == nil {
+		b.arrays = map[string]fakeArray{}
+	}
+	b.arrays[id] = fakeArray{arr: a, fail: p.FailIndexes}
+	return id, nil
+}
+
+type fakeArray struct {
+	arr  backends.Array
+	fail []int
+}
+
+// ArrayStatus reports every task of the array (counted as "arraystatus").
+func (b *Backend) ArrayStatus(_ context.Context, id string) (map[int]backends.Status, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["arraystatus"]++
+	if b.down {
+		return nil, errDown
+	}
+	fa, ok := b.arrays[id]
+	if !ok {
+		return nil, fmt.Errorf("fake array %s: %w", id, backends.ErrNotFound)
+	}
+	base, err := b.statusLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]backends.Status{}
+	for _, r := range fa.arr.Ranges {
+		for i := r.First; i <= r.Last; i++ {
+			t := base
+			if base.State == backends.Done && slices.Contains(fa.fail, i) {
+				code := 3
+				t.State, t.Raw, t.ExitCode = backends.Failed, "END_FAILED", &code
+			}
+			out[i] = t
+		}
+	}
+	return out, nil
+}
