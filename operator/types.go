@@ -20,19 +20,19 @@ type BridgeJob struct {
 
 // BridgeJobSpec is the job description in IBM's spelling.
 type BridgeJobSpec struct {
-	Backend         string  `json:"backend,omitempty"`
-	ResourceURL     string  `json:"resourceURL,omitempty"`
-	ResourceSecret  string  `json:"resourcesecret"`
-	Image           string  `json:"image,omitempty"`
-	ImagePullPolicy string  `json:"imagepullpolicy,omitempty"`
-	UpdateInterval  int     `json:"updateinterval,omitempty"`
+	Backend         string `json:"backend,omitempty"`
+	ResourceURL     string `json:"resourceURL,omitempty"`
+	ResourceSecret  string `json:"resourcesecret"`
+	Image           string `json:"image,omitempty"`
+	ImagePullPolicy string `json:"imagepullpolicy,omitempty"`
+	UpdateInterval  int    `json:"updateinterval,omitempty"`
 	// Array is bridge-runner's job array key; IBM's resource has none.
-	Array           string  `json:"array,omitempty"`
-	Kill            bool    `json:"kill,omitempty"`
-	JobProperties   string  `json:"jobproperties,omitempty"`
-	JobData         JobData `json:"jobdata"`
-	S3Storage       *S3     `json:"s3storage,omitempty"`
-	S3Upload        *Upload `json:"s3upload,omitempty"`
+	Array         string  `json:"array,omitempty"`
+	Kill          bool    `json:"kill,omitempty"`
+	JobProperties string  `json:"jobproperties,omitempty"`
+	JobData       JobData `json:"jobdata"`
+	S3Storage     *S3     `json:"s3storage,omitempty"`
+	S3Upload      *Upload `json:"s3upload,omitempty"`
 }
 
 // JobData is the script and its extras.
