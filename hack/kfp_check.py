@@ -191,6 +191,35 @@ def _():
     require("bridge-job" in inner, f"the exit handler holds {sorted(inner)}, not the bridge job")
 
 
+# 5b. The array example: the array's task exits 0 (exit_zero) so that its
+#     outputs exist, and a retry runs, conditioned on array_failed, with the
+#     first task's array_failed as its array, in a sub-pipeline with a
+#     cleanup of its own.
+@check("compile examples/array/kfp_pipeline.py (a retry of only the failed tasks)")
+def _():
+    ir = compile_example(os.path.join(ROOT, "examples", "array", "kfp_pipeline.py"), "example_array")[0]
+    dags = [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]
+    every = [(name, task) for dag in dags for name, task in dag.get("tasks", {}).items()]
+    first = [t for n, t in every if n == "bridge-job" and t["inputs"]["parameters"].get("array", {}).get("runtimeValue")]
+    require(len(first) == 1, "no bridge-job with a constant array")
+    params = first[0]["inputs"]["parameters"]
+    require(params["array"]["runtimeValue"]["constant"] == "0-99%10", f"array is {params['array']}")
+    require(params["exit_zero"]["runtimeValue"]["constant"] is True, "exit_zero is not on: a FAILED array would have no outputs")
+    conds = [t["triggerPolicy"]["condition"] for _, t in every if t.get("triggerPolicy", {}).get("condition")]
+    require(any("array_failed" in c for c in conds), f"no task is conditioned on array_failed (conditions: {conds})")
+    # The output reaches the retry through the condition's pipeline channel.
+    channel = "pipelinechannel--bridge-job-array_failed"
+    calls = [t for _, t in every if t.get("inputs", {}).get("parameters", {}).get("array", {}).get("componentInputParameter") == channel]
+    require(len(calls) == 1, f"no task takes {channel} as its array")
+    feeds = [t["inputs"]["parameters"][channel]["taskOutputParameter"] for _, t in every
+             if "taskOutputParameter" in t.get("inputs", {}).get("parameters", {}).get(channel, {})]
+    require(feeds and all(f.get("producerTask") == "bridge-job" and f.get("outputParameterKey") == "array_failed" for f in feeds),
+            f"{channel} comes from {feeds}, not bridge-job's array_failed")
+    retry = ir["components"][calls[0]["componentRef"]["name"]]["dag"]["tasks"]
+    exits = [t for t, task in retry.items() if task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"]
+    require(exits == ["bridge-cleanup"], f"the retry's exit tasks are {exits}, want its own cleanup")
+
+
 # 6. The README's compile commands (`python examples/<x>/kfp_pipeline.py
 #    FILE.yaml`), run as a user runs them, from the top of the tree.
 with open(os.path.join(ROOT, "README.md")) as f:

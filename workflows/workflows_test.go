@@ -551,6 +551,9 @@ func (s *sim) exec(tp *wfv1.Template, where string) {
 		if !strings.Contains(stdout.String(), "Usage:") {
 			s.t.Fatalf("%s: bridge-runner %q --help printed no usage", where, args)
 		}
+		if step == "invoke" {
+			s.outputs = parsedOutputs
+		}
 		return
 	}
 	switch step {
@@ -613,7 +616,7 @@ func everyField() map[string]string {
 		"script_extra_location": "s3", "additional_data": "in-bucket:in/object",
 		"s3_endpoint": "127.0.0.1:9", "s3_secure": "false", "s3_secret": "the-s3-secret", "s3_region": "eu-1",
 		"s3_upload_bucket": "out-bucket", "s3_upload_files": "a.out,b.out", "s3_create_bucket": "true",
-		"s3_upload_layout": "ibm",
+		"s3_upload_layout": "ibm", "array": "0-9%2",
 	}
 	return v
 }
@@ -697,6 +700,12 @@ func TestContractExitZero(t *testing.T) {
 }
 
 // TestContractBridgeJobWorkflow runs the WorkflowTemplate bridge-job as a
+// parsedOutputs are what an invoke that was only parsed (its backend is
+// not here) is taken to have written: a FAILED array with failed tasks, so
+// that the examples' when: branches on a job's outcome are walked too.
+var parsedOutputs = map[string]string{"job_id": "1", "status": "FAILED", "message": "array 1: 100 tasks: DONE=96 FAILED=4",
+	"job_exit_code": "3", "failure_category": "job", "array_counts": "DONE=96 FAILED=4", "array_failed": "3,17-19"}
+
 // Workflow would: its entrypoint with the workflow's parameters, then onExit.
 func TestContractBridgeJobWorkflow(t *testing.T) {
 	wt := loadTemplates(t)["bridge-job"]
@@ -735,7 +744,7 @@ func TestContractExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	// How many bridge jobs (create-configmap, invoke, cleanup) each runs.
-	jobs := map[string]int{"branching": 2, "loop": 4}
+	jobs := map[string]int{"branching": 2, "loop": 4, "array": 2}
 	for dir, wf := range loadExamples(t) {
 		t.Run(dir, func(t *testing.T) {
 			backend, globals := dir, map[string]string{}
