@@ -161,22 +161,24 @@ func (a *app) runStatus(ctx context.Context, o *statusOptions) (int, error) {
 
 // statusRow is one job as status prints it; -o json and yaml print these.
 type statusRow struct {
-	Name         string    `json:"name"`
-	Namespace    string    `json:"namespace,omitempty"`
-	Backend      string    `json:"backend,omitempty"`
-	Target       string    `json:"target,omitempty"`
-	State        string    `json:"state,omitempty"`
-	BackendState string    `json:"backendState,omitempty"`
-	Reason       string    `json:"reason,omitempty"`
-	JobID        string    `json:"jobID,omitempty"`
-	Owner        string    `json:"owner,omitempty"`
-	Kill         bool      `json:"kill,omitempty"`
-	Message      string    `json:"message,omitempty"`
-	SubmitTime   string    `json:"submitTime,omitempty"`
-	StartTime    string    `json:"startTime,omitempty"`
-	EndTime      string    `json:"endTime,omitempty"`
-	Created      time.Time `json:"created"`
-	Record       string    `json:"record"`
+	Name         string `json:"name"`
+	Namespace    string `json:"namespace,omitempty"`
+	Backend      string `json:"backend,omitempty"`
+	Target       string `json:"target,omitempty"`
+	State        string `json:"state,omitempty"`
+	BackendState string `json:"backendState,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	JobID        string `json:"jobID,omitempty"`
+	Owner        string `json:"owner,omitempty"`
+	Kill         bool   `json:"kill,omitempty"`
+	// Tasks is a job array's tasks by state, "DONE=950 FAILED=50".
+	Tasks      string    `json:"tasks,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	SubmitTime string    `json:"submitTime,omitempty"`
+	StartTime  string    `json:"startTime,omitempty"`
+	EndTime    string    `json:"endTime,omitempty"`
+	Created    time.Time `json:"created"`
+	Record     string    `json:"record"`
 	// Event is set while watching: ADDED, MODIFIED or DELETED.
 	Event string `json:"event,omitempty"`
 }
@@ -188,7 +190,7 @@ func toRow(l record.Listed) statusRow {
 	return statusRow{
 		Name: l.Job, Namespace: l.Namespace, Backend: d["backend"], Target: record.TargetHost(d["resourceURL"]),
 		State: state, BackendState: d[record.KeyRawState], Reason: d[record.KeyReason],
-		JobID: d[record.KeyID], Owner: record.RecordOwner(l), Kill: d[record.KeyKill] == "true",
+		JobID: d[record.KeyID], Owner: record.RecordOwner(l), Kill: d[record.KeyKill] == "true", Tasks: d[record.KeyArrayCounts],
 		Message: d[record.KeyMessage], SubmitTime: d[record.KeySubmit], StartTime: d[record.KeyStart], EndTime: d[record.KeyEnd],
 		Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,
 	}
@@ -305,7 +307,7 @@ func (p *statusPrinter) encode(v any, indent bool) error {
 func (p *statusPrinter) header() []string {
 	h := []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE"}
 	if p.o.output == "wide" {
-		h = append(h, "BACKEND-STATE", "REASON", "KILL", "MESSAGE")
+		h = append(h, "BACKEND-STATE", "REASON", "KILL", "TASKS", "MESSAGE")
 	}
 	if p.o.allNamespaces {
 		h = append([]string{"NAMESPACE"}, h...)
@@ -327,7 +329,7 @@ func (p *statusPrinter) cells(r statusRow) []string {
 		if r.Kill {
 			kill = "true"
 		}
-		c = append(c, none(r.BackendState), none(r.Reason), none(kill), none(oneLine(r.Message)))
+		c = append(c, none(r.BackendState), none(r.Reason), none(kill), none(r.Tasks), none(oneLine(r.Message)))
 	}
 	if p.o.allNamespaces {
 		c = append([]string{r.Namespace}, c...)
