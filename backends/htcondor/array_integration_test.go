@@ -84,6 +84,19 @@ func TestArrayIndexesExitCodesAndKey(t *testing.T) {
 	if got, err := b.FindByKey(ctx, j.Key); err != nil || got != id {
 		t.Fatalf("FindByKey after the end: %q %v, want %s", got, err, id)
 	}
+	// A restarted invoke knows nothing of the array: the history alone
+	// gives its tasks and its first task's log.
+	fresh := newBackend(t)
+	if tasks, err := fresh.ArrayStatus(ctx, id); err != nil || len(tasks) != 5 || tasks[2].State != backends.Failed {
+		t.Errorf("a fresh backend's ArrayStatus: %v %+v", err, tasks)
+	}
+	if n := fresh.Queries(); n != 2 {
+		t.Errorf("one ArrayStatus ran %d queries, want one condor_q and one condor_history", n)
+	}
+	out.Reset()
+	if _, err := newBackend(t).ReadLogs(ctx, id, 0, &out); err != nil || out.String() != "task 0\n" {
+		t.Errorf("a fresh backend's log of the array: %v %q", err, out.String())
+	}
 }
 
 // checkTasks: task 2 FAILED with exit code 3, the others DONE, each with
