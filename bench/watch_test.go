@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -80,6 +81,7 @@ type watchFigures struct {
 	sumRSS                  int64
 	leaders                 int // "watching the cluster's jobs" lines
 	batchMs                 float64
+	unreached               int // invokes that exited 75
 }
 
 func (f watchFigures) report(b *testing.B, p string) {
@@ -106,6 +108,7 @@ func (f watchFigures) report(b *testing.B, p string) {
 	b.ReportMetric(f.kubePerJ, p+"kube-req/job")
 	b.ReportMetric(float64(f.sumRSS)/(1<<20), p+"sum-rss-MiB")
 	b.ReportMetric(float64(f.leaders), p+"leaders")
+	b.ReportMetric(float64(f.unreached), p+"exit75")
 }
 
 // kindProxy forwards to the cluster and keeps each request's kind and
@@ -195,6 +198,7 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 	stderr := make([]bytes.Buffer, n)
 	exited := make([]time.Time, n)
 	rss := make([]int64, n)
+	unreached := make([]bool, n)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range cmds {
@@ -214,7 +218,12 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 			err := cmds[i].Wait()
 			exited[i] = time.Now()
 			rss[i] = stop()
-			if err != nil {
+			// Exit 75 (the cluster out of reach past the retry budget, a
+			// step Argo would retry) is counted; any other failure fails.
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == 75 {
+				unreached[i] = true
+			} else if err != nil {
 				b.Errorf("invoke %d (watcher %v): %v\n%s", i, watcher, err, stderr[i].String())
 			}
 		}(i)
@@ -227,6 +236,11 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 	var delays []float64
 	var backendSum, kubeSum int
 	for i := range cmds {
+		if unreached[i] {
+			f.unreached++
+			delays = append(delays, 0) // kept in step with cmds for the logs; dropped below
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(stampDir, fmt.Sprintf("watch-%d", i)))
 		if err != nil {
 			b.Fatalf("job %d left no end stamp: %v", i, err)
@@ -255,6 +269,10 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 		}
 	}
 	sort.Float64s(delays)
+	delays = delays[f.unreached:] // the zeros of the jobs never submitted
+	if len(delays) == 0 {
+		b.Fatalf("no job of %d was submitted", n)
+	}
 	f.p50, f.p95, f.max = delays[len(delays)/2], delays[(len(delays)*95+99)/100-1], delays[len(delays)-1]
 	cp.mu.Lock()
 	defer cp.mu.Unlock()

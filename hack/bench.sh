@@ -3,7 +3,9 @@
 # prints the figures (see BENCHMARKS.md for a recorded run), stops what it
 # started. BENCH='Local|Startup' runs some; BRIDGE_BENCH_SCALE=100,250
 # picks the scale sizes (default 100,250,500); BRIDGE_BENCH_PROCS the
-# number of concurrent invoke processes (default 100).
+# number of concurrent invoke processes (default 100); BRIDGE_BENCH_WATCH
+# and BRIDGE_BENCH_WATCH_SECONDS the watcher benchmark's sizes and job
+# lengths (default 1,100 jobs of 5 s; Slurm 22.05 and 24.11, about 8 min).
 #
 # The guard (bench/guard_test.go) compares size and memory figures with
 # bench/baseline.json (more than 10 % worse fails), time figures with a
@@ -32,7 +34,7 @@ if [ -n "${ONCE:-}" ]; then
   # Job output in the step's log: each figure is one run of a job printing
   # 12 stamped lines (LSF and Quantum through their fakes, in process).
   go test -tags bridgetest -run '^$' -bench '^BenchmarkLog' -benchtime 1x -timeout 30m ./bench/ ./backends/lsf/ ./backends/quantum/ | tee -a "$out"
-  go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator)$' -benchtime 1x -timeout 30m ./bench/ | tee -a "$out"
+  go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator|Watcher)$' -benchtime 1x -timeout 45m ./bench/ | tee -a "$out"
 fi
 if grep -q 'BENCH-GUARD FAIL' "$out"; then
   echo "== the guard found regressions (against bench/baseline.json, the reference build or a ceiling):"
