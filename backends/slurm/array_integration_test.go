@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -237,4 +238,48 @@ func TestArraySSH(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, found, "nothing was submitted")
 	})
+}
+
+// TestArrayRealSlurmdbd: once slurmctld has forgotten an array's tasks
+// (MinJobAge=2 s on that cluster), ArrayStatus reads them all from
+// slurmdbd in one query.
+func TestArrayRealSlurmdbd(t *testing.T) {
+	rs := realSlurmEnv(t, accountingEnv)
+	if rs == nil {
+		msg := "no real Slurm with slurmdbd: see TestRealSlurmdbdPastMinJobAge"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	b, ct := rs.backend(t, nil)
+	ctx := context.Background()
+	a, err := backends.ParseArray("0-2")
+	require.NoError(t, err)
+	id, err := b.SubmitArray(ctx, backends.Job{Name: "array-dbd", Key: newKey(),
+		Script: "#!/bin/sh\nexit $((BRIDGE_TASK_INDEX == 1 ? 3 : 0))\n", Properties: json.RawMessage(`{"time_limit":5}`)}, a)
+	require.NoError(t, err)
+	waitTasks(t, b, id, 3, 2*time.Minute)
+	start := time.Now()
+	for {
+		_, _, err := b.liveRecords(ctx, id)
+		if errors.Is(err, backends.ErrNotFound) {
+			break
+		}
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 3*time.Minute, "slurmctld still knows array %s", id)
+		time.Sleep(time.Second)
+	}
+	before := ct.total()
+	tasks, err := b.ArrayStatus(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, 2, ct.total()-before, "one request to slurmctld, one to slurmdbd")
+	require.Len(t, tasks, 3, "%+v", tasks)
+	for i, st := range tasks {
+		want := backends.Done
+		if i == 1 {
+			want = backends.Failed
+		}
+		assert.Equal(t, want, st.State, "task %d: %+v", i, st)
+	}
 }
