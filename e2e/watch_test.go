@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -154,6 +158,7 @@ func (e *env) runLoop(t *testing.T, name string, watcherOff bool) loopFigures {
 	if got := phaseOf(done); got != "Succeeded" {
 		t.Fatalf("workflow %s phase = %s, want Succeeded", name, got)
 	}
+	uncompressNodes(t, done)
 	var f loopFigures
 	started, _, _ := unstructured.NestedString(done.Object, "status", "startedAt")
 	finished, _, _ := unstructured.NestedString(done.Object, "status", "finishedAt")
@@ -184,6 +189,32 @@ func (e *env) runLoop(t *testing.T, name string, watcherOff bool) loopFigures {
 	}
 	e.invokeLogFigures(t, name, &f)
 	return f
+}
+
+// uncompressNodes puts back status.nodes of a Workflow whose controller
+// stored them as status.compressedNodes (gzip, base64), as Argo does for
+// a Workflow this large.
+func uncompressNodes(t *testing.T, wf *unstructured.Unstructured) {
+	t.Helper()
+	c, ok, _ := unstructured.NestedString(wf.Object, "status", "compressedNodes")
+	if !ok || c == "" {
+		return
+	}
+	z, err := base64.StdEncoding.DecodeString(c)
+	if err != nil {
+		t.Fatalf("status.compressedNodes: %v", err)
+	}
+	r, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		t.Fatalf("status.compressedNodes: %v", err)
+	}
+	var ns map[string]any
+	if err := json.NewDecoder(r).Decode(&ns); err != nil {
+		t.Fatalf("status.compressedNodes: %v", err)
+	}
+	if err := unstructured.SetNestedMap(wf.Object, ns, "status", "nodes"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkOneJobPerRecord: each of the fifty records stamped its key into
