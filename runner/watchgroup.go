@@ -49,6 +49,9 @@ const (
 	leaseTTL = 10 * time.Second
 	// leaseRenewEvery is how often a working watcher renews its lease.
 	leaseRenewEvery = 2 * time.Second
+	// claimedReadEvery is how often an invoke reads a lease that another
+	// took but whose watcher has not worked yet (otherwise once a second).
+	claimedReadEvery = 200 * time.Millisecond
 )
 
 // WatchGroup is the digest naming the jobs one watcher may follow
@@ -203,6 +206,12 @@ func (m *watchMember) live(ctx context.Context) bool {
 	if l.holder != "" && l.holder != m.holder && now.Before(l.until) {
 		m.liveUntil = l.until
 		return true
+	}
+	if !l.free(now) && l.holder != m.holder {
+		// Just taken by another: poll alone until its watcher works, which
+		// its first round shows within a moment; look again soon.
+		m.readAt = now.Add(claimedReadEvery - time.Second)
+		return false
 	}
 	if v, ok := m.lease.take(ctx, l, m.holder); ok {
 		m.startLeading(ctx, v)

@@ -40,13 +40,14 @@ type watchLeader struct {
 func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}),
-		okAt: time.Now(), jobs: map[string]*record.Record{}, said: map[string]string{}, misses: map[string]int{}}
+		jobs: map[string]*record.Record{}, said: map[string]string{}, misses: map[string]int{}}
 	go l.run(ctx)
 	return l
 }
 
 // working reports whether the leader's queries work: its last good round
-// is recent enough that its lease is (or would be) live.
+// is recent enough that its lease is (or would be) live. A leader none of
+// whose rounds has worked yet is not working: its own invoke polls.
 func (l *watchLeader) working(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -79,7 +80,7 @@ func (l *watchLeader) run(ctx context.Context) {
 	go func() { defer wg.Done(); l.follow(ctx) }()
 	every := time.Duration(float64(time.Second) / l.m.rps)
 	back := record.Backoff{Initial: every, Max: 30 * time.Second, Factor: 2, Jitter: 0.1}
-	renewed := time.Now()
+	var renewed time.Time // the lease as taken is not renewed: the first round that works renews it
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := l.round(ctx)

@@ -27,8 +27,11 @@ const LabelWatchGroup = "bridge-runner.io/watch-group"
 // leaseState is a lease as read: who holds it until when, and the
 // ConfigMap's version for a conditional write ("" when there is none).
 type leaseState struct {
-	holder  string
-	until   time.Time
+	holder string
+	until  time.Time
+	// claimed: until when a holder whose watcher has not worked yet keeps
+	// the lease (taken, plus the TTL; at least until).
+	claimed time.Time
 	version string
 	uid     string
 }
@@ -43,19 +46,35 @@ func (l lease) read(ctx context.Context) (leaseState, error) {
 		return leaseState{}, err
 	}
 	s := leaseState{holder: cm.Data["holder"], version: cm.ResourceVersion, uid: string(cm.UID)}
-	renewed, _ := time.Parse(time.RFC3339Nano, cm.Data["renewed"])
 	ttl, _ := strconv.Atoi(cm.Data["ttlSeconds"])
-	if !renewed.IsZero() {
+	if renewed, _ := time.Parse(time.RFC3339Nano, cm.Data["renewed"]); !renewed.IsZero() {
 		s.until = renewed.Add(time.Duration(ttl) * time.Second)
 	}
+	s.claimed = s.until
+	if taken, _ := time.Parse(time.RFC3339Nano, cm.Data["taken"]); taken.Add(time.Duration(ttl) * time.Second).After(s.claimed) {
+		s.claimed = taken.Add(time.Duration(ttl) * time.Second)
+	}
 	return s, nil
+}
+
+// free reports whether the lease may be taken: absent, released, or
+// neither renewed nor taken within its TTL.
+func (s leaseState) free(now time.Time) bool {
+	return s.holder == "" || !now.Before(s.claimed)
 }
 
 // take makes holder the lease's holder, if the lease is still as was read
 // (s): absent, stale or released. It returns the version now held;
 // losing the race is not an error (ok is false).
+//
+// A taken lease is not renewed yet: the invokes keep polling for
+// themselves until the new watcher's first round works (a taker whose
+// queries fail, say with the group's wrong token, must not make them
+// wait an interval), and nobody takes it from the new holder within the
+// TTL.
 func (l lease) take(ctx context.Context, s leaseState, holder string) (string, bool) {
-	cm, out := l.object(holder, time.Now()), &kube.ConfigMap{}
+	cm, out := l.object(holder, time.Time{}), &kube.ConfigMap{}
+	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
 	var err error
 	if s.version == "" {
 		err = l.c.Create(ctx, kube.ConfigMaps, l.ns, cm, out)
