@@ -59,7 +59,7 @@ var ratioGuarded = map[string]bool{"startup-ratio": true, "first-req-ratio": tru
 // watcher on, from 100 jobs on: 5.2 on 22.05 and 24.11 at N=100 (2026-11-26;
 // 10.8 at N=250 on 22.05, see BENCHMARKS.md, Watcher)
 // (discovery, submit, about 3 of the job's own on observed changes, a
-// share of the batched queries), against 19–20 with the watcher off.
+// share of the batched queries), against 13–19 with the watcher off.
 var ceilings = map[string]float64{"heap-KiB/invoker": 150, "on-batch-req/s": 2, "on-backend-req/job": 8}
 
 // metric reports v and, for a guarded unit, checks it against the
