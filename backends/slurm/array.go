@@ -52,17 +52,7 @@ func (b *Backend) ArrayStatus(ctx context.Context, id string) (map[int]backends.
 		return nil, err
 	}
 	live := err
-	tasks := map[int]backends.Status{}
-	for i := range jobs {
-		if idx, ok := taskIndex(&jobs[i], id); ok {
-			tasks[idx] = jobs[i].status()
-		}
-	}
-	for i := range jobs {
-		if jobs[i].baseID() == id && jobs[i].ArrayTaskString != "" {
-			unstarted(jobs[i].ArrayTaskString, jobs[i].status(), tasks)
-		}
-	}
+	tasks := arrayTasks(jobs, id)
 	if !validID(id) || b.noAccounting.Load() {
 		return tasks, live
 	}
@@ -82,6 +72,22 @@ func (b *Backend) ArrayStatus(ctx context.Context, id string) (map[int]backends.
 		return nil, live
 	}
 	return tasks, nil
+}
+
+// arrayTasks are the tasks of array id among slurmctld's records jobs.
+func arrayTasks(jobs []jobInfo, id string) map[int]backends.Status {
+	tasks := map[int]backends.Status{}
+	for i := range jobs {
+		if idx, ok := taskIndex(&jobs[i], id); ok {
+			tasks[idx] = jobs[i].status()
+		}
+	}
+	for i := range jobs {
+		if jobs[i].baseID() == id && jobs[i].ArrayTaskString != "" {
+			unstarted(jobs[i].ArrayTaskString, jobs[i].status(), tasks)
+		}
+	}
+	return tasks
 }
 
 // taskIndex is the index of array id's task whose record j is; ok is false
