@@ -225,7 +225,7 @@ func (m *watchMember) startLeading(ctx context.Context, version string) {
 	be, closeBe, err := m.newBatcher()
 	if err != nil || be == nil {
 		m.log.Warn("could not start the cluster's watcher; polling this job alone", "err", err)
-		m.lease.release(context.WithoutCancel(ctx))
+		m.lease.release(context.WithoutCancel(ctx), m.holder)
 		return
 	}
 	m.log.Info("watching the cluster's jobs of this group", "max_requests_per_second", m.rps)
@@ -307,7 +307,7 @@ func (m *watchMember) handOn(ctx context.Context, names []string) {
 		if err != nil || !m.follows(rec.Data) {
 			continue
 		}
-		m.lease.release(ctx)
+		m.lease.release(ctx, m.holder)
 		rec.Data[record.KeyWatchHandover] = m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
 		if _, err := store.Update(ctx, rec); err == nil {
 			return

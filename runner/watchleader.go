@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -28,11 +29,15 @@ type watchLeader struct {
 	// firstRound closes after the first round: a stop waits for it (see stop).
 	firstRound chan struct{}
 	rounded    sync.Once
+	// lost is set when another invoke took the lease: this watcher then
+	// has nothing to hand on.
+	lost atomic.Bool
 
-	mu   sync.Mutex
-	okAt time.Time                 // the last round that worked
-	jobs map[string]*record.Record // the group's followed jobs, by record name
-	said map[string]string         // the observation last written, by record name
+	mu     sync.Mutex
+	okAt   time.Time                 // the last round that worked
+	asking time.Time                 // when the query under way was sent; zero between queries
+	jobs   map[string]*record.Record // the group's followed jobs, by record name
+	said   map[string]string         // the observation last written, by record name
 	// misses counts the rounds in a row whose query left a job out.
 	misses map[string]int
 }
@@ -48,11 +53,21 @@ func startLeader(ctx context.Context, m *watchMember, version string, be backend
 // working reports whether the leader's queries work: its last good round
 // is recent enough that its lease is (or would be) live. A leader none of
 // whose rounds has worked yet is not working: its own invoke polls.
+//
+// A query under way counts as working too, within its timeout: a slow
+// answer (a throttled slurmctld) must not make the watcher drop its lease
+// exactly when the cluster is busiest.
 func (l *watchLeader) working(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return now.Sub(l.okAt) < leaseTTL
+	if l.okAt.IsZero() {
+		return false
+	}
+	return now.Sub(l.okAt) < leaseTTL || (!l.asking.IsZero() && now.Sub(l.asking) < queryTimeout)
 }
+
+// queryTimeout bounds one batched query.
+const queryTimeout = 30 * time.Second
 
 func (l *watchLeader) ended() bool {
 	select {
@@ -76,18 +91,18 @@ func (l *watchLeader) run(ctx context.Context) {
 		l.closeBe()
 		close(l.done)
 	}()
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); l.follow(ctx) }()
+	go func() { defer wg.Done(); l.keepLease(ctx) }()
 	every := time.Duration(float64(time.Second) / l.m.rps)
 	back := record.Backoff{Initial: every, Max: 30 * time.Second, Factor: 2, Jitter: 0.1}
-	var renewed time.Time // the lease as taken is not renewed: the first round that works renews it
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := l.round(ctx)
 		// A slow answer (a busy slurmctld, a long job list) spaces the
-		// rounds out: the watcher waits at least three times as long as
-		// its query took.
-		wait := max(every, 3*time.Since(start))
+		// rounds out: the watcher waits three times as long as its query
+		// took, but not so long that its lease goes stale meanwhile.
+		wait := max(every, min(3*time.Since(start), leaseTTL/2))
 		l.rounded.Do(func() { close(l.firstRound) })
 		if err != nil {
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
@@ -95,17 +110,38 @@ func (l *watchLeader) run(ctx context.Context) {
 		} else {
 			back.Reset()
 		}
-		if time.Since(renewed) >= leaseRenewEvery && l.working(time.Now()) {
-			v, held, err := l.m.lease.renew(ctx, l.version, l.m.holder)
-			if !held {
-				l.m.log.Info("another invoke took over the cluster's watcher")
-				return
-			}
-			if err == nil {
-				l.version, renewed = v, time.Now()
-			}
-		}
 		record.SleepCtx(ctx, wait-time.Since(start))
+	}
+}
+
+// keepLease renews the lease every leaseRenewEvery while rounds work, in
+// a goroutine of its own: a round slowed by a loaded apiserver (a write
+// per changed job) must not let the lease expire under a working watcher.
+// The lease as taken is not renewed: the first round that works renews
+// it. Losing the lease ends the watcher, which then hands nothing on.
+func (l *watchLeader) keepLease(ctx context.Context) {
+	t := time.NewTicker(leaseRenewEvery / 4)
+	defer t.Stop()
+	var renewed time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(renewed) < leaseRenewEvery || !l.working(time.Now()) {
+			continue
+		}
+		v, held, err := l.m.lease.renew(ctx, l.version, l.m.holder)
+		if !held {
+			l.lost.Store(true)
+			l.m.log.Info("another invoke took over the cluster's watcher")
+			l.cancel()
+			return
+		}
+		if err == nil {
+			l.version, renewed = v, time.Now()
+		}
 	}
 }
 
@@ -121,9 +157,15 @@ func (l *watchLeader) round(ctx context.Context) error {
 	for _, rec := range jobs {
 		ids = append(ids, rec.Data[record.KeyID])
 	}
-	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	l.mu.Lock()
+	l.asking = time.Now()
+	l.mu.Unlock()
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	sts, err := l.be.StatusMany(qctx, ids)
 	cancel()
+	l.mu.Lock()
+	l.asking = time.Time{}
+	l.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -276,10 +318,14 @@ func (l *watchLeader) put(name string, rec *record.Record, deleted bool) {
 func (l *watchLeader) stop(ctx context.Context) {
 	select {
 	case <-l.firstRound:
+	case <-l.done:
 	case <-time.After(5 * time.Second):
 	}
 	l.cancel()
 	<-l.done
+	if l.lost.Load() {
+		return // the lease is another's: nothing to hand on
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	l.m.handOn(ctx, l.successors())

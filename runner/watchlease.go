@@ -101,11 +101,13 @@ func (l lease) renew(ctx context.Context, version, holder string) (string, bool,
 	return out.ResourceVersion, true, nil
 }
 
-// release gives the lease up: deleted when no job is left to watch
-// (empty), else left without a holder for a member to take at once.
-func (l lease) release(ctx context.Context) {
+// release gives holder's lease up, left without a holder for a member to
+// take at once. A lease another invoke holds now is not touched: a
+// watcher that lost its lease (its renewal came late under load) must not
+// free its successor's, which made two watchers run at once.
+func (l lease) release(ctx context.Context, holder string) {
 	s, err := l.read(ctx)
-	if err != nil || s.version == "" {
+	if err != nil || s.version == "" || s.holder != holder {
 		return
 	}
 	cm := l.object("", time.Time{})
