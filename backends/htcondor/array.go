@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
-	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 )
 
 // An array is one cluster: its procs are the tasks, proc n running the
@@ -54,27 +53,13 @@ func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.
 	if a.Count() == 0 {
 		return "", backends.Invalid("array", "no index given: write indexes as 0-999 or 1,3,8-15")
 	}
-	spec, err := buildSubmit(job)
+	out, dir, err := b.condorSubmit(ctx, job, func(spec *submitSpec, dir string) string { return spec.arrayDescription(dir, job.Key, &a) })
 	if err != nil {
 		return "", err
 	}
-	dir, err := b.ssh.JobDir(ctx, job.Key)
-	if err != nil {
-		return "", err
-	}
-	if err := b.upload(ctx, dir, spec, job.Inputs); err != nil {
-		return "", err
-	}
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_submit", "-terse", "-"}, Stdin: strings.NewReader(spec.arrayDescription(dir, job.Key, &a))})
-	if err != nil {
-		return "", err
-	}
-	if res.ExitCode != 0 {
-		return "", b.ssh.CommandError(condor, "condor_submit", res, "jobproperties")
-	}
-	m := submittedCluster().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
+	m := submittedCluster().FindStringSubmatch(out)
 	if m == nil {
-		return "", fmt.Errorf("condor_submit printed no cluster id: %.200q", res.Stdout)
+		return "", fmt.Errorf("condor_submit printed no cluster id (%d bytes, not shown)", len(out))
 	}
 	b.remember(m[1], dir)
 	b.rememberArray(m[1], a.Count(), a.Ranges[0].First)

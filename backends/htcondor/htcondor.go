@@ -118,31 +118,42 @@ var submitted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 
 // Submit writes the job's files and submits it with condor_submit.
 func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
-	spec, err := buildSubmit(job)
+	out, dir, err := b.condorSubmit(ctx, job, func(spec *submitSpec, dir string) string { return spec.description(dir, job.Key) })
 	if err != nil {
 		return "", err
 	}
-	dir, err := b.ssh.JobDir(ctx, job.Key)
-	if err != nil {
-		return "", err
-	}
-	if err := b.upload(ctx, dir, spec, job.Inputs); err != nil {
-		return "", err
-	}
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_submit", "-terse", "-"}, Stdin: strings.NewReader(spec.description(dir, job.Key))})
-	if err != nil {
-		return "", err
-	}
-	if res.ExitCode != 0 {
-		return "", b.ssh.CommandError(condor, "condor_submit", res, "jobproperties")
-	}
-	m := submitted().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
+	m := submitted().FindStringSubmatch(out)
 	if m == nil {
-		return "", fmt.Errorf("condor_submit printed no job id: %.200q", res.Stdout)
+		return "", fmt.Errorf("condor_submit printed no job id (%d bytes, not shown)", len(out))
 	}
 	id := m[1] + "." + m[2]
 	b.remember(id, dir)
 	return id, nil
+}
+
+// condorSubmit writes the job's files into its directory and runs
+// condor_submit -terse on the description describe makes of them; it
+// returns what condor_submit printed, trimmed, and the directory.
+func (b *Backend) condorSubmit(ctx context.Context, job backends.Job, describe func(spec *submitSpec, dir string) string) (string, string, error) {
+	spec, err := buildSubmit(job)
+	if err != nil {
+		return "", "", err
+	}
+	dir, err := b.ssh.JobDir(ctx, job.Key)
+	if err != nil {
+		return "", "", err
+	}
+	if err := b.upload(ctx, dir, spec, job.Inputs); err != nil {
+		return "", "", err
+	}
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_submit", "-terse", "-"}, Stdin: strings.NewReader(describe(spec, dir))})
+	if err != nil {
+		return "", "", err
+	}
+	if res.ExitCode != 0 {
+		return "", "", b.ssh.CommandError(condor, "condor_submit", res, "jobproperties")
+	}
+	return strings.TrimSpace(string(res.Stdout)), dir, nil
 }
 
 // upload writes the script, parameters, metadata and input files into the
