@@ -150,7 +150,10 @@ func (l *watchLeader) keepLease(ctx context.Context) {
 func (l *watchLeader) round(ctx context.Context) error {
 	jobs := l.snapshot()
 	if len(jobs) == 0 {
-		l.markOK()
+		// Nothing asked, nothing shown: the records are not listed yet
+		// (the group has this invoke's job at least). Counting it as a
+		// working round made a new watcher with a wrong token trusted at
+		// once, and the others skip their polls for an interval per take.
 		return nil
 	}
 	ids := make([]string, 0, len(jobs))
