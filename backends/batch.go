@@ -11,9 +11,11 @@ import "context"
 // StatusMany returns the status of each of ids the backend reported. An id
 // it did not report (unknown, forgotten, or beyond what one query covers)
 // is left out of the map: that is not an error, the job's own invoke asks
-// Status for it. A status may be a summary: State and Raw must be exact,
-// the rest may be missing; whoever acts on a change asks Status for the
-// details. One call costs a small number of requests that does not grow
+// Status for it. A status may be a summary: State and Raw are what Status
+// says, but where the query cannot tell (Slurm's jobs/state/ says PENDING
+// of a held job, which Status calls SUSPENDED) and the rest may be
+// missing; whoever acts on a change asks Status, so a coarse state costs a
+// request, never a wrong record. One call costs a small number of requests that does not grow
 // with len(ids) (a backend may split very long lists into a few), and an
 // error wraps ErrTransient when a retry may do better.
 type StatusBatcher interface {

@@ -124,7 +124,7 @@ func (f *follower) pollStatus() phase {
 	if !f.force && f.served() {
 		// The cluster's watcher asks for this job; look again when it
 		// says the job changed, or at the longest interval.
-		f.pollAt = time.Now().Add(f.poll.Max)
+		f.pollAt = time.Now().Add(f.r.w.nextLook(f.poll.Max))
 		return phaseOutput
 	}
 	f.force = false

@@ -129,7 +129,7 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 		},
 	}
 	m.group = WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir))
-	m.covered = coveredBy(r.rec.Data, id)
+	m.covered, m.joined = coveredBy(r.rec.Data, id), time.Now()
 	m.lease.name = "bridge-watch-" + m.group
 	m.log = r.Log.With("watch_group", m.group)
 	return m
@@ -160,6 +160,7 @@ type watchMember struct {
 	// covered is set once the watcher reported this invoke's job (an
 	// observation of its id): only then may its own polls wait.
 	covered bool
+	joined  time.Time // when this invoke joined the group (see coverGrace)
 	// forbidden: RBAC denies the lease, so this invoke polls alone.
 	forbidden bool
 }
@@ -171,7 +172,23 @@ func (m *watchMember) serving(ctx context.Context) bool {
 	// A watcher that has not reported this job yet (it may not see it, or
 	// its query may leave it out) does not serve it; the lease is looked
 	// at all the same, for a group without a watcher to get one.
-	return m.live(ctx) && m.covered
+	return m.live(ctx) && (m.covered || time.Since(m.joined) < coverGrace)
+}
+
+// coverGrace is how long a new member of a group with a live watcher waits
+// for the watcher to report its job before it polls for itself: about
+// two of the watcher's rounds (polling at once cost a 5 s job four
+// requests before its first observation came).
+const coverGrace = 3 * time.Second
+
+// nextLook is when an invoke whose own poll waits for the watcher looks
+// again at the latest (longest, the update interval): at the end of the
+// grace while the watcher has not reported its job yet.
+func (m *watchMember) nextLook(longest time.Duration) time.Duration {
+	if m.covered {
+		return longest
+	}
+	return min(longest, max(time.Until(m.joined.Add(coverGrace)), 100*time.Millisecond))
 }
 
 // live reports whether the group has a working watcher: this invoke's
