@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,8 +74,13 @@ func (a *arrayBackend) Validate(job backends.Job) error {
 	return nil
 }
 
+// Close closes the backend (an SSH connection) and returns its error for
+// the run's closeBackend to log: closing it there with no logger would
+// panic on that error.
 func (a *arrayBackend) Close() error {
-	closeBackend(a.Backend, nil)
+	if c, ok := a.Backend.(io.Closer); ok {
+		return c.Close()
+	}
 	return nil
 }
 
