@@ -175,7 +175,7 @@ func parseAds(out []byte) ([]*jobAd, error) {
 	}
 	var ads []*jobAd
 	if err := json.Unmarshal(out, &ads); err != nil {
-		return nil, fmt.Errorf("cannot read HTCondor's JSON (%v): %.200q", err, out)
+		return nil, fmt.Errorf("cannot read HTCondor's JSON (%d bytes, not shown): %w", len(out), err)
 	}
 	return ads, nil
 }

@@ -117,7 +117,7 @@ func (b *SSHBackend) sbatch(ctx context.Context, job backends.Job, sj *sshJob, o
 	}
 	m := parsableID().FindStringSubmatch(strings.TrimSpace(string(res.Stdout)))
 	if m == nil {
-		return "", "", fmt.Errorf("sbatch --parsable printed no job id: %.200q", res.Stdout)
+		return "", "", fmt.Errorf("sbatch --parsable printed no job id (%d bytes, not shown)", len(res.Stdout))
 	}
 	return m[1], dir, nil
 }

@@ -25,7 +25,7 @@ func (b *SSHBackend) sacctStatus(ctx context.Context, id string) (backends.Statu
 	}
 	f := strings.Split(strings.SplitN(line, "\n", 2)[0], "|")
 	if len(f) < 8 || f[0] != id {
-		return backends.Status{}, fmt.Errorf("sacct printed %.200q for job %s: %w", line, id, backends.ErrNotFound)
+		return backends.Status{}, fmt.Errorf("sacct printed no line of job %s as asked (%d fields; not shown): %w", id, len(f), backends.ErrNotFound)
 	}
 	b.remember(id, jobFiles{workDir: f[7]})
 	// sacct writes "CANCELLED by 1001": the state is the first word.
