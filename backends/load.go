@@ -1,0 +1,60 @@
+package backends
+
+import (
+	"context"
+	"time"
+)
+
+// LoadProber is implemented by backends that can say, before a job is
+// submitted, how busy the place it would run is (a Slurm partition, an LSF
+// queue, an HTCondor pool, a Ray cluster, a quantum backend) and whether the
+// job fits there at all. Placement (package runner) probes every target a
+// job names and submits to one of them; it is designed with StatusBatcher
+// and ArraySubmitter, and like them it is optional: a backend without it
+// is placed by the order of the targets alone.
+//
+// ProbeLoad looks at the place job would go (job.Properties names the
+// partition or queue the way Submit reads it; array is non-nil for an
+// array) with a small, fixed number of read-only requests. It never
+// submits. An error wrapping ErrTransient means the target did not answer
+// (placement skips it and says why); any other error is a target that
+// cannot take the job as given (ErrInvalid: a partition that does not
+// exist).
+type LoadProber interface {
+	ProbeLoad(ctx context.Context, job Job, array *Array) (Load, error)
+}
+
+// Load is one target's load as a probe saw it. Counts are what the
+// scheduler reports for the partition or queue the job would use; -1 is
+// unknown. Placement policies read only these fields, so the same Load
+// always gives the same choice.
+type Load struct {
+	// Fits is false when the job cannot run there as given (more CPUs or
+	// nodes than the partition has, a time limit over its maximum, a
+	// partition that is down); Why then says why in the probe's own words
+	// (never a server's text).
+	Fits bool
+	Why  string
+	// Queue is the partition or queue probed (the default one resolved).
+	Queue string
+
+	FreeCPUs, TotalCPUs   int
+	FreeNodes, TotalNodes int
+	// PendingJobs and RunningJobs are the jobs waiting and running there.
+	PendingJobs, RunningJobs int
+	// PendingCPUs is what the pending jobs ask for together, where known.
+	PendingCPUs int
+	// JobCPUs is what this job asks for (every task of an array together,
+	// up to its parallel limit), as the backend reads its properties.
+	JobCPUs int
+	// EstimatedStart is the scheduler's own estimate of when the job would
+	// start (sbatch --test-only), zero when it gave none.
+	EstimatedStart time.Time
+}
+
+// UnknownLoad is a Load with every count unknown and the job fitting: what
+// a backend reports when it can tell only that the target answers.
+func UnknownLoad(queue string) Load {
+	return Load{Fits: true, Queue: queue, FreeCPUs: -1, TotalCPUs: -1, FreeNodes: -1, TotalNodes: -1,
+		PendingJobs: -1, RunningJobs: -1, PendingCPUs: -1, JobCPUs: -1}
+}
