@@ -37,6 +37,8 @@ import (
 //     of drivers started with ray.init (type DRIVER, no submission_id)
 //     among them;
 //   - logs are {"logs": "<the whole driver log>"};
+//   - GET /api/cluster_status is {"result": true, "msg", "data"} with the
+//     autoscaler's loadMetricsReport: each resource as [used, total];
 //   - logs/tail is a WebSocket that sends the log from its first byte in
 //     TEXT messages of at most 10 lines or about 20,000 characters, looks
 //     for more every tailPoll, and closes once the job has ended and a look
@@ -115,6 +117,8 @@ func (f *fakeRay) serve(w http.ResponseWriter, r *http.Request) {
 		f.submit(w, r)
 	case path == "/api/jobs/" && r.Method == http.MethodGet:
 		f.list(w)
+	case path == "/api/cluster_status" && r.Method == http.MethodGet:
+		f.clusterStatus(w)
 	case strings.HasPrefix(path, "/api/jobs/"):
 		f.jobRoute(w, r, strings.TrimPrefix(path, "/api/jobs/"))
 	default:
@@ -379,4 +383,23 @@ func TestParseJobList(t *testing.T) {
 			t.Errorf("%q: want a transient error without the body, got %v", body, err)
 		}
 	}
+}
+
+// clusterStatus answers GET /api/cluster_status as Ray 2.60's dashboard
+// does (its envelope and the autoscaler's loadMetricsReport, trimmed): one
+// node of 1 CPU, which a RUNNING job holds (f.mu held).
+func (f *fakeRay) clusterStatus(w http.ResponseWriter) {
+	used := 0.0
+	for _, j := range f.jobs {
+		if j.status == rayRunning {
+			used = 1
+		}
+	}
+	node := map[string][]float64{"CPU": {used, 1}, "memory": {0, 17153035469}, "node:127.0.0.1": {0, 1}}
+	jsonOK(w, map[string]any{"result": true, "msg": "Got cluster status.", "data": map[string]any{
+		"autoscalingStatus": "Cluster status: 0 nodes", "autoscalingError": nil,
+		"clusterStatus": map[string]any{"loadMetricsReport": map[string]any{
+			"usage": node, "usageByNode": map[string]any{"492ece042f7c": node}, "resourceDemand": []any{},
+		}},
+	}})
 }

@@ -46,6 +46,7 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 		"status": func() error { _, err := b.Status(context.Background(), testKey); return err },
 		"list":   func() error { _, err := b.StatusMany(context.Background(), []string{testKey}); return err },
 		"cancel": func() error { return b.Cancel(context.Background(), testKey) },
+		"probe":  func() error { _, err := b.ProbeLoad(context.Background(), pyJob("print(1)"), nil); return err },
 		"logs": func() error {
 			b.tails = nil
 			_, err := b.ReadLogs(context.Background(), testKey, 0, &bytes.Buffer{})
