@@ -433,7 +433,24 @@ func (r *run) statusData(st backends.Status) map[string]string {
 	if r.w != nil && !st.State.Final() { // the watcher follows the job from its first state on
 		d[record.KeyWatchGroup] = r.w.group
 	}
+	if n := r.backendRequests(); n != "" {
+		d[record.KeyBackendRequests] = n
+	}
 	return d
+}
+
+// backendRequests is the record's request counts: those the record held
+// when this invoke first wrote its status (earlier invokes' of this run)
+// plus this process's own.
+func (r *run) backendRequests() string {
+	if r.reqBase == nil {
+		r.reqBase = record.ParseRequests(r.rec.Data[record.KeyBackendRequests])
+	}
+	counts := RequestsByClass(r.Backend.HTTPClient)
+	for c, n := range r.reqBase {
+		counts[c] += n
+	}
+	return record.FormatRequests(counts)
 }
 
 // writeStatus writes the status keys if they changed since the last write.
@@ -457,10 +474,11 @@ func (r *run) writeStatus(ctx context.Context, st backends.Status) error {
 }
 
 // sameStatus compares two status maps, ignoring the log offset (which alone
-// is worth a write only every offsetWriteEvery).
+// is worth a write only every offsetWriteEvery) and the request counts
+// (which change with every poll, and alone are worth no write at all).
 func sameStatus(a, b map[string]string) bool {
 	for k, v := range b {
-		if k != record.KeyLogOffset && a[k] != v {
+		if k != record.KeyLogOffset && k != record.KeyBackendRequests && a[k] != v {
 			return false
 		}
 	}

@@ -66,15 +66,23 @@ func newTransport(caFile string, insecure bool) (*http.Transport, error) {
 }
 
 // countingTransport counts requests, so that invoke can report how many
-// requests a job cost the remote system.
+// requests a job cost the remote system, and by the class of their answer
+// (record.RequestClasses) for the record's KeyBackendRequests.
 type countingTransport struct {
-	next http.RoundTripper
-	n    atomic.Int64
+	next    http.RoundTripper
+	n       atomic.Int64
+	classes [6]atomic.Int64 // in the order of record.RequestClasses
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
-	return c.next.RoundTrip(r)
+	resp, err := c.next.RoundTrip(r)
+	i := len(c.classes) - 1 // error: no answer
+	if err == nil && resp.StatusCode >= 100 && resp.StatusCode <= 599 {
+		i = resp.StatusCode/100 - 1
+	}
+	c.classes[i].Add(1)
+	return resp, err
 }
 
 // Unwrap returns the transport underneath, for a client (a WebSocket
@@ -101,6 +109,23 @@ func RequestCount(c *http.Client) int64 {
 		return ct.n.Load()
 	}
 	return 0
+}
+
+// RequestsByClass returns the requests sent through a client made by
+// NewHTTPClient by the class of their answer (empty for any other client).
+func RequestsByClass(c *http.Client) map[string]int64 {
+	out := map[string]int64{}
+	if c == nil {
+		return out
+	}
+	if ct, ok := c.Transport.(*countingTransport); ok {
+		for i, cl := range record.RequestClasses {
+			if n := ct.classes[i].Load(); n > 0 {
+				out[cl] = n
+			}
+		}
+	}
+	return out
 }
 
 // tlsFaultTransport turns a failed certificate verification into a Fault

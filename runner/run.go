@@ -32,6 +32,9 @@ type run struct {
 	result  Result
 	// offsetWritten is when logOff was last written to the record.
 	offsetWritten time.Time
+	// reqBase is the record's backend request counts before this invoke
+	// (nil until the first status write; see backendRequests).
+	reqBase map[string]int64
 
 	// foreign is set when another task owns the record (claim): this run
 	// then writes nothing into it, not even the reason it was refused.
