@@ -24,6 +24,13 @@ type opMetrics struct {
 	kube      metrics.Counter   // class
 	leader    metrics.Gauge
 
+	// From the records' changes (recordmetrics.go).
+	submissions     metrics.Counter   // backend
+	transitions     metrics.Counter   // backend, state
+	detection       metrics.Histogram // backend
+	backendRequests metrics.Counter   // backend, target, class
+	records         recordMetrics
+
 	// r is the reconciler once its informers have synced (this replica
 	// leads, or runs without leader election); nil before.
 	r atomic.Pointer[reconciler]
@@ -49,6 +56,11 @@ func newOpMetrics() *opMetrics {
 	m.kube = reg.Counter("bridge_runner_operator_kube_requests_total", "Requests to the Kubernetes API by the class of their answer: 2xx, 3xx, 4xx, 5xx, or error (no answer).", "class")
 	m.leader = reg.Gauge("bridge_runner_operator_leader", "1 while this replica reconciles (holds the Lease, or runs without leader election), else 0.")
 	m.leader.Set(0)
+	m.submissions = reg.Counter("bridge_runner_operator_submissions_total", "Remote jobs submitted for BridgeJobs: their records got a job id (a new attempt's id counts again).", "backend")
+	m.transitions = reg.Counter("bridge_runner_operator_job_transitions_total", "State changes in BridgeJobs' records, by the state entered.", "backend", "state")
+	m.detection = reg.Histogram("bridge_runner_operator_detection_latency_seconds", "From a remote job's end (the backend's end time, in whole seconds) to the operator seeing the final state in its record.", detectionBuckets, "backend")
+	m.backendRequests = reg.Counter("bridge_runner_operator_backend_requests_total", "HTTP requests invoke sent to the backend for BridgeJobs, by the target's host and the class of the answer (1xx-5xx, error: none); counted by invoke in the record, seen here at its state changes.", "backend", "target", "class")
+	m.records.m = m
 	return m
 }
 

@@ -66,6 +66,14 @@ next:
 	return -1
 }
 
+// histogram is fam's first series' histogram, or nil.
+func histogram(fams map[string]*dto.MetricFamily, fam string) *dto.Histogram {
+	if f := fams[fam]; f != nil && len(f.Metric) > 0 {
+		return f.Metric[0].Histogram
+	}
+	return nil
+}
+
 func probe(addr, path string) (int, string) {
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
@@ -143,6 +151,20 @@ func TestMetricsFollowABridgeJob(t *testing.T) {
 	}
 	if v := value(fams, "bridge_runner_operator_reconcile_duration_seconds", "result", "success"); v <= reconciles {
 		t.Errorf("successful reconciles %v after the job ran, %v before", v, reconciles)
+	}
+	// From the record's changes: one submission, RUNNING (or straight to
+	// DONE) and DONE entered once each, one end detected.
+	if v := value(fams, "bridge_runner_operator_submissions_total", "backend", "local"); v != 1 {
+		t.Errorf("submissions = %v, want 1", v)
+	}
+	if v := value(fams, "bridge_runner_operator_job_transitions_total", "backend", "local", "state", "DONE"); v != 1 {
+		t.Errorf("transitions to DONE = %v, want 1", v)
+	}
+	if v := value(fams, "bridge_runner_operator_detection_latency_seconds", "backend", "local"); v != 1 {
+		t.Errorf("detections = %v, want 1", v)
+	}
+	if h := histogram(fams, "bridge_runner_operator_detection_latency_seconds"); h == nil || h.GetSampleSum() > 30 {
+		t.Errorf("detection latency %v, want one end seen within 30 s", h)
 	}
 	if v := value(fams, "bridge_runner_operator_kube_requests_total", "class", "2xx"); v < 5 {
 		t.Errorf("2xx requests = %v", v)

@@ -152,6 +152,7 @@ func (r *reconciler) run(ctx context.Context) {
 	r.jobs = r.informer(BridgeJobs, "", func() runtime.Object { return &BridgeJobList{} }, &BridgeJob{}, r.enqueue)
 	r.cms = r.informer(kube.ConfigMaps, sel, func() runtime.Object { return &kube.ConfigMapList{} }, &kube.ConfigMap{}, r.enqueueOwner)
 	r.kjobs = r.informer(kube.Jobs, sel, func() runtime.Object { return &kube.JobList{} }, &kube.Job{}, r.enqueueOwner)
+	r.m.records.watch(r.cms)
 	var wg sync.WaitGroup
 	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs} {
 		wg.Add(1)

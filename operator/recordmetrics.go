@@ -1,0 +1,114 @@
+package operator
+
+import (
+	"net/url"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// recordMetrics turns the changes of BridgeJobs' records, which invoke
+// writes, into counters: the operator never talks to a backend itself, so
+// the records are where it learns what the jobs did there.
+type recordMetrics struct {
+	m *opMetrics
+
+	mu sync.Mutex
+	// last is each record's request counts as last counted, so that a
+	// change adds only the difference (the counters must never go back).
+	last map[types.UID]map[string]int64
+}
+
+// detectionBuckets span a job seen ending by a watch or a fast poll (under
+// a second; the end time has whole seconds) to one found by a slow poll or
+// after invoke was down (minutes).
+var detectionBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600}
+
+// watch counts from the record informer's events. The records of the
+// first list are only taken as they are: what they did happened before
+// this replica led (a restart must not count it again).
+func (rm *recordMetrics) watch(inf cache.SharedIndexInformer) {
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if cm, ok := obj.(*kube.ConfigMap); ok {
+				rm.changed(nil, cm, initial)
+			}
+		},
+		UpdateFunc: func(o, n any) {
+			old, ok1 := o.(*kube.ConfigMap)
+			cm, ok2 := n.(*kube.ConfigMap)
+			if ok1 && ok2 {
+				rm.changed(old, cm, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if cm, ok := obj.(*kube.ConfigMap); ok {
+				rm.mu.Lock()
+				delete(rm.last, cm.UID)
+				rm.mu.Unlock()
+			}
+		},
+	})
+}
+
+// changed counts what differs from old (nil: a new record) to cm.
+func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
+	d := cm.Data
+	backend := d["backend"]
+	counts := record.ParseRequests(d[record.KeyBackendRequests])
+	rm.mu.Lock()
+	prev := rm.last[cm.UID]
+	if rm.last == nil {
+		rm.last = map[types.UID]map[string]int64{}
+	}
+	rm.last[cm.UID] = counts
+	rm.mu.Unlock()
+	if baselineOnly {
+		return
+	}
+	var od map[string]string
+	if old != nil {
+		od = old.Data
+	}
+	for c, n := range prev {
+		if counts[c] < n { // a new run started the counts again
+			prev = nil
+			break
+		}
+	}
+	target := targetOf(d["resourceURL"]) // the key the operator writes the spec's URL under
+	for c, n := range counts {
+		if n > prev[c] {
+			rm.m.backendRequests.Add(float64(n-prev[c]), backend, target, c)
+		}
+	}
+	if id := d[record.KeyID]; id != "" && id != od[record.KeyID] {
+		rm.m.submissions.Inc(backend)
+	}
+	state := string(ourState(d[record.KeyJobStatus]))
+	if d[record.KeyJobStatus] == "" || ourState(od[record.KeyJobStatus]) == ourState(d[record.KeyJobStatus]) {
+		return
+	}
+	rm.m.transitions.Inc(backend, state)
+	if end, err := time.Parse(time.RFC3339, d[record.KeyEnd]); err == nil && isFinal(state) && !isFinal(od[record.KeyJobStatus]) {
+		rm.m.detection.Observe(max(0, time.Since(end).Seconds()), backend)
+	}
+}
+
+// targetOf is the host (and port) of a resource URL: the remote system,
+// without the path or any user name. "" for none (the local backend).
+func targetOf(resourceURL string) string {
+	u, err := url.Parse(resourceURL)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
