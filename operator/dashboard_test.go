@@ -83,7 +83,9 @@ func TestDashboardQueriesTheMetrics(t *testing.T) {
 	}
 	for _, name := range []string{"bridge_runner_operator_bridgejobs", "bridge_runner_operator_jobs_created_total",
 		"bridge_runner_operator_reconcile_duration_seconds", "bridge_runner_operator_workqueue_depth",
-		"bridge_runner_operator_kube_requests_total", "bridge_runner_operator_leader"} {
+		"bridge_runner_operator_kube_requests_total", "bridge_runner_operator_leader", "bridge_runner_operator_submissions_total",
+		"bridge_runner_operator_job_transitions_total", "bridge_runner_operator_detection_latency_seconds",
+		"bridge_runner_operator_backend_requests_total"} {
 		if !queried[name] {
 			t.Errorf("the dashboard shows nothing of %s", name)
 		}
