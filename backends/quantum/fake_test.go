@@ -30,7 +30,8 @@ import (
 // Retry-After, 204 cancel, results, logs and metrics. What 2026-04-15
 // dropped is gone: GET /jobs/{id}/transpiled_circuits answers 404 like any
 // route the service does not have, /jobs and /metrics carry no bss and no
-// usage, and circuits_execution_time_ns is at the root of /metrics. Faults
+// usage, and circuits_execution_time_ns is at the root of /metrics.
+// GET /backends/{name}/status answers state, status and length_queue. Faults
 // can be injected per request.
 type fakeIQP struct {
 	*httptest.Server
@@ -44,6 +45,8 @@ type fakeIQP struct {
 	versions    map[string]time.Time // accepted IBM-API-Version → sunset (zero: live)
 	now         func() time.Time
 	backendsOK  map[string]bool
+	paused      map[string]bool // backends answering state false, status "paused"
+	queued      map[string]int  // other users' jobs waiting for a backend
 	jobs        map[string]*iqpJob
 	order       []string
 	submitTimes []time.Time
@@ -160,6 +163,10 @@ func (f *fakeIQP) serve(w http.ResponseWriter, r *http.Request) {
 
 // route serves an authorized request for /api/v1/<parts>.
 func (f *fakeIQP) route(w http.ResponseWriter, r *http.Request, parts []string) {
+	if len(parts) == 3 && parts[0] == "backends" && parts[2] == "status" && r.Method == http.MethodGet {
+		f.backendStatus(w, parts[1])
+		return
+	}
 	if parts[0] != "jobs" {
 		apiErr(w, http.StatusNotFound, 1200, "Not found")
 		return
@@ -513,4 +520,31 @@ func (f *fakeIQP) output(w http.ResponseWriter, r *http.Request, id, what string
 	default:
 		apiErr(w, http.StatusNotFound, 1200, "Not found")
 	}
+}
+
+// backendStatus serves GET /backends/{name}/status in the shape
+// qiskit-ibm-runtime reads (api/rest/cloud_backend.py): state (operational),
+// status, message, length_queue (the jobs waiting: ours Queued on that
+// backend and other users'), backend_version; an unknown backend is 404
+// with the string code not_found, as for a submit to it.
+func (f *fakeIQP) backendStatus(w http.ResponseWriter, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.backendsOK[name] {
+		apiErr(w, 404, "not_found", "Backend "+name+" not found.")
+		return
+	}
+	queue := f.queued[name]
+	for _, j := range f.jobs {
+		if j.backend == name && j.status == "Queued" {
+			queue++
+		}
+	}
+	state, status, msg := true, "active", "available"
+	if f.paused[name] {
+		state, status, msg = false, "paused", "paused for calibration"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"state": state, "status": status, "message": msg,
+		"length_queue": queue, "backend_version": "1.3.7"})
 }

@@ -65,6 +65,10 @@
 // or in an unknown state is left out (Status reads it). States are mapped as
 // above; the times are not read (they need each job's metrics).
 //
+// ProbeLoad (backends.LoadProber) is one GET /backends/{name}/status:
+// state (operational) and status decide whether the job fits, length_queue
+// is its PendingJobs (load.go).
+//
 // Cancel is POST /jobs/{id}/cancel (204); a refused cancel of a job that has
 // ended is not an error. FetchOutput serves "results" (the PrimitiveResult
 // JSON, stored opaquely), "logs" and "metrics" (see Outputs).
@@ -89,7 +93,9 @@
 // lists the newest jobs first by default; the primitives' option keys and
 // PUB layout; how a cancel of a finished job is refused; that a wrong
 // Service-CRN is 401 or 403; that metrics' timestamps are named
-// created/running/finished; the error codes other than 1291 and 1305.
+// created/running/finished; the error codes other than 1291 and 1305; the
+// words of a backend status' status other than "active" (paused,
+// maintenance and offline are read as stopped).
 package quantum
 
 import (
