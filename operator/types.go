@@ -25,7 +25,11 @@ type BridgeJobSpec struct {
 	ResourceSecret  string `json:"resourcesecret"`
 	Image           string `json:"image,omitempty"`
 	ImagePullPolicy string `json:"imagepullpolicy,omitempty"`
-	UpdateInterval  int    `json:"updateinterval,omitempty"`
+	// Targets and Placement are bridge-runner's placement keys; IBM's
+	// resource has none.
+	Targets        string `json:"targets,omitempty"`
+	Placement      string `json:"placement,omitempty"`
+	UpdateInterval int    `json:"updateinterval,omitempty"`
 	// Array is bridge-runner's job array key; IBM's resource has none.
 	Array         string  `json:"array,omitempty"`
 	Kill          bool    `json:"kill,omitempty"`

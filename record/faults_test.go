@@ -127,7 +127,7 @@ func TestNamespaces(t *testing.T) {
 func TestURLsWithUserInfoOrBadPorts(t *testing.T) {
 	const pw = "hunter2-secret"
 	for _, raw := range []string{"https://u:" + pw + "@h:8443", "http://u:" + pw + "@h:bad port/x", "u:" + pw + "@h:9000", "https://" + pw + "@h", "ssh://u:" + pw + "@h:22"} {
-		err := checkResourceURL(raw)
+		err := checkResourceURL("resourceURL", raw)
 		f := requireFault(t, err, FaultURL, "resourceURL")
 		assert.NotContains(t, f.Error(), pw, "the refused value is not echoed")
 		err = CheckS3Endpoint(raw)
@@ -135,10 +135,10 @@ func TestURLsWithUserInfoOrBadPorts(t *testing.T) {
 		assert.NotContains(t, f.Error(), pw)
 	}
 	for _, raw := range []string{"http://h:0", "http://h:65536", "http://h:99999999999999999999"} {
-		requireFault(t, checkResourceURL(raw), FaultURL, "resourceURL")
+		requireFault(t, checkResourceURL("resourceURL", raw), FaultURL, "resourceURL")
 	}
 	for _, raw := range []string{"", "http://h", "https://h:8443/api", "http://[::1]:6820", "ssh://alice@login.example:2222/dir"} {
-		assert.NoError(t, checkResourceURL(raw), raw)
+		assert.NoError(t, checkResourceURL("resourceURL", raw), raw)
 	}
 	for _, ep := range []string{"127.0.0.1:", "h:0", "h:65536", "[::1]:", "h:x"} {
 		requireFault(t, CheckS3Endpoint(ep), FaultURL, "s3.endpoint")

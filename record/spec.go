@@ -35,6 +35,8 @@ type Spec struct {
 	Backend             string `key:"backend" flag:"backend" help:"the remote system: local, slurm, lsf, ray, quantum or htcondor (slurm and htcondor also over SSH, with an ssh://user@host URL); default local without a resource URL, else what the URL says" crd:"backend"`
 	ResourceURL         string `key:"resourceURL" flag:"resource-url" help:"base URL of the remote system's API (not needed for local)" crd:"resourceURL"`
 	ResourceSecret      string `key:"resourcesecret" flag:"resource-secret" help:"name of the Secret mounted as the credentials directory (informational)" crd:"resourcesecret"`
+	Targets             string `key:"targets" flag:"targets" help:"run where the job starts soonest: a JSON list of targets, each {name, backend, resourceURL, credentials, jobproperties}, inheriting the job's own; probed, one chosen by placement and recorded before the submit" crd:"targets"`
+	Placement           string `key:"placement" flag:"placement" default:"earliest-start" help:"how targets are chosen: earliest-start, least-pending or ordered (the first where the job starts now, else the first that fits)" crd:"placement"`
 	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m" crd:"updateinterval" ibm:"updateinterval" type:"Integer"`
 	Array               string `key:"array" flag:"array" help:"job array: run the job as many tasks, e.g. 0-999 or 1,3,8-15, then %M for at most M at once (%50); each task sees its index in BRIDGE_TASK_INDEX (Slurm, HTCondor, LSF)" crd:"array"`
 	JobProperties       string `key:"jobproperties" flag:"job-properties" help:"backend-native job settings as a JSON object" crd:"jobproperties" ibm:"jobProperties"`
@@ -112,7 +114,7 @@ func (s Spec) WithDefaults() Spec {
 			*p = f.Default
 		}
 	}
-	if s.Backend == "" && strings.TrimSpace(s.ResourceURL) == "" {
+	if s.Backend == "" && strings.TrimSpace(s.ResourceURL) == "" && strings.TrimSpace(s.Targets) == "" {
 		s.Backend = LocalBackend
 	}
 	return s
@@ -171,8 +173,17 @@ const (
 
 // Description is a checked Spec.
 type Description struct {
-	Backend        string
-	ResourceURL    string
+	Backend     string
+	ResourceURL string
+	// Targets are the places the job may run (nil: Backend at
+	// ResourceURL). Until Place chose one, Backend and ResourceURL are the
+	// job's own, which targets inherit.
+	Targets []Target
+	Policy  string // the placement policy (record.Policies)
+	// Target is the placed target's name; CredentialsDir its credentials
+	// directory ("" for the step's own).
+	Target         string
+	CredentialsDir string
 	UpdateInterval time.Duration
 	Array          *backends.Array // nil: one job, not an array
 	Properties     json.RawMessage
@@ -232,7 +243,7 @@ func (s Spec) Parse() (*Description, error) {
 		return nil, err
 	}
 	d := &Description{Backend: strings.TrimSpace(s.Backend), ResourceURL: strings.TrimSpace(s.ResourceURL)}
-	if d.Backend == "" {
+	if d.Backend == "" && strings.TrimSpace(s.Targets) == "" {
 		return nil, backends.Invalid("backend", "is empty; set --backend (or BRIDGE_BACKEND) to local, slurm, lsf, ray, quantum or htcondor")
 	}
 	var err error
@@ -251,6 +262,9 @@ func (s Spec) Parse() (*Description, error) {
 			return nil, err
 		}
 		d.Properties = json.RawMessage(p)
+	}
+	if err := parseTargets(s.Targets, s.Placement, d); err != nil {
+		return nil, err
 	}
 	if err := s.parseScript(d); err != nil {
 		return nil, err

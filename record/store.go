@@ -88,10 +88,13 @@ const (
 	KeyArrayCounts    = "status.arrayCounts"
 	KeyArrayFailed    = "status.arrayFailed"
 	KeyArrayExitCodes = "status.arrayExitCodes"
+	// KeyPlacement is where a job with targets was placed and why (Placed,
+	// as JSON), written once, before the submit intent.
+	KeyPlacement = "status.placement"
 )
 
 // StateKeys lists every key the runner owns; a new run starts without them.
-var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts, KeyWatchGroup, KeyWatchObserved, KeyWatchHandover, KeyArrayCounts, KeyArrayFailed, KeyArrayExitCodes, KeyBackendRequests}
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts, KeyWatchGroup, KeyWatchObserved, KeyWatchHandover, KeyArrayCounts, KeyArrayFailed, KeyArrayExitCodes, KeyBackendRequests, KeyPlacement}
 
 // KeyBackendMemo holds what a backends.Rememberer learnt about the remote
 // side (e.g. "api=v0.0.42" for Slurm), so that a later invoke of the same

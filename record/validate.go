@@ -56,7 +56,7 @@ func ValidateNamespace(ns string) error {
 
 // checkAddresses checks the description's URLs.
 func checkAddresses(d *Description) error {
-	if err := checkResourceURL(d.ResourceURL); err != nil {
+	if err := checkResourceURL("resourceURL", d.ResourceURL); err != nil {
 		return err
 	}
 	return CheckS3Endpoint(d.S3.Endpoint)
@@ -77,12 +77,12 @@ func sshLogin(raw string) bool {
 // password in a ConfigMap, where anyone who may read ConfigMaps reads it)
 // and a port out of range. The value is never echoed when it has user info.
 // An ssh:// URL's login name (ssh://user@host) is no secret and stays.
-func checkResourceURL(raw string) error {
+func checkResourceURL(field, raw string) error {
 	if raw == "" {
 		return nil
 	}
 	if hasUserInfo(raw) && !sshLogin(raw) {
-		return NewFault(FaultURL, "resourceURL", "carries user info (user:password@); remove it, and put the credentials "+
+		return NewFault(FaultURL, field, "carries user info (user:password@); remove it, and put the credentials "+
 			"in the Secret mounted as --credentials-dir")
 	}
 	u, err := url.Parse(raw)
@@ -90,11 +90,11 @@ func checkResourceURL(raw string) error {
 		return nil // each backend explains its own URL format
 	}
 	if u.Host != "" || u.Scheme == "http" || u.Scheme == "https" || u.Scheme == "ssh" {
-		if err := checkHost("resourceURL", u.Hostname()); err != nil {
+		if err := checkHost(field, u.Hostname()); err != nil {
 			return err
 		}
 	}
-	return checkPort("resourceURL", raw, u.Port(), false)
+	return checkPort(field, raw, u.Port(), false)
 }
 
 // maxHostLen is the longest DNS name (RFC 1035).

@@ -24,6 +24,13 @@ func (r *run) description(ctx context.Context) (*record.Description, error) {
 		r.Log.Info("ignoring IBM Bridge Operator keys that mean nothing to bridge-runner", "keys", rep.Inert)
 	}
 	spec := record.SpecFromData(r.rec.Data)
+	if strings.TrimSpace(spec.Targets) != "" {
+		desc, err := spec.Parse()
+		if err != nil {
+			return nil, err
+		}
+		return r.placed(ctx, desc)
+	}
 	name, why, err := record.SelectBackend(ctx, spec.Backend, r.BackendChoice, spec.ResourceURL, r.Registry.Names(), r.Backend.HTTPClient)
 	if err != nil {
 		return nil, err
@@ -53,10 +60,7 @@ func (r *run) description(ctx context.Context) (*record.Description, error) {
 // and hands it the record's memo. invoke and cleanup both build theirs here,
 // after description chose it.
 func (r *run) newBackend(desc *record.Description) (backends.Backend, error) {
-	cfg := r.Backend
-	cfg.URL = desc.ResourceURL
-	cfg.Logger = r.Log.With("backend", desc.Backend)
-	be, err := r.Registry.New(desc.Backend, cfg)
+	be, err := r.buildBackend(desc)
 	if err != nil {
 		return nil, err
 	}
@@ -65,4 +69,17 @@ func (r *run) newBackend(desc *record.Description) (backends.Backend, error) {
 		return asArray(be, *desc.Array), nil
 	}
 	return be, nil
+}
+
+// buildBackend builds the description's backend with its target's
+// credentials and nothing of the record.
+func (r *run) buildBackend(desc *record.Description) (backends.Backend, error) {
+	cfg := r.Backend
+	cfg.URL = desc.ResourceURL
+	cfg.Logger = r.Log.With("backend", desc.Backend)
+	var err error
+	if cfg.Credentials, err = resolveCredentials(cfg.Credentials, desc.CredentialsDir); err != nil {
+		return nil, err
+	}
+	return r.Registry.New(desc.Backend, cfg)
 }

@@ -335,7 +335,7 @@ func (c *Cleaner) deleteEnded(ctx context.Context, r *run, res *CleanupResult) e
 		return err
 	}
 	id := r.rec.Data[record.KeyID]
-	desc, err := record.SpecFromData(r.rec.Data).Parse()
+	desc, err := record.DescribeRecord(r.rec.Data)
 	if id == "" || err != nil {
 		return nil
 	}

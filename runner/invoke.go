@@ -114,7 +114,7 @@ func (iv *Invoker) Result() *Result {
 // any other error when the state could not be followed to its end (a retry
 // of invoke re-attaches).
 func (iv *Invoker) Run(ctx context.Context) error {
-	r := &run{Invoker: iv.withDefaults()}
+	r := &run{Invoker: iv.withDefaults(), placing: true}
 	iv.last = r
 	ctx, stop := r.stopBeforeDeadline(ctx)
 	defer stop()
@@ -201,7 +201,7 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	defer closeBackend(be, r.Log)
-	r.result.Job = r.JobName
+	r.result.Job, r.result.Target = r.JobName, desc.Target
 	// The job of the record's current attempt, with that attempt's key.
 	jobOf := func() (backends.Job, func() (backends.Job, error)) {
 		base := backends.Job{Name: r.JobName, Key: AttemptKey(r.rec.UID, attemptOf(r.rec.Data)), Properties: desc.Properties}

@@ -33,6 +33,7 @@ type Result struct {
 	Attempt         string   `json:"attempt,omitempty" output:"attempt" help:"the attempt number: 1, more once a retry of the step submitted new attempts after failures (see status.attempts)"`
 	ArrayCounts     string   `json:"arrayCounts,omitempty" output:"array-counts" help:"for a job array: its tasks by final state, e.g. DONE=950 FAILED=50"`
 	ArrayFailed     string   `json:"arrayFailed,omitempty" output:"array-failed" help:"for a job array: the indexes of the tasks that did not end DONE, as ranges (3,17-19): give them as array to a retry of only those"`
+	Target          string   `json:"target,omitempty" output:"target" help:"for a job with targets: the name of the target placement chose (status.placement says why)"`
 	Exit            int      `json:"exit"`
 }
 

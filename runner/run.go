@@ -36,6 +36,10 @@ type run struct {
 	// (nil until the first status write; see backendRequests).
 	reqBase map[string]int64
 
+	// placing is set in invoke: a job with targets and no placement yet is
+	// placed (placement.go); cleanup never places.
+	placing bool
+
 	// foreign is set when another task owns the record (claim): this run
 	// then writes nothing into it, not even the reason it was refused.
 	foreign bool

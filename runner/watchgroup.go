@@ -110,7 +110,8 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 		return nil
 	}
 	var dir string
-	if dc, ok := r.Backend.Credentials.(DirCredentials); ok {
+	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
+	if dc, ok := creds.(DirCredentials); ok {
 		dir = dc.Dir
 	}
 	m := &watchMember{

@@ -70,7 +70,10 @@ type Backend struct {
 	StatusFaults []error
 	// down: every call fails as with a backend out of reach (see SetDown).
 	down bool
-	now  func() time.Time
+	// load and probeFault shape ProbeLoad (see SetLoad).
+	load       *backends.Load
+	probeFault error
+	now        func() time.Time
 }
 
 // errDown is what calls return while the fake is down; its text stands for
@@ -377,4 +380,33 @@ func (b *Backend) ArrayStatus(_ context.Context, id string) (map[int]backends.St
 		}
 	}
 	return out, nil
+}
+
+// SetLoad sets what ProbeLoad reports (nil: every count unknown) and the
+// error it returns instead (nil: none).
+func (b *Backend) SetLoad(l *backends.Load, fault error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.load, b.probeFault = l, fault
+}
+
+// ProbeLoad reports the load SetLoad gave, counted as "probe"; the job's
+// properties must be the fake's (as Submit reads them).
+func (b *Backend) ProbeLoad(_ context.Context, job backends.Job, _ *backends.Array) (backends.Load, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["probe"]++
+	if b.down {
+		return backends.Load{}, errDown
+	}
+	if _, err := parse(job.Properties); err != nil {
+		return backends.Load{}, err
+	}
+	if b.probeFault != nil {
+		return backends.Load{}, b.probeFault
+	}
+	if b.load == nil {
+		return backends.UnknownLoad("fake"), nil
+	}
+	return *b.load, nil
 }

@@ -171,6 +171,8 @@ type statusRow struct {
 	JobID        string `json:"jobID,omitempty"`
 	Owner        string `json:"owner,omitempty"`
 	Kill         bool   `json:"kill,omitempty"`
+	// Placement is where placement sent a job with targets, and why.
+	Placement *record.Placed `json:"placement,omitempty"`
 	// Tasks is a job array's tasks by state, "DONE=950 FAILED=50".
 	Tasks      string    `json:"tasks,omitempty"`
 	Message    string    `json:"message,omitempty"`
@@ -187,8 +189,16 @@ func toRow(l record.Listed) statusRow {
 	d := l.Record.Data
 	state := d[record.KeyJobStatus]
 	state = string(record.StateOf(state)) // IBM's KILL too, in a record of a BridgeJob (--status-keys)
+	backend, target := d["backend"], record.TargetHost(d["resourceURL"])
+	placed, _ := record.ParsePlaced(d[record.KeyPlacement])
+	if placed != nil {
+		// Where placement sent the job: the target's name and host.
+		if desc, err := record.DescribeRecord(d); err == nil {
+			backend, target = desc.Backend, placed.Target+"="+record.TargetHost(desc.ResourceURL)
+		}
+	}
 	return statusRow{
-		Name: l.Job, Namespace: l.Namespace, Backend: d["backend"], Target: record.TargetHost(d["resourceURL"]),
+		Name: l.Job, Namespace: l.Namespace, Backend: backend, Target: target, Placement: placed,
 		State: state, BackendState: d[record.KeyRawState], Reason: d[record.KeyReason],
 		JobID: d[record.KeyID], Owner: record.RecordOwner(l), Kill: d[record.KeyKill] == "true", Tasks: d[record.KeyArrayCounts],
 		Message: d[record.KeyMessage], SubmitTime: d[record.KeySubmit], StartTime: d[record.KeyStart], EndTime: d[record.KeyEnd],

@@ -1,0 +1,90 @@
+package runner
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+func load(free, total, pending int) backends.Load {
+	l := backends.UnknownLoad("p")
+	l.FreeCPUs, l.TotalCPUs, l.PendingJobs, l.PendingCPUs, l.JobCPUs = free, total, pending, pending, 1
+	return l
+}
+
+func cands(loads ...backends.Load) []candidate {
+	out := make([]candidate, len(loads))
+	for i, l := range loads {
+		out[i] = candidate{target: record.Target{Name: string(rune('a' + i))}, load: l}
+	}
+	return out
+}
+
+func TestPlacementPolicies(t *testing.T) {
+	full, idle, busy := load(0, 4, 12), load(4, 4, 0), load(1, 8, 3)
+	unknown := backends.UnknownLoad("")
+	soon, later := load(0, 4, 2), load(0, 4, 2)
+	soon.EstimatedStart, later.EstimatedStart = time.Unix(1000, 0), time.Unix(2000, 0)
+	for _, c := range []struct {
+		name   string
+		policy string
+		cands  []candidate
+		want   int
+	}{
+		{"earliest-start takes the idle one", record.PolicyEarliestStart, cands(full, idle), 1},
+		{"earliest-start: free CPUs but a queue loses to an idle one", record.PolicyEarliestStart, cands(busy, idle), 1},
+		{"earliest-start: the scheduler's estimates decide", record.PolicyEarliestStart, cands(later, soon), 1},
+		{"earliest-start: the smaller backlog per CPU", record.PolicyEarliestStart, cands(full, busy), 1},
+		{"earliest-start: an unknown load loses to a known one", record.PolicyEarliestStart, cands(unknown, full), 1},
+		{"earliest-start: ties go to the first listed", record.PolicyEarliestStart, cands(idle, idle), 0},
+		{"unknown loads go by order", record.PolicyEarliestStart, cands(unknown, unknown), 0},
+		{"least-pending per free CPU", record.PolicyLeastPending, cands(full, busy, idle), 2},
+		{"least-pending: a full queue vs a fuller one", record.PolicyLeastPending, cands(load(0, 4, 12), load(0, 4, 3)), 1},
+		{"ordered: the first where it starts now", record.PolicyOrdered, cands(full, idle, idle), 1},
+		{"ordered: spills to the first that fits when none starts now", record.PolicyOrdered, cands(full, busy), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := choose(c.policy, c.cands)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, got)
+			again, _ := choose(c.policy, c.cands)
+			assert.Equal(t, got, again, "the same inputs give the same choice")
+		})
+	}
+}
+
+func TestPlacementSkipsWhatCannotTakeTheJob(t *testing.T) {
+	cs := cands(load(4, 4, 0), load(4, 4, 0), load(0, 4, 1))
+	cs[0].skip, cs[0].down = "did not answer", true
+	cs[1].skip = "does not fit: too many CPUs"
+	got, err := choose(record.PolicyEarliestStart, cs)
+	require.NoError(t, err)
+	assert.Equal(t, 2, got, "only the third can take the job, loaded as it is")
+
+	cs[2].skip = "does not fit: time limit"
+	_, err = choose(record.PolicyEarliestStart, cs)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, backends.ErrTransient), "a target that did not answer may answer a retry: %v", err)
+	assert.Contains(t, err.Error(), "a: did not answer")
+
+	cs[0].down = false
+	cs[0].skip = "refused the job: jobproperties.partition: no such partition"
+	_, err = choose(record.PolicyEarliestStart, cs)
+	assert.True(t, errors.Is(err, backends.ErrInvalid), "every target refused the job: exit 2: %v", err)
+	assert.False(t, errors.Is(err, backends.ErrTransient))
+}
+
+func TestSkipReasonQuotesNoServerText(t *testing.T) {
+	server := errors.New("upstream said: <html>secret-token-123</html>")
+	for _, err := range []error{server, backends.Transient(server), errors.Join(backends.ErrAuth, server)} {
+		assert.NotContains(t, skipReason(err), "secret-token-123")
+	}
+	assert.Equal(t, "refused the job: jobproperties.partition: does not exist",
+		skipReason(backends.Invalid("jobproperties.partition", "does not exist")))
+}
