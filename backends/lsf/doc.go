@@ -93,6 +93,10 @@
 // (cwd). A multipart/mixed answer is unpacked (the part named after the file,
 // else the first part); any other answer is the file itself.
 //
+// ProbeLoad (backends.LoadProber) is one POST ws/queues/getfullinfo with
+// names=<queue> (load.go): numPend and numRun, and no fit for a closed or
+// inactive queue.
+//
 // Errors: 401/403 are authentication (see above); 400 and 422 on submit are
 // backends.ErrInvalid naming jobproperties; 429, 5xx and transport failures
 // are backends.ErrTransient; error bodies <error><message>..</message></error>
@@ -134,6 +138,9 @@
 //   - the jobhistory text and the download answer's part names;
 //   - the parameter id of file parameters (the file's name, as the Bridge
 //     Operator sent it);
+//   - the JSON of ws/queues/getfullinfo (read as the jobs' mapping, "queue"
+//     an object or an array) and its status field (read as bqueues'
+//     "Open:Active" words or as qStatus bits);
 //   - how ws/jobs/{id} writes an array's elements ("<id>[<n>]", as bjobs
 //     does, or a separate index field): both are read.
 package lsf

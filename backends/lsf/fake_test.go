@@ -29,8 +29,9 @@ import (
 // platform_token cookie with #quote#, multipart/mixed submit with a nested
 // data part of <AppParam> XML, JSON (the XML mapping, "@" attributes) or XML
 // answers chosen by Accept, 404 once a job has left mbatchd with the
-// jobhistory fallback, both kill calls, and file download. Faults can be
-// injected per request.
+// jobhistory fallback, both kill calls, file download, and the detailed
+// queue information (fake_queues_test.go). Faults can be injected per
+// request.
 type fakePAC struct {
 	*httptest.Server
 	t testing.TB
@@ -51,6 +52,7 @@ type fakePAC struct {
 	arrays      bool   // JSON: one job as an array of one
 	killInfo    string // exitInfo of a killed job
 	submits     []*pacSubmit
+	queueStatus map[string]string // queue -> status as bqueues writes it (fake_queues_test.go)
 }
 
 type pacJob struct {
@@ -103,7 +105,8 @@ type fault struct {
 func newFakePAC(t testing.TB, tls bool) *fakePAC {
 	t.Helper()
 	f := &fakePAC{t: t, user: "lsfuser", pass: `p&ss<"word>`, tokens: map[string]time.Time{}, tokenTTL: time.Hour,
-		jobs: map[int]*pacJob{}, nextID: 1234, jacsKill: true, userCmdKill: true, jobKey: "job", killInfo: "TERM_OWNER"}
+		jobs: map[int]*pacJob{}, nextID: 1234, jacsKill: true, userCmdKill: true, jobKey: "job", killInfo: "TERM_OWNER",
+		queueStatus: map[string]string{"normal": "Open:Active", "night": "Open:Inact", "retired": "Closed:Inact"}}
 	if tls {
 		f.Server = httptest.NewTLSServer(http.HandlerFunc(f.serve))
 	} else {
@@ -212,6 +215,8 @@ func (f *fakePAC) route(w http.ResponseWriter, r *http.Request, p string) {
 		f.list(w, r)
 	case strings.HasPrefix(p, "jobs/") && r.Method == http.MethodGet:
 		f.get(w, r, strings.TrimPrefix(p, "jobs/"))
+	case p == "queues/getfullinfo" && r.Method == http.MethodPost:
+		f.queueInfo(w, r)
 	case p == "jobhistory" && r.Method == http.MethodGet:
 		f.history(w, r)
 	case strings.HasPrefix(p, "jobfiles/download/") && r.Method == http.MethodPost:
