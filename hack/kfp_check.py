@@ -220,6 +220,31 @@ def _():
     require(exits == ["bridge-cleanup"], f"the retry's exit tasks are {exits}, want its own cleanup")
 
 
+# 5c. The placement example: one bridge-job with two targets, the second
+#     naming its own credentials directory, which is mounted from its own
+#     Secret in both the job's and the cleanup's pod; the target output is
+#     read downstream.
+@check("compile examples/placement/kfp_pipeline.py (two clusters, each with its own credentials)")
+def _():
+    import json
+    docs = compile_example(os.path.join(ROOT, "examples", "placement", "kfp_pipeline.py"), "example_placement")
+    ir, platform = docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    tasks = {}
+    for dag in [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]:
+        tasks.update(dag.get("tasks", {}))
+    params = tasks["bridge-job"]["inputs"]["parameters"]
+    targets = json.loads(params["targets"]["runtimeValue"]["constant"])
+    require([t["name"] for t in targets] == ["hpc-a", "hpc-b"], f"targets are {targets}")
+    require(params["placement"]["runtimeValue"]["constant"] == "earliest-start", f"placement is {params['placement']}")
+    for name in ("exec-bridge-job", "exec-bridge-cleanup"):
+        mounts = {m["mountPath"] for m in platform.get(name, {}).get("secretAsVolume", [])}
+        require({"/credentials", targets[1]["credentials"]} <= mounts, f"{name} mounts {sorted(mounts)}")
+    feeds = [t["inputs"]["parameters"]["target"]["taskOutputParameter"] for n, t in tasks.items()
+             if "taskOutputParameter" in t.get("inputs", {}).get("parameters", {}).get("target", {})]
+    require(feeds and feeds[0]["producerTask"] == "bridge-job" and feeds[0]["outputParameterKey"] == "target",
+            f"the target output feeds {feeds}")
+
+
 # 6. The README's compile commands (`python examples/<x>/kfp_pipeline.py
 #    FILE.yaml`), run as a user runs them, from the top of the tree.
 with open(os.path.join(ROOT, "README.md")) as f:

@@ -705,7 +705,7 @@ func TestContractExitZero(t *testing.T) {
 // not here) is taken to have written: a FAILED array with failed tasks, so
 // that the examples' when: branches on a job's outcome are walked too.
 var parsedOutputs = map[string]string{"job_id": "1", "status": "FAILED", "message": "array 1: 100 tasks: DONE=96 FAILED=4",
-	"job_exit_code": "3", "failure_category": "job", "array_counts": "DONE=96 FAILED=4", "array_failed": "3,17-19"}
+	"job_exit_code": "3", "failure_category": "job", "array_counts": "DONE=96 FAILED=4", "array_failed": "3,17-19", "target": "hpc-b"}
 
 // Workflow would: its entrypoint with the workflow's parameters, then onExit.
 func TestContractBridgeJobWorkflow(t *testing.T) {
