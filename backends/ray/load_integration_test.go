@@ -98,3 +98,17 @@ func TestProbeLoadUnreachable(t *testing.T) {
 	_, err = b.ProbeLoad(context.Background(), pyJob("print(1)"), nil)
 	require.True(t, errors.Is(err, backends.ErrTransient), "%v", err)
 }
+
+// TestRealProbeLoadWithToken: on the real Ray with token authentication,
+// the probe sends the token (its two requests answer) and without one it
+// is an authentication error naming the credential, not a transient one.
+func TestRealProbeLoadWithToken(t *testing.T) {
+	rr := needRayAt(t, "BRIDGE_TEST_RAY_AUTH")
+	b, ct := countedBackend(t, rr.url, rr.creds)
+	load := probeCounted(t, b, ct, pyJob("print(1)"))
+	require.GreaterOrEqual(t, load.TotalCPUs, 1, "%+v", load)
+	anon, _ := countedBackend(t, rr.url, nil)
+	_, err := anon.ProbeLoad(context.Background(), pyJob("print(1)"), nil)
+	require.ErrorIs(t, err, backends.ErrAuth)
+	require.Contains(t, err.Error(), "token")
+}
