@@ -111,3 +111,20 @@ func TestProbeLoadUnreachable(t *testing.T) {
 		t.Fatalf("unreachable submit host: %v, want ErrTransient", err)
 	}
 }
+
+// TestProbeLoadNotASubmitHost: a login node without HTCondor's commands
+// (the plain test sshd, a Slurm login node) is an invalid resourceURL, not
+// a pool that is away.
+func TestProbeLoadNotASubmitHost(t *testing.T) {
+	srv := testssh.Default(t)
+	be, err := htcondor.New(backends.Config{URL: srv.URL, Credentials: testssh.Creds(t, srv.CredsDir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := be.(*htcondor.Backend)
+	defer b.Close()
+	_, err = b.ProbeLoad(testssh.Ctx(t, time.Minute), job(t, "#!/bin/sh\ntrue\n", nil), nil)
+	if !errors.Is(err, backends.ErrInvalid) || errors.Is(err, backends.ErrTransient) || !strings.Contains(err.Error(), "condor_status") {
+		t.Fatalf("a host without condor_status: %v, want ErrInvalid naming condor_status", err)
+	}
+}
