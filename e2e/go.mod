@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/minio/minio-go/v7 v7.4.1
+	github.com/prometheus/client_model v0.6.2
+	github.com/prometheus/common v0.64.0
 	k8s.io/api v0.35.4
 	k8s.io/apimachinery v0.35.4
 	k8s.io/client-go v0.35.4

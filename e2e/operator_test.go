@@ -151,20 +151,113 @@ func bridgeJob(name string, spec map[string]any) *unstructured.Unstructured {
 // TestOperatorSlurmBridgeJob: a BridgeJob for the real Slurm, reconciled by
 // the operator installed from deploy/operator, runs in a real pod to DONE;
 // kubectl get bridgejobs shows its state and job id; the Slurm job
-// COMPLETED; deleting it removes what the operator made.
+// COMPLETED; deleting it removes what the operator made. The operator's
+// metrics, scraped through the pod proxy before, during and after and
+// parsed by Prometheus's own parser, follow the job: one Job created, one
+// submission, RUNNING entered while DONE is not, then DONE and one end
+// detected, and the backend requests to this Slurm counted by answer.
 func TestOperatorSlurmBridgeJob(t *testing.T) {
 	e := setup(t)
 	t.Parallel()
 	bj := bridgeJob("bj-slurm-"+randHex(3), map[string]any{
 		"backend": "slurm", "resourceURL": e.slurmPodURL, "resourcesecret": "slurm-credentials",
 		"imagepullpolicy": "Never", "updateinterval": int64(2), "jobproperties": e.jobProps(),
-		"jobdata": map[string]any{"jobscript": "#!/bin/bash\necho operator job $SLURM_JOB_ID\n", "scriptlocation": "inline"},
+		// Long enough to be seen RUNNING in the metrics (scraped every second).
+		"jobdata": map[string]any{"jobscript": "#!/bin/bash\necho operator job $SLURM_JOB_ID\nsleep 10\n", "scriptlocation": "inline"},
 	})
+	e.installOperator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// Ready replicas may still stand by: wait for the Lease's holder.
+	var before metricsOf
+	var scrapeErr error
+	if err := poll(ctx, time.Second, func() (bool, error) {
+		before, scrapeErr = e.operatorMetrics(ctx)
+		return scrapeErr == nil, nil
+	}); err != nil {
+		t.Fatalf("scraping the operator before the BridgeJob: %v (%v)", err, scrapeErr)
+	}
+	midLife := e.watchMidLife(ctx, before, "slurm")
+	var after metricsOf
 	e.runBridgeJob(t, bj, func(id string) {
 		if sj := e.slurmJob(t, id); !strings.Contains(sj.JobState, "COMPLETED") {
 			t.Errorf("Slurm job %s: %v, want COMPLETED", id, sj.JobState)
 		}
+		// The status is mirrored from the record the counters count from:
+		// wait for the end to be counted too.
+		if err := poll(ctx, time.Second, func() (bool, error) {
+			m, err := e.operatorMetrics(ctx)
+			after = m
+			return err == nil && m.value("bridge_runner_operator_detection_latency_seconds", "backend", "slurm") >
+				before.value("bridge_runner_operator_detection_latency_seconds", "backend", "slurm"), nil
+		}); err != nil {
+			t.Errorf("the operator's metrics never counted the job's end: %v", err)
+		}
 	})
+	cancel()
+	mid := <-midLife
+	if mid == nil {
+		t.Fatal("no scrape saw the job RUNNING and not yet DONE")
+	}
+	if after == nil {
+		t.Fatal("no scrape after the job's end")
+	}
+	e.checkSlurmMetrics(t, before, mid, after, hostOf(t, e.slurmPodURL))
+}
+
+// checkSlurmMetrics compares the operator's scrapes before, during and
+// after one Slurm BridgeJob (the only one of the suite, so the differences
+// are exact).
+func (e *env) checkSlurmMetrics(t *testing.T, before, mid, after metricsOf, target string) {
+	t.Helper()
+	d := func(m metricsOf, fam string, labels ...string) float64 {
+		return m.value(fam, labels...) - before.value(fam, labels...)
+	}
+	for _, c := range []struct {
+		m      metricsOf
+		fam    string
+		labels []string
+		want   float64
+	}{
+		{mid, "bridge_runner_operator_jobs_created_total", []string{"backend", "slurm"}, 1},
+		{mid, "bridge_runner_operator_submissions_total", []string{"backend", "slurm"}, 1},
+		{mid, "bridge_runner_operator_detection_latency_seconds", []string{"backend", "slurm"}, 0},
+		{after, "bridge_runner_operator_jobs_created_total", []string{"backend", "slurm"}, 1},
+		{after, "bridge_runner_operator_submissions_total", []string{"backend", "slurm"}, 1},
+		{after, "bridge_runner_operator_job_transitions_total", []string{"backend", "slurm", "state", "RUNNING"}, 1},
+		{after, "bridge_runner_operator_job_transitions_total", []string{"backend", "slurm", "state", "DONE"}, 1},
+		{after, "bridge_runner_operator_detection_latency_seconds", []string{"backend", "slurm"}, 1},
+	} {
+		if got := d(c.m, c.fam, c.labels...); got != c.want {
+			t.Errorf("%s%v grew by %v, want %v", c.fam, c.labels, got, c.want)
+		}
+	}
+	if v := mid.value("bridge_runner_operator_bridgejobs", "backend", "slurm", "state", "RUNNING"); v < 1 {
+		t.Errorf("BridgeJobs RUNNING on slurm in the mid-life scrape: %v", v)
+	}
+	if v := after.value("bridge_runner_operator_bridgejobs", "backend", "slurm", "state", "DONE"); v < 1 {
+		t.Errorf("BridgeJobs DONE on slurm after the end: %v", v)
+	}
+	// A submit and the polls of a 10 s job at least, all answered.
+	ok := d(after, "bridge_runner_operator_backend_requests_total", "backend", "slurm", "target", target, "class", "2xx")
+	if ok < 3 {
+		t.Errorf("backend requests to %s answered 2xx: %v more, want at least 3 (submit and polls)", target, ok)
+	}
+	if mok := d(mid, "bridge_runner_operator_backend_requests_total", "backend", "slurm", "target", target, "class", "2xx"); mok < 1 || mok >= ok {
+		t.Errorf("backend requests 2xx: %v at RUNNING, %v at the end; want some at RUNNING and more at the end", mok, ok)
+	}
+	if h := after.series("bridge_runner_operator_detection_latency_seconds", "backend", "slurm"); h == nil ||
+		h.Histogram.GetSampleSum()-before.histSum("bridge_runner_operator_detection_latency_seconds", "slurm") > 60 {
+		t.Errorf("detection latency: %v, want the end seen within 60 s", h)
+	}
+	if d(after, "bridge_runner_operator_reconcile_duration_seconds", "result", "success") < 2 {
+		t.Errorf("successful reconciles did not grow with the job")
+	}
+	after.checkTypes(t)
+	t.Logf("operator metrics for the job: backend requests 2xx +%v (%v at RUNNING), detection latency sum %.1f s",
+		ok, d(mid, "bridge_runner_operator_backend_requests_total", "backend", "slurm", "target", target, "class", "2xx"),
+		after.series("bridge_runner_operator_detection_latency_seconds", "backend", "slurm").GetHistogram().GetSampleSum()-
+			before.histSum("bridge_runner_operator_detection_latency_seconds", "slurm"))
 }
 
 // TestOperatorLocalBridgeJob: examples/local/bridgejob.yaml as shipped (only

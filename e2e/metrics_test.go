@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// metricsOf is one scrape of an operator replica, parsed.
+type metricsOf map[string]*dto.MetricFamily
+
+// operatorMetrics scrapes /metrics of every operator replica through the
+// API server's pod proxy (the suite sends nothing but to this machine and
+// its pods), parses each with Prometheus's own text-format parser (a
+// malformed exposition is an error) and returns the leader's: only the
+// leader has BridgeJob figures.
+func (e *env) operatorMetrics(ctx context.Context) (metricsOf, error) {
+	pods, err := e.kube.CoreV1().Pods("bridge-runner-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=bridge-runner-operator"})
+	if err != nil {
+		return nil, err
+	}
+	var why []string
+	for _, p := range pods.Items {
+		if p.Status.Phase != "Running" || p.DeletionTimestamp != nil {
+			continue
+		}
+		raw, err := e.kube.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, "8080", "metrics", nil).DoRaw(ctx)
+		if err != nil {
+			why = append(why, p.Name+": "+err.Error())
+			continue
+		}
+		fams, err := new(expfmt.TextParser).TextToMetricFamilies(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s's /metrics: %w", p.Name, err)
+		}
+		if metricsOf(fams).value("bridge_runner_operator_leader") == 1 {
+			return fams, nil
+		}
+		why = append(why, p.Name+": not the leader")
+	}
+	return nil, fmt.Errorf("no leading operator replica answered: %s", strings.Join(why, "; "))
+}
+
+// value is the series of fam with these labels (name=value pairs; others
+// may be there too), or 0 when there is none (a counter not counted yet);
+// a histogram's value is its count.
+func (m metricsOf) value(fam string, labels ...string) float64 {
+	s := m.series(fam, labels...)
+	switch {
+	case s == nil:
+		return 0
+	case s.Counter != nil:
+		return s.Counter.GetValue()
+	case s.Gauge != nil:
+		return s.Gauge.GetValue()
+	case s.Histogram != nil:
+		return float64(s.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// histSum is the sum of fam's histogram for backend (0 without one).
+func (m metricsOf) histSum(fam, backend string) float64 {
+	if s := m.series(fam, "backend", backend); s != nil {
+		return s.GetHistogram().GetSampleSum()
+	}
+	return 0
+}
+
+func (m metricsOf) series(fam string, labels ...string) *dto.Metric {
+	f := m[fam]
+	if f == nil {
+		return nil
+	}
+next:
+	for _, s := range f.Metric {
+		for i := 0; i+1 < len(labels); i += 2 {
+			found := false
+			for _, l := range s.Label {
+				found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+			}
+			if !found {
+				continue next
+			}
+		}
+		return s
+	}
+	return nil
+}
+
+// checkTypes wants the types Prometheus's naming rules imply: a _total
+// is a counter, a _seconds a histogram (here) or a gauge, never a counter.
+func (m metricsOf) checkTypes(t *testing.T) {
+	t.Helper()
+	for name, f := range m {
+		if strings.HasSuffix(name, "_total") && f.GetType() != dto.MetricType_COUNTER {
+			t.Errorf("%s is a %v, not a counter", name, f.GetType())
+		}
+		if strings.HasSuffix(name, "_seconds") && f.GetType() == dto.MetricType_COUNTER {
+			t.Errorf("%s is a counter without _total", name)
+		}
+	}
+}
+
+// watchMidLife scrapes the operator every second until it sees the
+// BridgeJob's backend with one more job RUNNING than before and none more
+// ended, or ctx ends; it sends that scrape (nil if none) on the channel.
+func (e *env) watchMidLife(ctx context.Context, before metricsOf, backend string) <-chan metricsOf {
+	ch := make(chan metricsOf, 1)
+	go func() {
+		var got metricsOf
+		defer func() { ch <- got }()
+		_ = poll(ctx, time.Second, func() (bool, error) {
+			m, err := e.operatorMetrics(ctx)
+			if err != nil {
+				return false, nil
+			}
+			d := func(fam string, labels ...string) float64 {
+				return m.value(fam, labels...) - before.value(fam, labels...)
+			}
+			if d("bridge_runner_operator_job_transitions_total", "backend", backend, "state", "RUNNING") == 1 &&
+				d("bridge_runner_operator_job_transitions_total", "backend", backend, "state", "DONE") == 0 {
+				got = m
+				return true, nil
+			}
+			return false, nil
+		})
+	}()
+	return ch
+}
+
+// hostOf is a URL's host and port, as the operator labels a target.
+func hostOf(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
