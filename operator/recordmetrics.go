@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -94,7 +95,9 @@ func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
 		rm.m.submissions.Inc(backend)
 	}
 	state := string(ourState(d[record.KeyJobStatus]))
-	if d[record.KeyJobStatus] == "" || ourState(od[record.KeyJobStatus]) == ourState(d[record.KeyJobStatus]) {
+	// A word that is no state (the record is user-editable) makes no
+	// series: the label's values stay the seven states.
+	if _, known := record.Facts(backends.State(state)); !known || ourState(od[record.KeyJobStatus]) == backends.State(state) {
 		return
 	}
 	rm.m.transitions.Inc(backend, state)

@@ -49,6 +49,8 @@ func TestRecordMetricsCountChanges(t *testing.T) {
 	// A new run of the record: its counts start again.
 	b2 := recordCM("b", with(record.KeyID, "9", record.KeyJobStatus, "RUNNING", record.KeyBackendRequests, "2xx=1 error=1"))
 	rm.changed(b1, b2, false)
+	// A word that is no state, written by hand: no series.
+	rm.changed(b2, recordCM("b", with(record.KeyID, "9", record.KeyJobStatus, "WHATEVER", record.KeyBackendRequests, "2xx=1 error=1")), false)
 
 	var out strings.Builder
 	if err := m.reg.Write(&out); err != nil {
@@ -70,6 +72,9 @@ func TestRecordMetricsCountChanges(t *testing.T) {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("no line %s in:\n%s", want, text)
 		}
+	}
+	if strings.Contains(text, "WHATEVER") {
+		t.Errorf("a word that is no state made a series:\n%s", text)
 	}
 	if strings.Contains(text, "user") || strings.Contains(text, "pw@") {
 		t.Errorf("the URL's user info is in the metrics:\n%s", text)
