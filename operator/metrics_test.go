@@ -1,12 +1,15 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,4 +243,96 @@ func TestProbesWithoutAPIServer(t *testing.T) {
 	if v := value(fams, "bridge_runner_operator_leader"); v != 0 {
 		t.Errorf("leader = %v before the caches synced", v)
 	}
+}
+
+// tcpProxy forwards one loopback address to the API server; stop closes
+// the listener and every connection (the API server as a network outage
+// sees it), start listens again on the same address.
+type tcpProxy struct {
+	target, addr string
+	mu           sync.Mutex
+	l            net.Listener
+	conns        map[net.Conn]bool
+}
+
+func (p *tcpProxy) start(t *testing.T) {
+	t.Helper()
+	addr := cmp.Or(p.addr, "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.l, p.addr, p.conns = l, l.Addr().String(), map[net.Conn]bool{}
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go p.pipe(c)
+		}
+	}()
+}
+
+func (p *tcpProxy) pipe(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[c], p.conns[up] = true, true
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	_, _ = io.Copy(c, up)
+	c.Close()
+}
+
+func (p *tcpProxy) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.l.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// TestReadyzFollowsTheAPIServer: an operator that reconciles turns not
+// ready when its API server stops answering (every connection to it cut,
+// nothing listening), stays alive, and is ready again once it answers.
+func TestReadyzFollowsTheAPIServer(t *testing.T) {
+	e := newEnv(t)
+	u, err := url.Parse(e.cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{target: u.Host}
+	p.start(t)
+	t.Cleanup(p.stop) // after the operator's stop (cleanups run last first)
+	e.opCfg = rest.CopyConfig(e.cfg)
+	e.opCfg.Host = u.Scheme + "://" + p.addr
+	l := listenLocal(t)
+	addr := l.Addr().String()
+	// No Lease: an outage longer than its renew deadline would end Run.
+	e.opts = func(o *Options) { o.MetricsListener = l; o.LeaderElection = false }
+	e.operator("r")
+	readyz := func(want int, text string) {
+		e.waitFor(fmt.Sprintf("/readyz to answer %d", want), func() (bool, error) {
+			code, body := probe(addr, "/readyz")
+			return code == want && strings.Contains(body, text), fmt.Errorf("%d %s", code, body)
+		})
+	}
+	readyz(200, "ok")
+	p.stop()
+	readyz(http.StatusServiceUnavailable, "the Kubernetes API does not answer")
+	if code, _ := probe(addr, "/healthz"); code != 200 {
+		t.Errorf("/healthz answered %d during the outage, want 200 (alive)", code)
+	}
+	if v := value(scrape(t, addr), "bridge_runner_operator_kube_requests_total", "class", "error"); v < 1 {
+		t.Errorf("requests without an answer = %v", v)
+	}
+	p.start(t)
+	readyz(200, "ok")
 }
