@@ -50,7 +50,9 @@ func TestProbeLoadCountsMove(t *testing.T) {
 	}
 	for {
 		load := probe(t, b, ctx, j, nil)
-		if load.FreeCPUs == 0 && load.RunningJobs > base.RunningJobs && load.PendingJobs >= base.PendingJobs+2 {
+		// Not against the quiet counts: other packages' tests may use the
+		// pool at the same time (go test runs packages in parallel).
+		if load.FreeCPUs == 0 && load.RunningJobs >= 1 && load.PendingJobs >= 2 {
 			t.Logf("loaded pool: %+v", load)
 			if load.TotalCPUs != base.TotalCPUs || !load.Fits || load.FreeNodes != 0 {
 				t.Fatalf("loaded pool: %+v, quiet %+v", load, base)
