@@ -256,6 +256,9 @@ InactiveLimit=0
 SlurmdParameters=config_overrides
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# short: a second partition (two CPUs of the node, an hour) for partition lists
+# ("debug,short") and the load probe's tests; debug stays the default.
+PartitionName=short Nodes=ALL MaxTime=60 MaxCPUsPerNode=2 State=UP
 EOF
 chmod 644 "$CONF"
 export SLURM_CONF=$CONF
@@ -277,7 +280,7 @@ runuser -u munge -- /usr/sbin/munged --socket="$DIR/munge/munge.socket" \
 slurmctld
 slurmd
 
-node_idle() { [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; }
+node_idle() { [ "$(sinfo -h -p debug -o %t 2>/dev/null)" = idle ]; }
 wait_for 60 "the node" node_idle
 
 rest_addrs=("127.0.0.1:$REST_PORT")

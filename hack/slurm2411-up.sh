@@ -196,6 +196,9 @@ InactiveLimit=0
 SlurmdParameters=config_overrides
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# short: a second partition (two CPUs of the node, an hour) for partition lists
+# ("debug,short") and the load probe's tests; debug stays the default.
+PartitionName=short Nodes=ALL MaxTime=60 MaxCPUsPerNode=2 State=UP
 EOF
 # No cgroup file system is mounted in the chroot.
 echo 'CgroupPlugin=disabled' >"$ROOT/etc/slurm/cgroup.conf"
@@ -207,7 +210,7 @@ start_daemon "$DIR/munged.pid" "$DIR/munged.log" "${AS[@]}" /usr/sbin/munged --f
 for _ in $(seq 50); do [ -S "$ROOT/run/munge/munge.socket.2" ] && break; sleep 0.1; done
 in_root slurmctld
 in_root slurmd -N localhost
-node_idle() { [ "$(in_root sinfo -h -o %t 2>/dev/null)" = idle ]; }
+node_idle() { [ "$(in_root sinfo -h -p debug -o %t 2>/dev/null)" = idle ]; }
 deadline=$((SECONDS + 60))
 until node_idle; do
 	[ $SECONDS -lt $deadline ] || { tail_logs 20 "$ROOT/var/log/slurm/slurmctld.log" "$ROOT/var/log/slurm/slurmd.log"; die "the node is not idle after 60 s"; }
