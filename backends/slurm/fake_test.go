@@ -244,6 +244,31 @@ var fakeRoutes = map[string]func(f *fakeSlurm, w http.ResponseWriter, r *http.Re
 	"POST job/submit": (*fakeSlurm).submit,
 	"GET jobs":        func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.listJobs(w, v) },
 	"GET jobs/state":  (*fakeSlurm).jobStates,
+	"GET partitions":  func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.partitions(w, v) },
+	"GET nodes":       func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.nodes(w, v) },
+}
+
+// partitions answers GET partitions/ with one partition, debug, of 8 CPUs
+// on one node, in the version's shape (v0.0.38 flat, with its default
+// flag; later nested, with none).
+func (f *fakeSlurm) partitions(w http.ResponseWriter, v apiVersion) {
+	p := map[string]any{"name": "debug", "flags": []string{"default"}, "state": "UP", "total_cpus": 8, "total_nodes": 1,
+		"max_time_limit": -1, "maximum_nodes_per_job": -1, "maximum_cpus_per_node": -1, "nodes": "fake"}
+	if v >= 40 {
+		inf := map[string]any{"set": false, "infinite": true, "number": 0}
+		p = map[string]any{"name": "debug", "partition": map[string]any{"state": []string{"UP"}}, "cpus": map[string]any{"total": 8},
+			"nodes": map[string]any{"total": 1, "configured": "fake"}, "maximums": map[string]any{"time": inf, "nodes": inf, "cpus_per_node": inf}}
+	}
+	f.ok(w, v, map[string]any{"partitions": []any{p}})
+}
+
+// nodes answers GET nodes/ with the one node, idle.
+func (f *fakeSlurm) nodes(w http.ResponseWriter, v apiVersion) {
+	n := map[string]any{"name": "fake", "cpus": 8, "alloc_cpus": 0, "state": "idle", "state_flags": []string{}, "partitions": []string{"debug"}}
+	if v >= 40 {
+		n["state"] = []string{"IDLE"}
+	}
+	f.ok(w, v, map[string]any{"nodes": []any{n}})
 }
 
 // jobStates answers GET jobs/state/ (v0.0.40+) as the real 24.11.5 does:

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -45,6 +46,10 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 		"submit": func(be *Backend) error { _, err := be.Submit(context.Background(), testJob(hello)); return err },
 		"status": func(be *Backend) error { _, err := be.Status(context.Background(), id); return err },
 		"cancel": func(be *Backend) error { return be.Cancel(context.Background(), id) },
+		"probe": func(be *Backend) error {
+			_, err := be.ProbeLoad(context.Background(), testJob(hello), nil)
+			return err
+		},
 	}
 	seen := 0
 	for _, hb := range testutil.HostileBodies(hostileSecret, slurmShapes) {
@@ -85,4 +90,41 @@ func TestFailedAnswerWording(t *testing.T) {
 	_, err = be.Submit(context.Background(), testJob(hello))
 	require.ErrorIs(t, err, backends.ErrInvalid)
 	assert.True(t, strings.HasSuffix(err.Error(), "HTTP 500 from slurmrestd: Invalid partition name specified (error 2000)"), err.Error())
+}
+
+// TestHostileProbeAnswers: each of the probe's three GETs answering with a
+// hostile or unreadable body (a 200 that is not slurmrestd's JSON, a large
+// one, an error shape at 500) fails the probe with an error that names the
+// request and quotes none of it; a 5xx is transient (unless its error
+// number says the credentials were refused).
+func TestHostileProbeAnswers(t *testing.T) {
+	f := newFake(t, "24.11.7")
+	rd := testutil.NewRedirector(t, f.URL, false)
+	creds := testutil.NewCreds(map[string]string{"username": "bridge", "token": f.goodToken()})
+	be := newHostile(t, rd, creds, "/slurm/v0.0.42/")
+	l, err := be.ProbeLoad(context.Background(), testJob(hello), nil)
+	require.NoError(t, err)
+	require.True(t, l.Fits)
+	require.Equal(t, [3]int{8, 8, 0}, [3]int{l.TotalCPUs, l.FreeCPUs, l.PendingJobs})
+	large := strings.Repeat("garbage "+hostileSecret+" ", 200000) // 3.2 MB
+	bodies := append(testutil.HostileBodies(hostileSecret, slurmShapes), testutil.HostileBody{Name: "large", ContentType: "application/json", Body: large})
+	seen := 0
+	for _, ep := range []string{"/partitions/", "/nodes/", "/jobs/"} {
+		match := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, ep) }
+		for _, hb := range bodies {
+			for _, status := range []int{200, 500, 503} {
+				rd.Answer(match, status, hb.ContentType, hb.Body)
+				_, err := be.ProbeLoad(context.Background(), testJob(hello), nil)
+				require.Error(t, err, "%s %s %d", ep, hb.Name, status)
+				assert.Contains(t, err.Error(), ep, "%s %s %d", ep, hb.Name, status)
+				assert.Empty(t, testutil.Leaks(err.Error(), hostileSecret), "%s %s %d: %s", ep, hb.Name, status, err)
+				if status >= 500 { // or refused credentials, where the shape says so (error 1007)
+					assert.True(t, errors.Is(err, backends.ErrTransient) || errors.Is(err, backends.ErrAuth), "%s %s %d: %s", ep, hb.Name, status, err)
+				}
+				seen++
+			}
+		}
+	}
+	rd.Answer(nil, 0, "", "")
+	t.Logf("%d hostile answers to the probe, no leak", seen)
 }
