@@ -63,6 +63,7 @@ func operatorOnce(b *testing.B, n int) {
 	cfg := testkube.Config(b)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	testkube.ApplyCRD(b, cfg, "../deploy/operator/crd.yaml")
+	testkube.ApplyCRD(b, cfg, "../deploy/operator/crd-bridgecluster.yaml")
 	cs := testkube.ClientFor(b, cfg)
 	ns := testkube.Namespace(b, cs)
 	dc := dynamic.NewForConfigOrDie(cfg)

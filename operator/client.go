@@ -17,10 +17,12 @@ var GroupVersion = schema.GroupVersion{Group: "bridgejob.ibm.com", Version: "v1a
 // BridgeJobs is the BridgeJob resource.
 var BridgeJobs = kube.Resource{GV: GroupVersion, Plural: "bridgejobs"}
 
-// bridgeJobKinds adds the BridgeJob kinds to the client's scheme.
+// bridgeJobKinds adds the BridgeJob and BridgeCluster kinds to the client's scheme.
 func bridgeJobKinds(s *runtime.Scheme) {
 	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeJob"), &BridgeJob{})
 	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeJobList"), &BridgeJobList{})
+	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeCluster"), &BridgeCluster{})
+	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeClusterList"), &BridgeClusterList{})
 	s.AddKnownTypeWithName(kube.CoreV1.WithKind("PodList"), &podList{})
 }
 

@@ -14,8 +14,9 @@ import (
 
 // operatorOnly are the BridgeJob spec fields that are no part of the job
 // description: they shape the pod (image, pull policy) or ask the operator
-// to cancel (kill, which becomes the record's kill flag).
-var operatorOnly = map[string]bool{"image": true, "imagepullpolicy": true, "kill": true}
+// to cancel (kill, which becomes the record's kill flag), or name
+// BridgeClusters (clusters, which become the record's targets).
+var operatorOnly = map[string]bool{"image": true, "imagepullpolicy": true, "kill": true, "clusters": true}
 
 // crdSpecLeaves reads deploy/operator/crd.yaml's spec schema: each leaf
 // property's dotted path and type.

@@ -16,8 +16,8 @@ const (
 const backoffLimit = 6
 
 // buildJob is the Job whose pod runs `bridge-runner invoke` for bj.
-func (r *reconciler) buildJob(bj *BridgeJob) *kube.Job {
-	kj := r.podJob(bj, JobName(bj.Name), "invoke", "--status-keys", r.o.StatusKeys)
+func (r *reconciler) buildJob(bj *BridgeJob, clusters [][2]string) *kube.Job {
+	kj := r.podJob(bj, JobName(bj.Name), clusters, "invoke", "--status-keys", r.o.StatusKeys)
 	limit := int32(backoffLimit)
 	kj.Spec.BackoffLimit = &limit
 	kj.Spec.PodFailurePolicy = finalExits()
@@ -27,18 +27,19 @@ func (r *reconciler) buildJob(bj *BridgeJob) *kube.Job {
 // buildCleanup is the Job whose pod runs `bridge-runner cleanup` for a
 // deleted bj whose invoke is gone: it cancels the remote job with the
 // credentials (which only pods see) and deletes the record.
-func (r *reconciler) buildCleanup(bj *BridgeJob) *kube.Job {
+func (r *reconciler) buildCleanup(bj *BridgeJob, clusters [][2]string) *kube.Job {
 	// --any-owner: the record is this BridgeJob's (the operator made it), but
 	// its owner is the invoke Job, another Job than this one.
-	kj := r.podJob(bj, CleanupName(bj.Name), "cleanup", "--wait", "10s", "--any-owner")
+	kj := r.podJob(bj, CleanupName(bj.Name), clusters, "cleanup", "--wait", "10s", "--any-owner")
 	limit := int32(2)
 	kj.Spec.BackoffLimit = &limit
 	return kj
 }
 
 // podJob is a Job of bj named name whose pod runs the bridge-runner step
-// with the credentials mounted.
-func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *kube.Job {
+// with the credentials mounted: spec.resourcesecret's, and each cluster's
+// ({cluster, Secret}) at /targets/<cluster>.
+func (r *reconciler) podJob(bj *BridgeJob, name string, clusters [][2]string, step string, args ...string) *kube.Job {
 	image, _ := r.jobImage(bj)
 	c := kube.Container{
 		Name:            step,
@@ -68,8 +69,15 @@ func (r *reconciler) podJob(bj *BridgeJob, name, step string, args ...string) *k
 			c.Args = append(c.Args, "--watcher=false")
 		}
 	}
-	p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
-	c.VolumeMounts = append(c.VolumeMounts, kube.VolumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
+	if bj.Spec.ResourceSecret != "" {
+		p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("credentials", bj.Spec.ResourceSecret))
+		c.VolumeMounts = append(c.VolumeMounts, kube.VolumeMount{Name: "credentials", MountPath: credentialsDir, ReadOnly: true})
+	}
+	for _, m := range clusters {
+		// Volume names are DNS labels: "cluster-" and a name of at most 40.
+		p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("cluster-"+m[0], m[1]))
+		c.VolumeMounts = append(c.VolumeMounts, kube.VolumeMount{Name: "cluster-" + m[0], MountPath: clusterCredentials(m[0]), ReadOnly: true})
+	}
 	if s := s3Secret(bj); s != "" && step == "invoke" {
 		p.Spec.Volumes = append(p.Spec.Volumes, secretVolume("s3credentials", s))
 		c.VolumeMounts = append(c.VolumeMounts, kube.VolumeMount{Name: "s3credentials", MountPath: s3CredentialsDir, ReadOnly: true})

@@ -148,18 +148,23 @@ func Run(ctx context.Context, o Options) error {
 func (r *reconciler) run(ctx context.Context) {
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgejobs"})
+	r.cqueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgeclusters"})
 	sel := LabelName
 	r.jobs = r.informer(BridgeJobs, "", func() runtime.Object { return &BridgeJobList{} }, &BridgeJob{}, r.enqueue)
 	r.cms = r.informer(kube.ConfigMaps, sel, func() runtime.Object { return &kube.ConfigMapList{} }, &kube.ConfigMap{}, r.enqueueOwner)
 	r.kjobs = r.informer(kube.Jobs, sel, func() runtime.Object { return &kube.JobList{} }, &kube.Job{}, r.enqueueOwner)
+	r.clusters = r.informer(BridgeClusters, "", func() runtime.Object { return &BridgeClusterList{} }, &BridgeCluster{}, r.clusterChanged)
 	r.m.records.watch(r.cms)
+	r.watchPlacements(r.cms)
 	var wg sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs} {
+	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs, r.clusters} {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), r.jobs.HasSynced, r.cms.HasSynced, r.kjobs.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), r.jobs.HasSynced, r.cms.HasSynced, r.kjobs.HasSynced, r.clusters.HasSynced) {
 		r.queue.ShutDown()
+		r.cqueue.ShutDown()
 		wg.Wait()
 		return
 	}
@@ -171,8 +176,13 @@ func (r *reconciler) run(ctx context.Context) {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.work(ctx) }()
 	}
+	// One worker writes the BridgeClusters' status: a status write is
+	// rare (a new placement) and cheap.
+	wg.Add(1)
+	go func() { defer wg.Done(); r.workClusters(ctx) }()
 	<-ctx.Done()
 	r.queue.ShutDownWithDrain()
+	r.cqueue.ShutDownWithDrain()
 	wg.Wait()
 	r.log.Info("operator stopped", "kube_requests", r.c.Requests(), "retries", r.retries.Load())
 }

@@ -62,7 +62,10 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	cfg := testkube.Config(t)
 	kc := testkube.ClientFor(t, cfg)
-	crdOnce.Do(func() { testkube.ApplyCRD(t, cfg, "../deploy/operator/crd.yaml") })
+	crdOnce.Do(func() {
+		testkube.ApplyCRD(t, cfg, "../deploy/operator/crd.yaml")
+		testkube.ApplyCRD(t, cfg, "../deploy/operator/crd-bridgecluster.yaml")
+	})
 	c, err := newClient(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,8 +25,11 @@ type reconciler struct {
 	o     Options
 	log   *slog.Logger
 	queue workqueue.TypedRateLimitingInterface[string]
+	// cqueue holds BridgeClusters whose status may be behind (clusterstatus.go).
+	cqueue workqueue.TypedRateLimitingInterface[string]
 
 	jobs, cms, kjobs cache.SharedIndexInformer
+	clusters         cache.SharedIndexInformer // BridgeClusters
 
 	retries atomic.Int64 // reconciles that failed (conflicts included)
 	m       *opMetrics
@@ -83,7 +87,7 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*kube.Con
 		}
 		return cm, nil
 	}
-	data, err := r.validate(ctx, bj)
+	data, secrets, err := r.validate(ctx, bj)
 	if err != nil {
 		var fe *fieldError
 		if errors.As(err, &fe) {
@@ -96,6 +100,10 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*kube.Con
 	cm.Name, cm.Namespace = name, bj.Namespace
 	cm.Labels = childLabels(bj)
 	cm.OwnerReferences = []metav1.OwnerReference{ownerRef(bj)}
+	if len(secrets) > 0 {
+		raw, _ := json.Marshal(secrets) // a map of strings always marshals
+		cm.Annotations = map[string]string{AnnotationClusterSecrets: string(raw)}
+	}
 	out := &kube.ConfigMap{}
 	err = r.c.Create(ctx, kube.ConfigMaps, bj.Namespace, cm, out)
 	if apierrors.IsAlreadyExists(err) {
@@ -153,8 +161,12 @@ func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *kube.Conf
 	if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
 		return nil, stop, err
 	}
+	mounts, err := r.checkClusterMounts(ctx, cm)
+	if stop, err := r.refuseMounts(ctx, bj, err); stop || err != nil {
+		return nil, stop, err
+	}
 	out := &kube.Job{}
-	err = r.c.Create(ctx, kube.Jobs, bj.Namespace, r.buildJob(bj), out)
+	err = r.c.Create(ctx, kube.Jobs, bj.Namespace, r.buildJob(bj, mounts), out)
 	if apierrors.IsAlreadyExists(err) {
 		// Created by an earlier pass that the cache has not seen yet.
 		return out, false, r.c.Get(ctx, kube.Jobs, bj.Namespace, name, out)
@@ -181,6 +193,16 @@ func (r *reconciler) ensurePodAccess(ctx context.Context, bj *BridgeJob) (stop b
 	var ac *accessConflict
 	if errors.As(err, &ac) {
 		return true, r.fail(ctx, bj, "AccessConflict", ac.Error())
+	}
+	return false, err
+}
+
+// refuseMounts fails the BridgeJob when its record's cluster Secrets may
+// not be mounted (stop); any other error is transient.
+func (r *reconciler) refuseMounts(ctx context.Context, bj *BridgeJob, err error) (stop bool, _ error) {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return true, r.fail(ctx, bj, "InvalidSpec", fe.Error())
 	}
 	return false, err
 }
@@ -255,7 +277,11 @@ func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *kube.ConfigM
 		if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
 			return 0, err
 		}
-		err := r.c.Create(ctx, kube.Jobs, bj.Namespace, r.buildCleanup(bj), &kube.Job{})
+		mounts, err := r.checkClusterMounts(ctx, cm)
+		if stop, err := r.refuseMounts(ctx, bj, err); stop || err != nil {
+			return 0, err
+		}
+		err = r.c.Create(ctx, kube.Jobs, bj.Namespace, r.buildCleanup(bj, mounts), &kube.Job{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, err
 		}

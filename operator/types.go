@@ -22,14 +22,17 @@ type BridgeJob struct {
 type BridgeJobSpec struct {
 	Backend         string `json:"backend,omitempty"`
 	ResourceURL     string `json:"resourceURL,omitempty"`
-	ResourceSecret  string `json:"resourcesecret"`
+	ResourceSecret  string `json:"resourcesecret,omitempty"`
 	Image           string `json:"image,omitempty"`
 	ImagePullPolicy string `json:"imagepullpolicy,omitempty"`
 	// Targets and Placement are bridge-runner's placement keys; IBM's
 	// resource has none.
-	Targets        string `json:"targets,omitempty"`
-	Placement      string `json:"placement,omitempty"`
-	UpdateInterval int    `json:"updateinterval,omitempty"`
+	Targets   string `json:"targets,omitempty"`
+	Placement string `json:"placement,omitempty"`
+	// Clusters names BridgeClusters of the namespace: the operator makes
+	// them the record's targets (clusters.go).
+	Clusters       []string `json:"clusters,omitempty"`
+	UpdateInterval int      `json:"updateinterval,omitempty"`
 	// Array is bridge-runner's job array key; IBM's resource has none.
 	Array         string  `json:"array,omitempty"`
 	Kill          bool    `json:"kill,omitempty"`

@@ -68,40 +68,49 @@ func flatten(prefix string, tree map[string]any, out map[string]string) {
 }
 
 // validate checks a BridgeJob against its schema and the tenancy policy
-// (policy.go) and returns its record's data, with the backend chosen. A bad
-// spec is a *fieldError; any other error (the API) is transient.
-func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]string, error) {
+// (policy.go) and returns its record's data, with the backend chosen, and
+// the Secret of each cluster of spec.clusters. A bad spec is a
+// *fieldError; any other error (the API) is transient.
+func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]string, map[string]string, error) {
 	if len(bj.Name) > maxName {
-		return nil, &fieldError{"metadata.name", fmt.Sprintf("is %d characters; a BridgeJob's name may have at most %d", len(bj.Name), maxName)}
+		return nil, nil, &fieldError{"metadata.name", fmt.Sprintf("is %d characters; a BridgeJob's name may have at most %d", len(bj.Name), maxName)}
 	}
 	if err := checkNames(bj); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if bj.Spec.ResourceSecret == "" {
-		return nil, &fieldError{"spec.resourcesecret", "is empty; name the Secret with the credentials"}
+	if bj.Spec.ResourceSecret == "" && len(bj.Spec.Clusters) == 0 {
+		return nil, nil, &fieldError{"spec.resourcesecret", "is empty; name the Secret with the credentials (or list BridgeClusters in spec.clusters)"}
 	}
 	spec := RecordSpec(bj)
-	backend, err := r.chooseBackend(ctx, bj)
-	if err != nil {
-		return nil, err
+	var secrets map[string]string
+	var err error
+	if len(bj.Spec.Clusters) > 0 {
+		spec.Targets, spec.Backend, secrets, err = r.clusterTargets(ctx, bj)
+	} else {
+		spec.Backend, err = r.chooseBackend(ctx, bj)
 	}
-	spec.Backend = backend
+	if err != nil {
+		return nil, nil, err
+	}
 	if _, err := spec.Parse(); err != nil {
 		var fe *backends.FieldError
 		if errors.As(err, &fe) {
-			return nil, &fieldError{fieldPath(fe.Field), fe.Msg}
+			if p, ok := clusterFieldPath(bj, fe.Field); ok {
+				return nil, nil, &fieldError{p, fe.Msg}
+			}
+			return nil, nil, &fieldError{fieldPath(fe.Field), fe.Msg}
 		}
-		return nil, &fieldError{"spec", err.Error()}
+		return nil, nil, &fieldError{"spec", err.Error()}
 	}
 	for field, name := range map[string]string{"spec.resourcesecret": bj.Spec.ResourceSecret, "spec.s3storage.s3secret": s3Secret(bj)} {
 		if name == "" {
 			continue
 		}
 		if err := r.checkSecret(ctx, bj.Namespace, field, name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return spec.Data(), nil
+	return spec.Data(), secrets, nil
 }
 
 // fieldPath turns a record key into its BridgeJob field path, so that the
