@@ -274,3 +274,100 @@ func TestAPIServerAcceptsBridgeJobs(t *testing.T) {
 		}
 	}
 }
+
+// placementObjects are the documents of examples/placement/bridgejob.yaml:
+// the BridgeClusters and the BridgeJob, strictly decoded.
+func placementObjects(t *testing.T) ([]operator.BridgeCluster, *operator.BridgeJob) {
+	t.Helper()
+	var clusters []operator.BridgeCluster
+	var bj *operator.BridgeJob
+	for i, d := range testutil.YAMLDocs(t, filepath.Join("placement", "bridgejob.yaml")) {
+		var kind struct{ Kind string }
+		_ = yaml.Unmarshal(d, &kind)
+		var err error
+		switch kind.Kind {
+		case "BridgeCluster":
+			var bc operator.BridgeCluster
+			err = yaml.UnmarshalStrict(d, &bc)
+			clusters = append(clusters, bc)
+		case "BridgeJob":
+			bj = &operator.BridgeJob{}
+			err = yaml.UnmarshalStrict(d, bj)
+		default:
+			t.Fatalf("examples/placement/bridgejob.yaml#%d is a %q", i, kind.Kind)
+		}
+		if err != nil {
+			t.Fatalf("examples/placement/bridgejob.yaml#%d: %v", i, err)
+		}
+	}
+	if bj == nil {
+		t.Fatal("examples/placement/bridgejob.yaml has no BridgeJob")
+	}
+	return clusters, bj
+}
+
+// TestPlacementExample: the BridgeJob lists the two BridgeClusters of its
+// file, each cluster's Secret is in secret.yaml with the opt-in label, and
+// the job description with the clusters as targets (as the operator makes
+// them) is accepted.
+func TestPlacementExample(t *testing.T) {
+	clusters, bj := placementObjects(t)
+	if len(clusters) != 2 || len(bj.Spec.Clusters) != 2 {
+		t.Fatalf("%d BridgeClusters, the BridgeJob lists %v; want two", len(clusters), bj.Spec.Clusters)
+	}
+	opted := map[string]bool{}
+	for _, s := range secrets(t, "placement") {
+		opted[s.Name] = s.Labels[operator.SecretOptInLabel] == "true"
+	}
+	var targets []string
+	for i, bc := range clusters {
+		if bj.Spec.Clusters[i] != bc.Name {
+			t.Errorf("spec.clusters[%d] = %s, want %s", i, bj.Spec.Clusters[i], bc.Name)
+		}
+		if !opted[bc.Spec.ResourceSecret] {
+			t.Errorf("the BridgeCluster %s's Secret %s is not an opted-in Secret of secret.yaml", bc.Name, bc.Spec.ResourceSecret)
+		}
+		targets = append(targets, fmt.Sprintf(`{"name":%q,"backend":%q,"resourceURL":%q,"credentials":"/targets/%s","jobproperties":%s}`,
+			bc.Name, bc.Spec.Backend, bc.Spec.ResourceURL, bc.Name, bc.Spec.JobProperties))
+	}
+	spec := operator.RecordSpec(bj)
+	spec.Targets = "[" + strings.Join(targets, ",") + "]"
+	d, err := spec.Parse()
+	if err != nil {
+		t.Fatalf("the job description with the clusters as targets is refused: %v", err)
+	}
+	if len(d.Targets) != 2 || !strings.Contains(string(d.Targets[1].JobProperties), `"partition":"debug"`) ||
+		!strings.Contains(string(d.Targets[1].JobProperties), `"nodes":1`) {
+		t.Errorf("targets %+v: the cluster's partition is not laid over the job's properties", d.Targets)
+	}
+}
+
+// TestAPIServerAcceptsPlacementExample: the real apiserver, with both CRDs
+// of deploy/operator, accepts the BridgeClusters and the BridgeJob.
+func TestAPIServerAcceptsPlacementExample(t *testing.T) {
+	cfg := testkube.Config(t)
+	testkube.ApplyCRD(t, cfg, "../deploy/operator/crd.yaml")
+	testkube.ApplyCRD(t, cfg, "../deploy/operator/crd-bridgecluster.yaml")
+	ns := testkube.Namespace(t, testkube.ClientFor(t, cfg))
+	dc := dynamic.NewForConfigOrDie(cfg)
+	opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
+	docs := testutil.YAMLDocs(t, filepath.Join("placement", "bridgejob.yaml"))
+	for i, d := range docs {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(d, &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		plural := strings.ToLower(obj.GetKind()) + "s"
+		res := dc.Resource(schema.GroupVersionResource{Group: "bridgejob.ibm.com", Version: "v1alpha1", Resource: plural}).Namespace(ns)
+		if _, err := res.Create(context.Background(), obj, opts); err != nil {
+			t.Errorf("#%d: the apiserver refuses the %s: %v", i, obj.GetKind(), err)
+		}
+	}
+	// The proof can fail: a BridgeCluster without its Secret is refused.
+	bad := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "bridgejob.ibm.com/v1alpha1", "kind": "BridgeCluster",
+		"metadata": map[string]any{"name": "bad"}, "spec": map[string]any{"resourceURL": "https://x.example.org"}}}
+	res := dc.Resource(schema.GroupVersionResource{Group: "bridgejob.ibm.com", Version: "v1alpha1", Resource: "bridgeclusters"}).Namespace(ns)
+	if _, err := res.Create(context.Background(), bad, opts); err == nil {
+		t.Error("the apiserver accepts a BridgeCluster without spec.resourceSecret: the CRD has no schema")
+	}
+}
