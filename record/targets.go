@@ -219,9 +219,12 @@ type Placed struct {
 // Probe is what placement saw of one target: its load, or why it was
 // skipped (in bridge-runner's words, never a server's).
 type Probe struct {
-	Target         string     `json:"target"`
-	Queue          string     `json:"queue,omitempty"`
-	Skipped        string     `json:"skipped,omitempty"`
+	Target  string `json:"target"`
+	Queue   string `json:"queue,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Shared: the figures are another invoke's recent probe of the same
+	// cluster for the same kind of job, with what was placed there since.
+	Shared         bool       `json:"shared,omitempty"`
 	FreeCPUs       *int       `json:"freeCPUs,omitempty"`
 	TotalCPUs      *int       `json:"totalCPUs,omitempty"`
 	PendingJobs    *int       `json:"pendingJobs,omitempty"`

@@ -70,8 +70,10 @@ func (r *run) place(ctx context.Context, desc *record.Description) (*record.Plac
 	if err != nil {
 		return nil, fmt.Errorf("recording the placement in %s: %w", r.Store.Describe(), err)
 	}
-	if won, _ := record.ParsePlaced(r.rec.Data[record.KeyPlacement]); won != nil {
-		p = won
+	if won, _ := record.ParsePlaced(r.rec.Data[record.KeyPlacement]); won != nil && (won.Target != p.Target || !won.At.Equal(p.At)) {
+		p = won // another invoker of this record placed it first
+	} else if sh := cands[choice].share; sh != nil {
+		sh.placed(context.WithoutCancel(ctx), max(cands[choice].load.JobCPUs, 1))
 	}
 	r.Log.Info("placed the job", "target", p.Target, "policy", p.Policy, "probes", placementSummary(p))
 	return p, nil
@@ -83,10 +85,14 @@ type candidate struct {
 	load   backends.Load
 	skip   string // why it cannot take the job now; "" if it can
 	down   bool   // it did not answer (rather than refused the job)
+	// share is the cluster's shared load (loadshare.go), nil without one;
+	// shared: the load came from it rather than from a probe of ours.
+	share  *loadShare
+	shared bool
 }
 
 func (c candidate) probe() record.Probe {
-	p := record.Probe{Target: c.target.Name, Queue: c.load.Queue, Skipped: c.skip}
+	p := record.Probe{Target: c.target.Name, Queue: c.load.Queue, Skipped: c.skip, Shared: c.shared}
 	if c.skip != "" && c.down {
 		return p
 	}
@@ -135,7 +141,22 @@ func (r *run) probeTarget(ctx context.Context, desc *record.Description, t recor
 		c.skip = err.Error()
 		return c
 	}
-	be, err := r.buildBackend(&d) // no memo: the record's is for the placed target only
+	c.share = r.newLoadShare(&d, desc.Array)
+	if c.share == nil {
+		return r.probeOnce(ctx, &d, c)
+	}
+	if e, mine := c.share.load(ctx, time.Now); !mine {
+		c.load, c.skip, c.down, c.shared = e.withPlaced(), e.Skip, e.Down, true
+		return c
+	}
+	c = r.probeOnce(ctx, &d, c)
+	c.share.put(context.WithoutCancel(ctx), shareEntry{At: time.Now(), Load: c.load, Skip: c.skip, Down: c.down})
+	return c
+}
+
+// probeOnce asks the target's backend for its load.
+func (r *run) probeOnce(ctx context.Context, d *record.Description, c candidate) candidate {
+	be, err := r.buildBackend(d) // no memo: the record's is for the placed target only
 	if err != nil {
 		c.skip, c.down = skipReason(err), !record.Permanent(err)
 		return c
@@ -151,7 +172,7 @@ func (r *run) probeTarget(ctx context.Context, desc *record.Description, t recor
 	if d.ScriptLocation == record.Inline {
 		job.Script = d.Script
 	}
-	load, err := prober.ProbeLoad(pctx, job, desc.Array)
+	load, err := prober.ProbeLoad(pctx, job, d.Array)
 	switch {
 	case err != nil:
 		c.skip, c.down = skipReason(err), !record.Permanent(err)

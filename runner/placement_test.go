@@ -149,7 +149,10 @@ func TestCleanupCancelsOnThePlacedTarget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- iv.Run(ctx) }()
-	require.Eventually(t, func() bool { return tc.record()[record.KeyID] != "" }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		rec, err := tc.store.Get(context.Background())
+		return err == nil && rec.Data[record.KeyID] != ""
+	}, 5*time.Second, 10*time.Millisecond)
 	c := tc.harness.cleaner()
 	c.Backend.Credentials = runner.DirCredentials{Dir: tc.creds, Secrets: &runner.Secrets{}}
 	res, err := c.Run(context.Background())

@@ -1,0 +1,213 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// The invokes of a namespace share what they probed of a cluster, so that
+// a fan-out of N steps costs a cluster about one probe per LoadShareTTL
+// for each kind of job (its jobproperties and array), not N, and so that
+// they do not all pick the same target at once: every placement adds its
+// job to the shared figures, and the next invoke sees the target that
+// many CPUs fuller. The figures live in one ConfigMap per cluster (named
+// like the watcher's lease, by a slow digest of backend, URL and
+// credentials), written with optimistic concurrency. Records that are
+// files (a laptop) have no neighbours and probe for themselves.
+const (
+	// LoadShareTTL is how long a shared probe stands in for a new one.
+	LoadShareTTL = 5 * time.Second
+	// LabelLoadGroup marks a cluster's shared-load ConfigMap.
+	LabelLoadGroup = "bridge-runner.io/load-group"
+	// maxShareEntries bounds one cluster's ConfigMap: the oldest kinds of
+	// job are dropped first.
+	maxShareEntries = 32
+)
+
+// shareEntry is one kind of job's probe of one cluster, and what was
+// placed there since. Probing is set while an invoke probes (until then):
+// the others wait for its answer instead of probing too.
+type shareEntry struct {
+	At         time.Time     `json:"at"`
+	Load       backends.Load `json:"load"`
+	Skip       string        `json:"skip,omitempty"`
+	Down       bool          `json:"down,omitempty"`
+	PlacedJobs int           `json:"placedJobs,omitempty"`
+	PlacedCPUs int           `json:"placedCPUs,omitempty"`
+	Probing    time.Time     `json:"probing,omitempty"`
+}
+
+// loadShare is one cluster's shared-load ConfigMap and one kind of job's
+// entry in it.
+type loadShare struct {
+	c        *kube.Client
+	ns, name string
+	key      string
+}
+
+// newLoadShare returns the share for the target of desc, or nil when
+// records are not ConfigMaps.
+func (r *run) newLoadShare(desc *record.Description, array *backends.Array) *loadShare {
+	cs := record.ConfigMapOf(r.Store)
+	if cs == nil {
+		return nil
+	}
+	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
+	var dir string
+	if dc, ok := creds.(DirCredentials); ok {
+		dir = dc.Dir
+	}
+	kind := sha256.New()
+	kind.Write(desc.Properties)
+	if array != nil {
+		kind.Write([]byte("\x00" + array.String()))
+	}
+	return &loadShare{c: cs.Client, ns: cs.Namespace, name: "bridge-load-" + WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir)),
+		key: "k-" + hex.EncodeToString(kind.Sum(nil))[:16]}
+}
+
+// load returns a fresh shared probe (mine=false), or claims the probe for
+// this invoke (mine=true): the caller probes and calls put. Waiting for
+// another invoke's probe lasts at most ProbeTimeout and a little; any
+// fault of the Kubernetes API makes the caller probe for itself.
+func (s *loadShare) load(ctx context.Context, now func() time.Time) (e shareEntry, mine bool) {
+	deadline := now().Add(ProbeTimeout + 2*time.Second)
+	for now().Before(deadline) {
+		cm, entries, err := s.read(ctx)
+		if err != nil {
+			return shareEntry{}, true
+		}
+		e, ok := entries[s.key]
+		switch {
+		case ok && now().Sub(e.At) < LoadShareTTL && !e.At.IsZero():
+			return e, false
+		case ok && now().Before(e.Probing):
+			// another invoke is probing: wait for its answer
+		default:
+			e.Probing = now().Add(ProbeTimeout + time.Second)
+			if s.write(ctx, cm, entries, e) {
+				return shareEntry{}, true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return shareEntry{}, true
+		case <-time.After(time.Duration(150+rand.IntN(100)) * time.Millisecond):
+		}
+	}
+	return shareEntry{}, true
+}
+
+// put shares this invoke's probe.
+func (s *loadShare) put(ctx context.Context, e shareEntry) {
+	s.change(ctx, func(cur shareEntry) shareEntry { return e })
+}
+
+// placed adds a job of cpus CPUs to the shared figures, if they are the
+// ones it was placed by (still fresh).
+func (s *loadShare) placed(ctx context.Context, cpus int) {
+	s.change(ctx, func(cur shareEntry) shareEntry {
+		if !cur.At.IsZero() && time.Since(cur.At) < LoadShareTTL {
+			cur.PlacedJobs++
+			cur.PlacedCPUs += cpus
+		}
+		return cur
+	})
+}
+
+// change applies f to the entry, retrying a few times on a conflict.
+func (s *loadShare) change(ctx context.Context, f func(shareEntry) shareEntry) {
+	for range 5 {
+		cm, entries, err := s.read(ctx)
+		if err != nil {
+			return
+		}
+		if s.write(ctx, cm, entries, f(entries[s.key])) {
+			return
+		}
+	}
+}
+
+func (s *loadShare) read(ctx context.Context) (*kube.ConfigMap, map[string]shareEntry, error) {
+	cm := &kube.ConfigMap{}
+	err := s.c.Get(ctx, kube.ConfigMaps, s.ns, s.name, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, map[string]shareEntry{}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	entries := map[string]shareEntry{}
+	for k, v := range cm.Data {
+		var e shareEntry
+		if json.Unmarshal([]byte(v), &e) == nil {
+			entries[k] = e
+		}
+	}
+	return cm, entries, nil
+}
+
+// write stores entries with e as this share's entry, conditional on the
+// ConfigMap being as read (cm; nil: absent). It reports success.
+func (s *loadShare) write(ctx context.Context, cm *kube.ConfigMap, entries map[string]shareEntry, e shareEntry) bool {
+	entries[s.key] = e
+	trim(entries)
+	out := &kube.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.ns,
+		Labels: map[string]string{LabelLoadGroup: s.name[len("bridge-load-"):]}}, Data: map[string]string{}}
+	for k, v := range entries {
+		b, _ := json.Marshal(v)
+		out.Data[k] = string(b)
+	}
+	if cm == nil {
+		return s.c.Create(ctx, kube.ConfigMaps, s.ns, out, &kube.ConfigMap{}) == nil
+	}
+	out.ResourceVersion = cm.ResourceVersion
+	return s.c.Update(ctx, kube.ConfigMaps, s.ns, s.name, out, &kube.ConfigMap{}) == nil
+}
+
+// trim drops the oldest entries past maxShareEntries.
+func trim(entries map[string]shareEntry) {
+	if len(entries) <= maxShareEntries {
+		return
+	}
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return entries[keys[i]].At.Before(entries[keys[j]].At) })
+	for _, k := range keys[:len(keys)-maxShareEntries] {
+		delete(entries, k)
+	}
+}
+
+// withPlaced is the shared load with the jobs placed since it was probed:
+// they take free CPUs first, then wait.
+func (e shareEntry) withPlaced() backends.Load {
+	l := e.Load
+	if e.PlacedCPUs == 0 || l.FreeCPUs < 0 {
+		return l
+	}
+	over := max(e.PlacedCPUs-l.FreeCPUs, 0)
+	l.FreeCPUs = max(l.FreeCPUs-e.PlacedCPUs, 0)
+	if over > 0 {
+		if l.PendingCPUs >= 0 {
+			l.PendingCPUs += over
+		}
+		if l.PendingJobs >= 0 {
+			l.PendingJobs += (over + max(l.JobCPUs, 1) - 1) / max(l.JobCPUs, 1)
+		}
+	}
+	return l
+}

@@ -1,0 +1,69 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// Twenty steps placed at once share two clusters' probes through the
+// real kube-apiserver: a few probes in all, not one per step and target,
+// and each placement counts against the shared figures, so the steps
+// spread over both clusters as their free CPUs go, instead of all going
+// to the one that looked best to each alone.
+func TestPlacementSharesProbesAcrossAFanOut(t *testing.T) {
+	tc := newTwoClusters(t)
+	tc.a.SetLoad(loadOf(2, 4, 0), nil)
+	tc.b.SetLoad(loadOf(4, 4, 0), nil)
+	base := testkube.RecordStore(t)
+	const n = 20
+	var wg sync.WaitGroup
+	targets := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			job := fmt.Sprintf("fan-%d", i)
+			iv := tc.invoker("")
+			iv.JobName, iv.Holder = job, job
+			iv.Store = &record.ConfigMapStore{Client: base.Client, Namespace: base.Namespace, Name: record.ConfigMapName(job)}
+			iv.Watch.Off = true
+			if assert.NoError(t, iv.Run(context.Background()), job) {
+				targets[i] = iv.Result().Target
+			}
+		}()
+	}
+	wg.Wait()
+	count := map[string]int{}
+	for _, tg := range targets {
+		count[tg]++
+	}
+	t.Logf("placed: %v; probes a=%d b=%d", count, tc.a.Count("probe"), tc.b.Count("probe"))
+	assert.Equal(t, n, count["a"]+count["b"])
+	assert.Len(t, tc.a.Jobs(), count["a"], "one job per step placed on a")
+	assert.Len(t, tc.b.Jobs(), count["b"], "one job per step placed on b")
+	// Alone, every step sees a and b both free and takes a (listed first).
+	assert.GreaterOrEqual(t, count["b"], 4, "the shared figures move steps on once a's CPUs are taken")
+	assert.GreaterOrEqual(t, count["a"], 2)
+	assert.LessOrEqual(t, tc.a.Count("probe"), 4, "a fan-out shares its probes")
+	assert.LessOrEqual(t, tc.b.Count("probe"), 4, "a fan-out shares its probes")
+
+	cms, err := testkube.Client(t).CoreV1().ConfigMaps(base.Namespace).List(context.Background(),
+		metav1.ListOptions{LabelSelector: runner.LabelLoadGroup})
+	require.NoError(t, err)
+	assert.Len(t, cms.Items, 2, "one shared-load ConfigMap per cluster")
+	for _, cm := range cms.Items {
+		for _, v := range cm.Data {
+			assert.NotContains(t, v, "5ecret")
+		}
+	}
+}
