@@ -96,7 +96,8 @@ func TestFailedAnswerWording(t *testing.T) {
 // hostile or unreadable body (a 200 that is not slurmrestd's JSON, a large
 // one, an error shape at 500) fails the probe with an error that names the
 // request and quotes none of it; a 5xx is transient (unless its error
-// number says the credentials were refused).
+// number says the credentials were refused), and for the queue (jobs/)
+// leaves only the job counts unknown.
 func TestHostileProbeAnswers(t *testing.T) {
 	f := newFake(t, "24.11.7")
 	rd := testutil.NewRedirector(t, f.URL, false)
@@ -114,7 +115,15 @@ func TestHostileProbeAnswers(t *testing.T) {
 		for _, hb := range bodies {
 			for _, status := range []int{200, 500, 503} {
 				rd.Answer(match, status, hb.ContentType, hb.Body)
-				_, err := be.ProbeLoad(context.Background(), testJob(hello), nil)
+				l, err := be.ProbeLoad(context.Background(), testJob(hello), nil)
+				if ep == "/jobs/" && err == nil {
+					// A queue that does not come leaves its counts unknown.
+					assert.Equal(t, [3]int{-1, -1, -1}, [3]int{l.PendingJobs, l.RunningJobs, l.PendingCPUs}, "%s %d", hb.Name, status)
+					assert.Equal(t, 8, l.FreeCPUs)
+					assert.GreaterOrEqual(t, status, 500, hb.Name)
+					seen++
+					continue
+				}
 				require.Error(t, err, "%s %s %d", ep, hb.Name, status)
 				assert.Contains(t, err.Error(), ep, "%s %s %d", ep, hb.Name, status)
 				assert.Empty(t, testutil.Leaks(err.Error(), hostileSecret), "%s %s %d: %s", ep, hb.Name, status, err)

@@ -23,7 +23,9 @@ import (
 //     resolves the default partition;
 //   - nodes/: each node's CPUs, allocated CPUs and state, for the free CPUs
 //     and nodes of the partitions they are in;
-//   - jobs/: the queue, for the pending and running jobs of the partitions.
+//   - jobs/: the queue, for the pending and running jobs of the partitions
+//     (when it does not come, for a timeout or a 5xx, those counts are
+//     unknown, -1, and the rest is reported).
 //
 // GET jobs/ is the costly one: slurmrestd has no filter by partition or
 // state in any version (24.11's jobs/state/ takes only job ids and gives
@@ -69,8 +71,8 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 		l.JobCPUs = d.jobCPUs()
 		return l, nil
 	}
-	if err := cmpErr(errs[1], errs[2]); err != nil {
-		return backends.Load{}, probeError(err)
+	if errs[1] != nil {
+		return backends.Load{}, probeError(errs[1])
 	}
 	for _, n := range nodes {
 		n.addTo(parts)
@@ -78,16 +80,18 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 	for _, j := range queue {
 		countJob(parts, j.state, j.partition, j.cpus, j.tasks)
 	}
-	return judge(d, parts), nil
-}
-
-func cmpErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
+	l := judge(d, parts)
+	if err := probeError(errs[2]); err != nil {
+		if !errors.Is(err, backends.ErrTransient) {
+			return backends.Load{}, err
 		}
+		// The queue is the answer a busy slurmrestd is slowest to give
+		// (every job it knows): without it the partitions still say
+		// whether the job fits and how many CPUs are free.
+		b.log.Warn("slurmrestd did not list the queue; the probe reports its job counts as unknown", "error", err)
+		l.PendingJobs, l.RunningJobs, l.PendingCPUs = -1, -1, -1
 	}
-	return nil
+	return l, nil
 }
 
 // probeError makes a failed answer of 5xx transient, as the probe's
