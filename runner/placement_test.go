@@ -3,9 +3,11 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,4 +175,34 @@ func TestTargetsRefuseCredentialsForAnotherOrigin(t *testing.T) {
 	assert.True(t, errors.Is(err, backends.ErrInvalid))
 	assert.Contains(t, err.Error(), "targets[1].credentials")
 	assert.Zero(t, tc.a.Count("probe")+tc.b.Count("probe"), "refused before anything was asked")
+}
+
+// Invokers of one record that place it at once agree on one target: the
+// first placement recorded wins, whatever the others' probes said, and
+// exactly one job is submitted in all.
+func TestConcurrentInvokersPlaceOnce(t *testing.T) {
+	tc := newTwoClusters(t)
+	tc.a.SetLoad(loadOf(4, 4, 0), nil)
+	tc.b.SetLoad(loadOf(4, 4, 0), nil)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 3 { // later probes see a full, as if it filled meanwhile
+				tc.a.SetLoad(loadOf(0, 4, 9), nil)
+			}
+			iv := tc.invoker("")
+			iv.Holder = fmt.Sprintf("invoker-%d", i)
+			assert.NoError(t, iv.Run(context.Background()))
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, len(tc.a.Jobs())+len(tc.b.Jobs()), "one job for the record, on one target")
+	p, err := record.ParsePlaced(tc.record()[record.KeyPlacement])
+	require.NoError(t, err)
+	id := tc.record()[record.KeyID]
+	placedOn := map[string]*fake.Backend{"a": tc.a, "b": tc.b}[p.Target]
+	require.Len(t, placedOn.Jobs(), 1, "the job is on the recorded target")
+	assert.Equal(t, id, placedOn.Jobs()[0].ID)
 }
