@@ -211,9 +211,14 @@ func TestSSHProbeLoad(t *testing.T) {
 	ctx := testssh.Ctx(t, 5*time.Minute)
 	sleeper := "#!/bin/sh\nsleep 120\n"
 	probe := func(j backends.Job) (backends.Load, error) {
-		start := time.Now()
+		start, cmds, dials := time.Now(), b.ssh.Commands(), b.ssh.Dials()
 		l, err := b.ProbeLoad(ctx, j, nil)
-		t.Logf("probe over SSH in %s: %+v", time.Since(start).Round(time.Millisecond), l)
+		n := b.ssh.Commands() - cmds
+		t.Logf("probe over SSH: %d commands in %s: %+v", n, time.Since(start).Round(time.Millisecond), l)
+		if err == nil {
+			assert.Equal(t, 3, n, "commands per probe")
+			assert.LessOrEqual(t, b.ssh.Dials()-dials, 1, "one connection")
+		}
 		return l, err
 	}
 	idle, ok := waitIdle(t, func() backends.Load {
@@ -246,6 +251,9 @@ func TestSSHProbeLoad(t *testing.T) {
 	assert.GreaterOrEqual(t, busy.RunningJobs, 1)
 	assert.GreaterOrEqual(t, busy.PendingJobs, 1)
 	assert.GreaterOrEqual(t, busy.PendingCPUs, 3)
+	// 22.05's sbatch --test-only answers the year 3047 while a job waits
+	// for its begin time: that is no estimate.
+	assert.True(t, busy.EstimatedStart.IsZero() || busy.EstimatedStart.Before(time.Now().Add(24*time.Hour)), "%s", busy.EstimatedStart)
 	require.NoError(t, b.Cancel(ctx, run))
 	require.NoError(t, b.Cancel(ctx, later))
 
