@@ -28,6 +28,7 @@ type twoClusters struct {
 	a, b  *fake.Backend
 	creds string
 	// credsOf records the credentials directory each backend was built with.
+	mu      sync.Mutex
 	credsOf map[string]string
 }
 
@@ -41,7 +42,9 @@ func newTwoClusters(t *testing.T) *twoClusters {
 	for name, f := range map[string]*fake.Backend{"fakea": tc.a, "fakeb": tc.b} {
 		require.NoError(t, h.reg.Register(name, func(cfg backends.Config) (backends.Backend, error) {
 			if dc, ok := cfg.Credentials.(runner.DirCredentials); ok {
+				tc.mu.Lock()
 				tc.credsOf[name] = dc.Dir
+				tc.mu.Unlock()
 			}
 			return f, nil
 		}))
