@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -125,13 +126,16 @@ func TestMissingCluster(t *testing.T) {
 // TestClusterStatusFromPlacement: the placement invoke records in a
 // BridgeJob's record (status.placement) becomes its clusters' status: the
 // one that did not answer unreachable, the chosen one with its figures and
-// the BridgeJob placed there.
+// the BridgeJob placed there. The operator runs with the grants of
+// deploy/operator/rbac.yaml only.
 func TestClusterStatusFromPlacement(t *testing.T) {
 	e := newEnv(t)
 	e.secret("creds-a")
 	e.secret("creds-b")
 	e.cluster("hpc-a", "https://slurm-a.example.org:6820", "creds-a", "")
 	e.cluster("hpc-b", "ssh://alice@login-b.example.org:22", "creds-b", "")
+	e.grantOperatorRBAC(true, "../deploy/operator/rbac.yaml")
+	e.opCfg = testkube.ServiceAccountConfig(t, e.kc, e.ns, "bridge-runner-operator")
 	e.operator("a")
 	e.create(e.clusterJob("placed", "hpc-a", "hpc-b"))
 	cm, _ := e.children("placed")
@@ -152,6 +156,12 @@ func TestClusterStatusFromPlacement(t *testing.T) {
 	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
 	if err := e.c.Update(context.Background(), kube.ConfigMaps, e.ns, cm.Name, cm, &kube.ConfigMap{}); err != nil {
 		t.Fatal(err)
+	}
+	// What re-attach and cleanup read: the job at the placed cluster, with
+	// that cluster's credentials directory.
+	if d, err := record.DescribeRecord(cm.Data); err != nil || d.Target != "hpc-b" || d.CredentialsDir != "/targets/hpc-b" ||
+		d.ResourceURL != "ssh://alice@login-b.example.org:22" {
+		t.Errorf("the placed record describes %+v (%v)", d, err)
 	}
 
 	var a, b *BridgeCluster
