@@ -30,7 +30,10 @@ import (
 // GET jobs/ is the costly one: slurmrestd has no filter by partition or
 // state in any version (24.11's jobs/state/ takes only job ids and gives
 // no partition), so it carries every job slurmctld knows, about 11 KB a
-// job at v0.0.42. It is decoded as it streams in, one job at a time.
+// job at v0.0.42. It is decoded as it streams in, one job at a time. Its
+// one filter, update_time, lists only the jobs changed since then: it
+// would help a backend that kept the queue between probes, not a probe
+// made once per placement.
 //
 // From v0.0.40 on, slurmrestd no longer says which partition is the
 // default (v0.0.38 has flags ["default"]): a job that names no partition
