@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,6 +68,45 @@ func TestBackendRequestsAreCountedInTheRecord(t *testing.T) {
 	assert.Equal(t, hits.Load(), runner.RequestCount(hc))
 	// intent, id, PENDING, RUNNING, DONE, as without the counts.
 	assert.LessOrEqual(t, cs.updates.Load(), int64(5), "writes for %d polls", hits.Load())
+}
+
+// TestBackendRequestsAddUpAcrossInvokes: an invoke re-attaching to a job
+// (its pod evicted, the retry's new process) adds its own requests to
+// those the record holds; it does not start them again.
+func TestBackendRequestsAddUpAcrossInvokes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	h := newHarness(t, nil)
+	reg := backends.NewRegistry()
+	require.NoError(t, reg.Register("fake", func(cfg backends.Config) (backends.Backend, error) {
+		return &httpFake{Backend: h.fake, c: cfg.HTTPClient, url: srv.URL}, nil
+	}))
+	h.reg = reg
+	spec := h.spec(`{"run":"2s","exitCode":0}`)
+	first := h.invoker(spec)
+	first.Backend.HTTPClient, _ = runner.NewHTTPClient("", false)
+	first.Detach = func(context.Context) (bool, string) { return true, "evicted" }
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		rec, err := h.store.Get(context.Background())
+		return err == nil && rec.Data[record.KeyBackendRequests] != ""
+	}, 5*time.Second, 10*time.Millisecond)
+	cancel(runner.ErrTerminated)
+	require.ErrorIs(t, <-done, backends.ErrTransient, "evicted: the job is left for the retry")
+	before := record.ParseRequests(h.record()[record.KeyBackendRequests])["2xx"]
+	require.Positive(t, before)
+
+	second := h.invoker(spec)
+	second.Backend.HTTPClient, _ = runner.NewHTTPClient("", false)
+	require.NoError(t, second.Run(context.Background()))
+	d := h.record()
+	require.Equal(t, "DONE", d[record.KeyJobStatus])
+	own := runner.RequestCount(second.Backend.HTTPClient)
+	require.Positive(t, own)
+	assert.Equal(t, map[string]int64{"2xx": before + own}, record.ParseRequests(d[record.KeyBackendRequests]),
+		"%d in the record before, %d of the second invoke", before, own)
 }
 
 func TestRequestCountsRoundTrip(t *testing.T) {
