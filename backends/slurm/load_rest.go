@@ -31,9 +31,8 @@ import (
 // state in any version (24.11's jobs/state/ takes only job ids and gives
 // no partition), so it carries every job slurmctld knows, about 11 KB a
 // job at v0.0.42. It is decoded as it streams in, one job at a time. Its
-// one filter, update_time, lists only the jobs changed since then: it
-// would help a backend that kept the queue between probes, not a probe
-// made once per placement.
+// one filter, update_time, is all or nothing (every job, if any changed
+// since), which saves nothing on a busy cluster.
 //
 // From v0.0.40 on, slurmrestd no longer says which partition is the
 // default (v0.0.38 has flags ["default"]): a job that names no partition
@@ -84,6 +83,11 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 		countJob(parts, j.state, j.partition, j.cpus, j.tasks)
 	}
 	l := judge(d, parts)
+	if unattributed(queue) {
+		// Jobs that name no partition cannot be counted to one: the
+		// counts are unknown, not zero.
+		l.PendingJobs, l.RunningJobs, l.PendingCPUs = -1, -1, -1
+	}
 	if err := probeError(errs[2]); err != nil {
 		if !errors.Is(err, backends.ErrTransient) {
 			return backends.Load{}, err
@@ -312,6 +316,17 @@ func (b *Backend) nodes(ctx context.Context) ([]nodeInfo, error) {
 		return nil, unreadable(r)
 	}
 	return *nr.Nodes, nil
+}
+
+// unattributed: the queue has jobs and none says its partition (a
+// version that left the field out would read as an empty cluster).
+func unattributed(queue []queuedJob) bool {
+	for _, j := range queue {
+		if j.partition != "" {
+			return false
+		}
+	}
+	return len(queue) > 0
 }
 
 // queuedJob is what the probe keeps of a job of GET jobs/.

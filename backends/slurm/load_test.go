@@ -184,6 +184,9 @@ func TestDecodeQueue(t *testing.T) {
 	assert.Equal(t, 1, parts[1].pending)
 	_, err = decodeQueue(strings.NewReader(`{"jobs":{"a":1}}`))
 	assert.Error(t, err)
+	assert.False(t, unattributed(q))
+	assert.False(t, unattributed(nil))
+	assert.True(t, unattributed([]queuedJob{{state: "PENDING", cpus: 1, tasks: 1}}))
 }
 
 // TestParseSinfo: a partition on several lines adds up; the default is
