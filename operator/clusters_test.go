@@ -187,3 +187,30 @@ func (e *env) bridgeCluster(name string) (*BridgeCluster, error) {
 	bc := &BridgeCluster{}
 	return bc, e.c.Get(context.Background(), BridgeClusters, e.ns, name, bc)
 }
+
+// TestTargetsTenancy: a BridgeJob's own spec.targets may not name an
+// absolute credentials directory (the pod's ServiceAccount token would go
+// to the author's URL) nor a local target without --allow-local; targets
+// that name their places need no spec.backend or spec.resourceURL.
+func TestTargetsTenancy(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	e.opts = func(o *Options) { o.AllowLocal = false }
+	e.operator("a")
+	author := e.author()
+	job := func(name, targets string) {
+		bj := e.localJob(name, "hostname")
+		bj.Spec.Backend, bj.Spec.Targets = "", targets
+		e.createAs(author, bj)
+	}
+	job("token", `[{"name":"a","backend":"slurm","resourceURL":"https://a.example.org:6820","credentials":"/var/run/secrets/kubernetes.io/serviceaccount"}]`)
+	job("local-target", `[{"name":"a","backend":"slurm","resourceURL":"https://a.example.org:6820"},{"name":"b","backend":"local"}]`)
+	job("fine", `[{"name":"a","backend":"slurm","resourceURL":"https://a.example.org:6820"},{"name":"b","backend":"slurm","resourceURL":"https://b.example.org:6820","credentials":"b"}]`)
+
+	e.refused("token", "spec.targets", "targets[0].credentials is an absolute directory")
+	e.refused("local-target", "spec.targets", "targets[1] is local")
+	cm, _ := e.children("fine")
+	if d, err := record.SpecFromData(cm.Data).Parse(); err != nil || len(d.Targets) != 2 {
+		t.Errorf("the record of fine: %v", err)
+	}
+}

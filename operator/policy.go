@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -138,4 +139,28 @@ func (r *reconciler) chooseBackend(ctx context.Context, bj *BridgeJob) (string, 
 			"this operator does not run local jobs (its admin allows them with --allow-local); set spec.resourceURL and spec.backend to a remote system", why)}
 	}
 	return name, nil
+}
+
+// checkTargets applies the tenancy policy to spec.targets (the operator's
+// own targets from spec.clusters need none): a target may run local only
+// if the admin allows it (the script would run in the pod), and its
+// credentials may be only a subdirectory of spec.resourcesecret's mount,
+// never an absolute directory, which would let the author send the pod's
+// own files (its ServiceAccount token) to a URL of their choice. Places
+// with Secrets of their own are BridgeClusters (spec.clusters).
+func (r *reconciler) checkTargets(bj *BridgeJob, d *record.Description) error {
+	if len(bj.Spec.Clusters) > 0 {
+		return nil
+	}
+	for i, t := range d.Targets {
+		if path.IsAbs(t.Credentials) {
+			return &fieldError{"spec.targets", fmt.Sprintf("targets[%d].credentials is an absolute directory; a BridgeJob's target may name only "+
+				"a subdirectory of its resourcesecret's mount: list BridgeClusters in spec.clusters to give each place its own Secret", i)}
+		}
+		if t.Backend == record.LocalBackend && !r.o.AllowLocal {
+			return &fieldError{"spec.targets", fmt.Sprintf("targets[%d] is local, which runs the script inside the Job's pod; "+
+				"this operator does not run local jobs (its admin allows them with --allow-local)", i)}
+		}
+	}
+	return nil
 }

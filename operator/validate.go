@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/record"
@@ -84,15 +85,19 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 	spec := RecordSpec(bj)
 	var secrets map[string]string
 	var err error
-	if len(bj.Spec.Clusters) > 0 {
+	switch {
+	case len(bj.Spec.Clusters) > 0:
 		spec.Targets, spec.Backend, secrets, err = r.clusterTargets(ctx, bj)
-	} else {
+	case strings.TrimSpace(bj.Spec.Targets) != "" && strings.TrimSpace(bj.Spec.Backend+bj.Spec.ResourceURL) == "":
+		// Each target names its place; checkTargets refuses a local one.
+	default:
 		spec.Backend, err = r.chooseBackend(ctx, bj)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := spec.Parse(); err != nil {
+	d, err := spec.Parse()
+	if err != nil {
 		var fe *backends.FieldError
 		if errors.As(err, &fe) {
 			if p, ok := clusterFieldPath(bj, fe.Field); ok {
@@ -101,6 +106,9 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 			return nil, nil, &fieldError{fieldPath(fe.Field), fe.Msg}
 		}
 		return nil, nil, &fieldError{"spec", err.Error()}
+	}
+	if err := r.checkTargets(bj, d); err != nil {
+		return nil, nil, err
 	}
 	for field, name := range map[string]string{"spec.resourcesecret": bj.Spec.ResourceSecret, "spec.s3storage.s3secret": s3Secret(bj)} {
 		if name == "" {
