@@ -52,6 +52,16 @@ func (a *arrayBackend) Status(ctx context.Context, id string) (backends.Status, 
 	return sum.Status, nil
 }
 
+// unwrapArray is the backend under an array's wrapper: the live log of an
+// array is what the backend reads or ships of it (its first task's), so
+// the log sources look at the backend itself.
+func unwrapArray(be backends.Backend) backends.Backend {
+	if a, ok := be.(*arrayBackend); ok {
+		return a.Backend
+	}
+	return be
+}
+
 func (a *arrayBackend) summary() arraySummary {
 	a.mu.Lock()
 	defer a.mu.Unlock()

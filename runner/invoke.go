@@ -223,7 +223,7 @@ func (r *run) execute(ctx context.Context) error {
 	}
 	if n := attemptOf(r.rec.Data); n > 1 {
 		base, prepare = jobOf()
-		r.logSrc = r.logSource(desc, be) // the attempt's own live log
+		r.logSrc = r.logSource(desc, unwrapArray(be)) // the attempt's own live log
 	}
 	r.result.Attempt = strconv.Itoa(attemptOf(r.rec.Data))
 
@@ -279,7 +279,7 @@ func (r *run) setUp(ctx context.Context) (*record.Description, backends.Backend,
 			return nil, nil, err
 		}
 	}
-	r.logSrc = r.logSource(desc, be)
+	r.logSrc = r.logSource(desc, unwrapArray(be))
 	return desc, be, nil
 }
 

@@ -77,7 +77,7 @@ func (r *run) prepare(ctx context.Context, desc *record.Description, be backends
 			return job, err
 		}
 	}
-	job.LogShip, err = r.logShip(ctx, desc, be, job)
+	job.LogShip, err = r.logShip(ctx, desc, unwrapArray(be), job)
 	return job, err
 }
 

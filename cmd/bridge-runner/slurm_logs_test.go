@@ -86,3 +86,25 @@ func TestSlurmLogsThroughS3Shipper(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(live), "slurm line 1\n"), "the shipped object is the job's output: %q", live)
 	assert.Equal(t, strconv.Itoa(len(live)), rec.Data[record.KeyLogOffset], "the record holds the offset")
 }
+
+// TestSlurmArrayLogsThroughS3Shipper: an array's step log is its first
+// task's output, shipped while it runs (the lowest index, here 2, not 0);
+// the other tasks print the same lines, which must not reach it.
+func TestSlurmArrayLogsThroughS3Shipper(t *testing.T) {
+	clearEnv(t)
+	url, slurmCreds := slurmEnv(t)
+	endpoint, _, _, s3Creds := tests3.Env(t)
+	bucket := tests3.Bucket(t, "logs")
+	state := t.TempDir()
+	code, out := runBinary(t, "invoke", "--state-dir", state, "--job-name", "slurm-array-ship", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", slurmCreds, "--s3-credentials-dir", s3Creds,
+		"--script", "#!/bin/bash\necho \"task $BRIDGE_TASK_INDEX\"\n"+strings.TrimPrefix(printingScript(6), "#!/bin/bash\n"),
+		"--array", "2-4", "--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-upload-bucket", bucket,
+		"--update-interval", "5", "--log-interval", "1s")
+	require.Equal(t, 0, code, out)
+	assertStreamed(t, out, 6)
+	assert.Equal(t, 1, strings.Count(out, "task 2\n"), "the first task's output:\n%s", out)
+	assert.NotContains(t, out, "task 3\n", "only the first task's output:\n%s", out)
+	assert.NotContains(t, out, "task 4\n", "only the first task's output:\n%s", out)
+	assert.Equal(t, "DONE=3", summary(t, out)["arrayCounts"], out)
+}

@@ -339,3 +339,26 @@ func testSSHThroughBastion(t *testing.T, sys sshSystem) {
 	require.Equal(t, 2, code, text)
 	assert.Contains(t, text, "jump host 1")
 }
+
+// TestSSHBackendsArrayLogs: an array's step log is its first task's
+// output, read from the login node while it runs (HTCondor's job.out of
+// the cluster's first index, Slurm's output file of the lowest task); the
+// other tasks print the same lines, which must not reach it.
+func TestSSHBackendsArrayLogs(t *testing.T) {
+	for _, sys := range sshSystems {
+		t.Run(sys.backend, func(t *testing.T) {
+			clearEnv(t)
+			srv := sys.srv(t)
+			script := "#!/bin/bash\necho \"task $BRIDGE_TASK_INDEX\"\n" + strings.TrimPrefix(printingScript(6), "#!/bin/bash\n")
+			code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "ssh-array-logs",
+				"--backend", sys.backend, "--resource-url", srv.URL, "--credentials-dir", srv.CredsDir,
+				"--script", script, "--array", "2-4", "--update-interval", "5", "--log-interval", "1s")
+			require.Equal(t, 0, code, out)
+			assertStreamed(t, out, 6)
+			assert.Equal(t, 1, strings.Count(out, "task 2\n"), "the first task's output:\n%s", out)
+			assert.NotContains(t, out, "task 3\n", "only the first task's output:\n%s", out)
+			assert.NotContains(t, out, "task 4\n", "only the first task's output:\n%s", out)
+			assert.Equal(t, "DONE=3", summary(t, out)["arrayCounts"], out)
+		})
+	}
+}
