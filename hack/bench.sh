@@ -5,7 +5,10 @@
 # picks the scale sizes (default 100,250,500); BRIDGE_BENCH_PROCS the
 # number of concurrent invoke processes (default 100); BRIDGE_BENCH_WATCH
 # and BRIDGE_BENCH_WATCH_SECONDS the watcher benchmark's sizes and job
-# lengths (default 1,100 jobs of 5 s; Slurm 22.05 and 24.11, about 8 min).
+# lengths (default 1,100 jobs of 5 s; Slurm 22.05 and 24.11, about 8 min);
+# BRIDGE_BENCH_ARRAY the array benchmark's sizes (here 100 tasks against
+# 100 invokes, about 30 s: at 1,000 the separate invokes swamp this
+# machine's one slurmrestd for over 10 min, see BENCHMARKS.md, Arrays).
 #
 # The guard (bench/guard_test.go) compares size and memory figures with
 # bench/baseline.json (more than 10 % worse fails), time figures with a
@@ -34,7 +37,7 @@ if [ -n "${ONCE:-}" ]; then
   # Job output in the step's log: each figure is one run of a job printing
   # 12 stamped lines (LSF and Quantum through their fakes, in process).
   go test -tags bridgetest -run '^$' -bench '^BenchmarkLog' -benchtime 1x -timeout 30m ./bench/ ./backends/lsf/ ./backends/quantum/ | tee -a "$out"
-  go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator|Watcher)$' -benchtime 1x -timeout 45m ./bench/ | tee -a "$out"
+  BRIDGE_BENCH_ARRAY=${BRIDGE_BENCH_ARRAY:-100} go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator|Watcher|Array)$' -benchtime 1x -timeout 45m ./bench/ | tee -a "$out"
 fi
 if grep -q 'BENCH-GUARD FAIL' "$out"; then
   echo "== the guard found regressions (against bench/baseline.json, the reference build or a ceiling):"
