@@ -32,8 +32,11 @@ func (a *app) newOperatorCmd() *cobra.Command {
 and its Secrets, creates the record ConfigMap <name>-bridge-cm and a Job whose pod
 runs bridge-runner invoke (credentials at /credentials, S3 ones at /s3credentials),
 and mirrors the record's state into the BridgeJob's status. spec.kill: true and
-deleting the BridgeJob cancel the remote job. Install it with
-kubectl apply -k deploy/operator (every namespace) or deploy/operator/namespaced.
+deleting the BridgeJob cancel the remote job. BridgeClusters a BridgeJob lists in
+spec.clusters become its record's targets (each cluster's Secret at
+/targets/<name>); their status is the load the BridgeJobs' placements saw (the
+operator probes no cluster itself). Install it with
+kubectl apply -k deploy/operator (every namespace) or deploy/operator-namespaced.
 
 What a BridgeJob may reach is the admin's choice (README, Security): the
 operator's image (--allowed-images adds others), Secrets that carry the label
