@@ -111,10 +111,21 @@ type partLoad struct {
 	pending    int
 	running    int
 	pendCPUs   int
+	runCPUs    int // what its running jobs were given
 }
 
 func newPartLoad(name string) partLoad {
 	return partLoad{name: name, maxMinutes: -1, maxNodes: -1, maxCPUs: -1}
+}
+
+// capFree caps a partition's free CPUs by its MaxCPUsPerNode: its nodes'
+// idle CPUs are free to it only up to what its own running jobs leave of
+// that cap (a partition of two CPUs per node, both in use, has none free
+// however idle the node is).
+func (p *partLoad) capFree() {
+	if p.maxCPUs > 0 {
+		p.freeCPUs = min(p.freeCPUs, max(p.capacity()-p.runCPUs, 0))
+	}
 }
 
 // capacity is the most CPUs one job can have there.
@@ -163,6 +174,9 @@ func minutesText(m int64) string {
 // judge makes the Load of d from the partitions it names (parts, in the
 // order named; see the top of this file for a list).
 func judge(d demand, parts []partLoad) backends.Load {
+	for i := range parts {
+		parts[i].capFree()
+	}
 	names := make([]string, len(parts))
 	best, fits := -1, false
 	var why []string
@@ -181,7 +195,7 @@ func judge(d demand, parts []partLoad) backends.Load {
 		best = 0
 	}
 	p := parts[best]
-	l := backends.Load{Fits: fits, Queue: strings.Join(names, ","), FreeCPUs: p.freeCPUs, TotalCPUs: p.totalCPUs,
+	l := backends.Load{Fits: fits, Queue: strings.Join(names, ","), FreeCPUs: p.freeCPUs, TotalCPUs: p.capacity(),
 		FreeNodes: p.freeNodes, TotalNodes: p.totalNodes, PendingJobs: p.pending, RunningJobs: p.running,
 		PendingCPUs: p.pendCPUs, JobCPUs: d.jobCPUs()}
 	if !fits {
@@ -237,6 +251,7 @@ func countJob(parts []partLoad, state, part string, cpus, tasks int) {
 			parts[i].pendCPUs += max(cpus, 1) * max(tasks, 1)
 		case "RUNNING":
 			parts[i].running++
+			parts[i].runCPUs += max(cpus, 1) * max(tasks, 1)
 		}
 	}
 }

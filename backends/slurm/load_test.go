@@ -218,3 +218,21 @@ func TestTestOnlyLine(t *testing.T) {
 	assert.Equal(t, 995, arrayTaskCount("5-999%50"))
 	assert.Equal(t, 1, arrayTaskCount("N/A"))
 }
+
+// A partition capped at two CPUs a node, both in use by its own jobs, has
+// none free however idle its node is, and two CPUs in all.
+func TestPartitionCapLimitsFreeCPUs(t *testing.T) {
+	p := newPartLoad("short")
+	p.state, p.totalCPUs, p.totalNodes, p.maxCPUs, p.freeCPUs = "UP", 8, 1, 2, 2 // the node's 6 idle, capped at 2
+	parts := []partLoad{p}
+	countJob(parts, "RUNNING", "short", 1, 1)
+	countJob(parts, "RUNNING", "short", 1, 1)
+	countJob(parts, "PENDING", "short", 1, 1)
+	l := judge(demand{tasks: 1, cpusPerTask: 1, nodes: 1, parallel: 1}, parts)
+	assert.Equal(t, [3]int{0, 2, 1}, [3]int{l.FreeCPUs, l.TotalCPUs, l.PendingJobs})
+
+	parts = []partLoad{p}
+	countJob(parts, "RUNNING", "short", 1, 1)
+	l = judge(demand{tasks: 1, cpusPerTask: 1, nodes: 1, parallel: 1}, parts)
+	assert.Equal(t, 1, l.FreeCPUs, "one of its two CPUs is left")
+}
