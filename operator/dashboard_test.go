@@ -85,7 +85,9 @@ func TestDashboardQueriesTheMetrics(t *testing.T) {
 		"bridge_runner_operator_reconcile_duration_seconds", "bridge_runner_operator_workqueue_depth",
 		"bridge_runner_operator_kube_requests_total", "bridge_runner_operator_leader", "bridge_runner_operator_submissions_total",
 		"bridge_runner_operator_job_transitions_total", "bridge_runner_operator_detection_latency_seconds",
-		"bridge_runner_operator_backend_requests_total"} {
+		"bridge_runner_operator_backend_requests_total", "bridge_runner_operator_cluster_free_cpus", "bridge_runner_operator_cluster_cpus",
+		"bridge_runner_operator_cluster_jobs", "bridge_runner_operator_cluster_reachable",
+		"bridge_runner_operator_cluster_last_probe_timestamp_seconds"} {
 		if !queried[name] {
 			t.Errorf("the dashboard shows nothing of %s", name)
 		}

@@ -61,6 +61,7 @@ func newOpMetrics() *opMetrics {
 	m.detection = reg.Histogram("bridge_runner_operator_detection_latency_seconds", "From a remote job's end (the backend's end time, in whole seconds) to the operator seeing the final state in its record.", detectionBuckets, "backend")
 	m.backendRequests = reg.Counter("bridge_runner_operator_backend_requests_total", "HTTP requests invoke sent to the backend for BridgeJobs, by the target's host and the class of the answer (1xx-5xx, error: none); counted by invoke in the record, seen here at its state changes.", "backend", "target", "class")
 	m.records.m = m
+	m.registerClusterGauges(reg)
 	return m
 }
 
@@ -79,8 +80,10 @@ func (m *opMetrics) collectJobs(emit func(float64, ...string)) {
 			state = "PENDING"
 		}
 		backend := bj.Spec.Backend
-		if cm, _ := r.cached(r.cms, bj.Namespace, record.ConfigMapName(bj.Name)).(*kube.ConfigMap); cm != nil && cm.Data["backend"] != "" {
-			backend = cm.Data["backend"]
+		if cm, _ := r.cached(r.cms, bj.Namespace, record.ConfigMapName(bj.Name)).(*kube.ConfigMap); cm != nil {
+			if b, _ := placedAt(cm); b != "" {
+				backend = b
+			}
 		}
 		emit(1, state, backend)
 	}

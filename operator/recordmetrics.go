@@ -63,7 +63,7 @@ func (rm *recordMetrics) watch(inf cache.SharedIndexInformer) {
 // changed counts what differs from old (nil: a new record) to cm.
 func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
 	d := cm.Data
-	backend := d["backend"]
+	backend, target := placedAt(cm)
 	counts := record.ParseRequests(d[record.KeyBackendRequests])
 	rm.mu.Lock()
 	prev := rm.last[cm.UID]
@@ -85,7 +85,6 @@ func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
 			break
 		}
 	}
-	target := targetOf(d["resourceURL"]) // the key the operator writes the spec's URL under
 	for c, n := range counts {
 		if n > prev[c] {
 			rm.m.backendRequests.Add(float64(n-prev[c]), backend, target, c)
@@ -104,6 +103,23 @@ func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
 	if end, err := time.Parse(time.RFC3339, d[record.KeyEnd]); err == nil && isFinal(state) && !isFinal(od[record.KeyJobStatus]) {
 		rm.m.detection.Observe(max(0, time.Since(end).Seconds()), backend)
 	}
+}
+
+// placedAt is the backend and the target host a record's job runs at: the
+// placed target's once its run placed it (status.placement; a target
+// without a URL inherits the job's), else the record's own.
+func placedAt(cm *kube.ConfigMap) (backend, target string) {
+	backend, u := cm.Data["backend"], cm.Data["resourceURL"] // the keys the operator writes the spec's under
+	p, err := record.ParsePlaced(cm.Data[record.KeyPlacement])
+	if err != nil || p == nil {
+		return backend, targetOf(u)
+	}
+	for _, t := range recordTargets(cm) {
+		if t.Name == p.Target && t.ResourceURL != "" {
+			u = t.ResourceURL
+		}
+	}
+	return p.Backend, targetOf(u)
 }
 
 // targetOf is the host (and port) of a resource URL: the remote system,

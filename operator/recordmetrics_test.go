@@ -52,6 +52,12 @@ func TestRecordMetricsCountChanges(t *testing.T) {
 	// A word that is no state, written by hand: no series.
 	rm.changed(b2, recordCM("b", with(record.KeyID, "9", record.KeyJobStatus, "WHATEVER", record.KeyBackendRequests, "2xx=1 error=1")), false)
 
+	// A placed record: the placed target's backend and host.
+	placed := map[string]string{"targets": `[{"name":"a","backend":"ray","resourceURL":"http://ray-a.example:8265"},{"name":"b","backend":"slurm"}]`,
+		record.KeyPlacement:       `{"target":"a","backend":"ray","policy":"earliest-start","at":"2026-11-27T01:00:00Z","probes":[]}`,
+		record.KeyBackendRequests: "2xx=4"}
+	rm.changed(nil, recordCM("c", placed), false)
+
 	var out strings.Builder
 	if err := m.reg.Write(&out); err != nil {
 		t.Fatal(err)
@@ -66,6 +72,7 @@ func TestRecordMetricsCountChanges(t *testing.T) {
 		`bridge_runner_operator_job_transitions_total{backend="slurm",state="PENDING"} 1`,
 		`bridge_runner_operator_job_transitions_total{backend="slurm",state="RUNNING"} 1`,
 		`bridge_runner_operator_detection_latency_seconds_count{backend="slurm"} 1`,
+		`bridge_runner_operator_backend_requests_total{backend="ray",target="ray-a.example:8265",class="2xx"} 4`,
 		`bridge_runner_operator_detection_latency_seconds_bucket{backend="slurm",le="2"} 0`,
 		`bridge_runner_operator_detection_latency_seconds_bucket{backend="slurm",le="5"} 1`,
 	} {
