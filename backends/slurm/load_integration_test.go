@@ -231,10 +231,9 @@ func TestSSHProbeLoad(t *testing.T) {
 	require.True(t, idle.Fits, idle.Why)
 	assert.Equal(t, "debug", idle.Queue, "the default partition")
 	checkCounts(t, idle)
-	assert.False(t, idle.EstimatedStart.IsZero(), "sbatch --test-only's estimate")
-	assert.WithinDuration(t, time.Now(), idle.EstimatedStart, 24*time.Hour)
-	if ok {
+	if ok { // (another test's job waiting for its begin time turns 22.05's estimate into none)
 		assert.Equal(t, idle.TotalCPUs, idle.FreeCPUs, "an idle partition")
+		assert.False(t, idle.EstimatedStart.IsZero(), "sbatch --test-only's estimate")
 		assert.WithinDuration(t, time.Now(), idle.EstimatedStart, time.Minute, "an idle partition starts a job now")
 	}
 	total := idle.TotalCPUs
@@ -293,7 +292,6 @@ func TestSSHPartitionList(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, l.Fits, l.Why)
 	assert.Equal(t, p1+","+p2, l.Queue)
-	assert.False(t, l.EstimatedStart.IsZero())
 	id, err := b.Submit(ctx, probeJob("#!/bin/sh\ntrue\n", list))
 	require.NoError(t, err)
 	st := sshFollow(t, b, id, backends.Done)
