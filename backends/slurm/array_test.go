@@ -60,3 +60,32 @@ func TestArrayCancelledBeforeStart(t *testing.T) {
 	_, ok = scontrolTask(parseScontrol("JobId=7 ArrayJobId=7 ArrayTaskId=5-9%2 JobState=PENDING"), "7")
 	assert.False(t, ok, "the record of the tasks not started")
 }
+
+// An array's output file, which --log-dir follows, is its lowest task's,
+// with Slurm's array patterns expanded (%j: the task's own id); none while
+// that task waits in the record of the tasks not started.
+func TestArrayOutputPathIsTheFirstTasks(t *testing.T) {
+	for _, c := range []struct{ name, body, id, want string }{
+		{"22.05", array2205, "3273", "/o/3273_0_3274.out slurm-3273_0.out"},
+		{"24.11", array2411, "250", "/o/250_0_257.out slurm-250_0.out"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var jr jobsResponse
+			require.NoError(t, json.Unmarshal([]byte(c.body), &jr))
+			j, err := firstTaskOf(jr.Jobs, c.id)
+			require.NoError(t, err)
+			named := *j
+			named.StandardOutput = "/o/%A_%a_%j.out"
+			assert.Equal(t, c.want, outputPath(&named, c.id)+" "+outputPath(j, c.id))
+			// Task 2 started, 3-5 waiting: the lowest is 2.
+			j, err = firstTaskOf([]jobInfo{jr.Jobs[0], jr.Jobs[1]}, c.id)
+			require.NoError(t, err)
+			assert.Equal(t, jr.Jobs[1].id(), j.id())
+			// Task 2 started, 0-1 and 3-5 waiting: the first has no file yet.
+			w := jr.Jobs[0]
+			w.ArrayTaskString = "0-1,3-5%3"
+			_, err = firstTaskOf([]jobInfo{w, jr.Jobs[1]}, c.id)
+			assert.ErrorIs(t, err, backends.ErrNotFound)
+		})
+	}
+}

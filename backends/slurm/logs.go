@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"path"
 	"strconv"
 	"strings"
@@ -38,11 +39,17 @@ func (b *Backend) TimeLimit(job backends.Job) (time.Duration, bool) {
 }
 
 // OutputPath implements backends.OutputLocator: the absolute path of the
-// job's standard output on the cluster.
+// job's standard output on the cluster; for an array, its first (lowest)
+// task's, the output the step's live log follows (as with the shipper).
 func (b *Backend) OutputPath(ctx context.Context, id string) (string, error) {
 	j, err := b.getJob(ctx, id)
 	if err != nil {
 		return "", err
+	}
+	if isTask(j) || j.ArrayTaskString != "" { // an array's record
+		if j, err = b.firstTask(ctx, id); err != nil {
+			return "", err
+		}
 	}
 	p := outputPath(j, id)
 	if !path.IsAbs(p) {
@@ -197,3 +204,42 @@ var (
 	_ backends.TimeLimiter   = (*Backend)(nil)
 	_ backends.OutputLocator = (*Backend)(nil)
 )
+
+// isTask: j is an array task's own record.
+func isTask(j *jobInfo) bool {
+	_, ok := number(j.ArrayTaskID)
+	return ok
+}
+
+// firstTask is the record of array id's lowest task. Until that task has
+// started it has no record of its own (its output file's name is not
+// known yet: %j is the task's own id): ErrNotFound, which the runner reads
+// as no output yet, and asks again.
+func (b *Backend) firstTask(ctx context.Context, id string) (*jobInfo, error) {
+	jobs, _, err := b.liveRecords(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return firstTaskOf(jobs, id)
+}
+
+// firstTaskOf picks array id's lowest task among its records jobs.
+func firstTaskOf(jobs []jobInfo, id string) (*jobInfo, error) {
+	var first *jobInfo
+	low, waiting := -1, -1
+	for i := range jobs {
+		if idx, ok := taskIndex(&jobs[i], id); ok {
+			if first == nil || idx < low {
+				first, low = &jobs[i], idx
+			}
+		} else if jobs[i].baseID() == id && jobs[i].ArrayTaskString != "" {
+			if a, err := backends.ParseArray(jobs[i].ArrayTaskString); err == nil && len(a.Ranges) > 0 {
+				waiting = a.Ranges[0].First
+			}
+		}
+	}
+	if first == nil || (waiting >= 0 && waiting < low) {
+		return nil, fmt.Errorf("Slurm array %s: its first task has not started: %w", id, backends.ErrNotFound)
+	}
+	return first, nil
+}

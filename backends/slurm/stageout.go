@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,9 +98,13 @@ exit $rc
 
 // outputPath is where the job's standard output went: its standard_output
 // with the filename patterns Slurm expands (22.05 reports them unexpanded),
-// or Slurm's default slurm-<id>.out.
+// or Slurm's default slurm-<id>.out (slurm-<array id>_<index>.out for an
+// array's task).
 func outputPath(j *jobInfo, id string) string {
 	p := j.StandardOutput
+	if p == "" && isTask(j) {
+		p = "slurm-%A_%a.out"
+	}
 	if p == "" {
 		return "slurm-" + id + ".out"
 	}
@@ -111,15 +116,23 @@ func outputPath(j *jobInfo, id string) string {
 		}
 		i++
 		switch p[i] {
-		case 'j', 'A':
-			b.WriteString(id)
+		case 'j': // an array task's own id
+			b.WriteString(cmp.Or(j.id(), id))
+		case 'A':
+			b.WriteString(cmp.Or(j.baseID(), id))
+		case 'a':
+			if n, ok := number(j.ArrayTaskID); ok {
+				b.WriteString(strconv.FormatInt(n, 10))
+			} else {
+				b.WriteString("%a")
+			}
 		case 'u':
 			b.WriteString(j.UserName)
 		case 'x':
 			b.WriteString(j.Name)
 		case '%':
 			b.WriteByte('%')
-		default: // patterns of arrays and steps (%a, %s, %t, %N, ...) are left as they are
+		default: // patterns of steps and nodes (%s, %t, %N, ...) are left as they are
 			b.WriteByte('%')
 			b.WriteByte(p[i])
 		}

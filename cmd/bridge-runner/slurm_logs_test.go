@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,4 +108,29 @@ func TestSlurmArrayLogsThroughS3Shipper(t *testing.T) {
 	assert.NotContains(t, out, "task 3\n", "only the first task's output:\n%s", out)
 	assert.NotContains(t, out, "task 4\n", "only the first task's output:\n%s", out)
 	assert.Equal(t, "DONE=3", summary(t, out)["arrayCounts"], out)
+}
+
+// TestSlurmArrayLogsFromSharedFile: with --log-dir an array's step log is
+// its first task's output file, named with Slurm's array patterns (%A the
+// array, %a the index, %j the task's own job id) and found while it runs.
+func TestSlurmArrayLogsFromSharedFile(t *testing.T) {
+	clearEnv(t)
+	url, creds := slurmEnv(t)
+	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-array-file-logs", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", creds,
+		"--script", "#!/bin/bash\necho \"task $BRIDGE_TASK_INDEX\"\n"+strings.TrimPrefix(printingScript(6), "#!/bin/bash\n"),
+		"--array", "2-4", "--job-properties", `{"standard_output":"`+dir+`/%A_%a_%j.out"}`, "--update-interval", "5",
+		"--log-interval", "500ms", "--log-dir", dir)
+	require.Equal(t, 0, code, out)
+	assertStreamed(t, out, 6)
+	assert.Equal(t, 1, strings.Count(out, "task 2\n"), "the first task's output:\n%s", out)
+	assert.NotContains(t, out, "task 3\n", "only the first task's output:\n%s", out)
+	files, err := filepath.Glob(filepath.Join(dir, "*_2_*.out"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "task 2 wrote its own file")
+	assert.NotContains(t, files[0], "%", "Slurm expanded every pattern")
 }
