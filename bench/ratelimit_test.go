@@ -78,10 +78,16 @@ func BenchmarkRateLimitedSlurm(b *testing.B) {
 // rlInstance is the rate-limited Slurm 24.11 this benchmark started.
 type rlInstance struct {
 	url, creds, root string
+	dir              string // its state directory (slurmrestd.pid)
 }
 
 func startRateLimited(b *testing.B, rl string) rlInstance {
-	dir := cmp.Or(os.Getenv("BRIDGE_BENCH_RL_DIR"), "/tmp/bridge-runner-slurm2411-rl")
+	return startSlurm2411(b, cmp.Or(os.Getenv("BRIDGE_BENCH_RL_DIR"), "/tmp/bridge-runner-slurm2411-rl"), rl, "the rate-limited Slurm")
+}
+
+// startSlurm2411 starts a private Slurm 24.11 in its own state directory
+// dir, beside the shared one, and stops it when the benchmark ends.
+func startSlurm2411(b *testing.B, dir, rl, what string) rlInstance {
 	env := append(os.Environ(), "BRIDGE_SLURM2411_DIR="+dir, "BRIDGE_SLURM2411_RL="+rl)
 	script := func(name string) *exec.Cmd {
 		c := exec.Command("bash", filepath.Join("..", "hack", name))
@@ -90,12 +96,12 @@ func startRateLimited(b *testing.B, rl string) rlInstance {
 	}
 	b.Cleanup(func() {
 		if out, err := script("slurm2411-down.sh").CombinedOutput(); err != nil {
-			b.Errorf("stopping the rate-limited Slurm: %v\n%s", err, out)
+			b.Errorf("stopping %s: %v\n%s", what, err, out)
 		}
 	})
 	out, err := script("slurm2411-up.sh").CombinedOutput()
 	if err != nil {
-		b.Fatalf("starting the rate-limited Slurm: %v\n%s", err, out)
+		b.Fatalf("starting %s: %v\n%s", what, err, out)
 	}
 	vals := map[string]string{}
 	f, err := os.ReadFile(filepath.Join(dir, "env"))
@@ -107,7 +113,7 @@ func startRateLimited(b *testing.B, rl string) rlInstance {
 			vals[k] = v
 		}
 	}
-	return rlInstance{url: vals["BRIDGE_TEST_SLURM2411_URL"], creds: vals["BRIDGE_TEST_SLURM2411_CREDS"], root: vals["BRIDGE_TEST_SLURM2411_ROOT"]}
+	return rlInstance{url: vals["BRIDGE_TEST_SLURM2411_URL"], creds: vals["BRIDGE_TEST_SLURM2411_CREDS"], root: vals["BRIDGE_TEST_SLURM2411_ROOT"], dir: dir}
 }
 
 // throttled counts the RPCs slurmctld has told to back off so far.
