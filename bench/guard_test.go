@@ -69,7 +69,12 @@ var ratioGuarded = map[string]bool{"startup-ratio": true, "first-req-ratio": tru
 // query per poll for the whole array, against 4.7 per job for separate
 // invokes, which cannot go below one submit and one poll each. Above 1,
 // the array's status is being asked task by task.
-var ceilings = map[string]float64{"heap-KiB/invoker": 150, "on-batch-req/s": 2, "on-backend-req/job": 12, "array-backend-req/task": 1}
+//
+// makespan-placement/fixed: BenchmarkPlacement's makespan with targets
+// [filled, free] over the filled cluster's alone (0.41 on 2026-11-27):
+// at 1 placement no longer avoids the filled cluster.
+var ceilings = map[string]float64{"heap-KiB/invoker": 150, "on-batch-req/s": 2, "on-backend-req/job": 12, "array-backend-req/task": 1,
+	"makespan-placement/fixed": 1}
 
 // metric reports v and, for a guarded unit, checks it against the
 // baseline, the ratio's tolerance or the unit's ceiling.

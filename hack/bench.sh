@@ -8,7 +8,11 @@
 # lengths (default 1,100 jobs of 5 s; Slurm 22.05 and 24.11, about 8 min);
 # BRIDGE_BENCH_ARRAY the array benchmark's sizes (here 100 tasks against
 # 100 invokes, about 30 s: at 1,000 the separate invokes swamp this
-# machine's one slurmrestd for over 10 min, see BENCHMARKS.md, Arrays).
+# machine's one slurmrestd for over 10 min, see BENCHMARKS.md, Arrays);
+# BRIDGE_BENCH_PLACE_JOBS, BRIDGE_BENCH_PLACE_SECONDS and
+# BRIDGE_BENCH_PLACE_FILL_SECONDS the placement benchmark's jobs, their
+# length and its background jobs' (default 40 of 10 s, 40 s: about 7 min;
+# it needs root, for the private Slurm 24.11 it fills).
 #
 # The guard (bench/guard_test.go) compares size and memory figures with
 # bench/baseline.json (more than 10 % worse fails), time figures with a
@@ -37,7 +41,7 @@ if [ -n "${ONCE:-}" ]; then
   # Job output in the step's log: each figure is one run of a job printing
   # 12 stamped lines (LSF and Quantum through their fakes, in process).
   go test -tags bridgetest -run '^$' -bench '^BenchmarkLog' -benchtime 1x -timeout 30m ./bench/ ./backends/lsf/ ./backends/quantum/ | tee -a "$out"
-  BRIDGE_BENCH_ARRAY=${BRIDGE_BENCH_ARRAY:-100} go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator|Watcher|Array)$' -benchtime 1x -timeout 45m ./bench/ | tee -a "$out"
+  BRIDGE_BENCH_ARRAY=${BRIDGE_BENCH_ARRAY:-100} go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator|Watcher|Array|Placement)$' -benchtime 1x -timeout 55m ./bench/ | tee -a "$out"
 fi
 if grep -q 'BENCH-GUARD FAIL' "$out"; then
   echo "== the guard found regressions (against bench/baseline.json, the reference build or a ceiling):"
