@@ -64,11 +64,11 @@ var ratioGuarded = map[string]bool{"startup-ratio": true, "first-req-ratio": tru
 // batched queries), against 19–20 with the watcher off.
 //
 // array-backend-req/task: a job array's requests to slurmrestd per task
-// (BenchmarkArray, from 100 tasks on): 0.18 at 100 tasks and 0.09 at 1,000
-// (2026-11-27, BENCHMARKS.md, Arrays): discovery, one submit and one
-// query per poll for the whole array, against 4.7 per job for separate
-// invokes, which cannot go below one submit and one poll each. Above 1,
-// the array's status is being asked task by task.
+// (BenchmarkArray, from 100 tasks on): 0.18 at 100 tasks, 0.17 at 300, 0.04
+// at 500 and 0.09 at 1,000 (2026-11-27, BENCHMARKS.md, Arrays): discovery,
+// one submit and one query per poll for the whole array, against 4.7 to
+// 9.6 per job for separate invokes, which cannot go below one submit and
+// one poll each. Above 1, the array's status is being asked task by task.
 //
 // makespan-placement/fixed: BenchmarkPlacement's makespan with targets
 // [filled, free] over the filled cluster's alone (0.41 on 2026-11-27):
