@@ -112,25 +112,38 @@ func TestSlurmArrayLogsThroughS3Shipper(t *testing.T) {
 
 // TestSlurmArrayLogsFromSharedFile: with --log-dir an array's step log is
 // its first task's output file, named with Slurm's array patterns (%A the
-// array, %a the index, %j the task's own job id) and found while it runs.
+// array, %a the index, %j the task's own job id) and found while it runs,
+// on 22.05 and 24.11 (whose jobs run in a root of their own: the file is
+// under that root here, REMOTE_DIR:POD_DIR).
 func TestSlurmArrayLogsFromSharedFile(t *testing.T) {
 	clearEnv(t)
-	url, creds := slurmEnv(t)
-	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
-	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-array-file-logs", "--backend", "slurm",
-		"--resource-url", url, "--credentials-dir", creds,
-		"--script", "#!/bin/bash\necho \"task $BRIDGE_TASK_INDEX\"\n"+strings.TrimPrefix(printingScript(6), "#!/bin/bash\n"),
-		"--array", "2-4", "--job-properties", `{"standard_output":"`+dir+`/%A_%a_%j.out"}`, "--update-interval", "5",
-		"--log-interval", "500ms", "--log-dir", dir)
-	require.Equal(t, 0, code, out)
-	assertStreamed(t, out, 6)
-	assert.Equal(t, 1, strings.Count(out, "task 2\n"), "the first task's output:\n%s", out)
-	assert.NotContains(t, out, "task 3\n", "only the first task's output:\n%s", out)
-	files, err := filepath.Glob(filepath.Join(dir, "*_2_*.out"))
-	require.NoError(t, err)
-	require.Len(t, files, 1, "task 2 wrote its own file")
-	assert.NotContains(t, files[0], "%", "Slurm expanded every pattern")
+	for _, c := range slurmClusters(t) {
+		t.Run(c.release, func(t *testing.T) {
+			root := ""
+			if c.release == "24.11" {
+				root = os.Getenv("BRIDGE_TEST_SLURM2411_ROOT")
+				require.NotEmpty(t, root, "the 24.11 cluster's env gives BRIDGE_TEST_SLURM2411_ROOT")
+			}
+			dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
+			require.NoError(t, err)
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			local := filepath.Join(root, dir)
+			require.NoError(t, os.MkdirAll(local, 0o777))
+			t.Cleanup(func() { os.RemoveAll(local) })
+			require.NoError(t, os.Chmod(local, 0o777))
+			code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-array-file-logs", "--backend", "slurm",
+				"--resource-url", c.url, "--credentials-dir", c.creds,
+				"--script", "#!/bin/bash\necho \"task $BRIDGE_TASK_INDEX\"\n"+strings.TrimPrefix(printingScript(6), "#!/bin/bash\n"),
+				"--array", "2-4", "--job-properties", `{"standard_output":"`+dir+`/%A_%a_%j.out"}`, "--update-interval", "5",
+				"--log-interval", "500ms", "--log-dir", dir+":"+local)
+			require.Equal(t, 0, code, out)
+			assertStreamed(t, out, 6)
+			assert.Equal(t, 1, strings.Count(out, "task 2\n"), "the first task's output:\n%s", out)
+			assert.NotContains(t, out, "task 3\n", "only the first task's output:\n%s", out)
+			files, err := filepath.Glob(filepath.Join(local, "*_2_*.out"))
+			require.NoError(t, err)
+			require.Len(t, files, 1, "task 2 wrote its own file")
+			assert.NotContains(t, files[0], "%", "Slurm expanded every pattern")
+		})
+	}
 }
