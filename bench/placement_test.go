@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -42,12 +43,14 @@ import (
 //	fixed        the filled cluster's URL alone (a user with one resourceURL)
 //	round-robin  job i to target i%2: filled, free, filled, ...
 //
-// Figures (prefixed by the mode): makespan-s (the first job's submit to
+// Figures, each mode in a sub-benchmark of its own: makespan-s (the first job's submit to
 // the last one's end, Slurm's own times in the records), wait-mean-s and
 // wait-p95-s (start − submit of each record), jobs-filled and jobs-free
 // (counted in each cluster's squeue by job name), probe-req/job (GET
 // partitions/, nodes/, jobs/: the load probes, counted by a proxy in front
-// of each cluster) and backend-req/job (all requests). Every mode checks
+// of each cluster), discovery-req/job (GET /openapi/v3: a probe builds
+// a backend of its own, which asks the API version once) and
+// backend-req/job (all requests). Every mode checks
 // that each job ran exactly once, in Slurm.
 //
 // Then the fault: the filled cluster's slurmrestd is stopped (its
@@ -229,19 +232,25 @@ func (c *placeCluster) fillUp(b *testing.B, secs int) {
 }
 
 // others counts the queued and running jobs that are not this run's
-// (another user of a shared cluster), which would skew its figures.
-func (c *placeCluster) others(b *testing.B) int {
-	out, err := c.cmd("squeue", "-h", "-o", "%j").Output()
+// (another user of a shared cluster), which would skew its figures, and
+// all the jobs slurmctld knows (ended ones too, for MinJobAge), which
+// GET jobs/ carries whole to every probe.
+func (c *placeCluster) others(b *testing.B) (live, known int) {
+	out, err := c.cmd("squeue", "-h", "-t", "all", "-o", "%t %j").Output()
 	if err != nil {
 		b.Fatalf("squeue on %s: %v%s", c.name, err, stderrOf(err))
 	}
-	n := 0
-	for _, name := range strings.Fields(string(out)) {
-		if !strings.HasPrefix(name, c.prefix) {
-			n++
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		state, name, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		known++
+		if !strings.HasPrefix(name, c.prefix) && (state == "R" || state == "PD" || state == "CF") {
+			live++
 		}
 	}
-	return n
+	return live, known
 }
 
 // live counts the queued and running jobs named name by squeue's state.
@@ -258,10 +267,12 @@ func (c *placeCluster) live(b *testing.B, name string) map[string]int {
 }
 
 // placeProxy forwards to a cluster's slurmrestd and counts its requests
-// by kind: the load probes' GET partitions/, nodes/ and jobs/, and all.
+// by kind: the load probes' GET partitions/, nodes/ and jobs/, the API
+// version's discovery (once per backend: each probe builds its own), and
+// all.
 type placeProxy struct {
-	mu            sync.Mutex
-	probes, total int
+	mu                       sync.Mutex
+	probes, discovery, total int
 }
 
 // benchName is the job's name in the records runMode returns.
@@ -279,8 +290,11 @@ func startPlaceProxy(b *testing.B, target string) (*placeProxy, string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.total++
-		if r.Method == http.MethodGet && probePathRE.MatchString(r.URL.Path) {
+		switch {
+		case r.Method == http.MethodGet && probePathRE.MatchString(r.URL.Path):
 			p.probes++
+		case strings.HasPrefix(r.URL.Path, "/openapi"):
+			p.discovery++
 		}
 		p.mu.Unlock()
 		rp.ServeHTTP(w, r)
@@ -296,12 +310,15 @@ type placeFigures struct {
 	waitMean, waitP95    float64
 	onFilled, onFree     int
 	probePerJob, reqsJob float64
+	discoveryPerJob      float64
 	others               int // jobs not this run's on the free cluster at the start
+	known                int // jobs the free cluster knew at the start (GET jobs/ lists them)
+	retried              int // invokes run again after a temporary failure (exit 75)
 }
 
 func (f placeFigures) report(b *testing.B) {
-	fmt.Printf("PLACEMENT mode=%s: makespan %.0f s (wall %.0f s), queue wait mean %.1f s p95 %.0f s, jobs filled=%d free=%d, probe requests %.2f a job, backend requests %.1f a job; %d other jobs on free at the start\n",
-		f.mode, f.makespan, f.wall, f.waitMean, f.waitP95, f.onFilled, f.onFree, f.probePerJob, f.reqsJob, f.others)
+	fmt.Printf("PLACEMENT mode=%s: makespan %.0f s (wall %.0f s), queue wait mean %.1f s p95 %.0f s, jobs filled=%d free=%d, probe requests %.2f a job, discovery %.2f, backend requests %.1f a job; %d invokes retried after exit 75; %d other jobs on free at the start, %d jobs known to it\n",
+		f.mode, f.makespan, f.wall, f.waitMean, f.waitP95, f.onFilled, f.onFree, f.probePerJob, f.discoveryPerJob, f.reqsJob, f.retried, f.others, f.known)
 	b.ReportMetric(f.makespan, "makespan-s")
 	b.ReportMetric(f.wall, "wall-s")
 	b.ReportMetric(f.waitMean, "wait-mean-s")
@@ -309,7 +326,9 @@ func (f placeFigures) report(b *testing.B) {
 	b.ReportMetric(float64(f.onFilled), "jobs-filled")
 	b.ReportMetric(float64(f.onFree), "jobs-free")
 	b.ReportMetric(f.probePerJob, "probe-req/job")
+	b.ReportMetric(f.discoveryPerJob, "discovery-req/job")
 	b.ReportMetric(f.reqsJob, "backend-req/job")
+	b.ReportMetric(float64(f.retried), "exit75-retried")
 }
 
 // targetsJSON is the targets key for [filled, free] at the given URLs,
@@ -325,7 +344,11 @@ func (cfg placeConfig) targetsJSON(filledURL, freeURL string) string {
 
 // spec is job i's description and credentials directory in mode.
 func (cfg placeConfig) spec(mode string, i int, filledURL, freeURL string) (*record.Spec, string) {
-	s := &record.Spec{Backend: "slurm", JobScript: fmt.Sprintf("#!/bin/sh\nsleep %d\n", cfg.secs), UpdateInterval: "5"}
+	// The partition named: 24.11's API does not say which is the default
+	// (the clusters have two, debug and short), so a probe of a job that
+	// names none finds its load unknown.
+	s := &record.Spec{Backend: "slurm", JobScript: fmt.Sprintf("#!/bin/sh\nsleep %d\n", cfg.secs), UpdateInterval: "5",
+		JobProperties: `{"partition":"debug"}`}
 	fixed := func(url, creds string) (*record.Spec, string) {
 		s.ResourceURL = url
 		return s, creds
@@ -342,7 +365,7 @@ func (cfg placeConfig) spec(mode string, i int, filledURL, freeURL string) (*rec
 
 // invokeAll runs the N jobs of a mode at once, each through its own
 // in-process invoker with a state file, and returns their records.
-func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) ([]map[string]string, time.Duration) {
+func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) ([]map[string]string, time.Duration, int) {
 	dir := b.TempDir()
 	hc, err := runner.NewHTTPClient("", false)
 	if err != nil {
@@ -358,23 +381,34 @@ func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) 
 	stores := make([]*record.FileStore, cfg.n)
 	names := make([]string, cfg.n)
 	var wg sync.WaitGroup
+	var retried atomic.Int32
 	start := time.Now()
 	for i := 0; i < cfg.n; i++ {
 		name := fmt.Sprintf("%s%s-%d", cfg.free.prefix, mode, i)
 		names[i] = name
 		spec, creds := cfg.spec(mode, i, filledURL, freeURL)
 		stores[i] = record.NewFileStore(dir, name)
-		iv := &runner.Invoker{
-			JobName: name, Spec: spec, Registry: reg, Store: stores[i],
-			Backend:     backends.Config{Credentials: runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}, HTTPClient: hc},
-			Log:         slog.New(slog.DiscardHandler),
-			RetryBudget: 2 * time.Minute,
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = iv.Run(ctx)
-			results[i] = iv.Result()
+			// A temporary failure (exit 75: no target answered the probe
+			// in time) is run again, at most twice, as a workflow's
+			// retryStrategy would: the record keeps what was done.
+			for try := 0; try < 3; try++ {
+				iv := &runner.Invoker{
+					JobName: name, Spec: spec, Registry: reg, Store: stores[i],
+					Backend:     backends.Config{Credentials: runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}, HTTPClient: hc},
+					Log:         slog.New(slog.DiscardHandler),
+					RetryBudget: 2 * time.Minute,
+				}
+				errs[i] = iv.Run(ctx)
+				results[i] = iv.Result()
+				if errs[i] == nil || record.Permanent(errs[i]) || ctx.Err() != nil {
+					return
+				}
+				retried.Add(1)
+				b.Logf("%s: retried after %v", name, errs[i])
+			}
 		}()
 	}
 	wg.Wait()
@@ -391,17 +425,17 @@ func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) 
 		recs[i] = rec.Data
 		recs[i][benchName] = names[i] // not a record key: the bench's own
 	}
-	return recs, wall
+	return recs, wall, int(retried.Load())
 }
 
 // runMode fills the filled cluster anew and runs the mode's N jobs.
 func (cfg placeConfig) runMode(b *testing.B, mode string) placeFigures {
 	cfg.filled.fillUp(b, cfg.fill)
-	others := cfg.free.others(b)
+	others, known := cfg.free.others(b)
 	fp, filledURL := startPlaceProxy(b, cfg.filled.url)
 	pp, freeURL := startPlaceProxy(b, cfg.free.url)
-	recs, wall := cfg.invokeAll(b, mode, filledURL, freeURL)
-	f := placeFigures{mode: mode, wall: wall.Seconds(), others: others}
+	recs, wall, retried := cfg.invokeAll(b, mode, filledURL, freeURL)
+	f := placeFigures{mode: mode, wall: wall.Seconds(), others: others, known: known, retried: retried}
 	prefix := cfg.free.prefix + mode + "-"
 	onFilled, onFree := cfg.filled.jobs(b, prefix), cfg.free.jobs(b, prefix)
 	f.onFilled, f.onFree = len(onFilled), len(onFree)
@@ -411,6 +445,7 @@ func (cfg placeConfig) runMode(b *testing.B, mode string) placeFigures {
 	pp.mu.Lock()
 	f.probePerJob = float64(fp.probes+pp.probes) / float64(cfg.n)
 	f.reqsJob = float64(fp.total+pp.total) / float64(cfg.n)
+	f.discoveryPerJob = float64(fp.discovery+pp.discovery) / float64(cfg.n)
 	fp.mu.Unlock()
 	pp.mu.Unlock()
 	if mode == "placement" {
@@ -500,9 +535,9 @@ func placementsSeen(recs []map[string]string) string {
 // recording that the filled one did not answer.
 func (cfg placeConfig) fault(b *testing.B, inst rlInstance) {
 	stopRestd(b, inst)
-	others := cfg.free.others(b)
+	others, known := cfg.free.others(b)
 	pp, freeURL := startPlaceProxy(b, cfg.free.url)
-	recs, wall := cfg.invokeAll(b, "fault", inst.url, freeURL) // the filled target straight at the stopped daemon
+	recs, wall, retried := cfg.invokeAll(b, "fault", inst.url, freeURL) // the filled target straight at the stopped daemon
 	prefix := cfg.free.prefix + "fault-"
 	onFilled, onFree := cfg.filled.jobs(b, prefix), cfg.free.jobs(b, prefix)
 	cfg.exactlyOnce(b, recs, onFilled, onFree)
@@ -521,11 +556,12 @@ func (cfg placeConfig) fault(b *testing.B, inst rlInstance) {
 	makespan, mean, p95 := queueFigures(b, recs)
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	fmt.Printf("PLACEMENT fault (filled cluster's slurmrestd down): %d of %d jobs ran once each, all on free, every placement recording the filled one did not answer; makespan %.0f s (wall %.0f s), queue wait mean %.1f s p95 %.0f s, requests to free %.1f a job (%.2f probe); %d other jobs on free at the start\n",
-		len(onFree), cfg.n, makespan, wall.Seconds(), mean, p95, float64(pp.total)/float64(cfg.n), float64(pp.probes)/float64(cfg.n), others)
+	fmt.Printf("PLACEMENT fault (filled cluster's slurmrestd down): %d of %d jobs ran once each, all on free, every placement recording the filled one did not answer; makespan %.0f s (wall %.0f s), queue wait mean %.1f s p95 %.0f s, requests to free %.1f a job (%.2f probe); %d invokes retried after exit 75; %d other jobs on free at the start, %d known to it\n",
+		len(onFree), cfg.n, makespan, wall.Seconds(), mean, p95, float64(pp.total)/float64(cfg.n), float64(pp.probes)/float64(cfg.n), retried, others, known)
 	b.ReportMetric(makespan, "makespan-s")
 	b.ReportMetric(wall.Seconds(), "wall-s")
 	b.ReportMetric(float64(len(onFree)), "jobs-free")
+	b.ReportMetric(float64(retried), "exit75-retried")
 }
 
 // stopRestd stops the slurmrestd of the instance this benchmark started
