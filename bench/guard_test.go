@@ -71,10 +71,12 @@ var ratioGuarded = map[string]bool{"startup-ratio": true, "first-req-ratio": tru
 // one poll each. Above 1, the array's status is being asked task by task.
 //
 // makespan-placement/fixed: BenchmarkPlacement's makespan with targets
-// [filled, free] over the filled cluster's alone (0.41 on 2026-11-27):
-// at 1 placement no longer avoids the filled cluster.
+// [filled, free] over the filled cluster's alone: 0.41-0.42 on 2026-11-27
+// (BENCHMARKS.md, Placement), 0.93 in a run where 34 of 40 probes of the
+// free cluster timed out and their jobs went to the filled one, 1 when all
+// do.
 var ceilings = map[string]float64{"heap-KiB/invoker": 150, "on-batch-req/s": 2, "on-backend-req/job": 12, "array-backend-req/task": 1,
-	"makespan-placement/fixed": 1}
+	"makespan-placement/fixed": 0.75}
 
 // metric reports v and, for a guarded unit, checks it against the
 // baseline, the ratio's tolerance or the unit's ceiling.
