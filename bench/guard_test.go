@@ -71,7 +71,7 @@ var ratioGuarded = map[string]bool{"startup-ratio": true, "first-req-ratio": tru
 // one poll each. Above 1, the array's status is being asked task by task.
 //
 // makespan-placement/fixed: BenchmarkPlacement's makespan with targets
-// [filled, free] over the filled cluster's alone: 0.41-0.42 on 2026-11-27
+// [filled, free] over the filled cluster's alone: 0.40-0.42 on 2026-11-27
 // (BENCHMARKS.md, Placement), 0.93 in a run where 34 of 40 probes of the
 // free cluster timed out and their jobs went to the filled one, 1 when all
 // do.

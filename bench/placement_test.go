@@ -99,7 +99,7 @@ func BenchmarkPlacement(b *testing.B) {
 		})
 	}
 	// The one guarded figure: placement's makespan over the fixed
-	// target's, 0.41-0.42 when placement works; the fixed target starts
+	// target's, 0.40-0.42 when placement works; the fixed target starts
 	// no job before its background's two rounds end, so near 1 placement
 	// sent its jobs into the filled queue (see guard_test.go).
 	if makespan["placement"] > 0 && makespan["fixed"] > 0 {
