@@ -104,7 +104,12 @@ func BenchmarkPlacement(b *testing.B) {
 	// sent its jobs into the filled queue (see guard_test.go).
 	if makespan["placement"] > 0 && makespan["fixed"] > 0 {
 		b.Run("compare", func(b *testing.B) {
-			metric(b, makespan["placement"]/makespan["fixed"], "makespan-placement/fixed")
+			ratio := makespan["placement"] / makespan["fixed"]
+			if n == 40 && secs == 10 && fill == 40 {
+				metric(b, ratio, "makespan-placement/fixed")
+			} else { // the ceiling is for the default sizes only
+				b.ReportMetric(ratio, "makespan-placement/fixed")
+			}
 			b.ReportMetric(makespan["round-robin"]/makespan["fixed"], "makespan-round-robin/fixed")
 			b.ReportMetric(0, "ns/op")
 		})
@@ -570,6 +575,9 @@ func (cfg placeConfig) fault(b *testing.B, inst rlInstance) {
 // (by its PID file, if that PID still runs slurmrestd) and waits until its
 // port refuses connections.
 func stopRestd(b *testing.B, inst rlInstance) {
+	if restDown(inst.url) {
+		return // stopped by an earlier round
+	}
 	raw, err := os.ReadFile(filepath.Join(inst.dir, "slurmrestd.pid"))
 	if err != nil {
 		b.Fatal(err)
@@ -584,14 +592,19 @@ func stopRestd(b *testing.B, inst rlInstance) {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := http.Get(inst.url + "/openapi/v3")
-		if err != nil {
-			return
-		}
-		resp.Body.Close()
+	for deadline := time.Now().Add(20 * time.Second); !restDown(inst.url); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatal("slurmrestd still answers 20 s after SIGTERM")
 		}
 	}
+}
+
+// restDown: nothing listens at url (a refused or dead connection).
+func restDown(url string) bool {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url + "/openapi/v3")
+	if err != nil {
+		return true
+	}
+	resp.Body.Close()
+	return false
 }
