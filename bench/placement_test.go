@@ -25,6 +25,8 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/builtin"
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -36,8 +38,10 @@ import (
 // background jobs that sleep BRIDGE_BENCH_PLACE_FILL_SECONDS (default 40),
 // with as many more pending behind them. Then N jobs of S seconds
 // (BRIDGE_BENCH_PLACE_JOBS, default 40; BRIDGE_BENCH_PLACE_SECONDS,
-// default 10) go through N in-process invokers at once (records in state
-// files), three ways in turn:
+// default 10) go through N in-process invokers at once (records in
+// ConfigMaps of a namespace of the mode's own, as in pods: the invokes
+// share each cluster's probes and the cluster's watcher), three ways in
+// turn:
 //
 //	placement    targets [filled, free], earliest-start
 //	fixed        the filled cluster's URL alone (a user with one resourceURL)
@@ -371,9 +375,15 @@ func (cfg placeConfig) spec(mode string, i int, filledURL, freeURL string) (*rec
 }
 
 // invokeAll runs the N jobs of a mode at once, each through its own
-// in-process invoker with a state file, and returns their records.
+// in-process invoker with a ConfigMap record, and returns their records.
 func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) ([]map[string]string, time.Duration, int) {
-	dir := b.TempDir()
+	kcfg := testkube.Config(b)
+	kcfg.QPS, kcfg.Burst = 1000, 2000
+	kc, err := kube.New(kcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ns := testkube.Namespace(b, testkube.Client(b))
 	hc, err := runner.NewHTTPClient("", false)
 	if err != nil {
 		b.Fatal(err)
@@ -385,7 +395,7 @@ func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) 
 	defer cancel()
 	errs := make([]error, cfg.n)
 	results := make([]*runner.Result, cfg.n)
-	stores := make([]*record.FileStore, cfg.n)
+	stores := make([]record.Store, cfg.n)
 	names := make([]string, cfg.n)
 	var wg sync.WaitGroup
 	var retried atomic.Int32
@@ -394,7 +404,7 @@ func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) 
 		name := fmt.Sprintf("%s%s-%d", cfg.free.prefix, mode, i)
 		names[i] = name
 		spec, creds := cfg.spec(mode, i, filledURL, freeURL)
-		stores[i] = record.NewFileStore(dir, name)
+		stores[i] = &record.ConfigMapStore{Client: kc, Namespace: ns, Name: record.ConfigMapName(name)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -407,6 +417,9 @@ func (cfg placeConfig) invokeAll(b *testing.B, mode, filledURL, freeURL string) 
 					Backend:     backends.Config{Credentials: runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}, HTTPClient: hc},
 					Log:         slog.New(slog.DiscardHandler),
 					RetryBudget: 2 * time.Minute,
+					// The watcher off: its GET jobs/ on 22.05 would count as
+					// a probe at the proxy; the probes are shared as in pods.
+					Watch: runner.WatchConfig{Off: true},
 				}
 				errs[i] = iv.Run(ctx)
 				results[i] = iv.Result()
