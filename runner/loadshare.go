@@ -20,9 +20,10 @@ import (
 // The invokes of a namespace share what they probed of a cluster, so that
 // a fan-out of N steps costs a cluster about one probe per LoadShareTTL
 // for each kind of job (its jobproperties and array), not N, and so that
-// they do not all pick the same target at once: every placement adds its
-// job to the shared figures, and the next invoke sees the target that
-// many CPUs fuller. The figures live in one ConfigMap per cluster (named
+// they do not all pick the same target at once: every placement counts
+// its job into the figures it chose on, only if nobody counted since
+// (else it chooses again on the new figures), so a burst decides in turn
+// and the next invoke sees the target that many CPUs fuller. The figures live in one ConfigMap per cluster (named
 // like the watcher's lease, by a slow digest of backend, URL and
 // credentials), written with optimistic concurrency. Records that are
 // files (a laptop) have no neighbours and probe for themselves.
@@ -55,6 +56,9 @@ type loadShare struct {
 	c        *kube.Client
 	ns, name string
 	key      string
+	// seen is the entry as this invoke last read or wrote it: what its
+	// choice was made on (see reserve).
+	seen shareEntry
 }
 
 // newLoadShare returns the share for the target of desc, or nil when
@@ -92,6 +96,7 @@ func (s *loadShare) load(ctx context.Context, now func() time.Time) (e shareEntr
 		e, ok := entries[s.key]
 		switch {
 		case ok && now().Sub(e.At) < LoadShareTTL && !e.At.IsZero():
+			s.seen = e
 			return e, false
 		case ok && now().Before(e.Probing):
 			// another invoke is probing: wait for its answer
@@ -112,30 +117,64 @@ func (s *loadShare) load(ctx context.Context, now func() time.Time) (e shareEntr
 
 // put shares this invoke's probe.
 func (s *loadShare) put(ctx context.Context, e shareEntry) {
-	s.change(ctx, func(cur shareEntry) shareEntry { return e })
+	s.seen = e
+	s.change(ctx, func(shareEntry) shareEntry { return e })
 }
 
-// placed adds a job of cpus CPUs to the shared figures, if they are the
-// ones it was placed by (still fresh).
-func (s *loadShare) placed(ctx context.Context, cpus int) {
-	s.change(ctx, func(cur shareEntry) shareEntry {
-		if !cur.At.IsZero() && time.Since(cur.At) < LoadShareTTL {
-			cur.PlacedJobs++
-			cur.PlacedCPUs += cpus
+// reserve counts a job of cpus CPUs into the shared figures the choice
+// was made on, only if they are still those figures: a burst's
+// placements read the same figures at once, and each must see those
+// before it counted, or they would all go to the target that looked
+// emptiest. false: the figures moved since this invoke read them (another
+// placement counted itself), and the caller chooses again on the new
+// ones. Figures gone stale need no reservation.
+func (s *loadShare) reserve(ctx context.Context, cpus int) bool {
+	for range 30 {
+		cm, entries, err := s.read(ctx)
+		if err != nil {
+			return true // the share is away: place as this invoke saw it
 		}
-		return cur
-	})
+		cur, ok := entries[s.key]
+		switch {
+		case !ok || cur.At.IsZero() || time.Since(cur.At) >= LoadShareTTL:
+			return true
+		case !cur.At.Equal(s.seen.At) || cur.PlacedJobs != s.seen.PlacedJobs || cur.PlacedCPUs != s.seen.PlacedCPUs:
+			return false
+		}
+		cur.PlacedJobs++
+		cur.PlacedCPUs += cpus
+		if s.write(ctx, cm, entries, cur) {
+			s.seen = cur
+			return true
+		}
+		select { // a conflict, maybe over another kind of job's entry
+		case <-ctx.Done():
+			return true
+		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
+		}
+	}
+	return true
 }
 
-// change applies f to the entry, retrying a few times on a conflict.
+// change applies f to the entry, retrying on a conflict: a fan-out's
+// placements all count themselves into one ConfigMap at once, and an
+// increment lost to a conflict makes the next steps see the target
+// emptier than it is (five quick retries lost most of them among 20
+// writers on a loaded machine). The retries are spread by a jittered
+// pause and bounded by about a second and a half.
 func (s *loadShare) change(ctx context.Context, f func(shareEntry) shareEntry) {
-	for range 5 {
+	for range 30 {
 		cm, entries, err := s.read(ctx)
 		if err != nil {
 			return
 		}
 		if s.write(ctx, cm, entries, f(entries[s.key])) {
 			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
 		}
 	}
 }

@@ -47,8 +47,7 @@ func (r *run) placed(ctx context.Context, desc *record.Description) (*record.Des
 // a re-attach, a cleanup and a second invoker of the record all use the
 // target recorded first.
 func (r *run) place(ctx context.Context, desc *record.Description) (*record.Placed, error) {
-	cands := r.probeTargets(ctx, desc)
-	choice, err := choose(desc.Policy, cands)
+	cands, choice, err := r.choose(ctx, desc)
 	if err != nil {
 		return nil, err
 	}
@@ -70,13 +69,35 @@ func (r *run) place(ctx context.Context, desc *record.Description) (*record.Plac
 	if err != nil {
 		return nil, fmt.Errorf("recording the placement in %s: %w", r.Store.Describe(), err)
 	}
-	if won, _ := record.ParsePlaced(r.rec.Data[record.KeyPlacement]); won != nil && (won.Target != p.Target || !won.At.Equal(p.At)) {
-		p = won // another invoker of this record placed it first
-	} else if sh := cands[choice].share; sh != nil {
-		sh.placed(context.WithoutCancel(ctx), max(cands[choice].load.JobCPUs, 1))
+	if won, _ := record.ParsePlaced(r.rec.Data[record.KeyPlacement]); won != nil {
+		p = won // ours, or another invoker's of this record that placed it first
 	}
 	r.Log.Info("placed the job", "target", p.Target, "policy", p.Policy, "probes", placementSummary(p))
 	return p, nil
+}
+
+// maxChoices bounds how often a placement chooses again because the
+// shared figures moved under it: a burst of placements takes turns, each
+// round costing a few Kubernetes requests; past the bound an invoke
+// places on the figures it saw last, uncounted.
+const maxChoices = 10
+
+// choose probes the targets (or reads their shared probes) and lets the
+// policy choose; where the chosen target's figures are shared, the job
+// is counted into them, and if they moved meanwhile it chooses again on
+// the new ones.
+func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate, int, error) {
+	for round := 1; ; round++ {
+		cands := r.probeTargets(ctx, desc)
+		choice, err := choose(desc.Policy, cands)
+		if err != nil {
+			return nil, -1, err
+		}
+		sh := cands[choice].share
+		if sh == nil || round >= maxChoices || sh.reserve(context.WithoutCancel(ctx), max(cands[choice].load.JobCPUs, 1)) {
+			return cands, choice, nil
+		}
+	}
 }
 
 // candidate is one target and what its probe found.
