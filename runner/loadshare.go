@@ -68,17 +68,12 @@ func (r *run) newLoadShare(desc *record.Description, array *backends.Array) *loa
 	if cs == nil {
 		return nil
 	}
-	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
-	var dir string
-	if dc, ok := creds.(DirCredentials); ok {
-		dir = dc.Dir
-	}
 	kind := sha256.New()
 	kind.Write(desc.Properties)
 	if array != nil {
 		kind.Write([]byte("\x00" + array.String()))
 	}
-	return &loadShare{c: cs.Client, ns: cs.Namespace, name: "bridge-load-" + WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir)),
+	return &loadShare{c: cs.Client, ns: cs.Namespace, name: "bridge-load-" + r.clusterGroup(desc),
 		key: "k-" + hex.EncodeToString(kind.Sum(nil))[:16]}
 }
 

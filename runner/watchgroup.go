@@ -98,6 +98,18 @@ func credentialBytes(dir string) []byte {
 	return b
 }
 
+// clusterGroup is the watch group of desc's (placed) target: its backend,
+// URL and the files of its credentials directory. The watcher's lease and
+// placement's shared probes are named by it.
+func (r *run) clusterGroup(desc *record.Description) string {
+	var dir string
+	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
+	if dc, ok := creds.(DirCredentials); ok {
+		dir = dc.Dir
+	}
+	return WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir))
+}
+
 // newWatchMember makes this run a member of its cluster's watch group,
 // or returns nil when the watcher does not apply: turned off, a record
 // that is not a ConfigMap, or a backend without batched status.
@@ -108,11 +120,6 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	}
 	if _, ok := be.(backends.StatusBatcher); !ok {
 		return nil
-	}
-	var dir string
-	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
-	if dc, ok := creds.(DirCredentials); ok {
-		dir = dc.Dir
 	}
 	m := &watchMember{
 		lease:  lease{c: cs.Client, ns: cs.Namespace},
@@ -129,7 +136,7 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 			return sb, func() { closeBackend(b, r.Log) }, nil
 		},
 	}
-	m.group = WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir))
+	m.group = r.clusterGroup(desc)
 	m.covered, m.joined = coveredBy(r.rec.Data, id), time.Now()
 	m.lease.name = "bridge-watch-" + m.group
 	m.log = r.Log.With("watch_group", m.group)
