@@ -89,8 +89,10 @@ type slowEndStore struct {
 func (s *slowEndStore) Watch(ctx context.Context, _ *record.Record) <-chan *record.Record {
 	ch := make(chan *record.Record)
 	go func() {
-		defer close(s.ended)
+		// ch closes last, as a real watch's final act: ended is closed
+		// before it (deferred the other way round, the test raced itself).
 		defer close(ch)
+		defer close(s.ended)
 		ch <- &record.Record{UID: "u", Version: "1", Data: map[string]string{}}
 		close(s.sent)
 		<-ctx.Done()
