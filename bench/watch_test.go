@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,32 +26,43 @@ import (
 // BenchmarkWatcher: issue 27's one watcher per cluster, on and off in turn
 // in the same run (the same services, minutes apart). N invoke processes of
 // the release binary at once, each with its own ConfigMap record in one
-// namespace and its own Slurm job that sleeps and then, as its very last
+// namespace and its own job that sleeps and then, as its very last
 // command, writes `date +%s.%N` into a file of its own: the job's end to the
 // nanosecond as the job itself saw it, on the same clock as this process
-// (the cluster runs on this machine). A counting proxy in front of the real
-// slurmrestd sorts the requests by what they ask. Sizes: BRIDGE_BENCH_WATCH
-// (default 1,100); job lengths in seconds: BRIDGE_BENCH_WATCH_SECONDS
-// (default 5). Figures, each with the prefix on- or off-:
+// (the clusters run on this machine). Sizes: BRIDGE_BENCH_WATCH (default
+// 1,100); job lengths in seconds: BRIDGE_BENCH_WATCH_SECONDS (default 5);
+// clusters: BRIDGE_BENCH_WATCH_BACKENDS, a comma list of the names of
+// watchTargets (default slurm=22.05,slurm=24.11: slurmrestd only, so that
+// `make bench` keeps its length). Figures, each with the prefix on- or off-:
 //
 //	detect-p50-s, detect-p95-s  the job's last command to its invoke's exit
 //	                            (the final state is recorded just before)
+//	kube-req/job                invoke's own count ("requests sent")
+//	sum-rss-MiB                 Σ peak RSS of the N invokes
+//
+// Over HTTP (slurmrestd, Ray's dashboard), a counting proxy in front of the
+// cluster sorts its requests by what they ask:
+//
 //	poll-req/s                  the cluster's requests a second other than
 //	                            submits and discovery, over the run
 //	batch-req/s                 of them, the watcher's batched queries
 //	backend-req/job             every request the cluster got, per job
-//	kube-req/job                invoke's own count ("requests sent")
-//	sum-rss-MiB                 Σ peak RSS of the N invokes
+//
+// Over SSH (Slurm's login node, HTCondor's submit host) the commands are
+// counted in the login node's sshd log (see sshCounter), which cannot tell
+// a batched query from one job's:
+//
+//	ssh-cmd/job                 remote commands per job, all kinds
+//	ssh-cmd/s                   of them, a second over the run's wall time
+//	sftp/job                    SFTP sessions per job (their reads are not
+//	                            counted one by one)
 func BenchmarkWatcher(b *testing.B) {
 	kubeconfig := needEnv(b, "BRIDGE_TEST_KUBECONFIG")[0]
 	sizes := envInts("BRIDGE_BENCH_WATCH", []int{1, 100})
 	lengths := envInts("BRIDGE_BENCH_WATCH_SECONDS", []int{5})
-	for _, c := range []struct{ release, env string }{{"22.05", "BRIDGE_TEST_SLURM"}, {"24.11", "BRIDGE_TEST_SLURM2411"}} {
-		b.Run("slurm="+c.release, func(b *testing.B) {
-			env := needEnv(b, c.env+"_URL", c.env+"_CREDS")
-			// The 24.11 cluster runs its jobs in a root of its own: the
-			// job's /tmp is that root's.
-			cl := watchCluster{url: env[0], creds: env[1], kubeconfig: kubeconfig, root: os.Getenv(c.env + "_ROOT")}
+	for _, t := range selectedTargets(b) {
+		b.Run(t.name, func(b *testing.B) {
+			cl := t.cluster(b, kubeconfig)
 			for _, secs := range lengths {
 				for _, n := range sizes {
 					b.Run(fmt.Sprintf("job=%ds/jobs=%d", secs, n), func(b *testing.B) {
@@ -70,7 +83,62 @@ func BenchmarkWatcher(b *testing.B) {
 	}
 }
 
-type watchCluster struct{ url, creds, kubeconfig, root string }
+// watchTarget is a cluster of the services (hack/services.sh) the
+// benchmark can run on, by the names of its env variables.
+type watchTarget struct {
+	name, backend    string
+	urlVar, credsVar string
+	rootVar          string                     // the root the cluster's jobs run in, if not /
+	kind             func(*http.Request) string // sorts its HTTP requests; nil: commands over SSH
+	python           bool                       // the job script is Python (Ray's entrypoint)
+}
+
+// watchTargets: both slurmrestd, Slurm 22.05 over SSH (jobs on this
+// machine's /), HTCondor over SSH (jobs in its Debian 13 chroot, sharing
+// that root's /tmp) and Ray's dashboard (drivers on this machine's /).
+var watchTargets = []watchTarget{
+	{name: "slurm=22.05", backend: "slurm", urlVar: "BRIDGE_TEST_SLURM_URL", credsVar: "BRIDGE_TEST_SLURM_CREDS", kind: slurmKind},
+	{name: "slurm=24.11", backend: "slurm", urlVar: "BRIDGE_TEST_SLURM2411_URL", credsVar: "BRIDGE_TEST_SLURM2411_CREDS",
+		rootVar: "BRIDGE_TEST_SLURM2411_ROOT", kind: slurmKind},
+	{name: "slurm=ssh", backend: "slurm", urlVar: "BRIDGE_TEST_SSH_URL", credsVar: "BRIDGE_TEST_SSH_CREDS"},
+	{name: "htcondor", backend: "htcondor", urlVar: "BRIDGE_TEST_CONDOR_SSH_URL", credsVar: "BRIDGE_TEST_CONDOR_SSH_CREDS",
+		rootVar: "BRIDGE_TEST_CONDOR_ROOT"},
+	{name: "ray", backend: "ray", urlVar: "BRIDGE_TEST_RAY_URL", credsVar: "BRIDGE_TEST_RAY_CREDS_DIR", kind: rayKind, python: true},
+}
+
+// selectedTargets are the targets BRIDGE_BENCH_WATCH_BACKENDS names.
+func selectedTargets(b *testing.B) []watchTarget {
+	names := strings.Split(os.Getenv("BRIDGE_BENCH_WATCH_BACKENDS"), ",")
+	if os.Getenv("BRIDGE_BENCH_WATCH_BACKENDS") == "" {
+		names = []string{"slurm=22.05", "slurm=24.11"}
+	}
+	var out []watchTarget
+	for _, n := range names {
+		i := slices.IndexFunc(watchTargets, func(t watchTarget) bool { return t.name == strings.TrimSpace(n) })
+		if i < 0 {
+			b.Fatalf("BRIDGE_BENCH_WATCH_BACKENDS: %q is not one of slurm=22.05, slurm=24.11, slurm=ssh, htcondor, ray", n)
+		}
+		out = append(out, watchTargets[i])
+	}
+	return out
+}
+
+// cluster reads the target's env (skipping the benchmark without it).
+func (t watchTarget) cluster(b *testing.B, kubeconfig string) watchCluster {
+	env := needEnv(b, t.urlVar, t.credsVar)
+	cl := watchCluster{backend: t.backend, url: env[0], creds: env[1], kubeconfig: kubeconfig, kind: t.kind, python: t.python}
+	if t.rootVar != "" {
+		cl.root = needEnv(b, t.rootVar)[0]
+	}
+	return cl
+}
+
+type watchCluster struct {
+	backend, url, creds, kubeconfig string
+	root                            string // the root the jobs' /tmp is in ("" for /)
+	kind                            func(*http.Request) string
+	python                          bool
+}
 
 // watchFigures is one configuration's run.
 type watchFigures struct {
@@ -81,13 +149,31 @@ type watchFigures struct {
 	sumRSS                  int64
 	leaders                 int // "watching the cluster's jobs" lines
 	batchMs                 float64
-	unreached               int // invokes that exited 75
+	unreached               int  // invokes that exited 75
+	ssh                     bool // commands over SSH, counted by sshCounter
+	sshCmds, sftp           int
+	wall                    float64 // seconds, the first invoke's start to the last one's exit
 }
 
 func (f watchFigures) report(b *testing.B, p string) {
 	b.ReportMetric(f.p50, p+"detect-p50-s")
 	b.ReportMetric(f.p95, p+"detect-p95-s")
 	b.ReportMetric(f.max, p+"detect-max-s")
+	if f.ssh {
+		b.ReportMetric(float64(f.sshCmds)/float64(f.n), p+"ssh-cmd/job")
+		b.ReportMetric(float64(f.sshCmds)/f.wall, p+"ssh-cmd/s")
+		b.ReportMetric(float64(f.sftp)/float64(f.n), p+"sftp/job")
+	} else {
+		f.reportHTTP(b, p)
+	}
+	b.ReportMetric(f.kubePerJ, p+"kube-req/job")
+	b.ReportMetric(float64(f.sumRSS)/(1<<20), p+"sum-rss-MiB")
+	b.ReportMetric(float64(f.leaders), p+"leaders")
+	b.ReportMetric(float64(f.unreached), p+"exit75")
+}
+
+// reportHTTP reports what the counting proxy saw.
+func (f watchFigures) reportHTTP(b *testing.B, p string) {
 	b.ReportMetric(f.pollPerS, p+"poll-req/s")
 	// Guarded with the watcher on (ceilings in guard_test.go): its batched
 	// queries a second, whatever N, and from 100 jobs on the requests per
@@ -105,15 +191,12 @@ func (f watchFigures) report(b *testing.B, p string) {
 	} else {
 		b.ReportMetric(f.backendPerJob, p+"backend-req/job")
 	}
-	b.ReportMetric(f.kubePerJ, p+"kube-req/job")
-	b.ReportMetric(float64(f.sumRSS)/(1<<20), p+"sum-rss-MiB")
-	b.ReportMetric(float64(f.leaders), p+"leaders")
-	b.ReportMetric(float64(f.unreached), p+"exit75")
 }
 
 // kindProxy forwards to the cluster and keeps each request's kind and
 // time.
 type kindProxy struct {
+	kind  func(*http.Request) string
 	mu    sync.Mutex
 	kinds map[string]int
 	first time.Time // of the requests that poll (not submits, not discovery)
@@ -122,9 +205,9 @@ type kindProxy struct {
 	log   *os.File      // each request's time and kind, with BRIDGE_BENCH_WATCH_LOGS
 }
 
-// requestKind sorts a slurmrestd request: discovery, a submit, the
+// slurmKind sorts a slurmrestd request: discovery, a submit, the
 // watcher's batched query (jobs/, jobs/state/), or one job's.
-func requestKind(r *http.Request) string {
+func slurmKind(r *http.Request) string {
 	switch {
 	case strings.Contains(r.URL.Path, "/openapi"):
 		return "discovery"
@@ -136,9 +219,30 @@ func requestKind(r *http.Request) string {
 	return "job"
 }
 
+// rayKind sorts a Ray dashboard request: the watcher's batched query is
+// the job list (GET /api/jobs/), one job's is GET /api/jobs/{id} (also
+// the submit's look-up by key); anything outside /api/jobs/ (the version)
+// is discovery.
+func rayKind(r *http.Request) string {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case !strings.HasPrefix(path, "/api/jobs"):
+		return "discovery"
+	case r.Method == http.MethodPost && path == "/api/jobs":
+		return "submit"
+	case r.Method == http.MethodPost:
+		return "stop"
+	case path == "/api/jobs":
+		return "batch"
+	case strings.Contains(path, "/logs"):
+		return "logs"
+	}
+	return "job"
+}
+
 func (p *kindProxy) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		k := requestKind(r)
+		k := p.kind(r)
 		p.mu.Lock()
 		if p.log != nil {
 			fmt.Fprintf(p.log, "%s %s %s %s\n", time.Now().UTC().Format("15:04:05.000"), k, r.Method, r.URL.Path)
@@ -162,69 +266,164 @@ func (p *kindProxy) wrap(h http.Handler) http.Handler {
 	})
 }
 
+// figures fills f's request figures from what the proxy counted.
+func (p *kindProxy) figures(f *watchFigures) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	span := max(p.last.Sub(p.first).Seconds(), 1)
+	f.pollPerS = float64(p.kinds["batch"]+p.kinds["job"]) / span
+	f.batchPerS = float64(p.kinds["batch"]) / span
+	total := 0
+	for _, c := range p.kinds {
+		total += c
+	}
+	f.backendPerJob = float64(total) / float64(f.n)
+	if c := p.kinds["batch"]; c > 0 {
+		f.batchMs = float64(p.batch.Milliseconds()) / float64(c)
+	}
+	return fmt.Sprintf("requests %v over %.1fs (batched query %.0f ms on average)", p.kinds, span, f.batchMs)
+}
+
+// watchRun is one configuration's invokes while they run.
+type watchRun struct {
+	cmds      []*exec.Cmd
+	stderr    []bytes.Buffer
+	exited    []time.Time
+	rss       []int64
+	stopRSS   []func() int64 // each invoke's peakRSS
+	unreached []bool
+}
+
 func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFigures {
-	target, err := url.Parse(cl.url)
+	logs := os.Getenv("BRIDGE_BENCH_WATCH_LOGS") // a directory for the timelines
+	tag := fmt.Sprintf("%s-n%d-%ds-watcher=%v", strings.ReplaceAll(b.Name(), "/", "_"), n, secs, watcher)
+	resourceURL, cp, ssh := cl.url, (*kindProxy)(nil), (*sshCounter)(nil)
+	if cl.kind != nil {
+		cp = &kindProxy{kind: cl.kind, kinds: map[string]int{}}
+		resourceURL = startProxy(b, cp, cl.url, logs, tag)
+	} else {
+		ssh = newSSHCounter(b, cl.url, cl.creds)
+	}
+	ns := testkube.Namespace(b, testkube.Client(b))
+	dir, stampDir := stampDirs(b, cl.root)
+	start := time.Now()
+	wr := startInvokes(b, n, func(name string) []string {
+		return []string{"invoke", "--kubeconfig", cl.kubeconfig, "--namespace", ns,
+			"--job-name", name, "--backend", cl.backend, "--resource-url", resourceURL, "--credentials-dir", cl.creds,
+			"--script", cl.script(secs, filepath.Join(dir, name)), "--update-interval", "5", "--follow-logs=false",
+			"--watcher=" + strconv.FormatBool(watcher)}
+	}, ssh)
+	wr.wait(b, watcher)
+	f := watchFigures{n: n, wall: time.Since(start).Seconds()}
+	delays := wr.figures(b, &f, stampDir)
+	if logs != "" { // the invokes' own logs, and each job's delay
+		wr.writeLogs(b, filepath.Join(logs, tag+"-invokes.log"), delays)
+	}
+	delays = slices.DeleteFunc(delays, func(d float64) bool { return math.IsNaN(d) }) // the jobs never submitted
+	sort.Float64s(delays)
+	if len(delays) == 0 {
+		b.Fatalf("no job of %d was submitted", n)
+	}
+	f.p50, f.p95, f.max = delays[len(delays)/2], delays[(len(delays)*95+99)/100-1], delays[len(delays)-1]
+	var what string
+	if cp != nil {
+		what = cp.figures(&f)
+	} else {
+		what = ssh.figures(b, &f)
+	}
+	b.Logf("watcher=%v n=%d wall %.1fs, %s, leaders %d", watcher, n, f.wall, what, f.leaders)
+	return f
+}
+
+// script is the job: it sleeps secs and, as its last command, writes the
+// time it ends into stamp. Ray's entrypoint is Python, which runs the
+// same shell command.
+func (cl watchCluster) script(secs int, stamp string) string {
+	sh := fmt.Sprintf("sleep %d\ndate +%%s.%%N > %s\n", secs, stamp)
+	if cl.python {
+		return fmt.Sprintf("import subprocess\nsubprocess.run(%q, shell=True, check=True)\n", sh)
+	}
+	return "#!/bin/sh\n" + sh
+}
+
+// startProxy starts a counting proxy in front of target and returns its
+// URL; it stops with the benchmark.
+func startProxy(b *testing.B, cp *kindProxy, target, logs, tag string) string {
+	u, err := url.Parse(target)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cp := &kindProxy{kinds: map[string]int{}}
-	logs := os.Getenv("BRIDGE_BENCH_WATCH_LOGS") // a directory for the timelines
-	tag := fmt.Sprintf("%s-n%d-%ds-watcher=%v", strings.ReplaceAll(b.Name(), "/", "_"), n, secs, watcher)
 	if logs != "" {
 		if cp.log, err = os.Create(filepath.Join(logs, tag+"-proxy.log")); err != nil {
 			b.Fatal(err)
 		}
-		defer cp.log.Close()
+		b.Cleanup(func() { cp.log.Close() })
 	}
-	srv := httptest.NewServer(cp.wrap(httputil.NewSingleHostReverseProxy(target)))
-	defer srv.Close()
-	ns := testkube.Namespace(b, testkube.Client(b))
+	srv := httptest.NewServer(cp.wrap(httputil.NewSingleHostReverseProxy(u)))
+	b.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// stampDirs makes the directory the jobs write their end stamps into:
+// dir as the jobs see it, stampDir as this process does (under the root
+// the jobs run in). Both are removed with the benchmark.
+func stampDirs(b *testing.B, root string) (dir, stampDir string) {
 	dir, err := os.MkdirTemp("/tmp", "bridge-bench-watch-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	stampDir := filepath.Join(cl.root, dir)
-	if cl.root != "" {
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	stampDir = filepath.Join(root, dir)
+	if root != "" {
 		if err := os.MkdirAll(stampDir, 0o1777); err != nil {
 			b.Fatal(err)
 		}
-		defer os.RemoveAll(stampDir)
+		b.Cleanup(func() { os.RemoveAll(stampDir) })
 	}
 	if err := os.Chmod(stampDir, 0o1777); err != nil { // the job runs as the cluster's user
 		b.Fatal(err)
 	}
-	cmds := make([]*exec.Cmd, n)
-	stderr := make([]bytes.Buffer, n)
-	exited := make([]time.Time, n)
-	rss := make([]int64, n)
-	unreached := make([]bool, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range cmds {
-		name := fmt.Sprintf("watch-%d", i)
-		script := fmt.Sprintf("#!/bin/sh\nsleep %d\ndate +%%s.%%N > %s/%s\n", secs, dir, name)
-		cmds[i] = exec.Command(binary, "invoke", "--kubeconfig", cl.kubeconfig, "--namespace", ns,
-			"--job-name", name, "--backend", "slurm", "--resource-url", srv.URL, "--credentials-dir", cl.creds,
-			"--script", script, "--update-interval", "5", "--follow-logs=false", "--watcher="+strconv.FormatBool(watcher))
-		cmds[i].Stderr = &stderr[i]
-		if err := cmds[i].Start(); err != nil {
+	return dir, stampDir
+}
+
+// startInvokes starts n invokes of the release binary at once, with the
+// arguments args gives for each job name.
+func startInvokes(b *testing.B, n int, args func(name string) []string, ssh *sshCounter) *watchRun {
+	wr := &watchRun{cmds: make([]*exec.Cmd, n), stderr: make([]bytes.Buffer, n), exited: make([]time.Time, n),
+		rss: make([]int64, n), unreached: make([]bool, n)}
+	stops := make([]func() int64, n)
+	for i := range wr.cmds {
+		wr.cmds[i] = exec.Command(binary, args(fmt.Sprintf("watch-%d", i))...)
+		wr.cmds[i].Stderr = &wr.stderr[i]
+		if err := wr.cmds[i].Start(); err != nil {
 			b.Fatal(err)
 		}
-		stop := peakRSS(cmds[i].Process.Pid, 100*time.Millisecond)
+		stops[i] = peakRSS(wr.cmds[i].Process.Pid, 100*time.Millisecond)
+	}
+	if ssh != nil {
+		ssh.follow(wr.cmds)
+	}
+	wr.stopRSS = stops
+	return wr
+}
+
+// wait waits for every invoke. Exit 75 (the cluster out of reach past the
+// retry budget, a step Argo would retry) is counted; any other failure
+// fails the benchmark.
+func (wr *watchRun) wait(b *testing.B, watcher bool) {
+	var wg sync.WaitGroup
+	for i := range wr.cmds {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			err := cmds[i].Wait()
-			exited[i] = time.Now()
-			rss[i] = stop()
-			// Exit 75 (the cluster out of reach past the retry budget, a
-			// step Argo would retry) is counted; any other failure fails.
+			err := wr.cmds[i].Wait()
+			wr.exited[i] = time.Now()
+			wr.rss[i] = wr.stopRSS[i]()
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == 75 {
-				unreached[i] = true
+				wr.unreached[i] = true
 			} else if err != nil {
-				b.Errorf("invoke %d (watcher %v): %v\n%s", i, watcher, err, stderr[i].String())
+				b.Errorf("invoke %d (watcher %v): %v\n%s", i, watcher, err, wr.stderr[i].String())
 			}
 		}(i)
 	}
@@ -232,68 +431,52 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 	if b.Failed() {
 		b.FailNow()
 	}
-	f := watchFigures{n: n}
-	var delays []float64
-	var backendSum, kubeSum int
-	for i := range cmds {
-		if unreached[i] {
+}
+
+// figures fills f from the invokes' exits, stamps and logs, and returns
+// each job's detection delay (NaN for a job never submitted).
+func (wr *watchRun) figures(b *testing.B, f *watchFigures, stampDir string) []float64 {
+	delays := make([]float64, len(wr.cmds))
+	var kubeSum int
+	for i := range wr.cmds {
+		if wr.unreached[i] {
 			f.unreached++
-			delays = append(delays, 0) // kept in step with cmds for the logs; dropped below
+			delays[i] = math.NaN()
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(stampDir, fmt.Sprintf("watch-%d", i)))
-		if err != nil {
-			b.Fatalf("job %d left no end stamp: %v", i, err)
-		}
-		end, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
-		if err != nil {
-			b.Fatalf("job %d's end stamp %q: %v", i, data, err)
-		}
-		delays = append(delays, float64(exited[i].UnixNano())/1e9-end)
-		f.sumRSS += rss[i]
-		if m := requestsRE.FindStringSubmatch(stderr[i].String()); m != nil {
-			be, _ := strconv.Atoi(m[1])
+		delays[i] = float64(wr.exited[i].UnixNano())/1e9 - readStamp(b, filepath.Join(stampDir, fmt.Sprintf("watch-%d", i)))
+		f.sumRSS += wr.rss[i]
+		if m := requestsRE.FindStringSubmatch(wr.stderr[i].String()); m != nil {
 			ku, _ := strconv.Atoi(m[2])
-			backendSum += be
 			kubeSum += ku
 		}
-		f.leaders += strings.Count(stderr[i].String(), "watching the cluster's jobs of this group")
+		f.leaders += strings.Count(wr.stderr[i].String(), "watching the cluster's jobs of this group")
 	}
-	if logs != "" { // the invokes' own logs, and each job's delay
-		var all bytes.Buffer
-		for i := range cmds {
-			fmt.Fprintf(&all, "== watch-%d delay %.3fs\n%s", i, delays[i], stderr[i].String())
-		}
-		if err := os.WriteFile(filepath.Join(logs, tag+"-invokes.log"), all.Bytes(), 0o644); err != nil {
-			b.Fatal(err)
-		}
+	f.kubePerJ = float64(kubeSum) / float64(f.n)
+	return delays
+}
+
+// readStamp reads a job's end stamp (seconds since the epoch).
+func readStamp(b *testing.B, path string) float64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("a job left no end stamp: %v", err)
 	}
-	sort.Float64s(delays)
-	delays = delays[f.unreached:] // the zeros of the jobs never submitted
-	if len(delays) == 0 {
-		b.Fatalf("no job of %d was submitted", n)
+	end, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
+	if err != nil {
+		b.Fatalf("end stamp %s: %q: %v", path, data, err)
 	}
-	f.p50, f.p95, f.max = delays[len(delays)/2], delays[(len(delays)*95+99)/100-1], delays[len(delays)-1]
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	span := cp.last.Sub(cp.first).Seconds()
-	if span < 1 {
-		span = 1
+	return end
+}
+
+func (wr *watchRun) writeLogs(b *testing.B, path string, delays []float64) {
+	var all bytes.Buffer
+	for i := range wr.cmds {
+		fmt.Fprintf(&all, "== watch-%d delay %.3fs\n%s", i, delays[i], wr.stderr[i].String())
 	}
-	f.pollPerS = float64(cp.kinds["batch"]+cp.kinds["job"]) / span
-	f.batchPerS = float64(cp.kinds["batch"]) / span
-	total := 0
-	for _, c := range cp.kinds {
-		total += c
+	if err := os.WriteFile(path, all.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
 	}
-	f.backendPerJob = float64(total) / float64(n)
-	f.kubePerJ = float64(kubeSum) / float64(n)
-	if c := cp.kinds["batch"]; c > 0 {
-		f.batchMs = float64(cp.batch.Milliseconds()) / float64(c)
-	}
-	b.Logf("watcher=%v n=%d wall %.1fs, requests %v over %.1fs (batched query %.0f ms on average), invoke-counted backend %d, leaders %d",
-		watcher, n, time.Since(start).Seconds(), cp.kinds, span, f.batchMs, backendSum, f.leaders)
-	return f
 }
 
 // envInts reads a comma list of numbers from an environment variable.
