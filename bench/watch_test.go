@@ -54,6 +54,8 @@ import (
 //
 //	ssh-cmd/job                 remote commands per job, all kinds
 //	ssh-cmd/s                   of them, a second over the run's wall time
+//	watcher-cmd/s               of them, those on the watchers' own
+//	                            connections (the batched queries)
 //	sftp/job                    SFTP sessions per job (their reads are not
 //	                            counted one by one)
 func BenchmarkWatcher(b *testing.B) {
@@ -152,6 +154,7 @@ type watchFigures struct {
 	unreached               int  // invokes that exited 75
 	ssh                     bool // commands over SSH, counted by sshCounter
 	sshCmds, sftp           int
+	sshWatcherCmds          int     // of sshCmds, those on the watchers' own connections
 	wall                    float64 // seconds, the first invoke's start to the last one's exit
 }
 
@@ -162,6 +165,7 @@ func (f watchFigures) report(b *testing.B, p string) {
 	if f.ssh {
 		b.ReportMetric(float64(f.sshCmds)/float64(f.n), p+"ssh-cmd/job")
 		b.ReportMetric(float64(f.sshCmds)/f.wall, p+"ssh-cmd/s")
+		b.ReportMetric(float64(f.sshWatcherCmds)/f.wall, p+"watcher-cmd/s")
 		b.ReportMetric(float64(f.sftp)/float64(f.n), p+"sftp/job")
 	} else {
 		f.reportHTTP(b, p)
