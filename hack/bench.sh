@@ -5,7 +5,9 @@
 # picks the scale sizes (default 100,250,500); BRIDGE_BENCH_PROCS the
 # number of concurrent invoke processes (default 100); BRIDGE_BENCH_WATCH
 # and BRIDGE_BENCH_WATCH_SECONDS the watcher benchmark's sizes and job
-# lengths (default 1,100 jobs of 5 s; Slurm 22.05 and 24.11, about 8 min);
+# lengths (default 1,100 jobs of 5 s; Slurm 22.05 and 24.11, about 8 min),
+# BRIDGE_BENCH_WATCH_BACKENDS its clusters (default slurm=22.05,slurm=24.11;
+# also slurm=ssh, htcondor, ray);
 # BRIDGE_BENCH_ARRAY the array benchmark's sizes (here 100 tasks against
 # 100 invokes, about 30 s: at 1,000 the separate invokes swamp this
 # machine's one slurmrestd for over 10 min, see BENCHMARKS.md, Arrays);
