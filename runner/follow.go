@@ -320,7 +320,7 @@ func (f *follower) wait() phase {
 				f.requestCancel()
 				return phasePoll
 			}
-			if f.r.w != nil && f.r.w.changed(rec.Data, f.id, f.last) {
+			if f.r.w != nil && f.r.w.changed(f.ctx, rec.Data, f.id, f.last) {
 				f.force = true // the backend's own answer decides
 				return phasePoll
 			}

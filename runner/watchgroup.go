@@ -228,6 +228,12 @@ func (m *watchMember) live(ctx context.Context) bool {
 		m.log.Debug("reading the watcher's lease", "err", err)
 		return false
 	}
+	if l.holder == handedTo(m.own) {
+		// Handed to this invoke, whose record's handover it has not acted
+		// on (the watch may bring it later): the others trust this lease.
+		m.takeHanded(ctx, l)
+		return false
+	}
 	if l.holder != "" && l.holder != m.holder && now.Before(l.until) {
 		m.liveUntil = l.until
 		return true
@@ -244,6 +250,32 @@ func (m *watchMember) live(ctx context.Context) bool {
 	return false
 }
 
+// adopt makes the lease a stopping watcher handed to this invoke its own
+// and starts its watcher, at once: the group's other invokes skip their
+// polls meanwhile, trusting the lease as handed on. A lease no longer
+// handed to it (it lapsed and another took it) is left alone.
+func (m *watchMember) adopt(ctx context.Context) {
+	if m.leader != nil || m.forbidden {
+		return
+	}
+	l, err := m.lease.read(ctx)
+	if err != nil {
+		m.log.Debug("reading the watcher's lease", "err", err)
+		return
+	}
+	if l.holder == handedTo(m.own) {
+		m.takeHanded(ctx, l)
+	}
+}
+
+// takeHanded makes lease l, handed to this invoke, its own (renewed: a
+// handover keeps the group's watcher trusted) and starts its watcher.
+func (m *watchMember) takeHanded(ctx context.Context, l leaseState) {
+	if v, held, err := m.lease.renew(ctx, l.version, m.holder); held && err == nil {
+		m.startLeading(ctx, v)
+	}
+}
+
 // startLeading starts this invoke's watcher, with a backend of its own
 // (a backend serves one goroutine at a time).
 func (m *watchMember) startLeading(ctx context.Context, version string) {
@@ -258,12 +290,12 @@ func (m *watchMember) startLeading(ctx context.Context, version string) {
 }
 
 // changed reports whether record data d says something this invoke must
-// look at now: a new state of its job id seen by the watcher, or a
-// watcher's handover (then the lease is read again at once).
-func (m *watchMember) changed(d map[string]string, id string, last backends.Status) bool {
+// look at now: a new state of its job id seen by the watcher. A watcher's
+// handover in d makes this invoke the group's watcher at once (adopt).
+func (m *watchMember) changed(ctx context.Context, d map[string]string, id string, last backends.Status) bool {
 	if h := d[record.KeyWatchHandover]; h != "" && h != m.handover {
 		m.handover, m.liveUntil, m.readAt = h, time.Time{}, time.Time{}
-		return true
+		m.adopt(ctx)
 	}
 	o := d[record.KeyWatchObserved]
 	f := strings.Fields(o)
@@ -299,7 +331,7 @@ func (m *watchMember) close(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		l, err := m.lease.read(ctx)
-		if err != nil || (l.holder != "" && time.Now().Before(l.until)) {
+		if err != nil || (l.holder != handedTo(m.own) && !l.free(time.Now())) {
 			return // someone took it
 		}
 		items, _, err := record.NewConfigMapLister(m.lease.c, m.lease.ns).List(ctx)
@@ -312,7 +344,7 @@ func (m *watchMember) close(ctx context.Context) {
 				names = append(names, it.Name)
 			}
 		}
-		m.handOn(ctx, names)
+		m.handOn(ctx, names, l.holder)
 	}
 }
 
@@ -322,23 +354,40 @@ func (m *watchMember) follows(d map[string]string) bool {
 	return d[record.KeyWatchGroup] == m.group && d[record.KeyID] != "" && !backends.State(d[record.KeyJobStatus]).Final()
 }
 
-// handOn gives the lease up to the first of the records names whose job
-// goes on (read afresh: the caller's view may lag), told through its
-// record, or deletes it when there is none.
-func (m *watchMember) handOn(ctx context.Context, names []string) {
+// handOn gives the lease, held as heldAs, to the invoke of the first of
+// the records names whose job goes on (read afresh: the caller's view may
+// lag), told through its record, or deletes it when there is none.
+//
+// The lease passes on live, renewed now and held as handed to that
+// record: the group's other invokes go on trusting the watcher and
+// skipping their polls, and the successor makes it its own and leads as
+// soon as its record's watch brings the handover. (A released lease was
+// taken only at the successor's next poll, up to updateInterval later,
+// while the others slept on too: jobs ending then were seen that late.)
+// A successor that died meanwhile leaves a lease that lapses within
+// leaseTTL, as a dead watcher's does, and the invokes poll again.
+func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string) {
+	l, err := m.lease.read(ctx)
+	if err != nil || l.version == "" || l.holder != heldAs {
+		return // not this invoke's to give (any more)
+	}
 	for _, name := range names {
 		store := &record.ConfigMapStore{Client: m.lease.c, Namespace: m.lease.ns, Name: name}
 		rec, err := store.Get(ctx)
 		if err != nil || !m.follows(rec.Data) {
 			continue
 		}
-		m.lease.release(ctx, m.holder)
+		v, held, err := m.lease.renew(ctx, l.version, handedTo(name))
+		if !held || err != nil {
+			return
+		}
+		l.version, heldAs = v, handedTo(name)
 		rec.Data[record.KeyWatchHandover] = m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
 		if _, err := store.Update(ctx, rec); err == nil {
 			return
 		}
 	}
-	m.lease.remove(ctx, m.holder)
+	m.lease.remove(ctx, heldAs)
 }
 
 // rawWord is a backend state as one word of an observation.

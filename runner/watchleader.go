@@ -331,12 +331,14 @@ func (l *watchLeader) stop(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	l.m.handOn(ctx, l.successors())
+	l.m.handOn(ctx, l.successors(), l.m.holder)
 }
 
 // successors are the group's jobs that go on, as far as this watcher
 // knows: not its own, and not one it saw end (its invoke may be ending
-// too, and would not take the lease).
+// too, and would not take the lease). The newest submitted come first:
+// likely the last to end, their invoke leads longest, and the lease
+// changes hands less often (4-5 leaders for 100 jobs in name order).
 func (l *watchLeader) successors() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -347,6 +349,16 @@ func (l *watchLeader) successors() []string {
 			names = append(names, name)
 		}
 	}
-	sort.Strings(names) // the same successor for the same group, for readable logs
+	submitted := func(name string) time.Time { // the submit intent's time, to the nanosecond
+		in, _ := parseIntent(l.jobs[name].Data[record.KeyIntent])
+		return in.at
+	}
+	sort.Slice(names, func(i, j int) bool {
+		ti, tj := submitted(names[i]), submitted(names[j])
+		if !ti.Equal(tj) {
+			return ti.After(tj)
+		}
+		return names[i] < names[j] // the same successor for the same group
+	})
 	return names
 }

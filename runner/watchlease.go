@@ -101,6 +101,11 @@ func (l lease) renew(ctx context.Context, version, holder string) (string, bool,
 	return out.ResourceVersion, true, nil
 }
 
+// handedTo is the holder of a lease a stopping watcher handed to the
+// invoke of record name: live as any (the others trust it), and taken
+// over by that invoke alone (see watchMember.handOn).
+func handedTo(name string) string { return "handed-to " + name }
+
 // release gives holder's lease up, left without a holder for a member to
 // take at once. A lease another invoke holds now is not touched: a
 // watcher that lost its lease (its renewal came late under load) must not

@@ -2,12 +2,16 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/fake"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -55,4 +59,46 @@ func TestAnEmptyRoundIsNoWorkingWatcher(t *testing.T) {
 	l := &watchLeader{jobs: map[string]*record.Record{}}
 	require.NoError(t, l.round(context.Background()))
 	assert.False(t, l.working(time.Now()))
+}
+
+// A stopping watcher hands its lease on live: the group's other invokes
+// go on trusting it (no poll of their own, no gap), the successor named in
+// it makes it its own and leads as soon as its record tells it, and
+// nobody else may take it meanwhile.
+func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	be := fake.New()
+	member := func(own, holder string) *watchMember {
+		return &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: own,
+			holder: holder, rps: 1, log: slog.New(slog.DiscardHandler),
+			newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
+	}
+	for i, name := range []string{"rec-b", "rec-c"} {
+		st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: name}
+		_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: fmt.Sprint(i + 1)})
+		require.NoError(t, err)
+	}
+	a, b, c := member("rec-a", "a"), member("rec-b", "b"), member("rec-c", "c")
+	_, ok := a.lease.take(ctx, leaseState{}, "a")
+	require.True(t, ok)
+	a.handOn(ctx, []string{"rec-b", "rec-c"}, "a")
+
+	l, err := a.lease.read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, handedTo("rec-b"), l.holder, "handed to the first job that goes on")
+	assert.True(t, time.Now().Before(l.until), "handed on live")
+	assert.True(t, c.live(ctx), "another member trusts the lease as handed on")
+	assert.Nil(t, c.leader, "and does not take it")
+
+	rec, err := (&record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}).Get(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, rec.Data[record.KeyWatchHandover], "the successor is told through its record")
+	b.changed(ctx, rec.Data, "1", backends.Status{State: backends.Running})
+	require.NotNil(t, b.leader, "the successor leads at once")
+	defer b.leader.stop(ctx)
+	l, err = a.lease.read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "b", l.holder)
+	assert.True(t, time.Now().Before(l.until), "still live: the group trusted its watcher throughout")
 }
