@@ -358,6 +358,9 @@ func startProxy(b *testing.B, cp *kindProxy, target, logs, tag string) string {
 		b.Fatal(err)
 	}
 	if logs != "" {
+		if err := os.MkdirAll(logs, 0o755); err != nil {
+			b.Fatal(err)
+		}
 		if cp.log, err = os.Create(filepath.Join(logs, tag+"-proxy.log")); err != nil {
 			b.Fatal(err)
 		}
