@@ -29,6 +29,9 @@ type watchLeader struct {
 	// firstRound closes after the first round: a stop waits for it (see stop).
 	firstRound chan struct{}
 	rounded    sync.Once
+	// listed closes once the group's records were first listed.
+	listed     chan struct{}
+	listedOnce sync.Once
 	// lost is set when another invoke took the lease: this watcher then
 	// has nothing to hand on.
 	lost atomic.Bool
@@ -44,7 +47,7 @@ type watchLeader struct {
 
 func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
 	ctx, cancel := context.WithCancel(ctx)
-	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}),
+	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}), listed: make(chan struct{}),
 		jobs: map[string]*record.Record{}, said: map[string]string{}, misses: map[string]int{}}
 	go l.run(ctx)
 	return l
@@ -96,13 +99,17 @@ func (l *watchLeader) run(ctx context.Context) {
 	go func() { defer wg.Done(); l.keepLease(ctx) }()
 	every := time.Duration(float64(time.Second) / l.m.rps)
 	back := record.Backoff{Initial: every, Max: 30 * time.Second, Factor: 2, Jitter: 0.1}
+	l.awaitListed(ctx)
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := l.round(ctx)
+		took, err := l.round(ctx)
 		// A slow answer (a busy slurmctld, a long job list) spaces the
 		// rounds out: the watcher waits three times as long as its query
-		// took, but not so long that its lease goes stale meanwhile.
-		wait := max(every, min(3*time.Since(start), leaseTTL/2))
+		// took, but not so long that its lease goes stale meanwhile. The
+		// query alone counts: writing the records is the apiserver's time
+		// (counting it too left 24.11's cluster unasked for 5 s while a
+		// round wrote 100 jobs' first observations).
+		wait := max(every, min(3*took, leaseTTL/2))
 		l.rounded.Do(func() { close(l.firstRound) })
 		if err != nil {
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
@@ -145,16 +152,29 @@ func (l *watchLeader) keepLease(ctx context.Context) {
 	}
 }
 
+// awaitListed waits, a few seconds at most, for the first list of the
+// group's records: a first round before it has nothing to ask and would
+// leave the cluster unasked for a whole interval (1 s at every handover).
+func (l *watchLeader) awaitListed(ctx context.Context) {
+	select {
+	case <-l.listed:
+	case <-ctx.Done():
+	case <-time.After(listWait):
+	}
+}
+
+const listWait = 3 * time.Second
+
 // round asks the cluster for every followed job's state in one query and
-// writes what is new into the records.
-func (l *watchLeader) round(ctx context.Context) error {
+// writes what is new into the records. It returns how long the query took.
+func (l *watchLeader) round(ctx context.Context) (time.Duration, error) {
 	jobs := l.snapshot()
 	if len(jobs) == 0 {
 		// Nothing asked, nothing shown: the records are not listed yet
 		// (the group has this invoke's job at least). Counting it as a
 		// working round made a new watcher with a wrong token trusted at
 		// once, and the others skip their polls for an interval per take.
-		return nil
+		return 0, nil
 	}
 	ids := make([]string, 0, len(jobs))
 	for _, rec := range jobs {
@@ -163,37 +183,63 @@ func (l *watchLeader) round(ctx context.Context) error {
 	l.mu.Lock()
 	l.asking = time.Now()
 	l.mu.Unlock()
+	start := time.Now()
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	sts, err := l.be.StatusMany(qctx, ids)
 	cancel()
+	took := time.Since(start)
 	l.mu.Lock()
 	l.asking = time.Time{}
 	l.mu.Unlock()
 	if err != nil {
-		return err
+		return took, err
 	}
 	l.markOK()
 	l.countMisses(jobs, sts)
-	// The writes outlive a stop: a leader stops when its own job ends,
-	// which it may learn from this very round, and the others' news must
-	// not be lost with it. Its own record is written last for that reason.
+	l.writeObservations(ctx, jobs, sts)
+	return took, nil
+}
+
+// observeWriters is how many records a round writes at once: a round that
+// saw 100 jobs change (they start together) wrote for 1.7 s one by one,
+// and the jobs written last were seen that late.
+const observeWriters = 8
+
+// writeObservations writes what a round saw (sts) into the records of
+// jobs, this invoke's own first (its own end is the one it acts on at
+// once). The writes outlive a stop: a leader stops when its own job ends,
+// which it may learn from this very round, and its stop waits for them,
+// so the others' news is not lost with it.
+func (l *watchLeader) writeObservations(ctx context.Context, jobs map[string]*record.Record, sts map[string]backends.Status) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	names := make([]string, 0, len(jobs))
 	for name := range jobs {
 		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return names[j] == l.m.own && names[i] != l.m.own })
-	for _, name := range names {
-		st, ok := sts[jobs[name].Data[record.KeyID]]
-		switch {
-		case ok:
-			l.observe(wctx, name, jobs[name], st)
-		case l.missed(name) >= unwatchedAfter:
-			l.observe(wctx, name, jobs[name], backends.Status{State: unwatched})
-		}
+	sort.Slice(names, func(i, j int) bool { return names[i] == l.m.own && names[j] != l.m.own })
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(observeWriters, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				st, ok := sts[jobs[name].Data[record.KeyID]]
+				switch {
+				case ok:
+					l.observe(wctx, name, jobs[name], st)
+				case l.missed(name) >= unwatchedAfter:
+					l.observe(wctx, name, jobs[name], backends.Status{State: unwatched})
+				}
+			}
+		}()
 	}
-	return nil
+	for _, name := range names {
+		work <- name
+	}
+	close(work)
+	wg.Wait()
 }
 
 // unwatched is the observation that tells an invoke the watcher's query
@@ -290,6 +336,7 @@ func (l *watchLeader) follow(ctx context.Context) {
 		for _, it := range items {
 			l.put(it.Name, it.Record, false)
 		}
+		l.listedOnce.Do(func() { close(l.listed) })
 		for ev := range lister.Watch(ctx, version) {
 			l.put(ev.Listed.Name, ev.Listed.Record, ev.Deleted)
 		}

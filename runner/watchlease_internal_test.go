@@ -57,7 +57,8 @@ func TestLeaseLoserCannotFreeTheWinner(t *testing.T) {
 // wrong token: 70 s to the last exit 75, against 31 s without a watcher).
 func TestAnEmptyRoundIsNoWorkingWatcher(t *testing.T) {
 	l := &watchLeader{jobs: map[string]*record.Record{}}
-	require.NoError(t, l.round(context.Background()))
+	_, err := l.round(context.Background())
+	require.NoError(t, err)
 	assert.False(t, l.working(time.Now()))
 }
 
