@@ -72,6 +72,11 @@ func (l *watchLeader) working(now time.Time) bool {
 // queryTimeout bounds one batched query.
 const queryTimeout = 30 * time.Second
 
+// slowPause is the longest pause after a slow answer: pausing three times
+// its time, up to 5 s, left a starting burst of 100 jobs unwatched for
+// 4-8 s at a time while slurmctld was busy with their submits.
+const slowPause = 2500 * time.Millisecond
+
 func (l *watchLeader) ended() bool {
 	select {
 	case <-l.done:
@@ -82,7 +87,8 @@ func (l *watchLeader) ended() bool {
 }
 
 // run does a round at most MaxRequestsPerSecond times a second (slow
-// answers slow it further: rounds never overlap), backs off after a failed
+// answers slow it further: rounds never overlap, and each slow one is
+// followed by a pause as long), backs off after a failed
 // query (at least as long as a Retry-After says), and renews the lease
 // only while rounds work, so that a failing watcher's lease goes stale
 // and the invokes poll for themselves. It ends when the lease is lost.
@@ -104,12 +110,12 @@ func (l *watchLeader) run(ctx context.Context) {
 		start := time.Now()
 		took, err := l.round(ctx)
 		// A slow answer (a busy slurmctld, a long job list) spaces the
-		// rounds out: the watcher waits three times as long as its query
-		// took, but not so long that its lease goes stale meanwhile. The
-		// query alone counts: writing the records is the apiserver's time
-		// (counting it too left 24.11's cluster unasked for 5 s while a
-		// round wrote 100 jobs' first observations).
-		wait := max(every, min(3*took, leaseTTL/2))
+		// rounds out: after it the watcher pauses as long as it took (up to
+		// slowPause), so it never has the cluster's attention more than
+		// half the time. The query alone counts: writing the records is the
+		// apiserver's time (counting it too left 24.11's cluster unasked
+		// for 5 s while a round wrote 100 jobs' first observations).
+		wait := max(every, took+min(took, slowPause))
 		l.rounded.Do(func() { close(l.firstRound) })
 		if err != nil {
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
