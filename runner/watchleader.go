@@ -43,12 +43,17 @@ type watchLeader struct {
 	said   map[string]string         // the observation last written, by record name
 	// misses counts the rounds in a row whose query left a job out.
 	misses map[string]int
+	// queue holds the observations not written yet, by record name;
+	// queued wakes a writer.
+	queue  map[string]backends.Status
+	queued chan struct{}
 }
 
 func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}), listed: make(chan struct{}),
-		jobs: map[string]*record.Record{}, said: map[string]string{}, misses: map[string]int{}}
+		jobs: map[string]*record.Record{}, said: map[string]string{}, misses: map[string]int{},
+		queue: map[string]backends.Status{}, queued: make(chan struct{}, 1)}
 	go l.run(ctx)
 	return l
 }
@@ -100,9 +105,12 @@ func (l *watchLeader) run(ctx context.Context) {
 		l.closeBe()
 		close(l.done)
 	}()
-	wg.Add(2)
+	wg.Add(2 + observeWriters)
 	go func() { defer wg.Done(); l.follow(ctx) }()
 	go func() { defer wg.Done(); l.keepLease(ctx) }()
+	for range observeWriters {
+		go func() { defer wg.Done(); l.writeLoop(ctx) }()
+	}
 	every := time.Duration(float64(time.Second) / l.m.rps)
 	back := record.Backoff{Initial: every, Max: 30 * time.Second, Factor: 2, Jitter: 0.1}
 	l.awaitListed(ctx)
@@ -202,61 +210,104 @@ func (l *watchLeader) round(ctx context.Context) (time.Duration, error) {
 	}
 	l.markOK()
 	l.countMisses(jobs, sts)
-	l.writeObservations(ctx, jobs, sts)
+	l.enqueue(jobs, sts)
 	return took, nil
 }
 
-// observeWriters is how many records a round writes at once: a round that
-// saw 100 jobs change (they start together) wrote for 1.7 s one by one,
-// and the jobs written last were seen that late.
+// observeWriters is how many records the watcher writes at once: a round
+// that saw 100 jobs change (they start together) wrote for 1.7 s one by
+// one, and the jobs written last were seen that late.
 const observeWriters = 8
 
-// writeObservations writes what a round saw (sts) into the records of
-// jobs: this invoke's own first, then the jobs that ended, then the rest
-// (a burst of 100 starting jobs' first observations, on an apiserver busy
-// with their pods, held the news of the first ends back 7 s). The writes
-// outlive a stop: a leader stops when its own job ends, which it may
-// learn from this very round, and its stop waits for them, so the
-// others' news is not lost with it.
-func (l *watchLeader) writeObservations(ctx context.Context, jobs map[string]*record.Record, sts map[string]backends.Status) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	names := make([]string, 0, len(jobs))
-	for name := range jobs {
-		names = append(names, name)
-	}
-	rank := func(name string) int {
-		switch {
-		case name == l.m.own:
-			return 0
-		case sts[jobs[name].Data[record.KeyID]].State.Final():
-			return 1
+// enqueue queues what a round saw (sts) for the records of jobs: the
+// writers write it while the next rounds go on. (A round that wrote its
+// own observations held the next query back: 100 starting jobs' first
+// observations, on an apiserver busy with their pods, left the cluster
+// unasked for 7 s, and the first jobs to end were seen that late.) A
+// record's newer observation replaces one not written yet.
+func (l *watchLeader) enqueue(jobs map[string]*record.Record, sts map[string]backends.Status) {
+	l.mu.Lock()
+	for name, rec := range jobs {
+		if st, ok := sts[rec.Data[record.KeyID]]; ok {
+			l.queue[name] = st
+		} else if l.misses[name] >= unwatchedAfter {
+			l.queue[name] = backends.Status{State: unwatched}
 		}
-		return 2
 	}
-	sort.SliceStable(names, func(i, j int) bool { return rank(names[i]) < rank(names[j]) })
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range min(observeWriters, len(names)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range work {
-				st, ok := sts[jobs[name].Data[record.KeyID]]
-				switch {
-				case ok:
-					l.observe(wctx, name, jobs[name], st)
-				case l.missed(name) >= unwatchedAfter:
-					l.observe(wctx, name, jobs[name], backends.Status{State: unwatched})
-				}
+	n := len(l.queue)
+	l.mu.Unlock()
+	if n > 0 {
+		l.wake()
+	}
+}
+
+func (l *watchLeader) wake() {
+	select {
+	case l.queued <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the most pressing queued observation: this invoke's own job
+// first, then jobs that ended, then any. It returns the record as the
+// watcher knows it now; a job no longer followed (its record final or
+// gone) is dropped.
+func (l *watchLeader) pop() (string, *record.Record, backends.Status, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.queue) > 0 {
+		best, rank := "", 3
+		for name, st := range l.queue {
+			r := 2
+			switch {
+			case name == l.m.own:
+				r = 0
+			case st.State.Final():
+				r = 1
 			}
-		}()
+			if r < rank {
+				best, rank = name, r
+			}
+		}
+		st := l.queue[best]
+		delete(l.queue, best)
+		if len(l.queue) > 0 {
+			l.wake() // another writer takes the next
+		}
+		if rec, ok := l.jobs[best]; ok {
+			return best, rec, st, true
+		}
 	}
-	for _, name := range names {
-		work <- name
+	return "", nil, backends.Status{}, false
+}
+
+// writeLoop writes queued observations until the watcher stops, and then
+// what is still queued, for up to 10 s: a leader stops when its own job
+// ends, which it may learn from its last round, and the others' news must
+// not be lost with it.
+func (l *watchLeader) writeLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		if name, rec, st, ok := l.pop(); ok {
+			// A write under way is finished even if the watcher stops.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			l.observe(wctx, name, rec, st)
+			cancel()
+			continue
+		}
+		select {
+		case <-l.queued:
+		case <-ctx.Done():
+		}
 	}
-	close(work)
-	wg.Wait()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for {
+		name, rec, st, ok := l.pop()
+		if !ok || dctx.Err() != nil {
+			return
+		}
+		l.observe(dctx, name, rec, st)
+	}
 }
 
 // unwatched is the observation that tells an invoke the watcher's query
@@ -280,12 +331,6 @@ func (l *watchLeader) countMisses(jobs map[string]*record.Record, sts map[string
 			l.misses[name]++
 		}
 	}
-}
-
-func (l *watchLeader) missed(name string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.misses[name]
 }
 
 // observe writes st into the record of job name, unless it was written
