@@ -243,11 +243,13 @@ func (r *run) execute(ctx context.Context) error {
 	log = log.With("job_id", id)
 	r.w = r.newWatchMember(desc, be, id)
 	st, err := r.follow(ctx, be, id, desc.UpdateInterval, watch, log)
+	if err == nil {
+		// The job's end is recorded before a watcher this invoke runs hands
+		// its lease on: the handover waits for the others' news to be written.
+		err = r.final(ctx, st)
+	}
 	r.w.close(ctx)
 	if err != nil {
-		return err
-	}
-	if err := r.final(ctx, st); err != nil {
 		return err
 	}
 	if desc.UploadBucket == "" {
