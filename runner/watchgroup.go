@@ -171,6 +171,9 @@ type watchMember struct {
 	joined  time.Time // when this invoke joined the group (see coverGrace)
 	// forbidden: RBAC denies the lease, so this invoke polls alone.
 	forbidden bool
+	// asked is when this invoke's watcher last asked the cluster (told to
+	// a successor); notBefore, when a watcher handed the lease may ask first.
+	asked, notBefore time.Time
 }
 
 // serving reports whether a live watcher follows this invoke's job, so
@@ -272,6 +275,7 @@ func (m *watchMember) adopt(ctx context.Context) {
 // handover keeps the group's watcher trusted) and starts its watcher.
 func (m *watchMember) takeHanded(ctx context.Context, l leaseState) {
 	if v, held, err := m.lease.renew(ctx, l.version, m.holder); held && err == nil {
+		m.notBefore = l.asked.Add(time.Duration(float64(time.Second) / m.rps))
 		m.startLeading(ctx, v)
 	}
 }
@@ -377,7 +381,7 @@ func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string)
 		if err != nil || !m.follows(rec.Data) {
 			continue
 		}
-		v, held, err := m.lease.renew(ctx, l.version, handedTo(name))
+		v, held, err := m.lease.pass(ctx, l.version, handedTo(name), m.asked)
 		if !held || err != nil {
 			return
 		}

@@ -36,11 +36,14 @@ type watchLeader struct {
 	// has nothing to hand on.
 	lost atomic.Bool
 
-	mu     sync.Mutex
-	okAt   time.Time                 // the last round that worked
-	asking time.Time                 // when the query under way was sent; zero between queries
-	jobs   map[string]*record.Record // the group's followed jobs, by record name
-	said   map[string]string         // the observation last written, by record name
+	mu   sync.Mutex
+	okAt time.Time // the last round that worked
+	// lastAsk is when the last query was sent (a successor's first waits
+	// for the budget's interval after it).
+	lastAsk time.Time
+	asking  time.Time                 // when the query under way was sent; zero between queries
+	jobs    map[string]*record.Record // the group's followed jobs, by record name
+	said    map[string]string         // the observation last written, by record name
 	// misses counts the rounds in a row whose query left a job out.
 	misses map[string]int
 	// queue holds the observations not written yet, by record name;
@@ -114,6 +117,7 @@ func (l *watchLeader) run(ctx context.Context) {
 	every := time.Duration(float64(time.Second) / l.m.rps)
 	back := record.Backoff{Initial: every, Max: 30 * time.Second, Factor: 2, Jitter: 0.1}
 	l.awaitListed(ctx)
+	record.SleepCtx(ctx, time.Until(l.m.notBefore)) // the predecessor's last query counts
 	for ctx.Err() == nil {
 		start := time.Now()
 		took, err := l.round(ctx)
@@ -198,6 +202,9 @@ func (l *watchLeader) round(ctx context.Context) (time.Duration, error) {
 	l.asking = time.Now()
 	l.mu.Unlock()
 	start := time.Now()
+	l.mu.Lock()
+	l.lastAsk = start
+	l.mu.Unlock()
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	sts, err := l.be.StatusMany(qctx, ids)
 	cancel()
@@ -448,6 +455,9 @@ func (l *watchLeader) stop(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	l.mu.Lock()
+	l.m.asked = l.lastAsk
+	l.mu.Unlock()
 	l.m.handOn(ctx, l.successors(), l.m.holder)
 }
 

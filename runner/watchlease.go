@@ -32,6 +32,8 @@ type leaseState struct {
 	// claimed: until when a holder whose watcher has not worked yet keeps
 	// the lease (taken, plus the TTL; at least until).
 	claimed time.Time
+	// asked: when the group's cluster was last asked, as a handover says.
+	asked   time.Time
 	version string
 	uid     string
 }
@@ -51,6 +53,7 @@ func (l lease) read(ctx context.Context) (leaseState, error) {
 		s.until = renewed.Add(time.Duration(ttl) * time.Second)
 	}
 	s.claimed = s.until
+	s.asked, _ = time.Parse(time.RFC3339Nano, cm.Data["asked"])
 	if taken, _ := time.Parse(time.RFC3339Nano, cm.Data["taken"]); taken.Add(time.Duration(ttl) * time.Second).After(s.claimed) {
 		s.claimed = taken.Add(time.Duration(ttl) * time.Second)
 	}
@@ -88,7 +91,18 @@ func (l lease) take(ctx context.Context, s leaseState, holder string) (string, b
 // renew renews holder's lease held at version; it returns the new version,
 // or ok=false when the lease was lost (another holder took it).
 func (l lease) renew(ctx context.Context, version, holder string) (string, bool, error) {
+	return l.pass(ctx, version, holder, time.Time{})
+}
+
+// pass is renew that also says when the group's cluster was last asked
+// (zero: not said): a watcher handing the lease on tells its successor,
+// whose first query then keeps the group's requests a second within the
+// budget across the handover.
+func (l lease) pass(ctx context.Context, version, holder string, asked time.Time) (string, bool, error) {
 	cm := l.object(holder, time.Now())
+	if !asked.IsZero() {
+		cm.Data["asked"] = asked.UTC().Format(time.RFC3339Nano)
+	}
 	cm.ResourceVersion = version
 	out := &kube.ConfigMap{}
 	err := l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, out)

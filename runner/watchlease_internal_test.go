@@ -83,12 +83,14 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	a, b, c := member("rec-a", "a"), member("rec-b", "b"), member("rec-c", "c")
 	_, ok := a.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
+	a.asked = time.Now().Add(-300 * time.Millisecond).Round(time.Millisecond)
 	a.handOn(ctx, []string{"rec-b", "rec-c"}, "a")
 
 	l, err := a.lease.read(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, handedTo("rec-b"), l.holder, "handed to the first job that goes on")
 	assert.True(t, time.Now().Before(l.until), "handed on live")
+	assert.True(t, l.asked.Equal(a.asked), "with the time of the group's last query")
 	assert.True(t, c.live(ctx), "another member trusts the lease as handed on")
 	assert.Nil(t, c.leader, "and does not take it")
 
@@ -97,6 +99,7 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	require.NotEmpty(t, rec.Data[record.KeyWatchHandover], "the successor is told through its record")
 	b.changed(ctx, rec.Data, "1", backends.Status{State: backends.Running})
 	require.NotNil(t, b.leader, "the successor leads at once")
+	assert.True(t, b.notBefore.Equal(a.asked.Add(time.Second)), "its first query a budget's interval after the last one")
 	defer b.leader.stop(ctx)
 	l, err = a.lease.read(ctx)
 	require.NoError(t, err)
