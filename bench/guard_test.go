@@ -56,8 +56,9 @@ var ratioGuarded = map[string]bool{"startup-ratio": true, "first-req-ratio": tru
 // (1) by design, whatever the number of jobs; above 2, two invokes query
 // at once (leaders overlapping) or the rate limit is lost.
 // on-backend-req/job: every request the cluster got per job with the
-// watcher on, from 100 jobs on: 9.7 on 22.05 and 10.4 on 24.11 at N=100 as of
-// cf8c677 (2026-11-26, see BENCHMARKS.md, Watcher; the 5.2 of the first
+// watcher on, from 100 jobs on: 8.3 on 22.05 and 9.0 on 24.11 at N=100 as of
+// 2ab4034 (2026-11-27), 9.7 and 10.4 as of cf8c677 (2026-11-26, see
+// BENCHMARKS.md, Watcher; the 5.2 of the first
 // build came from invokes that skipped their polls for jobs the watcher did
 // not report) (discovery, submit, the job's own first poll and one per
 // observed change, polls while leadership changes hands, a share of the
