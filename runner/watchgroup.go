@@ -138,6 +138,10 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	}
 	m.group = r.clusterGroup(desc)
 	m.covered, m.joined = coveredBy(r.rec.Data, id), time.Now()
+	// A handover already in the record (to an earlier invoke of this job)
+	// is not acted on as new: the lease tells whether it still stands (see
+	// live), and close gives it on if it is still this record's.
+	m.handover = r.rec.Data[record.KeyWatchHandover]
 	m.lease.name = "bridge-watch-" + m.group
 	m.log = r.Log.With("watch_group", m.group)
 	return m
@@ -271,10 +275,21 @@ func (m *watchMember) adopt(ctx context.Context) {
 	}
 }
 
-// takeHanded makes lease l, handed to this invoke, its own (renewed: a
-// handover keeps the group's watcher trusted) and starts its watcher.
+// takeHanded makes lease l, handed to this invoke, its own and starts its
+// watcher. A lease handed on live (its watcher's queries worked) stays
+// trusted; one handed on by a watcher whose queries failed (a wrong token)
+// is taken as any, trusted only once this watcher's first query works.
 func (m *watchMember) takeHanded(ctx context.Context, l leaseState) {
-	if v, held, err := m.lease.renew(ctx, l.version, m.holder); held && err == nil {
+	var v string
+	var ok bool
+	if time.Now().Before(l.until) {
+		var err error
+		v, ok, err = m.lease.renew(ctx, l.version, m.holder)
+		ok = ok && err == nil
+	} else {
+		v, ok = m.lease.take(ctx, l, m.holder)
+	}
+	if ok {
 		m.notBefore = l.asked.Add(time.Duration(float64(time.Second) / m.rps))
 		m.startLeading(ctx, v)
 	}
@@ -348,7 +363,7 @@ func (m *watchMember) close(ctx context.Context) {
 				names = append(names, it.Name)
 			}
 		}
-		m.handOn(ctx, names, l.holder)
+		m.handOn(ctx, names, l.holder, false)
 	}
 }
 
@@ -362,15 +377,18 @@ func (m *watchMember) follows(d map[string]string) bool {
 // the records names whose job goes on (read afresh: the caller's view may
 // lag), told through its record, or deletes it when there is none.
 //
-// The lease passes on live, renewed now and held as handed to that
-// record: the group's other invokes go on trusting the watcher and
+// The lease passes on held as handed to that record and, when live (this
+// invoke's watcher's queries worked), renewed now: the group's other invokes go on trusting the watcher and
 // skipping their polls, and the successor makes it its own and leads as
 // soon as its record's watch brings the handover. (A released lease was
 // taken only at the successor's next poll, up to updateInterval later,
 // while the others slept on too: jobs ending then were seen that late.)
 // A successor that died meanwhile leaves a lease that lapses within
-// leaseTTL, as a dead watcher's does, and the invokes poll again.
-func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string) {
+// leaseTTL, as a dead watcher's does, and the invokes poll again. A
+// watcher whose queries failed hands it on as just taken, trusted by
+// nobody until the successor's first query works (handed on live, a
+// wrong token's watcher made every invoke wait a lease out at each turn).
+func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string, live bool) {
 	l, err := m.lease.read(ctx)
 	if err != nil || l.version == "" || l.holder != heldAs {
 		return // not this invoke's to give (any more)
@@ -381,8 +399,8 @@ func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string)
 		if err != nil || !m.follows(rec.Data) {
 			continue
 		}
-		v, held, err := m.lease.pass(ctx, l.version, handedTo(name), m.asked)
-		if !held || err != nil {
+		v, held := m.lease.handTo(ctx, l.version, name, m.asked, live)
+		if !held {
 			return
 		}
 		l.version, heldAs = v, handedTo(name)

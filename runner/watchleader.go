@@ -77,6 +77,13 @@ func (l *watchLeader) working(now time.Time) bool {
 	return now.Sub(l.okAt) < leaseTTL || (!l.asking.IsZero() && now.Sub(l.asking) < queryTimeout)
 }
 
+// workedWithin reports whether a round of this watcher worked within d.
+func (l *watchLeader) workedWithin(d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.okAt.IsZero() && time.Since(l.okAt) < d
+}
+
 // queryTimeout bounds one batched query.
 const queryTimeout = 30 * time.Second
 
@@ -458,7 +465,7 @@ func (l *watchLeader) stop(ctx context.Context) {
 	l.mu.Lock()
 	l.m.asked = l.lastAsk
 	l.mu.Unlock()
-	l.m.handOn(ctx, l.successors(), l.m.holder)
+	l.m.handOn(ctx, l.successors(), l.m.holder, l.workedWithin(leaseTTL))
 }
 
 // successors are the group's jobs that go on, as far as this watcher

@@ -115,6 +115,18 @@ func (l lease) pass(ctx context.Context, version, holder string, asked time.Time
 	return out.ResourceVersion, true, nil
 }
 
+// handTo hands the lease held at version to the invoke of record name,
+// with the time the group's cluster was last asked: renewed now when live,
+// else as just taken (see take). It returns the new version, or false
+// when the lease changed meanwhile or could not be written.
+func (l lease) handTo(ctx context.Context, version, name string, asked time.Time, live bool) (string, bool) {
+	if live {
+		v, held, err := l.pass(ctx, version, handedTo(name), asked)
+		return v, held && err == nil
+	}
+	return l.take(ctx, leaseState{version: version}, handedTo(name))
+}
+
 // handedTo is the holder of a lease a stopping watcher handed to the
 // invoke of record name: live as any (the others trust it), and taken
 // over by that invoke alone (see watchMember.handOn).

@@ -84,7 +84,7 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	_, ok := a.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
 	a.asked = time.Now().Add(-300 * time.Millisecond).Round(time.Millisecond)
-	a.handOn(ctx, []string{"rec-b", "rec-c"}, "a")
+	a.handOn(ctx, []string{"rec-b", "rec-c"}, "a", true)
 
 	l, err := a.lease.read(ctx)
 	require.NoError(t, err)
@@ -105,4 +105,24 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "b", l.holder)
 	assert.True(t, time.Now().Before(l.until), "still live: the group trusted its watcher throughout")
+}
+
+// A watcher whose queries failed (a wrong token) hands its lease on as
+// just taken: nobody trusts it until the successor's first query works,
+// and nobody but the successor takes it meanwhile.
+func TestHandoverOfAFailingWatcherIsNotTrusted(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
+	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "1"})
+	require.NoError(t, err)
+	a := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a", holder: "a"}
+	_, ok := a.lease.take(ctx, leaseState{}, "a")
+	require.True(t, ok)
+	a.handOn(ctx, []string{"rec-b"}, "a", false)
+	l, err := a.lease.read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, handedTo("rec-b"), l.holder)
+	assert.False(t, time.Now().Before(l.until), "not live: the invokes poll for themselves")
+	assert.False(t, l.free(time.Now()), "nor free for another to take")
 }
