@@ -262,6 +262,9 @@ func (m *watchMember) live(ctx context.Context) bool {
 // polls meanwhile, trusting the lease as handed on. A lease no longer
 // handed to it (it lapsed and another took it) is left alone.
 func (m *watchMember) adopt(ctx context.Context) {
+	if m.leader != nil && m.leader.ended() {
+		m.leader = nil // it lost the lease it had
+	}
 	if m.leader != nil || m.forbidden {
 		return
 	}
@@ -340,13 +343,16 @@ func coveredBy(d map[string]string, id string) bool {
 // close stops this invoke's watcher, if it leads, handing over to a
 // member whose job goes on. An invoke handed the lease that ends before
 // it took it hands it on in turn (its predecessor may have known of no
-// other job), so that no group is left with a released lease nobody takes.
+// other job), so that no group is left with a lease nobody takes: also a
+// watcher that lost its lease (frozen, say) and was handed it again.
 func (m *watchMember) close(ctx context.Context) {
-	switch {
-	case m == nil:
-	case m.leader != nil:
+	if m == nil {
+		return
+	}
+	if m.leader != nil {
 		m.leader.stop(ctx)
-	case m.handover != "":
+	}
+	if m.handover != "" {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		l, err := m.lease.read(ctx)
