@@ -248,7 +248,7 @@ func (r *run) execute(ctx context.Context) error {
 		// its lease on: the handover waits for the others' news to be written.
 		err = r.final(ctx, st)
 	}
-	r.w.close(ctx)
+	r.w.close(ctx, r.rec.Data)
 	if err != nil {
 		return err
 	}

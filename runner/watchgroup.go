@@ -344,10 +344,15 @@ func coveredBy(d map[string]string, id string) bool {
 // member whose job goes on. An invoke handed the lease that ends before
 // it took it hands it on in turn (its predecessor may have known of no
 // other job), so that no group is left with a lease nobody takes: also a
-// watcher that lost its lease (frozen, say) and was handed it again.
-func (m *watchMember) close(ctx context.Context) {
+// watcher that lost its lease (frozen, say) and was handed it again. d is
+// the record as last written: a handover this invoke's follow never saw
+// (its job's end came first) is looked at too.
+func (m *watchMember) close(ctx context.Context, d map[string]string) {
 	if m == nil {
 		return
+	}
+	if h := d[record.KeyWatchHandover]; h != "" {
+		m.handover = h
 	}
 	if m.leader != nil {
 		m.leader.stop(ctx)

@@ -469,17 +469,23 @@ func (l *watchLeader) stop(ctx context.Context) {
 }
 
 // successors are the group's jobs that go on, as far as this watcher
-// knows: not its own, and not one it saw end (its invoke may be ending
-// too, and would not take the lease). The newest submitted come first:
+// knows: not its own, and not one seen to end (its invoke may be ending
+// too, or frozen, and would not take the lease). The newest submitted come first:
 // likely the last to end, their invoke leads longest, and the lease
 // changes hands less often (4-5 leaders for 100 jobs in name order).
 func (l *watchLeader) successors() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var names []string
-	for name := range l.jobs {
-		f := strings.Fields(l.said[name])
-		if name != l.m.own && (len(f) < 2 || !backends.State(f[1]).Final()) {
+	seenEnded := func(obs, id string) bool {
+		f := strings.Fields(obs)
+		return len(f) >= 2 && f[0] == id && backends.State(f[1]).Final()
+	}
+	for name, rec := range l.jobs {
+		// An end this watcher or an earlier one saw: its invoke, ending
+		// or frozen, would not take the lease.
+		id := rec.Data[record.KeyID]
+		if name != l.m.own && !seenEnded(l.said[name], id) && !seenEnded(rec.Data[record.KeyWatchObserved], id) {
 			names = append(names, name)
 		}
 	}
