@@ -126,3 +126,18 @@ func TestHandoverOfAFailingWatcherIsNotTrusted(t *testing.T) {
 	assert.False(t, time.Now().Before(l.until), "not live: the invokes poll for themselves")
 	assert.False(t, l.free(time.Now()), "nor free for another to take")
 }
+
+// An invoke whose follow ended before it saw a handover to its record (a
+// frozen watcher waking to its job's end) still gives the lease on at its
+// end, from the record as last written: none was left behind in CI.
+func TestCloseGivesOnAHandoverItNeverSaw(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	a := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a", holder: "a"}
+	_, ok := a.lease.take(ctx, leaseState{}, handedTo("rec-a"))
+	require.True(t, ok)
+	a.close(ctx, map[string]string{record.KeyWatchHandover: "z 2026-11-27T06:00:00Z"})
+	l, err := a.lease.read(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, l.version, "the lease handed to this record is gone with the group's last job")
+}
