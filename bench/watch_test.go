@@ -33,7 +33,11 @@ import (
 // 1,100); job lengths in seconds: BRIDGE_BENCH_WATCH_SECONDS (default 5);
 // clusters: BRIDGE_BENCH_WATCH_BACKENDS, a comma list of the names of
 // watchTargets (default slurm=22.05,slurm=24.11: slurmrestd only, so that
-// `make bench` keeps its length). Figures, each with the prefix on- or off-:
+// `make bench` keeps its length). BRIDGE_BENCH_WATCH_RPS sets the watcher's
+// --max-requests-per-second (default: the flag's own, 1);
+// BRIDGE_BENCH_WATCH_OFF_FIRST=1 runs the watcher-off half first (to tell
+// the order's part from the watcher's). Figures, each with the prefix on-
+// or off-:
 //
 //	detect-p50-s, detect-p95-s  the job's last command to its invoke's exit
 //	                            (the final state is recorded just before)
@@ -69,8 +73,14 @@ func BenchmarkWatcher(b *testing.B) {
 				for _, n := range sizes {
 					b.Run(fmt.Sprintf("job=%ds/jobs=%d", secs, n), func(b *testing.B) {
 						for i := 0; i < b.N; i++ {
-							on := watchOnce(b, cl, n, secs, true)
-							off := watchOnce(b, cl, n, secs, false)
+							var on, off watchFigures
+							if os.Getenv("BRIDGE_BENCH_WATCH_OFF_FIRST") != "" {
+								off = watchOnce(b, cl, n, secs, false)
+								on = watchOnce(b, cl, n, secs, true)
+							} else {
+								on = watchOnce(b, cl, n, secs, true)
+								off = watchOnce(b, cl, n, secs, false)
+							}
 							on.report(b, "on-")
 							off.report(b, "off-")
 							if off.p95 > 0 && n >= 100 {
@@ -315,10 +325,14 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 	dir, stampDir := stampDirs(b, cl.root)
 	start := time.Now()
 	wr := startInvokes(b, n, func(name string) []string {
-		return []string{"invoke", "--kubeconfig", cl.kubeconfig, "--namespace", ns,
+		args := []string{"invoke", "--kubeconfig", cl.kubeconfig, "--namespace", ns,
 			"--job-name", name, "--backend", cl.backend, "--resource-url", resourceURL, "--credentials-dir", cl.creds,
 			"--script", cl.script(secs, filepath.Join(dir, name)), "--update-interval", "5", "--follow-logs=false",
 			"--watcher=" + strconv.FormatBool(watcher)}
+		if rps := os.Getenv("BRIDGE_BENCH_WATCH_RPS"); rps != "" && watcher {
+			args = append(args, "--max-requests-per-second", rps)
+		}
+		return args
 	}, ssh)
 	wr.wait(b, watcher)
 	f := watchFigures{n: n, wall: time.Since(start).Seconds()}
@@ -482,7 +496,9 @@ func readStamp(b *testing.B, path string) float64 {
 func (wr *watchRun) writeLogs(b *testing.B, path string, delays []float64) {
 	var all bytes.Buffer
 	for i := range wr.cmds {
-		fmt.Fprintf(&all, "== watch-%d delay %.3fs\n%s", i, delays[i], wr.stderr[i].String())
+		// The exit's time too, so that a timeline can put the job's end
+		// (the exit less the delay) beside the cluster's requests.
+		fmt.Fprintf(&all, "== watch-%d delay %.3fs exit %s\n%s", i, delays[i], wr.exited[i].UTC().Format("15:04:05.000"), wr.stderr[i].String())
 	}
 	if err := os.WriteFile(path, all.Bytes(), 0o644); err != nil {
 		b.Fatal(err)
