@@ -319,25 +319,43 @@ func (m *watchMember) changed(ctx context.Context, d map[string]string, id strin
 		m.handover, m.liveUntil, m.readAt = h, time.Time{}, time.Time{}
 		m.adopt(ctx)
 	}
-	o := d[record.KeyWatchObserved]
-	f := strings.Fields(o)
-	if len(f) < 3 || f[0] != id || o == m.observed {
+	s := d[record.KeyWatchObserved]
+	o, ok := parseObservation(s)
+	if !ok || o.id != id || s == m.observed {
 		return false
 	}
-	m.observed = o
-	if f[1] == string(unwatched) {
+	m.observed = s
+	if o.state == unwatched {
 		m.covered = false
 		return true
 	}
 	m.covered = true
-	return f[1] != string(last.State) || f[2] != rawWord(last.Raw)
+	return o.state != last.State || o.raw != rawWord(last.Raw)
+}
+
+// observation is the watcher's word on one job in its record
+// (status.watchObserved): "<id> <state> <backend state as one word> <time>".
+type observation struct {
+	id    string
+	state backends.State
+	raw   string
+}
+
+// parseObservation reads an observation, as written or as the watcher
+// keeps it (without its time).
+func parseObservation(s string) (observation, bool) {
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return observation{}, false
+	}
+	return observation{id: f[0], state: backends.State(f[1]), raw: f[2]}, true
 }
 
 // coveredBy reports whether record data d shows the watcher covering job
 // id (a re-attaching invoke finds the observation of an earlier one).
 func coveredBy(d map[string]string, id string) bool {
-	f := strings.Fields(d[record.KeyWatchObserved])
-	return len(f) >= 2 && f[0] == id && f[1] != string(unwatched)
+	o, ok := parseObservation(d[record.KeyWatchObserved])
+	return ok && o.id == id && o.state != unwatched
 }
 
 // close stops this invoke's watcher, if it leads, handing over to a
@@ -354,10 +372,15 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 	if h := d[record.KeyWatchHandover]; h != "" {
 		m.handover = h
 	}
+	// A watcher of its own that still held the lease has just handed it
+	// on (or removed it): then nobody can have handed it to this invoke
+	// since, and the lease need not be read once more. One that had lost
+	// it (frozen, say) may have been handed it again meanwhile.
+	settled := false
 	if m.leader != nil {
-		m.leader.stop(ctx)
+		settled = m.leader.stop(ctx)
 	}
-	if m.handover != "" {
+	if m.handover != "" && !settled {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		l, err := m.lease.read(ctx)
@@ -399,10 +422,12 @@ func (m *watchMember) follows(d map[string]string) bool {
 // watcher whose queries failed hands it on as just taken, trusted by
 // nobody until the successor's first query works (handed on live, a
 // wrong token's watcher made every invoke wait a lease out at each turn).
-func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string, live bool) {
+//
+// It reports whether the lease was this invoke's to give (held as heldAs).
+func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string, live bool) bool {
 	l, err := m.lease.read(ctx)
 	if err != nil || l.version == "" || l.holder != heldAs {
-		return // not this invoke's to give (any more)
+		return false // not this invoke's to give (any more)
 	}
 	for _, name := range names {
 		store := &record.ConfigMapStore{Client: m.lease.c, Namespace: m.lease.ns, Name: name}
@@ -412,15 +437,16 @@ func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string,
 		}
 		v, held := m.lease.handTo(ctx, l.version, name, m.asked, live)
 		if !held {
-			return
+			return true // taken meanwhile: not this invoke's any more
 		}
 		l.version, heldAs = v, handedTo(name)
 		rec.Data[record.KeyWatchHandover] = m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
 		if _, err := store.Update(ctx, rec); err == nil {
-			return
+			return true
 		}
 	}
 	m.lease.remove(ctx, heldAs)
+	return true
 }
 
 // rawWord is a backend state as one word of an observation.

@@ -363,9 +363,7 @@ func (l *watchLeader) countMisses(jobs map[string]*record.Record, sts map[string
 // (see watchMember.covered), so that it may skip its own polls.
 func (l *watchLeader) observe(ctx context.Context, name string, rec *record.Record, st backends.Status) {
 	d, word := rec.Data, rawWord(st.Raw)
-	prev := strings.Fields(d[record.KeyWatchObserved])
-	covered := len(prev) >= 2 && prev[0] == d[record.KeyID] && prev[1] != string(unwatched)
-	if covered && st.State != unwatched && d[record.KeyJobStatus] == string(st.State) && rawWord(d[record.KeyRawState]) == word {
+	if coveredBy(d, d[record.KeyID]) && st.State != unwatched && d[record.KeyJobStatus] == string(st.State) && rawWord(d[record.KeyRawState]) == word {
 		return
 	}
 	obs := d[record.KeyID] + " " + string(st.State) + " " + word
@@ -449,7 +447,10 @@ func (l *watchLeader) put(name string, rec *record.Record, deleted bool) {
 // A leader that took the lease and at once saw its own job end has not
 // told the others anything yet, and they may trust its lease for a while:
 // it does one round before it stops (its query bounded by a few seconds).
-func (l *watchLeader) stop(ctx context.Context) {
+//
+// It reports whether it gave the lease up: false when the lease was
+// another's by then.
+func (l *watchLeader) stop(ctx context.Context) bool {
 	select {
 	case <-l.firstRound:
 	case <-l.done:
@@ -458,14 +459,14 @@ func (l *watchLeader) stop(ctx context.Context) {
 	l.cancel()
 	<-l.done
 	if l.lost.Load() {
-		return // the lease is another's: nothing to hand on
+		return false // the lease is another's: nothing to hand on
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	l.mu.Lock()
 	l.m.asked = l.lastAsk
 	l.mu.Unlock()
-	l.m.handOn(ctx, l.successors(), l.m.holder, l.workedWithin(leaseTTL))
+	return l.m.handOn(ctx, l.successors(), l.m.holder, l.workedWithin(leaseTTL))
 }
 
 // successors are the group's jobs that go on, as far as this watcher
@@ -477,9 +478,9 @@ func (l *watchLeader) successors() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var names []string
-	seenEnded := func(obs, id string) bool {
-		f := strings.Fields(obs)
-		return len(f) >= 2 && f[0] == id && backends.State(f[1]).Final()
+	seenEnded := func(s, id string) bool {
+		o, ok := parseObservation(s)
+		return ok && o.id == id && o.state.Final()
 	}
 	for name, rec := range l.jobs {
 		// An end this watcher or an earlier one saw: its invoke, ending
