@@ -184,6 +184,14 @@ func (c *Client) Delete(ctx context.Context, r Resource, ns, name string, uid ty
 	return c.rest.Delete().AbsPath(r.Path(ns), name).Body(opts).Do(ctx).Error()
 }
 
+// DeleteUnchanged removes an object only while it is still at
+// resourceVersion rv, as read: a write since (a lease taken meanwhile)
+// makes it a conflict and keeps the object.
+func (c *Client) DeleteUnchanged(ctx context.Context, r Resource, ns, name, rv string) error {
+	opts := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}
+	return c.rest.Delete().AbsPath(r.Path(ns), name).Body(opts).Do(ctx).Error()
+}
+
 // WatchOne watches the one object name of r from version rv on.
 func (c *Client) WatchOne(ctx context.Context, r Resource, ns, name, rv string) (watch.Interface, error) {
 	opts := &metav1.ListOptions{

@@ -324,7 +324,26 @@ func (c *Cleaner) delete(ctx context.Context, r *run, res *CleanupResult) error 
 	}
 	res.Deleted = true
 	r.Log.Info("deleted", "record", res.Record, "why", res.Reason)
+	collectLease(ctx, r)
 	return nil
+}
+
+// collectLease deletes the lease of the deleted record's watch group if it
+// has lapsed (see lease.collectLapsed): one read per cleanup, so that a
+// group whose last watcher died leaves no ConfigMap behind for good.
+func collectLease(ctx context.Context, r *run) {
+	cs, group := record.ConfigMapOf(r.Store), r.rec.Data[record.KeyWatchGroup]
+	if cs == nil || !validGroup(group) {
+		return
+	}
+	l := groupLease(cs, group)
+	collected, err := l.collectLapsed(ctx)
+	switch {
+	case err != nil:
+		r.Log.Debug("looking at the watch group's lease", "configmap", l.name, "err", err)
+	case collected:
+		r.Log.Info("deleted the watch group's lapsed lease", "configmap", l.name)
+	}
 }
 
 // deleteEnded deletes the record of a job that has ended, then lets its

@@ -122,7 +122,6 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 		return nil
 	}
 	m := &watchMember{
-		lease:  lease{c: cs.Client, ns: cs.Namespace},
 		own:    cs.Name,
 		holder: r.Holder,
 		rps:    positiveOrF(r.Watch.MaxRequestsPerSecond, 1),
@@ -142,7 +141,7 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	// is not acted on as new: the lease tells whether it still stands (see
 	// live), and close gives it on if it is still this record's.
 	m.handover = r.rec.Data[record.KeyWatchHandover]
-	m.lease.name = "bridge-watch-" + m.group
+	m.lease = groupLease(cs, m.group)
 	m.log = r.Log.With("watch_group", m.group)
 	return m
 }

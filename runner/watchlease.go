@@ -2,13 +2,16 @@ package runner
 
 import (
 	"context"
+	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // lease is a watch group's lease: a ConfigMap bridge-watch-<group> in the
@@ -24,6 +27,25 @@ type lease struct {
 // LabelWatchGroup marks a watch group's lease ConfigMap.
 const LabelWatchGroup = "bridge-runner.io/watch-group"
 
+// leasePrefix begins the name of every watch group's lease.
+const leasePrefix = "bridge-watch-"
+
+// groupLease is the lease of watch group group among the records of cs's
+// namespace.
+func groupLease(cs *record.ConfigMapStore, group string) lease {
+	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group}
+}
+
+// validGroup reports whether g is a watch group as WatchGroup makes them
+// (a record's status.watchGroup is read back before a lease is touched).
+func validGroup(g string) bool {
+	if len(g) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(g)
+	return err == nil && strings.ToLower(g) == g
+}
+
 // leaseState is a lease as read: who holds it until when, and the
 // ConfigMap's version for a conditional write ("" when there is none).
 type leaseState struct {
@@ -36,6 +58,7 @@ type leaseState struct {
 	asked   time.Time
 	version string
 	uid     string
+	group   string // the ConfigMap's LabelWatchGroup
 }
 
 func (l lease) read(ctx context.Context) (leaseState, error) {
@@ -47,7 +70,7 @@ func (l lease) read(ctx context.Context) (leaseState, error) {
 	if err != nil {
 		return leaseState{}, err
 	}
-	s := leaseState{holder: cm.Data["holder"], version: cm.ResourceVersion, uid: string(cm.UID)}
+	s := leaseState{holder: cm.Data["holder"], version: cm.ResourceVersion, uid: string(cm.UID), group: cm.Labels[LabelWatchGroup]}
 	ttl, _ := strconv.Atoi(cm.Data["ttlSeconds"])
 	if renewed, _ := time.Parse(time.RFC3339Nano, cm.Data["renewed"]); !renewed.IsZero() {
 		s.until = renewed.Add(time.Duration(ttl) * time.Second)
@@ -147,13 +170,33 @@ func (l lease) release(ctx context.Context, holder string) {
 }
 
 // remove deletes the lease once its group has no job left, unless
-// another invoke holds it now (a job that joined meanwhile).
+// another invoke holds it now (a job that joined meanwhile, also between
+// the read and the delete).
 func (l lease) remove(ctx context.Context, holder string) {
 	s, err := l.read(ctx)
 	if err != nil || s.version == "" || (s.holder != "" && s.holder != holder) {
 		return
 	}
-	_ = l.c.Delete(ctx, kube.ConfigMaps, l.ns, l.name, "")
+	_ = l.c.DeleteUnchanged(ctx, kube.ConfigMaps, l.ns, l.name, s.version)
+}
+
+// collectLapsed deletes the lease when nobody holds it: released, or
+// neither renewed nor taken within its TTL. A watcher, or the successor
+// it handed the lease to, that dies with its group's last job leaves the
+// ConfigMap behind, and no invoke of that group comes to take it; cleanup,
+// deleting a record of the group, collects it. A member that finds the
+// lease gone makes it again, so collecting one that a new job's invoke
+// is about to take costs that invoke a second, not its watcher.
+func (l lease) collectLapsed(ctx context.Context) (bool, error) {
+	s, err := l.read(ctx)
+	if err != nil || s.version == "" || !s.free(time.Now()) || s.group != l.name[len(leasePrefix):] {
+		return false, err // a ConfigMap of that name but not a lease is not ours
+	}
+	err = l.c.DeleteUnchanged(ctx, kube.ConfigMaps, l.ns, l.name, s.version)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil // taken or collected meanwhile
+	}
+	return err == nil, err
 }
 
 func (l lease) object(holder string, renewed time.Time) *kube.ConfigMap {
@@ -162,7 +205,7 @@ func (l lease) object(holder string, renewed time.Time) *kube.ConfigMap {
 		d["renewed"] = renewed.UTC().Format(time.RFC3339Nano)
 	}
 	return &kube.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.ns, Labels: map[string]string{LabelWatchGroup: l.name[len("bridge-watch-"):]}},
+		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.ns, Labels: map[string]string{LabelWatchGroup: l.name[len(leasePrefix):]}},
 		Data:       d,
 	}
 }

@@ -9,10 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -140,4 +142,52 @@ func TestCloseGivesOnAHandoverItNeverSaw(t *testing.T) {
 	l, err := a.lease.read(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, l.version, "the lease handed to this record is gone with the group's last job")
+}
+
+// A lease whose last watcher died (a successor SIGKILLed with the group's
+// last job) is left behind with nobody to take it: cleanup, deleting a
+// record of that group, collects it once it has lapsed, and leaves alone
+// a live lease and a ConfigMap of a lease's name that is not a lease.
+func TestCleanupCollectsALapsedLease(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	group := WatchGroup("slurm", "https://cluster.example", []byte("token"))
+	l := groupLease(s, group)
+	cleanup := func(name string) {
+		st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: name}
+		_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: group, record.KeyJobStatus: string(backends.Done)})
+		require.NoError(t, err)
+		res, err := (&Cleaner{Store: st, Registry: backends.NewRegistry(), RetryBudget: time.Second}).Run(ctx)
+		require.NoError(t, err)
+		require.True(t, res.Deleted)
+	}
+
+	// Live: held and renewed now (a watcher of another job of the group).
+	v, ok := l.take(ctx, leaseState{}, handedTo("rec-gone"))
+	require.True(t, ok)
+	_, held, err := l.renew(ctx, v, handedTo("rec-gone"))
+	require.NoError(t, err)
+	require.True(t, held)
+	cleanup("rec-1")
+	st, err := l.read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, handedTo("rec-gone"), st.holder, "a live lease stays")
+
+	// Lapsed: neither renewed nor taken within the TTL.
+	cm := l.object(handedTo("rec-gone"), time.Now().Add(-2*leaseTTL))
+	cm.Data["taken"] = time.Now().Add(-2 * leaseTTL).UTC().Format(time.RFC3339Nano)
+	cm.ResourceVersion = st.version
+	require.NoError(t, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, l.name, cm, &kube.ConfigMap{}))
+	cleanup("rec-2")
+	st, err = l.read(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, st.version, "the lapsed lease was collected")
+
+	// Not a lease: the name without the group's label.
+	other := &kube.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: s.Namespace}, Data: map[string]string{"holder": ""}}
+	require.NoError(t, s.Client.Create(ctx, kube.ConfigMaps, s.Namespace, other, &kube.ConfigMap{}))
+	cleanup("rec-3")
+	st, err = l.read(ctx)
+	require.NoError(t, err)
+	assert.NotEmpty(t, st.version, "a ConfigMap that is not the group's lease stays")
 }
