@@ -75,7 +75,7 @@ func BenchmarkPlacement(b *testing.B) {
 	n := envInts("BRIDGE_BENCH_PLACE_JOBS", []int{40})[0]
 	secs := envInts("BRIDGE_BENCH_PLACE_SECONDS", []int{10})[0]
 	fill := envInts("BRIDGE_BENCH_PLACE_FILL_SECONDS", []int{40})[0]
-	inst := startSlurm2411(b, "/tmp/bridge-runner-slurm2411-place", "", "the filled Slurm")
+	inst := startSlurm2411(b, "/tmp/bridge-runner-slurm2411-place", "the filled Slurm")
 	stamp := time.Now().Unix() % 1000000
 	free := &placeCluster{name: "free", url: env[0], creds: env[1], prefix: fmt.Sprintf("pb%d-", stamp),
 		cmd: func(args ...string) *exec.Cmd {

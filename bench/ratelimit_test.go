@@ -82,13 +82,14 @@ type rlInstance struct {
 }
 
 func startRateLimited(b *testing.B, rl string) rlInstance {
-	return startSlurm2411(b, cmp.Or(os.Getenv("BRIDGE_BENCH_RL_DIR"), "/tmp/bridge-runner-slurm2411-rl"), rl, "the rate-limited Slurm")
+	return startSlurm2411(b, cmp.Or(os.Getenv("BRIDGE_BENCH_RL_DIR"), "/tmp/bridge-runner-slurm2411-rl"), "the rate-limited Slurm", "BRIDGE_SLURM2411_RL="+rl)
 }
 
 // startSlurm2411 starts a private Slurm 24.11 in its own state directory
-// dir, beside the shared one, and stops it when the benchmark ends.
-func startSlurm2411(b *testing.B, dir, rl, what string) rlInstance {
-	env := append(os.Environ(), "BRIDGE_SLURM2411_DIR="+dir, "BRIDGE_SLURM2411_RL="+rl)
+// dir, beside the shared one, with settings of hack/slurm2411-up.sh
+// (VAR=value), and stops it when the benchmark ends.
+func startSlurm2411(b *testing.B, dir, what string, settings ...string) rlInstance {
+	env := append(append(os.Environ(), "BRIDGE_SLURM2411_DIR="+dir), settings...)
 	script := func(name string) *exec.Cmd {
 		c := exec.Command("bash", filepath.Join("..", "hack", name))
 		c.Env = env

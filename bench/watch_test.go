@@ -33,7 +33,7 @@ import (
 // 1,100); job lengths in seconds: BRIDGE_BENCH_WATCH_SECONDS (default 5);
 // clusters: BRIDGE_BENCH_WATCH_BACKENDS, a comma list of the names of
 // watchTargets (default slurm=22.05,slurm=24.11: slurmrestd only, so that
-// `make bench` keeps its length). BRIDGE_BENCH_WATCH_RPS sets the watcher's
+// `make bench` keeps its length; slurm=24.11-wide needs root). BRIDGE_BENCH_WATCH_RPS sets the watcher's
 // --max-requests-per-second (default: the flag's own, 1);
 // BRIDGE_BENCH_WATCH_OFF_FIRST=1 runs the watcher-off half first (to tell
 // the order's part from the watcher's). Figures, each with the prefix on-
@@ -68,7 +68,7 @@ func BenchmarkWatcher(b *testing.B) {
 	lengths := envInts("BRIDGE_BENCH_WATCH_SECONDS", []int{5})
 	for _, t := range selectedTargets(b) {
 		b.Run(t.name, func(b *testing.B) {
-			cl := t.cluster(b, kubeconfig)
+			cl := t.cluster(b, kubeconfig, slices.Max(sizes))
 			for _, secs := range lengths {
 				for _, n := range sizes {
 					b.Run(fmt.Sprintf("job=%ds/jobs=%d", secs, n), func(b *testing.B) {
@@ -106,11 +106,17 @@ type watchTarget struct {
 	rootVar          string                     // the root the cluster's jobs run in, if not /
 	kind             func(*http.Request) string // sorts its HTTP requests; nil: commands over SSH
 	python           bool                       // the job script is Python (Ray's entrypoint)
+	// wide: a Slurm 24.11 of the benchmark's own, started beside the shared
+	// one with a CPU for each job of the largest N, so that the N jobs run
+	// at once, as on a large cluster (the shared one has 8 job slots, and
+	// 100 jobs of 60 s queue for 13 minutes).
+	wide bool
 }
 
 // watchTargets: both slurmrestd, Slurm 22.05 over SSH (jobs on this
 // machine's /), HTCondor over SSH (jobs in its Debian 13 chroot, sharing
-// that root's /tmp) and Ray's dashboard (drivers on this machine's /).
+// that root's /tmp), Ray's dashboard (drivers on this machine's /) and a
+// wide Slurm 24.11 of the benchmark's own (jobs in its chroot).
 var watchTargets = []watchTarget{
 	{name: "slurm=22.05", backend: "slurm", urlVar: "BRIDGE_TEST_SLURM_URL", credsVar: "BRIDGE_TEST_SLURM_CREDS", kind: slurmKind},
 	{name: "slurm=24.11", backend: "slurm", urlVar: "BRIDGE_TEST_SLURM2411_URL", credsVar: "BRIDGE_TEST_SLURM2411_CREDS",
@@ -119,6 +125,7 @@ var watchTargets = []watchTarget{
 	{name: "htcondor", backend: "htcondor", urlVar: "BRIDGE_TEST_CONDOR_SSH_URL", credsVar: "BRIDGE_TEST_CONDOR_SSH_CREDS",
 		rootVar: "BRIDGE_TEST_CONDOR_ROOT"},
 	{name: "ray", backend: "ray", urlVar: "BRIDGE_TEST_RAY_URL", credsVar: "BRIDGE_TEST_RAY_CREDS_DIR", kind: rayKind, python: true},
+	{name: "slurm=24.11-wide", backend: "slurm", kind: slurmKind, wide: true},
 }
 
 // selectedTargets are the targets BRIDGE_BENCH_WATCH_BACKENDS names.
@@ -131,15 +138,20 @@ func selectedTargets(b *testing.B) []watchTarget {
 	for _, n := range names {
 		i := slices.IndexFunc(watchTargets, func(t watchTarget) bool { return t.name == strings.TrimSpace(n) })
 		if i < 0 {
-			b.Fatalf("BRIDGE_BENCH_WATCH_BACKENDS: %q is not one of slurm=22.05, slurm=24.11, slurm=ssh, htcondor, ray", n)
+			b.Fatalf("BRIDGE_BENCH_WATCH_BACKENDS: %q is not one of slurm=22.05, slurm=24.11, slurm=ssh, htcondor, ray, slurm=24.11-wide", n)
 		}
 		out = append(out, watchTargets[i])
 	}
 	return out
 }
 
-// cluster reads the target's env (skipping the benchmark without it).
-func (t watchTarget) cluster(b *testing.B, kubeconfig string) watchCluster {
+// cluster reads the target's env (skipping the benchmark without it), or
+// starts the wide Slurm with a CPU for each of jobs jobs.
+func (t watchTarget) cluster(b *testing.B, kubeconfig string, jobs int) watchCluster {
+	if t.wide {
+		in := startSlurm2411(b, "/tmp/bridge-runner-slurm2411-wide", "the wide Slurm", "BRIDGE_SLURM2411_CPUS="+strconv.Itoa(max(jobs, 8)))
+		return watchCluster{backend: t.backend, url: in.url, creds: in.creds, root: in.root, kubeconfig: kubeconfig, kind: t.kind}
+	}
 	env := needEnv(b, t.urlVar, t.credsVar)
 	cl := watchCluster{backend: t.backend, url: env[0], creds: env[1], kubeconfig: kubeconfig, kind: t.kind, python: t.python}
 	if t.rootVar != "" {

@@ -27,6 +27,9 @@
 #   BRIDGE_SLURM2411_RL          appended to SlurmctldParameters, e.g.
 #                                rl_enable,rl_bucket_size=10,rl_refill_rate=2,rl_refill_period=1
 #                                (slurmctld's per-user RPC rate limit; none by default)
+#   BRIDGE_SLURM2411_CPUS        CPUs the node claims (default: this machine's, at
+#                                least 8); the watcher's benchmark claims one per job
+#                                so that its N jobs run at once, as on a large cluster
 #
 # A second instance beside the shared one: another BRIDGE_SLURM2411_DIR.
 # Each instance has its own ports (picked free), its own overlay over the
@@ -46,6 +49,10 @@ MIN_JOB_AGE=${BRIDGE_SLURM_MIN_JOB_AGE:-600}
 RL=${BRIDGE_SLURM2411_RL:-}
 case "$RL" in
 *[!A-Za-z0-9_=,.]*) echo "BRIDGE_SLURM2411_RL: only SlurmctldParameters words (letters, digits, _ = , .), e.g. rl_enable,rl_bucket_size=10" >&2; exit 2 ;;
+esac
+CPUS_WANTED=${BRIDGE_SLURM2411_CPUS:-}
+case "$CPUS_WANTED" in
+*[!0-9]*) echo "BRIDGE_SLURM2411_CPUS: a whole number of CPUs, e.g. 512" >&2; exit 2 ;;
 esac
 JOB_USER=bridge # created in the chroot by build-trixie-slurm.sh
 ROOT=$DIR/root
@@ -160,6 +167,7 @@ SH
 # believe the config), so that parallel tests do not queue behind each other.
 CPUS=$(nproc)
 [ "$CPUS" -ge 8 ] || CPUS=8
+[ -z "$CPUS_WANTED" ] || CPUS=$CPUS_WANTED
 MEM_MB=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
 cat >"$ROOT/etc/slurm/slurm.conf" <<EOF
 # Written by hack/slurm2411-up.sh: a private one-node cluster on 127.0.0.1.
