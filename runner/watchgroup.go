@@ -166,8 +166,13 @@ type watchMember struct {
 	liveUntil time.Time // another's lease was seen live until then
 	readAt    time.Time // when the lease was last read
 	leader    *watchLeader
-	observed  string // the last observation acted on
-	handover  string // the last handover acted on
+	view      *leaseView // the lease as its watch shows it (see live)
+	// takeAfter: no take before then (the last one failed); failedTakes
+	// in a row, as the view showed the lease free.
+	takeAfter   time.Time
+	failedTakes int
+	observed    string // the last observation acted on
+	handover    string // the last handover acted on
 	// covered is set once the watcher reported this invoke's job (an
 	// observation of its id): only then may its own polls wait.
 	covered bool
@@ -215,24 +220,24 @@ func (m *watchMember) live(ctx context.Context) bool {
 		}
 		m.leader = nil // it lost the lease
 	}
-	if now.Before(m.liveUntil) {
-		return true
+	if m.view == nil && !m.forbidden {
+		m.view = startLeaseView(context.WithoutCancel(ctx), m.lease)
 	}
-	if m.forbidden || now.Sub(m.readAt) < time.Second {
-		return false
-	}
-	m.readAt = now
-	l, err := m.lease.read(ctx)
-	if apierrors.IsForbidden(err) {
-		// A Role that names only the record (resourceNames) denies the
-		// lease for good: said once, and not asked again every second.
-		m.forbidden = true
-		m.log.Warn("the pod's ServiceAccount may not read the watcher's lease; polling this job alone (the Role of workflows/rbac grants it)", "configmap", m.lease.name)
-		return false
-	}
-	if err != nil {
-		m.log.Debug("reading the watcher's lease", "err", err)
-		return false
+	l, current := m.view.get()
+	if !current {
+		// The view is not up (yet): the lease is read, at most once a
+		// second, and a live one trusted until it would run out.
+		if now.Before(m.liveUntil) {
+			return true
+		}
+		if m.forbidden || now.Sub(m.readAt) < time.Second {
+			return false
+		}
+		m.readAt = now
+		var ok bool
+		if l, ok = m.readLease(ctx); !ok {
+			return false
+		}
 	}
 	if l.holder == handedTo(m.own) {
 		// Handed to this invoke, whose record's handover it has not acted
@@ -250,10 +255,39 @@ func (m *watchMember) live(ctx context.Context) bool {
 		m.readAt = now.Add(claimedReadEvery - time.Second)
 		return false
 	}
+	if now.Before(m.takeAfter) {
+		return false
+	}
 	if v, ok := m.lease.take(ctx, l, m.holder); ok {
 		m.startLeading(ctx, v)
+		return false
+	}
+	// Taken by another first (a group's invokes start together), which the
+	// view shows within a moment; a view still showing the lease free a
+	// second later is behind, and lists it again.
+	m.takeAfter, m.failedTakes = now.Add(time.Second), m.failedTakes+1
+	if m.failedTakes >= 2 {
+		m.failedTakes = 0
+		m.view.stale()
 	}
 	return false
+}
+
+// readLease reads the lease; a Role that denies it is said once.
+func (m *watchMember) readLease(ctx context.Context) (leaseState, bool) {
+	l, err := m.lease.read(ctx)
+	if apierrors.IsForbidden(err) {
+		// A Role that names only the record (resourceNames) denies the
+		// lease for good: said once, and not asked again every second.
+		m.forbidden = true
+		m.log.Warn("the pod's ServiceAccount may not read the watcher's lease; polling this job alone (the Role of workflows/rbac grants it)", "configmap", m.lease.name)
+		return l, false
+	}
+	if err != nil {
+		m.log.Debug("reading the watcher's lease", "err", err)
+		return l, false
+	}
+	return l, true
 }
 
 // adopt makes the lease a stopping watcher handed to this invoke its own
@@ -294,6 +328,8 @@ func (m *watchMember) takeHanded(ctx context.Context, l leaseState) {
 	if ok {
 		m.notBefore = l.asked.Add(time.Duration(float64(time.Second) / m.rps))
 		m.startLeading(ctx, v)
+	} else {
+		m.view.stale()
 	}
 }
 
@@ -368,6 +404,7 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 	if m == nil {
 		return
 	}
+	m.view.stop()
 	if h := d[record.KeyWatchHandover]; h != "" {
 		m.handover = h
 	}

@@ -70,6 +70,11 @@ func (l lease) read(ctx context.Context) (leaseState, error) {
 	if err != nil {
 		return leaseState{}, err
 	}
+	return stateOf(cm), nil
+}
+
+// stateOf is the lease state of its ConfigMap cm.
+func stateOf(cm *kube.ConfigMap) leaseState {
 	s := leaseState{holder: cm.Data["holder"], version: cm.ResourceVersion, uid: string(cm.UID), group: cm.Labels[LabelWatchGroup]}
 	ttl, _ := strconv.Atoi(cm.Data["ttlSeconds"])
 	if renewed, _ := time.Parse(time.RFC3339Nano, cm.Data["renewed"]); !renewed.IsZero() {
@@ -80,7 +85,7 @@ func (l lease) read(ctx context.Context) (leaseState, error) {
 	if taken, _ := time.Parse(time.RFC3339Nano, cm.Data["taken"]); taken.Add(time.Duration(ttl) * time.Second).After(s.claimed) {
 		s.claimed = taken.Add(time.Duration(ttl) * time.Second)
 	}
-	return s, nil
+	return s
 }
 
 // free reports whether the lease may be taken: absent, released, or

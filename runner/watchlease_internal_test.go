@@ -94,6 +94,7 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	assert.True(t, time.Now().Before(l.until), "handed on live")
 	assert.True(t, l.asked.Equal(a.asked), "with the time of the group's last query")
 	assert.True(t, c.live(ctx), "another member trusts the lease as handed on")
+	defer c.view.stop()
 	assert.Nil(t, c.leader, "and does not take it")
 
 	rec, err := (&record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}).Get(ctx)
@@ -190,4 +191,50 @@ func TestCleanupCollectsALapsedLease(t *testing.T) {
 	st, err = l.read(ctx)
 	require.NoError(t, err)
 	assert.NotEmpty(t, st.version, "a ConfigMap that is not the group's lease stays")
+}
+
+// A member follows the lease through one watch instead of reading it each
+// time the renewal it trusted runs out (a GET every 8-10 s per step for as
+// long as its job runs): past a whole TTL of another's renewals it sends
+// no request, and it sees a lease handed to it at once, before its
+// record's watch brings the handover.
+func TestMembersFollowTheLeaseByWatch(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	other := lease{c: testkube.KubeClient(t, testkube.Config(t)), ns: s.Namespace, name: "bridge-watch-g"}
+	v, ok := other.take(ctx, leaseState{}, "x")
+	require.True(t, ok)
+	renew := func() {
+		var held bool
+		var err error
+		v, held, err = other.renew(ctx, v, "x")
+		require.NoError(t, err)
+		require.True(t, held)
+	}
+	renew()
+	be := fake.New()
+	m := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-b",
+		holder: "b", rps: 1, log: slog.New(slog.DiscardHandler),
+		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
+	defer m.close(ctx, nil)
+	require.Eventually(t, func() bool { _, current := m.view.get(); return m.live(ctx) && current },
+		5*time.Second, 50*time.Millisecond, "the view comes up and shows the live lease")
+
+	before := s.Client.Requests()
+	for end := time.Now().Add(leaseTTL + time.Second); time.Now().Before(end); {
+		renew()
+		for range 10 {
+			require.True(t, m.live(ctx), "the watcher renewing the lease is trusted throughout")
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	assert.Zero(t, s.Client.Requests()-before, "no read of the lease past a whole TTL")
+
+	_, ok = other.handTo(ctx, v, "rec-b", time.Now(), true)
+	require.True(t, ok)
+	require.Eventually(t, func() bool { m.live(ctx); return m.leader != nil }, 2*time.Second, 20*time.Millisecond,
+		"the lease handed to this member is taken over at once, from the view")
+	l, err := m.lease.read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "b", l.holder)
 }

@@ -1,0 +1,160 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// leaseView follows a watch group's lease through one Kubernetes watch, so
+// that an invoke learns of its renewals, handovers and lapses as they
+// happen. Reading the lease instead, each time the renewal an invoke
+// trusted would run out, cost a GET every 8-10 s per step for as long as
+// its job runs: 450 for an hour-long job, 60 a second on the apiserver
+// from 500 such steps, and twice polling alone's Kubernetes requests for
+// 100 jobs of 5 s. The view is one list and one watch, renewed when the
+// apiserver ends the watch.
+type leaseView struct {
+	l      lease
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu sync.Mutex
+	st leaseState
+	// current: st is as the apiserver has it, give or take the watch's
+	// delivery; false before the first list and while the watch is down.
+	current bool
+	// forbidden: the Role denies listing the lease; the view gives up.
+	forbidden bool
+	relist    chan struct{}
+}
+
+func startLeaseView(ctx context.Context, l lease) *leaseView {
+	ctx, cancel := context.WithCancel(ctx)
+	v := &leaseView{l: l, cancel: cancel, done: make(chan struct{}), relist: make(chan struct{}, 1)}
+	go v.run(ctx)
+	return v
+}
+
+// get returns the lease as last seen and whether that is current.
+func (v *leaseView) get() (leaseState, bool) {
+	if v == nil {
+		return leaseState{}, false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.st, v.current
+}
+
+// stale says the view was found behind (a conditional write at its
+// version conflicted): it lists the lease again.
+func (v *leaseView) stale() {
+	if v == nil {
+		return
+	}
+	v.set(leaseState{}, false)
+	select {
+	case v.relist <- struct{}{}:
+	default:
+	}
+}
+
+func (v *leaseView) stop() {
+	if v != nil {
+		v.cancel()
+		<-v.done
+	}
+}
+
+func (v *leaseView) set(st leaseState, current bool) {
+	v.mu.Lock()
+	v.st, v.current = st, current
+	v.mu.Unlock()
+}
+
+// run lists the lease and watches it from the list's version on, again
+// after the watch ends; it gives up when the Role denies the list (the
+// member's reads then find that out and say it once).
+func (v *leaseView) run(ctx context.Context) {
+	defer close(v.done)
+	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
+	rv := ""
+	for ctx.Err() == nil {
+		if rv == "" {
+			var err error
+			if rv, err = v.list(ctx); err != nil {
+				v.set(leaseState{}, false)
+				if apierrors.IsForbidden(err) {
+					v.mu.Lock()
+					v.forbidden = true
+					v.mu.Unlock()
+					return
+				}
+				record.SleepCtx(ctx, back.Next())
+				continue
+			}
+		}
+		w, err := v.l.c.WatchOne(ctx, kube.ConfigMaps, v.l.ns, v.l.name, rv)
+		if err != nil {
+			v.set(leaseState{}, false)
+			rv = ""
+			record.SleepCtx(ctx, back.Next())
+			continue
+		}
+		rv = v.follow(ctx, w, rv)
+		back.Reset()
+	}
+}
+
+// list reads the lease (absent is a state too) and returns the version
+// to watch from.
+func (v *leaseView) list(ctx context.Context) (string, error) {
+	list := &kube.ConfigMapList{}
+	opts := &metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", v.l.name).String()}
+	if err := v.l.c.List(ctx, kube.ConfigMaps, v.l.ns, opts, list); err != nil {
+		return "", err
+	}
+	st := leaseState{}
+	for i := range list.Items {
+		st = stateOf(&list.Items[i])
+	}
+	v.set(st, true)
+	return list.ResourceVersion, nil
+}
+
+// follow applies the watch's events until it ends (or the view is found
+// stale) and returns the version to resume from ("" to list again).
+func (v *leaseView) follow(ctx context.Context, w watch.Interface, rv string) string {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rv
+		case <-v.relist:
+			return ""
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv
+			}
+			cm, isCM := ev.Object.(*kube.ConfigMap)
+			switch {
+			case ev.Type == watch.Error || !isCM:
+				v.set(leaseState{}, false)
+				return "" // expired or worse: list afresh
+			case ev.Type == watch.Deleted:
+				v.set(leaseState{}, true)
+			case ev.Type != watch.Bookmark:
+				v.set(stateOf(cm), true)
+			}
+			rv = cm.ResourceVersion
+		}
+	}
+}
