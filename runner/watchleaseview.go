@@ -109,8 +109,15 @@ func (v *leaseView) run(ctx context.Context) {
 			record.SleepCtx(ctx, back.Next())
 			continue
 		}
-		rv = v.follow(ctx, w, rv)
-		back.Reset()
+		// A watch that ended as watches do resumes at once; one that failed
+		// (an error event, the view found behind) lists again after a
+		// back-off, so that an apiserver failing every watch is not asked
+		// in a loop.
+		if rv = v.follow(ctx, w, rv); rv != "" {
+			back.Reset()
+		} else {
+			record.SleepCtx(ctx, back.Next())
+		}
 	}
 }
 
