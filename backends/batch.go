@@ -21,3 +21,27 @@ import "context"
 type StatusBatcher interface {
 	StatusMany(ctx context.Context, ids []string) (map[string]Status, error)
 }
+
+// BatchCoster is a StatusBatcher whose StatusMany splits a long list of
+// ids into several requests (a request line or command line holds only so
+// many): StatusManyRequests says how many one call for n ids sends, so
+// that the watcher spaces its rounds by requests, not by calls, within the
+// cluster's budget (500 jobs on Slurm 24.11 made three GET jobs/state/ a
+// round: 1.5 requests a second against the budget of one).
+type BatchCoster interface {
+	StatusManyRequests(n int) int
+}
+
+// BatchRequests is how many requests a StatusMany of n ids by b sends: as
+// b says, else one.
+func BatchRequests(b StatusBatcher, n int) int {
+	if c, ok := b.(BatchCoster); ok {
+		return max(c.StatusManyRequests(n), 1)
+	}
+	return 1
+}
+
+// Chunks is how many lists of at most per items n items make.
+func Chunks(n, per int) int {
+	return (n + per - 1) / per
+}

@@ -127,14 +127,17 @@ func (l *watchLeader) run(ctx context.Context) {
 	record.SleepCtx(ctx, time.Until(l.m.notBefore)) // the predecessor's last query counts
 	for ctx.Err() == nil {
 		start := time.Now()
-		took, err := l.round(ctx)
-		// A slow answer (a busy slurmctld, a long job list) spaces the
-		// rounds out: after it the watcher pauses as long as it took (up to
-		// slowPause), so it never has the cluster's attention more than
-		// half the time. The query alone counts: writing the records is the
-		// apiserver's time (counting it too left 24.11's cluster unasked
-		// for 5 s while a round wrote 100 jobs' first observations).
-		wait := max(every, took+min(took, slowPause))
+		took, asked, err := l.round(ctx)
+		// The budget is of requests: a round whose query the backend split
+		// into several (500 jobs: three GET jobs/state/ on Slurm 24.11)
+		// spends as many intervals. A slow answer (a busy slurmctld, a
+		// long job list) spaces the rounds out: after it the watcher
+		// pauses as long as it took (up to slowPause), so it never has the
+		// cluster's attention more than half the time. The query alone
+		// counts: writing the records is the apiserver's time (counting it
+		// too left 24.11's cluster unasked for 5 s while a round wrote 100
+		// jobs' first observations).
+		wait := max(every*time.Duration(backends.BatchRequests(l.be, asked)), took+min(took, slowPause))
 		l.rounded.Do(func() { close(l.firstRound) })
 		if err != nil {
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
@@ -191,15 +194,16 @@ func (l *watchLeader) awaitListed(ctx context.Context) {
 const listWait = 3 * time.Second
 
 // round asks the cluster for every followed job's state in one query and
-// writes what is new into the records. It returns how long the query took.
-func (l *watchLeader) round(ctx context.Context) (time.Duration, error) {
+// writes what is new into the records. It returns how long the query took
+// and how many jobs it asked for.
+func (l *watchLeader) round(ctx context.Context) (time.Duration, int, error) {
 	jobs := l.snapshot()
 	if len(jobs) == 0 {
 		// Nothing asked, nothing shown: the records are not listed yet
 		// (the group has this invoke's job at least). Counting it as a
 		// working round made a new watcher with a wrong token trusted at
 		// once, and the others skip their polls for an interval per take.
-		return 0, nil
+		return 0, 0, nil
 	}
 	ids := make([]string, 0, len(jobs))
 	for _, rec := range jobs {
@@ -220,12 +224,12 @@ func (l *watchLeader) round(ctx context.Context) (time.Duration, error) {
 	l.asking = time.Time{}
 	l.mu.Unlock()
 	if err != nil {
-		return took, err
+		return took, len(ids), err
 	}
 	l.markOK()
 	l.countMisses(jobs, sts)
 	l.enqueue(jobs, sts)
-	return took, nil
+	return took, len(ids), nil
 }
 
 // observeWriters is how many records the watcher writes at once: a round

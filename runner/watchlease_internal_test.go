@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func TestLeaseLoserCannotFreeTheWinner(t *testing.T) {
 // wrong token: 70 s to the last exit 75, against 31 s without a watcher).
 func TestAnEmptyRoundIsNoWorkingWatcher(t *testing.T) {
 	l := &watchLeader{jobs: map[string]*record.Record{}}
-	_, err := l.round(context.Background())
+	_, _, err := l.round(context.Background())
 	require.NoError(t, err)
 	assert.False(t, l.working(time.Now()))
 }
@@ -237,4 +238,45 @@ func TestMembersFollowTheLeaseByWatch(t *testing.T) {
 	l, err := m.lease.read(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "b", l.holder)
+}
+
+// costlyBatcher is a batcher whose every call costs three requests (a
+// list the backend splits, as Slurm's jobs/state/ does past 200 ids).
+type costlyBatcher struct{ calls atomic.Int32 }
+
+func (c *costlyBatcher) StatusMany(_ context.Context, ids []string) (map[string]backends.Status, error) {
+	c.calls.Add(1)
+	out := map[string]backends.Status{}
+	for _, id := range ids {
+		out[id] = backends.Status{State: backends.Running, Raw: "RUNNING"}
+	}
+	return out, nil
+}
+
+func (c *costlyBatcher) StatusManyRequests(int) int { return 3 }
+
+// The watcher's budget is of requests, not of rounds: a round whose query
+// the backend splits into three requests is followed by three intervals
+// (500 jobs on Slurm 24.11 made 1.5 requests a second against 1).
+func TestWatcherBudgetCountsRequests(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
+	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "7"})
+	require.NoError(t, err)
+	be := &costlyBatcher{}
+	m := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a",
+		holder: "a", rps: 2, log: slog.New(slog.DiscardHandler),
+		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
+	v, ok := m.lease.take(ctx, leaseState{}, "a")
+	require.True(t, ok)
+	m.startLeading(ctx, v)
+	require.Eventually(t, func() bool { return be.calls.Load() == 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(3200 * time.Millisecond)
+	m.leader.stop(ctx)
+	// 2 requests a second, 3 a round: a round every 1.5 s, so the first and
+	// at most two more in 3.2 s (six more, one every 0.5 s, if rounds were
+	// counted); a slow machine may make it one more.
+	assert.LessOrEqual(t, be.calls.Load(), int32(3))
+	assert.GreaterOrEqual(t, be.calls.Load(), int32(2))
 }

@@ -376,3 +376,7 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 	}
 	return backends.Transient(fmt.Errorf("condor_rm %s (exit %d): %s", id, res.ExitCode, res.Text()))
 }
+
+// StatusManyRequests implements backends.BatchCoster: one condor_q (and at
+// most one condor_history) per maxPerQuery ids.
+func (b *Backend) StatusManyRequests(n int) int { return backends.Chunks(n, maxPerQuery) }

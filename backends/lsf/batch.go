@@ -83,3 +83,7 @@ func (b *Backend) statusChunk(ctx context.Context, ids []string, out map[string]
 }
 
 var _ backends.StatusBatcher = (*Backend)(nil)
+
+// StatusManyRequests implements backends.BatchCoster: one request per
+// maxIDsPerQuery ids.
+func (b *Backend) StatusManyRequests(n int) int { return backends.Chunks(n, maxIDsPerQuery) }

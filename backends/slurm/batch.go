@@ -73,6 +73,18 @@ func (b *Backend) StatusMany(ctx context.Context, ids []string) (map[string]back
 	return out, nil
 }
 
+// StatusManyRequests implements backends.BatchCoster: one GET jobs/state/
+// per stateChunk ids, or one GET jobs/ where the API has no jobs/state/.
+func (b *Backend) StatusManyRequests(n int) int {
+	b.ver.mu.Lock()
+	v := b.ver.v
+	b.ver.mu.Unlock()
+	if v != 0 && (!v.jobStates() || b.noJobStates.Load() == int32(v)) {
+		return 1
+	}
+	return backends.Chunks(n, stateChunk)
+}
+
 // batchIDs is ids without duplicates and without those valid refuses (they
 // must not reach a URL or a command line), in their order.
 func batchIDs(ids []string, valid func(string) bool) []string {

@@ -110,6 +110,7 @@ func TestStatusManyChunks(t *testing.T) {
 	require.NoError(t, err)
 	reqs := h.f.reqs()[before:]
 	require.Len(t, reqs, 3)
+	assert.Equal(t, len(reqs), h.b.StatusManyRequests(len(ids)), "the cost it tells the watcher is the requests it sent")
 	for _, r := range reqs {
 		q, err := url.ParseQuery(strings.SplitN(r, "?", 2)[1])
 		require.NoError(t, err)
@@ -161,6 +162,7 @@ func TestStatusManyErrors(t *testing.T) {
 	assert.Equal(t, backends.Running, got[id].State)
 	reqs := h.f.reqs()[before:]
 	assert.Equal(t, []string{"GET /slurm/v0.0.42/jobs/state/?job_id=" + id, "GET /slurm/v0.0.42/jobs/", "GET /slurm/v0.0.42/jobs/"}, reqs)
+	assert.Equal(t, 1, h.b.StatusManyRequests(450), "one GET jobs/ for any number of ids")
 
 	got, err = h.b.StatusMany(ctx, []string{"x", ""})
 	require.NoError(t, err)
