@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,6 +100,9 @@ type Client struct {
 	rest     *rest.RESTClient
 	scheme   *runtime.Scheme
 	requests atomic.Int64
+	// byVerb counts the requests by verbs (see verbOf), for the figures
+	// that say where a run's Kubernetes requests went.
+	byVerb [len(verbs)]atomic.Int64
 	// answered, when set (before the first request), sees every answer.
 	answered func(*http.Request, *http.Response, error)
 }
@@ -118,6 +122,7 @@ func New(cfg *rest.Config, extra ...Kinds) (*Client, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			c.requests.Add(1)
+			c.byVerb[verbOf(r)].Add(1)
 			resp, err := rt.RoundTrip(r)
 			if c.answered != nil {
 				c.answered(r, resp, err)
@@ -143,6 +148,45 @@ func (c *Client) Requests() int64 {
 		return 0
 	}
 	return c.requests.Load()
+}
+
+// verbs are the kinds of request RequestsByVerb tells apart.
+var verbs = [...]string{"get", "watch", "create", "update", "delete", "other"}
+
+func verbOf(r *http.Request) int {
+	switch r.Method {
+	case http.MethodGet:
+		if r.URL.Query().Get("watch") == "true" {
+			return 1
+		}
+		return 0
+	case http.MethodPost:
+		return 2
+	case http.MethodPut:
+		return 3
+	case http.MethodDelete:
+		return 4
+	}
+	return 5
+}
+
+// RequestsByVerb says how many of the client's requests were reads (get,
+// list), watches, creates, updates and deletes, as "get=3 watch=1 ...",
+// leaving out the verbs it did not send.
+func (c *Client) RequestsByVerb() string {
+	if c == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i, v := range verbs {
+		if n := c.byVerb[i].Load(); n > 0 {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%s=%d", v, n)
+		}
+	}
+	return b.String()
 }
 
 // withKind sets obj's apiVersion and kind from the scheme when it has none:

@@ -71,6 +71,8 @@ func TestKubeClientCountsRequestsAndKeepsErrorTypes(t *testing.T) {
 	require.NoError(t, s.Delete(ctx))
 	assert.Equal(t, int64(4), s.Client.Requests()-before, "get, create, get, delete")
 	assert.Equal(t, int64(4), record.KubeRequests(s))
+	assert.Equal(t, "get=2 create=1 delete=1", record.KubeRequestsByVerb(s))
+	assert.Equal(t, int64(4), record.KubeRequests(record.WithStatusKeys(s, record.StatusKeysIBM, nil)), "an IBM-mode record is counted too")
 
 	user := &record.ConfigMapStore{Client: testkube.KubeClient(t, testkube.UserConfig(t)), Namespace: s.Namespace, Name: s.Name}
 	_, err = user.Get(ctx)

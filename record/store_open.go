@@ -251,10 +251,19 @@ func SetRecordOwner(ctx context.Context, s Store) (string, error) {
 // KubeRequests reports the requests a ConfigMap store's client sent (0 for
 // other stores).
 func KubeRequests(s Store) int64 {
-	if cm, ok := s.(*ConfigMapStore); ok && cm.Client != nil {
+	if cm := ConfigMapOf(s); cm != nil && cm.Client != nil {
 		return cm.Client.Requests()
 	}
 	return 0
+}
+
+// KubeRequestsByVerb is KubeRequests by verb ("get=3 watch=1 update=5"),
+// or "" for a record that is not a ConfigMap.
+func KubeRequestsByVerb(s Store) string {
+	if cm := ConfigMapOf(s); cm != nil && cm.Client != nil {
+		return cm.Client.RequestsByVerb()
+	}
+	return ""
 }
 
 // PodName is this process's pod as Kubernetes names it: Argo's ARGO_POD_NAME,

@@ -245,7 +245,8 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 	}
 	err = iv.Run(cmd.Context())
-	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store))
+	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store),
+		"kubernetes_by_verb", record.KubeRequestsByVerb(store))
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err
