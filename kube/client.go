@@ -151,7 +151,7 @@ func (c *Client) Requests() int64 {
 }
 
 // verbs are the kinds of request RequestsByVerb tells apart.
-var verbs = [...]string{"get", "watch", "create", "update", "delete", "other"}
+var verbs = [...]string{"get", "watch", "create", "update", "delete", "patch", "other"}
 
 func verbOf(r *http.Request) int {
 	switch r.Method {
@@ -166,12 +166,14 @@ func verbOf(r *http.Request) int {
 		return 3
 	case http.MethodDelete:
 		return 4
+	case http.MethodPatch:
+		return 5
 	}
-	return 5
+	return 6
 }
 
 // RequestsByVerb says how many of the client's requests were reads (get,
-// list), watches, creates, updates and deletes, as "get=3 watch=1 ...",
+// list), watches, creates, updates, deletes and patches, as "get=3 watch=1 ...",
 // leaving out the verbs it did not send.
 func (c *Client) RequestsByVerb() string {
 	if c == nil {
@@ -214,6 +216,13 @@ func (c *Client) Create(ctx context.Context, r Resource, ns string, in, out runt
 // with in; the server refuses it when in's resourceVersion is stale.
 func (c *Client) Update(ctx context.Context, r Resource, ns, name string, in, out runtime.Object, sub ...string) error {
 	return c.rest.Put().AbsPath(append([]string{r.Path(ns), name}, sub...)...).Body(c.withKind(in)).Do(ctx).Into(out)
+}
+
+// MergePatch applies a JSON merge patch to the object name of r: only the
+// fields it names change (a resourceVersion in its metadata makes the
+// server refuse it when the object has changed since).
+func (c *Client) MergePatch(ctx context.Context, r Resource, ns, name string, patch []byte, out runtime.Object) error {
+	return c.rest.Patch(types.MergePatchType).AbsPath(r.Path(ns), name).Body(patch).Do(ctx).Into(out)
 }
 
 // Delete removes an object (only the one with uid, when uid is given) and

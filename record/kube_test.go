@@ -79,3 +79,28 @@ func TestKubeClientCountsRequestsAndKeepsErrorTypes(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, apierrors.IsForbidden(err), "a missing grant is Forbidden: %v", err)
 }
+
+// PatchData writes the keys it names at the record's version in one
+// request, keeps everything else (other keys, labels), and refuses a
+// record changed since, as Update does.
+func TestConfigMapPatchData(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	rec, err := s.Create(ctx, map[string]string{"backend": "local", "id": "1"})
+	require.NoError(t, err)
+	writer := &record.ConfigMapStore{Client: testkube.KubeClient(t, testkube.Config(t)), Namespace: s.Namespace, Name: s.Name}
+	before := writer.Client.Requests()
+	got, err := writer.PatchData(ctx, rec, map[string]string{record.KeyWatchObserved: "1 RUNNING RUNNING now"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), writer.Client.Requests()-before, "one request, no read first")
+	assert.Equal(t, map[string]string{"backend": "local", "id": "1", record.KeyWatchObserved: "1 RUNNING RUNNING now"}, got.Data)
+
+	_, err = writer.PatchData(ctx, rec, map[string]string{record.KeyWatchObserved: "1 DONE COMPLETED now"})
+	require.ErrorIs(t, err, record.ErrConflict, "the record changed since rec was read")
+	fresh, err := s.Get(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "1 RUNNING RUNNING now", fresh.Data[record.KeyWatchObserved])
+	cm, err := testkube.Client(t).CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "bridge-runner", cm.Labels[record.LabelManagedBy], "the labels are kept")
+}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -121,6 +122,34 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 	cm.Data = rec.Data
 	out := &kube.ConfigMap{}
 	err := s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out)
+	switch {
+	case apierrors.IsConflict(err):
+		return nil, ErrConflict
+	case apierrors.IsNotFound(err):
+		return nil, ErrNoRecord
+	case err != nil:
+		return nil, KubeErr(err)
+	}
+	return s.seen(out), nil
+}
+
+// PatchData sets the data keys of keys in the record as it was at rec's
+// version, in one request that leaves every other field as it is: a
+// writer that holds the record from a list or watch, not from this store
+// (the cluster's watcher, writing another job's record), needs no read
+// first. A record changed since is ErrConflict.
+func (s *ConfigMapStore) PatchData(ctx context.Context, rec *Record, keys map[string]string) (*Record, error) {
+	patch, err := json.Marshal(map[string]any{
+		// The version alone is the precondition: a record deleted and made
+		// again has another (versions only grow).
+		"metadata": map[string]any{"resourceVersion": rec.Version},
+		"data":     keys,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &kube.ConfigMap{}
+	err = s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil, ErrConflict

@@ -220,13 +220,11 @@ func (m *watchMember) live(ctx context.Context) bool {
 		}
 		m.leader = nil // it lost the lease
 	}
-	if m.view == nil && !m.forbidden {
-		m.view = startLeaseView(context.WithoutCancel(ctx), m.lease)
-	}
 	l, current := m.view.get()
 	if !current {
-		// The view is not up (yet): the lease is read, at most once a
-		// second, and a live one trusted until it would run out.
+		// The view is not up (yet, or its watch is down): the lease is
+		// read, at most once a second, and a live one trusted until it
+		// would run out. The first read starts the view from its version.
 		if now.Before(m.liveUntil) {
 			return true
 		}
@@ -237,6 +235,9 @@ func (m *watchMember) live(ctx context.Context) bool {
 		var ok bool
 		if l, ok = m.readLease(ctx); !ok {
 			return false
+		}
+		if m.view == nil {
+			m.view = startLeaseView(context.WithoutCancel(ctx), m.lease, l)
 		}
 	}
 	if l.holder == handedTo(m.own) {

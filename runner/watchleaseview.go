@@ -20,8 +20,8 @@ import (
 // trusted would run out, cost a GET every 8-10 s per step for as long as
 // its job runs: 450 for an hour-long job, 60 a second on the apiserver
 // from 500 such steps, and twice polling alone's Kubernetes requests for
-// 100 jobs of 5 s. The view is one list and one watch, renewed when the
-// apiserver ends the watch.
+// 100 jobs of 5 s. The view is one watch from the member's first read,
+// renewed when the apiserver ends it.
 type leaseView struct {
 	l      lease
 	cancel context.CancelFunc
@@ -37,10 +37,16 @@ type leaseView struct {
 	relist    chan struct{}
 }
 
-func startLeaseView(ctx context.Context, l lease) *leaseView {
+// startLeaseView starts following lease l from its state as just read
+// (from): a lease that exists is watched from that version on, with no
+// list first; an absent one is listed, for a version to watch from.
+func startLeaseView(ctx context.Context, l lease, from leaseState) *leaseView {
 	ctx, cancel := context.WithCancel(ctx)
 	v := &leaseView{l: l, cancel: cancel, done: make(chan struct{}), relist: make(chan struct{}, 1)}
-	go v.run(ctx)
+	if from.version != "" {
+		v.st, v.current = from, true
+	}
+	go v.run(ctx, from.version)
 	return v
 }
 
@@ -83,10 +89,9 @@ func (v *leaseView) set(st leaseState, current bool) {
 // run lists the lease and watches it from the list's version on, again
 // after the watch ends; it gives up when the Role denies the list (the
 // member's reads then find that out and say it once).
-func (v *leaseView) run(ctx context.Context) {
+func (v *leaseView) run(ctx context.Context, rv string) {
 	defer close(v.done)
 	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
-	rv := ""
 	for ctx.Err() == nil {
 		if rv == "" {
 			var err error
