@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
 	"github.com/bridge-runner/bridge-runner/record"
@@ -35,6 +37,8 @@ type watchLeader struct {
 	// lost is set when another invoke took the lease: this watcher then
 	// has nothing to hand on.
 	lost atomic.Bool
+	// noPatch: the Role denies patch; observations are updates instead.
+	noPatch atomic.Bool
 
 	mu   sync.Mutex
 	okAt time.Time // the last round that worked
@@ -382,7 +386,7 @@ func (l *watchLeader) observe(ctx context.Context, name string, rec *record.Reco
 	// before each write (half of a leader's requests).
 	store := &record.ConfigMapStore{Client: l.m.lease.c, Namespace: l.m.lease.ns, Name: name}
 	stamped := obs + " " + time.Now().UTC().Format(time.RFC3339Nano)
-	if _, err := store.PatchData(ctx, rec, map[string]string{record.KeyWatchObserved: stamped}); err != nil {
+	if err := l.write(ctx, store, rec, stamped); err != nil {
 		// A conflict: the invoke wrote meanwhile; the watch brings the new
 		// version and the next round looks again.
 		l.m.log.Debug("writing an observation", "record", name, "err", err)
@@ -391,6 +395,25 @@ func (l *watchLeader) observe(ctx context.Context, name string, rec *record.Reco
 	l.mu.Lock()
 	l.said[name] = obs
 	l.mu.Unlock()
+}
+
+// write sets the observation in the record rec of store: patched, or
+// read and updated where the pods' Role grants no patch (a Role written
+// for an older release), which costs a GET a write.
+func (l *watchLeader) write(ctx context.Context, store *record.ConfigMapStore, rec *record.Record, obs string) error {
+	if !l.noPatch.Load() {
+		_, err := store.PatchData(ctx, rec, map[string]string{record.KeyWatchObserved: obs})
+		if !apierrors.IsForbidden(err) {
+			return err
+		}
+		if !l.noPatch.Swap(true) {
+			l.m.log.Info("the pod's ServiceAccount may not patch ConfigMaps; the watcher reads and updates the records instead (the Role of workflows/rbac grants patch)")
+		}
+	}
+	next := rec.Clone()
+	next.Data[record.KeyWatchObserved] = obs
+	_, err := store.Update(ctx, next)
+	return err
 }
 
 func (l *watchLeader) markOK() {

@@ -1,15 +1,18 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -279,4 +282,40 @@ func TestWatcherBudgetCountsRequests(t *testing.T) {
 	// counted); a slow machine may make it one more.
 	assert.LessOrEqual(t, be.calls.Load(), int32(3))
 	assert.GreaterOrEqual(t, be.calls.Load(), int32(2))
+}
+
+// A watcher whose pods' Role grants update but not patch (a Role written
+// for an older release) writes its observations all the same, read and
+// updated, and says so once.
+func TestObservationWithoutPatchIsAnUpdate(t *testing.T) {
+	ctx := context.Background()
+	base := testkube.RecordStore(t)
+	admin := testkube.Client(t)
+	_, err := admin.RbacV1().Roles(base.Namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-patch"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = admin.RbacV1().RoleBindings(base.Namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-patch"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "no-patch"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "no-patch", Namespace: base.Namespace}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c := testkube.KubeClient(t, testkube.ServiceAccountConfig(t, admin, base.Namespace, "no-patch"))
+	rec, err := (&record.ConfigMapStore{Client: base.Client, Namespace: base.Namespace, Name: "rec-b"}).Create(ctx, map[string]string{record.KeyID: "1"})
+	require.NoError(t, err)
+
+	var logs bytes.Buffer
+	l := &watchLeader{m: &watchMember{log: slog.New(slog.NewTextHandler(&logs, nil))}}
+	writer := &record.ConfigMapStore{Client: c, Namespace: base.Namespace, Name: "rec-b"}
+	for _, obs := range []string{"1 RUNNING RUNNING t1", "1 DONE COMPLETED t2"} {
+		require.NoError(t, l.write(ctx, writer, rec, obs))
+		rec, err = writer.Get(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, obs, rec.Data[record.KeyWatchObserved])
+	}
+	assert.True(t, l.noPatch.Load())
+	assert.Equal(t, 1, strings.Count(logs.String(), "may not patch ConfigMaps"), logs.String())
 }
