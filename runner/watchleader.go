@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,8 @@ type watchLeader struct {
 	lost atomic.Bool
 	// noPatch: the Role denies patch; observations are updates instead.
 	noPatch atomic.Bool
+	// untrusted asks keepLease to hold the lease as just taken (distrust).
+	untrusted atomic.Bool
 
 	mu   sync.Mutex
 	okAt time.Time // the last round that worked
@@ -144,6 +147,9 @@ func (l *watchLeader) run(ctx context.Context) {
 		wait := max(every*time.Duration(backends.BatchRequests(l.be, asked)), took+min(took, slowPause))
 		l.rounded.Do(func() { close(l.firstRound) })
 		if err != nil {
+			if errors.Is(err, backends.ErrAuth) {
+				l.distrust()
+			}
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
 			l.m.log.Warn("the cluster's batched status query failed; the jobs poll for themselves until it works", "err", err, "retry_in", wait)
 		} else {
@@ -168,10 +174,17 @@ func (l *watchLeader) keepLease(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if time.Since(renewed) < leaseRenewEvery || !l.working(time.Now()) {
+		var v string
+		var held bool
+		var err error
+		switch {
+		case l.untrusted.Swap(false):
+			v, held, err = l.m.lease.untrust(ctx, l.version, l.m.holder)
+		case time.Since(renewed) < leaseRenewEvery || !l.working(time.Now()):
 			continue
+		default:
+			v, held, err = l.m.lease.renew(ctx, l.version, l.m.holder)
 		}
-		v, held, err := l.m.lease.renew(ctx, l.version, l.m.holder)
 		if !held {
 			l.lost.Store(true)
 			l.m.log.Info("another invoke took over the cluster's watcher")
@@ -414,6 +427,24 @@ func (l *watchLeader) write(ctx context.Context, store *record.ConfigMapStore, r
 	next.Data[record.KeyWatchObserved] = obs
 	_, err := store.Update(ctx, next)
 	return err
+}
+
+// distrust makes the group stop trusting this watcher at once when the
+// cluster refused its credentials: a wrong token does not mend within the
+// lease's TTL, and the invokes, which skipped their polls until the lease
+// ran out, were 20 s later than polling alone to ride the failure out and
+// exit 75 (50 s against 30 s on the real Slurm). A transient failure keeps
+// the lease for its TTL: a blip must not send every invoke to a struggling
+// cluster at once. The lease stays held, as just taken, and is trusted
+// again once a query works.
+func (l *watchLeader) distrust() {
+	l.mu.Lock()
+	was := !l.okAt.IsZero()
+	l.okAt = time.Time{}
+	l.mu.Unlock()
+	if was {
+		l.untrusted.Store(true)
+	}
 }
 
 func (l *watchLeader) markOK() {

@@ -131,6 +131,20 @@ func (l lease) pass(ctx context.Context, version, holder string, asked time.Time
 	if !asked.IsZero() {
 		cm.Data["asked"] = asked.UTC().Format(time.RFC3339Nano)
 	}
+	return l.write(ctx, version, cm)
+}
+
+// untrust keeps holder's lease, held at version, as just taken (see take):
+// nobody trusts it until holder's watcher works again and renews it.
+func (l lease) untrust(ctx context.Context, version, holder string) (string, bool, error) {
+	cm := l.object(holder, time.Time{})
+	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
+	return l.write(ctx, version, cm)
+}
+
+// write writes cm over the lease held at version; it returns the new
+// version, or ok=false when the lease was lost (changed or deleted).
+func (l lease) write(ctx context.Context, version string, cm *kube.ConfigMap) (string, bool, error) {
 	cm.ResourceVersion = version
 	out := &kube.ConfigMap{}
 	err := l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, out)

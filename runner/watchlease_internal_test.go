@@ -319,3 +319,58 @@ func TestObservationWithoutPatchIsAnUpdate(t *testing.T) {
 	assert.True(t, l.noPatch.Load())
 	assert.Equal(t, 1, strings.Count(logs.String(), "may not patch ConfigMaps"), logs.String())
 }
+
+// refusingBatcher answers until refuse is set, then refuses the
+// credentials of every query (the Secret rotated to a wrong token).
+type refusingBatcher struct {
+	refuse atomic.Bool
+	calls  atomic.Int32
+}
+
+func (r *refusingBatcher) StatusMany(_ context.Context, ids []string) (map[string]backends.Status, error) {
+	r.calls.Add(1)
+	if r.refuse.Load() {
+		return nil, fmt.Errorf("GET jobs/state/: 401: %w", backends.ErrAuth)
+	}
+	out := map[string]backends.Status{}
+	for _, id := range ids {
+		out[id] = backends.Status{State: backends.Running, Raw: "RUNNING"}
+	}
+	return out, nil
+}
+
+// A watcher whose credentials the cluster refuses is distrusted at once,
+// not a TTL later: its lease is held as just taken (live for nobody, free
+// for nobody), so the invokes poll and ride the failure out for
+// themselves, as without a watcher.
+func TestRefusedCredentialsDistrustTheWatcherAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
+	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "7"})
+	require.NoError(t, err)
+	be := &refusingBatcher{}
+	m := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a",
+		holder: "a", rps: 4, log: slog.New(slog.DiscardHandler),
+		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
+	v, ok := m.lease.take(ctx, leaseState{}, "a")
+	require.True(t, ok)
+	m.startLeading(ctx, v)
+	defer m.leader.stop(ctx)
+	require.Eventually(t, func() bool {
+		l, err := m.lease.read(ctx)
+		return err == nil && time.Now().Before(l.until)
+	}, 5*time.Second, 20*time.Millisecond, "the queries work: the lease is renewed, trusted")
+	be.refuse.Store(true)
+	refused := be.calls.Load()
+	require.Eventually(t, func() bool { return be.calls.Load() > refused }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		l, err := m.lease.read(ctx)
+		return err == nil && !time.Now().Before(l.until)
+	}, 2*time.Second, 20*time.Millisecond, "refused: trusted no longer, well within the TTL")
+	l, err := m.lease.read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "a", l.holder, "still held")
+	assert.False(t, l.free(time.Now()), "and not free for another to take at once")
+	assert.False(t, m.leader.working(time.Now()), "its own invoke polls too")
+}
