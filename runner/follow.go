@@ -46,6 +46,9 @@ type follower struct {
 	// force makes the next poll ask the backend even while the cluster's
 	// watcher serves this job (it saw a change).
 	force bool
+	// deferred: the last poll was skipped for the watcher; a change of its
+	// lease that ends its service makes the wait poll at once.
+	deferred bool
 
 	// sig is invoke's context: it ends on SIGTERM. ctx is the requests'
 	// context: sig, and after SIGTERM the grace period's.
@@ -125,9 +128,10 @@ func (f *follower) pollStatus() phase {
 		// The cluster's watcher asks for this job; look again when it
 		// says the job changed, or at the longest interval.
 		f.pollAt = time.Now().Add(f.r.w.nextLook(f.poll.Max))
+		f.deferred = true
 		return phaseOutput
 	}
-	f.force = false
+	f.force, f.deferred = false, false
 	f.pollAt = time.Time{}
 	started := time.Now()
 	// The retry budget is a ceiling: a request to a server that never
@@ -323,6 +327,10 @@ func (f *follower) wait() phase {
 			if f.r.w != nil && f.r.w.changed(f.ctx, rec.Data, f.id, f.last) {
 				f.force = true // the backend's own answer decides
 				return phasePoll
+			}
+		case <-f.r.w.leaseChanges():
+			if f.deferred && !f.served() {
+				return phasePoll // the watcher serves this job no longer
 			}
 		case <-f.ctx.Done():
 			return f.onSignal()

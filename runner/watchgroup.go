@@ -218,6 +218,17 @@ func (m *watchMember) nextLook(longest time.Duration) time.Duration {
 	return max(next, 100*time.Millisecond)
 }
 
+// leaseChanges is signalled when the lease, as this member's view shows
+// it, changed: a member whose poll waits for the watcher looks again then,
+// so that a watcher distrusted (refused credentials) sends it to poll at
+// once, not at its next look up to an update interval later.
+func (m *watchMember) leaseChanges() <-chan struct{} {
+	if m == nil {
+		return nil
+	}
+	return m.view.changes()
+}
+
 // live reports whether the group has a working watcher: this invoke's
 // own, or another's whose lease is live.
 func (m *watchMember) live(ctx context.Context) bool {

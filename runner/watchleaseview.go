@@ -35,6 +35,9 @@ type leaseView struct {
 	// forbidden: the Role denies listing the lease; the view gives up.
 	forbidden bool
 	relist    chan struct{}
+	// changed is signalled at every change of the view, for a member
+	// waiting on its own poll to look again (a watcher distrusted).
+	changed chan struct{}
 }
 
 // startLeaseView starts following lease l from its state as just read
@@ -42,7 +45,7 @@ type leaseView struct {
 // list first; an absent one is listed, for a version to watch from.
 func startLeaseView(ctx context.Context, l lease, from leaseState) *leaseView {
 	ctx, cancel := context.WithCancel(ctx)
-	v := &leaseView{l: l, cancel: cancel, done: make(chan struct{}), relist: make(chan struct{}, 1)}
+	v := &leaseView{l: l, cancel: cancel, done: make(chan struct{}), relist: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	if from.version != "" {
 		v.st, v.current = from, true
 	}
@@ -84,6 +87,19 @@ func (v *leaseView) set(st leaseState, current bool) {
 	v.mu.Lock()
 	v.st, v.current = st, current
 	v.mu.Unlock()
+	select {
+	case v.changed <- struct{}{}:
+	default:
+	}
+}
+
+// changes is signalled when the view changed (nil for no view: a wait on
+// it never ends).
+func (v *leaseView) changes() <-chan struct{} {
+	if v == nil {
+		return nil
+	}
+	return v.changed
 }
 
 // run lists the lease and watches it from the list's version on, again
