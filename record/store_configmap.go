@@ -121,7 +121,12 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 	cm.ResourceVersion = rec.Version // the server refuses the write if it is stale
 	cm.Data = rec.Data
 	out := &kube.ConfigMap{}
-	err := s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out)
+	return s.written(out, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out))
+}
+
+// written is the record a conditional write left (out), or the write's
+// error in the store's terms.
+func (s *ConfigMapStore) written(out *kube.ConfigMap, err error) (*Record, error) {
 	switch {
 	case apierrors.IsConflict(err):
 		return nil, ErrConflict
@@ -149,16 +154,7 @@ func (s *ConfigMapStore) PatchData(ctx context.Context, rec *Record, keys map[st
 		return nil, err
 	}
 	out := &kube.ConfigMap{}
-	err = s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out)
-	switch {
-	case apierrors.IsConflict(err):
-		return nil, ErrConflict
-	case apierrors.IsNotFound(err):
-		return nil, ErrNoRecord
-	case err != nil:
-		return nil, KubeErr(err)
-	}
-	return s.seen(out), nil
+	return s.written(out, s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out))
 }
 
 func (s *ConfigMapStore) Delete(ctx context.Context) error {

@@ -163,7 +163,9 @@ func TestCleanupCancelsOnThePlacedTarget(t *testing.T) {
 	res, err := c.Run(context.Background())
 	require.NoError(t, err)
 	assert.True(t, res.Cancelled, "%+v", res)
-	assert.Equal(t, 1, tc.a.Count("cancel"), "cancelled where the job runs")
+	// The invoke, seeing kill=true, and cleanup both cancel; which asks
+	// first is a race (a loaded machine made it two), but both ask a.
+	assert.GreaterOrEqual(t, tc.a.Count("cancel"), 1, "cancelled where the job runs")
 	assert.Zero(t, tc.b.Count("cancel"))
 	cancel()
 	<-done

@@ -258,22 +258,30 @@ func (c *costlyBatcher) StatusMany(_ context.Context, ids []string) (map[string]
 
 func (c *costlyBatcher) StatusManyRequests(int) int { return 3 }
 
-// The watcher's budget is of requests, not of rounds: a round whose query
-// the backend splits into three requests is followed by three intervals
-// (500 jobs on Slurm 24.11 made 1.5 requests a second against 1).
-func TestWatcherBudgetCountsRequests(t *testing.T) {
+// leadingOneJob makes invoke "a" lead group "g" with batcher be and
+// budget rps, the group following one job (7, record rec-b).
+func leadingOneJob(t *testing.T, be backends.StatusBatcher, rps float64) *watchMember {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
 	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "7"})
 	require.NoError(t, err)
-	be := &costlyBatcher{}
 	m := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a",
-		holder: "a", rps: 2, log: slog.New(slog.DiscardHandler),
+		holder: "a", rps: rps, log: slog.New(slog.DiscardHandler),
 		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
 	v, ok := m.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
 	m.startLeading(ctx, v)
+	return m
+}
+
+// The watcher's budget is of requests, not of rounds: a round whose query
+// the backend splits into three requests is followed by three intervals
+// (500 jobs on Slurm 24.11 made 1.5 requests a second against 1).
+func TestWatcherBudgetCountsRequests(t *testing.T) {
+	ctx := context.Background()
+	be := &costlyBatcher{}
+	m := leadingOneJob(t, be, 2)
 	require.Eventually(t, func() bool { return be.calls.Load() == 1 }, 5*time.Second, 10*time.Millisecond)
 	time.Sleep(3200 * time.Millisecond)
 	m.leader.stop(ctx)
@@ -345,17 +353,8 @@ func (r *refusingBatcher) StatusMany(_ context.Context, ids []string) (map[strin
 // themselves, as without a watcher.
 func TestRefusedCredentialsDistrustTheWatcherAtOnce(t *testing.T) {
 	ctx := context.Background()
-	s := testkube.RecordStore(t)
-	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
-	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "7"})
-	require.NoError(t, err)
 	be := &refusingBatcher{}
-	m := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a",
-		holder: "a", rps: 4, log: slog.New(slog.DiscardHandler),
-		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
-	v, ok := m.lease.take(ctx, leaseState{}, "a")
-	require.True(t, ok)
-	m.startLeading(ctx, v)
+	m := leadingOneJob(t, be, 4)
 	defer m.leader.stop(ctx)
 	require.Eventually(t, func() bool {
 		l, err := m.lease.read(ctx)
