@@ -245,8 +245,11 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 	}
 	err = iv.Run(cmd.Context())
-	a.log.Info("requests sent", "backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store),
-		"kubernetes_by_verb", record.KubeRequestsByVerb(store))
+	sent := []any{"backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store)}
+	if v := record.KubeRequestsByVerb(store); v != "" {
+		sent = append(sent, "kubernetes_by_verb", v)
+	}
+	a.log.Info("requests sent", sent...)
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err
