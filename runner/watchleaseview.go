@@ -30,11 +30,9 @@ type leaseView struct {
 	mu sync.Mutex
 	st leaseState
 	// current: st is as the apiserver has it, give or take the watch's
-	// delivery; false before the first list and while the watch is down.
+	// delivery; false while the watch is down.
 	current bool
-	// forbidden: the Role denies listing the lease; the view gives up.
-	forbidden bool
-	relist    chan struct{}
+	relist  chan struct{}
 	// changed is signalled at every change of the view, for a member
 	// waiting on its own poll to look again (a watcher distrusted).
 	changed chan struct{}
@@ -102,9 +100,9 @@ func (v *leaseView) changes() <-chan struct{} {
 	return v.changed
 }
 
-// run lists the lease and watches it from the list's version on, again
-// after the watch ends; it gives up when the Role denies the list (the
-// member's reads then find that out and say it once).
+// run watches the lease from version rv on (a list's, when rv is empty),
+// again after the watch ends; it gives up when the Role denies the list
+// (the member's reads then find that out and say it once).
 func (v *leaseView) run(ctx context.Context, rv string) {
 	defer close(v.done)
 	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
@@ -114,9 +112,6 @@ func (v *leaseView) run(ctx context.Context, rv string) {
 			if rv, err = v.list(ctx); err != nil {
 				v.set(leaseState{}, false)
 				if apierrors.IsForbidden(err) {
-					v.mu.Lock()
-					v.forbidden = true
-					v.mu.Unlock()
 					return
 				}
 				record.SleepCtx(ctx, back.Next())
