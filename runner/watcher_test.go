@@ -116,21 +116,12 @@ func TestWatcherLeaseForbiddenSaidOnce(t *testing.T) {
 	base := testkube.RecordStore(t)
 	admin := testkube.Client(t)
 	ctx := context.Background()
-	_, err := admin.RbacV1().Roles(base.Namespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "own-record"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+	cfg := testkube.ServiceAccountWithRules(t, admin, base.Namespace, "own-record",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
 			ResourceNames: []string{base.Name}, Verbs: []string{"get", "watch", "update", "delete"}},
-			// create cannot be narrowed to a name; here invoke creates its record.
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = admin.RbacV1().RoleBindings(base.Namespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "own-record"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "own-record"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "own-record", Namespace: base.Namespace}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	store := &record.ConfigMapStore{Client: testkube.KubeClient(t, testkube.ServiceAccountConfig(t, admin, base.Namespace, "own-record")),
+		// create cannot be narrowed to a name; here invoke creates its record.
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
+	store := &record.ConfigMapStore{Client: testkube.KubeClient(t, cfg),
 		Namespace: base.Namespace, Name: base.Name}
 	h := newHarness(t, store)
 	iv := h.invoker(h.spec(`{"run":"2s"}`))

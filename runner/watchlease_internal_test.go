@@ -299,19 +299,8 @@ func TestObservationWithoutPatchIsAnUpdate(t *testing.T) {
 	ctx := context.Background()
 	base := testkube.RecordStore(t)
 	admin := testkube.Client(t)
-	_, err := admin.RbacV1().Roles(base.Namespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-patch"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = admin.RbacV1().RoleBindings(base.Namespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "no-patch"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "no-patch"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "no-patch", Namespace: base.Namespace}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	c := testkube.KubeClient(t, testkube.ServiceAccountConfig(t, admin, base.Namespace, "no-patch"))
+	c := testkube.KubeClient(t, testkube.ServiceAccountWithRules(t, admin, base.Namespace, "no-patch", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}}))
 	rec, err := (&record.ConfigMapStore{Client: base.Client, Namespace: base.Namespace, Name: "rec-b"}).Create(ctx, map[string]string{record.KeyID: "1"})
 	require.NoError(t, err)
 

@@ -28,6 +28,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -282,4 +283,26 @@ func ServiceAccountConfig(t testing.TB, c kubernetes.Interface, namespace, saNam
 	cfg := rest.AnonymousClientConfig(Config(t))
 	cfg.BearerToken = tr.Status.Token
 	return cfg
+}
+
+// ServiceAccountWithRules makes a Role of rules, binds it to the
+// ServiceAccount name in namespace (all three named name) and returns a
+// rest.Config that authenticates as that ServiceAccount (see
+// ServiceAccountConfig).
+func ServiceAccountWithRules(t testing.TB, c kubernetes.Interface, namespace, name string, rules ...rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("testkube: creating Role %s/%s: %v", namespace, name, err)
+	}
+	_, err := c.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("testkube: binding Role %s/%s: %v", namespace, name, err)
+	}
+	return ServiceAccountConfig(t, c, namespace, name)
 }
