@@ -18,6 +18,17 @@ import (
 // given this long to appear before it counts as lost.
 const notFoundGrace = 30 * time.Second
 
+// The delays between requests to a backend out of reach: the first retry
+// after faultRetryFirst, then twice as long each time, jittered, up to
+// cancelRetryMax for a cancel not accepted (a grace period of 25 s still
+// gets five or six tries) and faultRetryMax (or the poll interval, if
+// longer) for status polls.
+const (
+	faultRetryFirst = 250 * time.Millisecond
+	cancelRetryMax  = 5 * time.Second
+	faultRetryMax   = 10 * time.Second
+)
+
 // phase is one step of following a job. Each step does one thing and
 // names the next; follow runs them until phaseDone.
 type phase int
@@ -41,6 +52,13 @@ type follower struct {
 	log   *slog.Logger
 	watch <-chan *record.Record
 	poll  *record.Backoff
+	// faults spaces the polls of an outage beyond poll's interval, and
+	// cancelRetry the cancel requests the backend has not accepted: a
+	// backend out of reach gets fewer requests the longer it is away.
+	faults, cancelRetry *record.Backoff
+	// cancelAt is when the next cancel request is due while the backend has
+	// not accepted one.
+	cancelAt time.Time
 	// pollAt is when the next poll is due; zero right after a poll.
 	pollAt time.Time
 	// force makes the next poll ask the backend even while the cluster's
@@ -73,7 +91,9 @@ type follower struct {
 func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPoll time.Duration,
 	watch <-chan *record.Record, log *slog.Logger) (backends.Status, error) {
 	f := &follower{r: r, be: be, id: id, log: log, watch: watch, sig: ctx, ctx: ctx, stopGrace: func() {},
-		start: time.Now(), poll: &record.Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}}
+		start: time.Now(), poll: &record.Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1},
+		faults:      &record.Backoff{Initial: faultRetryFirst, Max: max(maxPoll, faultRetryMax)},
+		cancelRetry: &record.Backoff{Initial: faultRetryFirst, Max: cancelRetryMax}}
 	r.logOff, _ = strconv.ParseInt(r.rec.Data[record.KeyLogOffset], 10, 64)
 	f.out = r.newJobOutput(r.logSrc, maxPoll)
 	defer func() {
@@ -144,6 +164,7 @@ func (f *follower) pollStatus() phase {
 		return f.pollFailed(err, started)
 	}
 	f.failingSince, f.failCause = time.Time{}, nil
+	f.faults.Reset()
 	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
 		f.log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
 		f.poll.Reset()
@@ -183,13 +204,12 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 	if time.Since(f.failingSince) >= f.r.RetryBudget {
 		return f.finish(f.last, backends.Transient(fmt.Errorf("lost contact with the backend for %s: %w", f.r.RetryBudget, unanswered(f.failCause))))
 	}
-	if ra := httpx.RetryAfterOf(err); ra > 0 { // no poll before the server's time
-		if time.Since(f.failingSince)+ra > f.r.RetryBudget {
-			return f.finish(f.last, fmt.Errorf("%w; the server asked to wait %s before trying again (Retry-After), longer than the retry budget (%s) left",
-				err, ra, f.r.RetryBudget))
-		}
-		f.pollAt = time.Now().Add(max(ra, f.poll.Next()))
+	ra := httpx.RetryAfterOf(err) // no poll before the server's time
+	if ra > 0 && time.Since(f.failingSince)+ra > f.r.RetryBudget {
+		return f.finish(f.last, fmt.Errorf("%w; the server asked to wait %s before trying again (Retry-After), longer than the retry budget (%s) left",
+			err, ra, f.r.RetryBudget))
 	}
+	f.pollAt = time.Now().Add(max(ra, f.poll.Next(), f.faults.Next()))
 	f.log.Warn("status request failed; will try again", "err", err)
 	return phaseCancel
 }
@@ -259,19 +279,23 @@ func (f *follower) lastKnown() backends.Status {
 }
 
 // requestCancel asks the backend to cancel the job, unless it already
-// accepted.
+// accepted or the next request is not due yet: a cancel not accepted is
+// asked again after a growing, jittered delay (cancelRetry), not at every
+// wake of the loop.
 func (f *follower) requestCancel() {
-	if f.cancel.accepted {
+	if f.cancel.accepted || time.Now().Before(f.cancelAt) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
 	if err := f.be.Cancel(cctx, f.id); err != nil {
-		f.log.Warn("cancel not accepted; will try again", "err", err)
+		f.cancelAt = time.Now().Add(f.cancelRetry.Next())
+		f.log.Warn("cancel not accepted; will try again", "err", err, "in", time.Until(f.cancelAt).Round(time.Millisecond))
 		return
 	}
 	f.cancel.accepted = true
 	f.poll.Reset()
+	f.pollAt = time.Time{} // look soon for the job's end
 }
 
 // killedStatus is the final status once the backend accepted the cancel
@@ -297,8 +321,8 @@ func (f *follower) wait() phase {
 	if f.pollAt.IsZero() {
 		f.pollAt = now.Add(f.poll.Next())
 	}
-	if soon := now.Add(250 * time.Millisecond); f.cancel.requested() && soon.Before(f.pollAt) {
-		f.pollAt = soon
+	if f.cancel.requested() && !f.cancel.accepted && f.cancelAt.Before(f.pollAt) {
+		f.pollAt = f.cancelAt // ask again when the next cancel request is due
 	}
 	if end := f.failingSince.Add(f.r.RetryBudget); !f.failingSince.IsZero() && end.Before(f.pollAt) {
 		f.pollAt = end // the budget's end: the poll there gives up
@@ -361,6 +385,7 @@ func (f *follower) onSignal() phase {
 	// the rest is for recording the outcome and writing the outputs.
 	end := f.r.graceDeadline(f.sig).Add(-f.r.graceReserve())
 	f.ctx, f.stopGrace = context.WithDeadline(context.WithoutCancel(f.sig), end)
+	f.cancelAt = time.Time{} // the grace period's own request goes out at once
 	f.requestCancel()
 	return phasePoll
 }
