@@ -23,16 +23,27 @@ func probeJob(script, props string) backends.Job {
 	return backends.Job{Name: "probe", Key: newKey(), Script: script, Properties: json.RawMessage(props)}
 }
 
-// waitIdle probes until the partition has no job (other tests share the
-// cluster); ok is false when it stayed busy.
+// waitIdle probes until the partition is idle: in one probe, no job
+// counted and every CPU and node free. Other tests share the cluster, and
+// a probe's commands read it at different moments: a job that starts
+// between them leaves the counts idle with a CPU taken (8 free expected,
+// 7 seen, on a cold make test). ok is false when it stayed busy. Counts
+// idle in many probes while the CPUs never all read free is the probe
+// misreading them, and fails the test.
 func waitIdle(t *testing.T, probe func() backends.Load, limit time.Duration) (backends.Load, bool) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
+	countsIdle := 0
 	for {
 		l := probe()
 		if l.RunningJobs == 0 && l.PendingJobs == 0 {
-			return l, true
+			if l.FreeCPUs == l.TotalCPUs && l.FreeNodes == l.TotalNodes {
+				return l, true
+			}
+			countsIdle++
 		}
 		if time.Now().After(deadline) {
+			assert.Less(t, countsIdle, 10, "no job in %d probes, yet never every CPU and node free: %+v", countsIdle, l)
 			return l, false
 		}
 		time.Sleep(2 * time.Second)
@@ -86,10 +97,7 @@ func realProbeLoad(t *testing.T, rs *realSlurm) {
 	assert.Equal(t, "debug", idle.Queue)
 	assert.Equal(t, 1, idle.JobCPUs)
 	checkCounts(t, idle)
-	if ok {
-		assert.Equal(t, idle.TotalCPUs, idle.FreeCPUs, "an idle partition")
-		assert.Equal(t, idle.TotalNodes, idle.FreeNodes, "an idle partition")
-	} else {
+	if !ok { // (an idle one reads every CPU and node free: see waitIdle)
 		t.Logf("the partition stayed busy with other tests' jobs: not checked as idle")
 	}
 	total := idle.TotalCPUs
@@ -231,8 +239,7 @@ func TestSSHProbeLoad(t *testing.T) {
 	require.True(t, idle.Fits, idle.Why)
 	assert.Equal(t, "debug", idle.Queue, "the default partition")
 	checkCounts(t, idle)
-	if ok { // (another test's job waiting for its begin time turns 22.05's estimate into none)
-		assert.Equal(t, idle.TotalCPUs, idle.FreeCPUs, "an idle partition")
+	if ok { // every CPU free (see waitIdle); another test's job waiting for its begin time turns 22.05's estimate into none
 		assert.False(t, idle.EstimatedStart.IsZero(), "sbatch --test-only's estimate")
 		assert.WithinDuration(t, time.Now(), idle.EstimatedStart, time.Minute, "an idle partition starts a job now")
 	}
