@@ -74,6 +74,10 @@ type CleanupResult struct {
 // errNotOwned stops cleanup at a record another run owns.
 var errNotOwned = errors.New("another run owns the record")
 
+// forceDeleteWait bounds the record's deletion by --force after the retry
+// budget was spent on the job.
+const forceDeleteWait = 5 * time.Second
+
 // Run performs cleanup and reports what it did. An error means the record
 // was kept (unless Force) and the job's fate is not settled.
 func (c *Cleaner) Run(ctx context.Context) (*CleanupResult, error) {
@@ -81,7 +85,9 @@ func (c *Cleaner) Run(ctx context.Context) (*CleanupResult, error) {
 		SubmitLease: c.SubmitLease, BackendChoice: c.BackendChoice, StatusKeys: record.StatusKeysOurs} // reads IBM's KILL as KILLED
 	r := &run{Invoker: iv.withDefaults()}
 	res := &CleanupResult{Record: r.Store.Describe()}
-	err := c.reconcile(ctx, r, res)
+	bctx, cancel := withBudget(ctx, r.RetryBudget) // a ceiling on all of it
+	defer cancel()
+	err := c.reconcile(bctx, r, res)
 	switch {
 	case errors.Is(err, errNotOwned):
 		r.Log.Warn("the record belongs to another run; not cancelling or deleting anything", "record", res.Record, "owner", res.Owner, "this_run", c.Owner)
@@ -89,7 +95,10 @@ func (c *Cleaner) Run(ctx context.Context) (*CleanupResult, error) {
 	case err != nil && c.Force:
 		r.Log.Warn("deleting the record though its job's end is not confirmed (--force); the job may run on untracked", "job_id", res.ID, "err", err)
 		res.Reason = "deleted by --force, though " + res.Reason
-		return res, c.delete(ctx, r, res)
+		// The budget may be spent: the delete gets a few seconds of its own.
+		dctx, cancel := context.WithTimeout(ctx, forceDeleteWait)
+		defer cancel()
+		return res, c.delete(dctx, r, res)
 	case err != nil:
 		r.Log.Warn("the record stays: its job's end is not confirmed", "record", res.Record, "job_id", res.ID, "err", err)
 	}

@@ -26,7 +26,7 @@ func retryTransient(ctx context.Context, budget time.Duration, fn func(context.C
 	defer cancel()
 	for {
 		err := fn(actx)
-		if err != nil && actx.Err() != nil && ctx.Err() == nil && !errors.Is(err, backends.ErrTransient) {
+		if err != nil && actx.Err() != nil && (ctx.Err() == nil || budgetSpent(ctx)) && !errors.Is(err, backends.ErrTransient) {
 			err = backends.Transient(fmt.Errorf("no answer within the retry budget (%s): %w", budget, err))
 		}
 		if err == nil || !errors.Is(err, backends.ErrTransient) || record.Permanent(err) {
@@ -40,6 +40,24 @@ func retryTransient(ctx context.Context, budget time.Duration, fn func(context.C
 			return err
 		}
 	}
+}
+
+// errBudgetSpent is the cause of a step's context that ended with its
+// retry budget (withBudget).
+var errBudgetSpent = errors.New("the retry budget is spent")
+
+// withBudget returns ctx ending after budget: a ceiling on a whole step
+// (cleanup), each of whose calls may retry under a budget of its own and
+// would otherwise add their budgets and timeouts up (2 min became 150 s).
+// Every blocking call under it ends with the step's budget.
+func withBudget(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, budget, errBudgetSpent)
+}
+
+// budgetSpent reports whether ctx ended with its step's budget (not with
+// SIGTERM): what was cut off there is a transient fault.
+func budgetSpent(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errBudgetSpent)
 }
 
 // retryDelay is the wait before the retry of err: the backoff's next, or
