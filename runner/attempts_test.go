@@ -182,6 +182,7 @@ func TestCleanupFindsTheCurrentAttemptByItsKey(t *testing.T) {
 	require.NoError(t, h.invoker(spec).Run(ctx))
 	h.fake.LoseResponses = 1
 	iv := h.invoker(spec)
+	iv.Registry = blindFinderRegistry(t, h.fake) // its lookup by key fails too
 	iv.RetryBudget = 50 * time.Millisecond
 	iv.SubmitLease = 100 * time.Millisecond // gives up before finding it
 	_ = iv.Run(ctx)

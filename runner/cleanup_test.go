@@ -50,6 +50,7 @@ func TestCleanupWithoutInvokerCancelsByKey(t *testing.T) {
 	h := newHarness(t, nil)
 	h.fake.LoseResponses = 1
 	iv := h.invoker(h.spec(`{"run":"30s"}`))
+	iv.Registry = blindFinderRegistry(t, h.fake) // its lookup by key fails too
 	iv.RetryBudget = 50 * time.Millisecond
 	iv.SubmitLease = 100 * time.Millisecond // gives up before finding it
 	_ = iv.Run(context.Background())

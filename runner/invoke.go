@@ -593,10 +593,14 @@ func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string
 // submit submits the job, retrying transient faults within the submit lease
 // and the retry budget, whichever is shorter, lookups included; before each
 // retry it looks for the job by key, because a request that timed out may
-// still have been accepted.
+// still have been accepted, and so it does before giving up (a fifth of
+// the time is kept for that last look).
 func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job, find func(context.Context) (string, error), log *slog.Logger) (string, error) {
-	sctx, cancel := context.WithTimeout(ctx, min(r.SubmitLease-r.SubmitLease/5, r.RetryBudget))
+	total := min(r.SubmitLease-r.SubmitLease/5, r.RetryBudget)
+	lastLook := total / 5
+	sctx, cancel := context.WithTimeout(ctx, total-lastLook)
 	defer cancel()
+	giveUp := func(err error) (string, error) { return r.lookBeforeGivingUp(ctx, job.Key, find, lastLook, err, log) }
 	b := record.Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
 	start := time.Now()
 	var cause error // the last failure that says more than "deadline exceeded"
@@ -618,8 +622,8 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 			return "", &backends.FieldError{Field: "credentials", Msg: err.Error() + "; check the Secret mounted as the credentials directory"}
 		case sctx.Err() != nil && ctx.Err() == nil:
 			// Nothing refused the job: the backend did not answer in time.
-			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached within %s (%d attempts; the last failure: %w)",
-				time.Since(start).Round(time.Second), attempt, unanswered(cause)))
+			return giveUp(backends.Transient(fmt.Errorf("submit: the backend could not be reached within %s (%d attempts; the last failure: %w)",
+				time.Since(start).Round(time.Second), attempt, unanswered(cause))))
 		case !errors.Is(err, backends.ErrTransient) && !record.Unreachable(err) && ctx.Err() == nil:
 			// Only an answer refuses a job: a request that got none (its
 			// own timeout, a refused connection) is retried above.
@@ -631,13 +635,30 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 			return "", fmt.Errorf("submit: %w", werr)
 		}
 		if ctx.Err() != nil || !record.SleepCtx(sctx, d) {
-			return "", backends.Transient(fmt.Errorf("submit: the backend could not be reached (%d attempts): %w", attempt, err))
+			return giveUp(backends.Transient(fmt.Errorf("submit: the backend could not be reached (%d attempts): %w", attempt, err)))
 		}
 		log.Warn("submit failed; retrying", "attempt", attempt, "err", err)
 		if id, ferr := find(sctx); ferr == nil && id != "" {
 			return id, nil
 		}
 	}
+}
+
+// lookBeforeGivingUp looks for the job by its key once more, within d
+// (after SIGTERM, within the grace period), before the submit gives up
+// with giveUp: a request whose answer was lost may have been accepted, and
+// no job may run that no record follows. A job found is the submit's; when
+// none is found, or the lookup fails too, the submit intent stays in the
+// record and the next invoke or cleanup looks again.
+func (r *run) lookBeforeGivingUp(ctx context.Context, key string, find func(context.Context) (string, error), d time.Duration,
+	giveUp error, log *slog.Logger) (string, error) {
+	lctx, cancel := r.stopping(ctx, d)
+	defer cancel()
+	if id, err := find(lctx); err == nil && id != "" {
+		log.Info("the submit got no answer, but the job is found by its idempotency key", "job_id", id, "key", key)
+		return id, nil
+	}
+	return "", giveUp
 }
 
 // telling keeps the failure that says most: err, unless it is only
