@@ -317,16 +317,7 @@ func (f *follower) killedStatus() backends.Status {
 // Reading the job's output has its own cadence: a due read is done and
 // the wait goes on until the poll is due.
 func (f *follower) wait() phase {
-	now := time.Now()
-	if f.pollAt.IsZero() {
-		f.pollAt = now.Add(f.poll.Next())
-	}
-	if f.cancel.requested() && !f.cancel.accepted && f.cancelAt.Before(f.pollAt) {
-		f.pollAt = f.cancelAt // ask again when the next cancel request is due
-	}
-	if end := f.failingSince.Add(f.r.RetryBudget); !f.failingSince.IsZero() && end.Before(f.pollAt) {
-		f.pollAt = end // the budget's end: the poll there gives up
-	}
+	f.schedulePoll()
 	at, next := f.pollAt, phasePoll
 	if f.out != nil && f.out.due.Before(at) {
 		at, next = f.out.due, phaseLogs
@@ -359,6 +350,20 @@ func (f *follower) wait() phase {
 		case <-f.ctx.Done():
 			return f.onSignal()
 		}
+	}
+}
+
+// schedulePoll sets when the next poll is due: after the poll interval,
+// sooner when a cancel request is due again or the retry budget ends.
+func (f *follower) schedulePoll() {
+	if f.pollAt.IsZero() {
+		f.pollAt = time.Now().Add(f.poll.Next())
+	}
+	if f.cancel.requested() && !f.cancel.accepted && f.cancelAt.Before(f.pollAt) {
+		f.pollAt = f.cancelAt // ask again when the next cancel request is due
+	}
+	if end := f.failingSince.Add(f.r.RetryBudget); !f.failingSince.IsZero() && end.Before(f.pollAt) {
+		f.pollAt = end // the budget's end: the poll there gives up
 	}
 }
 
