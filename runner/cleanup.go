@@ -403,12 +403,13 @@ func forget(ctx context.Context, be backends.Backend, id string, wait time.Durat
 		return
 	}
 	end := time.Now().Add(max(wait, time.Second))
+	b := record.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	for {
 		err := f.Forget(ctx, id)
 		if err == nil {
 			return
 		}
-		if time.Now().After(end) || !record.SleepCtx(ctx, 100*time.Millisecond) {
+		if time.Now().After(end) || !record.SleepCtx(ctx, b.Next()) {
 			log.Warn("the job's files stay", "job_id", id, "err", err)
 			return
 		}
