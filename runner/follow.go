@@ -556,8 +556,10 @@ func (r *run) cancelPending(ctx context.Context, st backends.Status) error {
 }
 
 // final records the final state; it must land, so it is retried within the
-// retry budget, and failing that invoke exits 75 (a retry re-attaches and
-// records it).
+// retry budget (after SIGTERM, the grace period), and failing that invoke
+// exits 75 (a retry re-attaches and records it), except for KILLED: a
+// cancel the backend confirmed is the job's end whether or not the record
+// says so.
 func (r *run) final(ctx context.Context, st backends.Status) error {
 	if st.Message == "" {
 		st.Message = r.statusData(st)[record.KeyMessage]
@@ -577,6 +579,14 @@ func (r *run) final(ctx context.Context, st backends.Status) error {
 		// outputs still say what happened.
 		r.Log.Warn("the record was deleted before the final state could be written", "record", r.Store.Describe())
 		err = nil
+	}
+	if err != nil && st.State == backends.Killed {
+		// The backend confirmed the cancel: KILLED is true and the step is
+		// over (exit 3), though the record still shows the job's last state.
+		// The next invoke or cleanup on it finds the job ended, or cancels
+		// it again.
+		r.Log.Warn("the job was cancelled, but recording KILLED failed; the record keeps its last state", "record", r.Store.Describe(), "err", err)
+		return nil
 	}
 	if err != nil {
 		return backends.Transient(fmt.Errorf("the job ended %s, but recording that in %s failed: %w", st.State, r.Store.Describe(), err))

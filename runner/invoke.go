@@ -248,7 +248,8 @@ func (r *run) execute(ctx context.Context) error {
 		// its lease on: the handover waits for the others' news to be written.
 		err = r.final(ctx, st)
 	}
-	r.w.close(ctx, r.rec.Data)
+	data := r.rec.Data
+	r.withinGrace(ctx, "handing on the cluster's watcher", func() { r.w.close(ctx, data) })
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,32 @@ func (r *run) stopping(ctx context.Context, d time.Duration) (context.Context, c
 	return context.WithCancel(wctx)
 }
 
+// withinGrace runs fn, work after the job's end that talks to the
+// Kubernetes API under timeouts of its own (the watcher's handover). Once
+// SIGTERM came, it is waited for only until the grace deadline and then
+// left behind: invoke must write its outputs and exit within the grace
+// period whatever is dark, and the next invoke or cleanup, or the lease's
+// expiry, mends what did not land.
+func (r *run) withinGrace(ctx context.Context, what string, fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(time.Until(r.graceDeadline(ctx)))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		r.Log.Warn(what+" did not finish within the grace period; left undone", "grace", r.Grace)
+	}
+}
+
 // observe makes rec the record as last seen. It is the one place that
 // changes r.rec, and only the run's own goroutine calls it: the watch
 // hands records over a channel (see observeWatched).
