@@ -124,7 +124,7 @@ func (f *follower) step(p phase) phase {
 	case phaseOutput:
 		return f.readOutput()
 	case phaseLogs:
-		f.out.readNew(f.ctx, f.id, f.log)
+		f.readLogs()
 		return phaseWait
 	case phaseRecord:
 		return f.recordState()
@@ -154,10 +154,7 @@ func (f *follower) pollStatus() phase {
 	f.force, f.deferred = false, false
 	f.pollAt = time.Time{}
 	started := time.Now()
-	// The retry budget is a ceiling: a request to a server that never
-	// answers ends with it, counted from the first failed request's start.
-	since := cmp.Or(f.failingSince, started)
-	pctx, cancel := context.WithDeadline(f.ctx, since.Add(f.r.RetryBudget))
+	pctx, cancel := f.requestCtx(0)
 	st, err := f.be.Status(pctx, f.id)
 	cancel()
 	if err != nil {
@@ -214,6 +211,28 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 	return phaseCancel
 }
 
+// requestCtx is the context of one request of the loop (a poll, a read of
+// the job's output, a cancel): it ends after d (0: no limit of its own),
+// and where the retry budget does, counted from the start of the first of
+// the current run of failed polls, or from now. The budget is a ceiling:
+// no request outlives it on a timeout of its own (a log read's 30 s over a
+// silent SSH connection made a 60 s budget 65-80 s).
+func (f *follower) requestCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	now := time.Now()
+	end := cmp.Or(f.failingSince, now).Add(f.r.RetryBudget)
+	if d > 0 && now.Add(d).Before(end) {
+		end = now.Add(d)
+	}
+	return context.WithDeadline(f.ctx, end)
+}
+
+// readLogs reads the job's new output within the retry budget.
+func (f *follower) readLogs() {
+	ctx, cancel := f.requestCtx(0)
+	defer cancel()
+	f.out.readNew(ctx, f.id, f.log)
+}
+
 // served reports whether the cluster's watcher follows this job for now,
 // so that its own poll may wait: only once the job was seen, while no
 // cancel or failure is being dealt with.
@@ -227,7 +246,7 @@ func (f *follower) served() bool {
 func (f *follower) readOutput() phase {
 	final := f.last.State.Final()
 	if f.out != nil && (final || !time.Now().Before(f.out.due)) {
-		f.out.readNew(f.ctx, f.id, f.log)
+		f.readLogs()
 	}
 	if final {
 		return f.finish(f.last, nil)
@@ -286,7 +305,7 @@ func (f *follower) requestCancel() {
 	if f.cancel.accepted || time.Now().Before(f.cancelAt) {
 		return
 	}
-	cctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	cctx, cancel := f.requestCtx(10 * time.Second)
 	defer cancel()
 	if err := f.be.Cancel(cctx, f.id); err != nil {
 		f.cancelAt = time.Now().Add(f.cancelRetry.Next())
