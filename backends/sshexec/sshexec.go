@@ -387,7 +387,9 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 		c.abandon(sess, conn, waited)
 		return Result{}, backends.Transient(fmt.Errorf("ssh: %s on %s did not finish within %s", cmd.Args[0], c.target.Addr(), timeout))
 	case <-ctx.Done():
-		c.abandon(sess, conn, waited)
+		// The caller's deadline (a retry budget, a grace period) is a
+		// ceiling: the session is let go in the background.
+		go c.abandon(sess, conn, waited)
 		return Result{}, ctx.Err()
 	}
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}

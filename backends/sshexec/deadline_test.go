@@ -1,0 +1,58 @@
+package sshexec_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
+	"github.com/bridge-runner/bridge-runner/internal/testutil"
+)
+
+// TestRunEndsWithItsContextOnASilentConnection: issue 37. The caller's
+// deadline (a retry budget, a grace period) is a ceiling: a command under
+// way when the network goes silent returns when its context ends, not 5 s
+// later (the old code waited for the abandoned session to close, which a
+// silent peer never lets happen, before returning: a 60 s invoke budget
+// over SSH ended after 65-80 s).
+func TestRunEndsWithItsContextOnASilentConnection(t *testing.T) {
+	srv := testssh.Default(t)
+	p := testutil.NewProxy(t, srv.Addr)
+	creds := testssh.Creds(t, srv.CredsDir)
+	kh, _ := creds.Get("known_hosts")
+	_, port, _ := strings.Cut(p.Addr, ":")
+	creds.Set("known_hosts", strings.Replace(kh, "["+strings.Replace(srv.Addr, ":", "]:", 1), "[127.0.0.1]:"+port, 1))
+	target, _ := sshexec.ParseURL(fmt.Sprintf("ssh://%s@%s", srv.User, p.Addr))
+	c := sshexec.New(target, creds, nil, sshexec.Options{})
+	defer c.Close()
+	if _, err := c.Run(testssh.Ctx(t, time.Minute), sshexec.Cmd{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, sshexec.Cmd{Args: []string{"sleep", "30"}})
+		done <- err
+	}()
+	time.Sleep(budget / 2) // the command is running when the network goes silent
+	p.Set(t, testutil.Blackhole)
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		t.Logf("a command on a connection gone silent, context of %s: returned after %s: %v", budget, took.Round(time.Millisecond), err)
+		if err == nil {
+			t.Fatal("a command cut off by its context reported success")
+		}
+		if took > budget+time.Second {
+			t.Fatalf("returned %s after its context's %s ended", took-budget, budget)
+		}
+	case <-time.After(budget + 30*time.Second):
+		t.Fatal("Run did not return")
+	}
+}
