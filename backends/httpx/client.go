@@ -154,7 +154,7 @@ func DefaultClient() *http.Client {
 // CLOSE-WAIT on the server's side until the daemon gets to it); a
 // retry at once adds another to the same queue. After a connect or
 // first-byte timeout, requests to that origin wait a back-off (1 s doubling
-// to 30 s, jittered by ±20 %, within their own deadline); any answer ends it.
+// to 15 s, jittered by ±20 %, within their own deadline); any answer ends it.
 type coolDown struct {
 	next  *http.Transport
 	mu    sync.Mutex
@@ -164,7 +164,7 @@ type coolDown struct {
 
 const (
 	coolDownFirst = time.Second
-	coolDownMax   = 30 * time.Second
+	coolDownMax   = 15 * time.Second
 )
 
 func (c *coolDown) RoundTrip(r *http.Request) (*http.Response, error) {
