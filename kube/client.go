@@ -20,9 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Group versions of the kinds the client knows.
@@ -130,12 +133,43 @@ func New(cfg *rest.Config, extra ...Kinds) (*Client, error) {
 			return resp, err
 		})
 	})
-	rc, err := rest.UnversionedRESTClientFor(cfg)
+	hc, err := httpClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := rest.UnversionedRESTClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
 	c.rest = rc
 	return c, nil
+}
+
+// httpClient builds cfg's HTTP client with httpx's constructor rather than
+// client-go's (rest.HTTPClientFor), which follows a redirect to any origin
+// and whose bearer-token round tripper adds Authorization on every hop:
+// client-go's TLS settings (CA, client certificates, exec plugins) and its
+// authentication wrappers over httpx's transport, with httpx's redirect
+// policy (same origin only).
+func httpClient(cfg *rest.Config) (*http.Client, error) {
+	rt := cfg.Transport // a caller's own transport (client-go allows no TLS settings beside it)
+	if rt == nil {
+		tlsConf, err := rest.TLSConfigFor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		tr := httpx.NewKubernetesTransport(httpx.Options{TLS: tlsConf, Proxy: cfg.Proxy, Dial: cfg.Dial})
+		tr.DisableCompression = cfg.DisableCompression
+		// As client-go finishes its own: NO_PROXY with CIDRs, and HTTP/2
+		// with health pings, so that a dead connection under a watch is
+		// noticed.
+		rt = utilnet.SetTransportDefaults(tr)
+	}
+	rt, err := rest.HTTPWrappersForConfig(cfg, rt)
+	if err != nil {
+		return nil, err
+	}
+	return httpx.NewClient(rt, cfg.Timeout), nil
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

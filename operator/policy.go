@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -108,7 +109,7 @@ func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string) er
 // noProbe is the HTTP client the operator gives SelectBackend: the operator
 // sends no request to a URL a BridgeJob's author wrote (a Ray dashboard is
 // recognised only by asking it), so such a BridgeJob names its backend.
-var noProbe = &http.Client{Transport: noProbeTransport{}}
+var noProbe = httpx.NewClient(noProbeTransport{}, 0)
 
 type noProbeTransport struct{}
 

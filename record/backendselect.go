@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Backend selection. IBM's records have no backend key (each of IBM's pod
@@ -127,7 +128,7 @@ const rayTokenAuth = "token-auth"
 // rayTokenAuth if it is one that wants a token; and the HTTP status.
 func rayVersion(ctx context.Context, u *url.URL, hc *http.Client) (string, int) {
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = httpx.DefaultClient()
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -4,65 +4,57 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"net"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
-// NewHTTPClient returns the client backends use. TLS is verified against the
-// system roots plus caFile when given; insecure turns verification off (the
-// user must ask for it). There is no overall timeout, because downloads may
-// be large: backends bound each request with a context instead. Redirects
-// follow httpx's policy (same origin only, at most httpx.MaxRedirects).
+// NewHTTPClient returns the client backends use, made by httpx's one
+// constructor (its redirect, TLS, proxy and connection policy for a
+// cluster's daemon). TLS is verified against the system roots plus caFile
+// when given; insecure turns verification off (the user must ask for it).
+// There is no overall timeout, because downloads may be large: backends
+// bound each request with a context instead.
 func NewHTTPClient(caFile string, insecure bool) (*http.Client, error) {
-	tr, err := newTransport(caFile, insecure)
+	tlsConf, err := tlsConfig(caFile, insecure)
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: &countingTransport{next: tlsFaultTransport{next: tr}}, CheckRedirect: httpx.CheckRedirect}, nil
+	tr := httpx.NewTransport(httpx.Options{Use: httpx.Server, TLS: tlsConf})
+	return httpx.NewClient(&countingTransport{next: tlsFaultTransport{next: tr}}, 0), nil
 }
 
 // maxCAFileBytes caps --ca-file: a bundle of every public CA is about
 // 250 KiB.
 const maxCAFileBytes = 4 << 20
 
-// newTransport is the TLS-configured transport behind NewHTTPClient.
-func newTransport(caFile string, insecure bool) (*http.Transport, error) {
+// tlsConfig is the TLS configuration of --ca-file and
+// --insecure-skip-tls-verify.
+func tlsConfig(caFile string, insecure bool) (*tls.Config, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // only on the user's request
-	if caFile != "" {
-		pem, err := record.ReadLocalFile(caFile, maxCAFileBytes)
-		var le *record.LocalFileError
-		if errors.As(err, &le) {
-			return nil, backends.Invalid("ca-file", "%s; give a PEM CA bundle (a regular file)", le)
-		}
-		if err != nil {
-			return nil, backends.Invalid("ca-file", "cannot read %s: %v; mount the CA bundle or fix --ca-file", caFile, unwrapPathErr(err))
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, backends.Invalid("ca-file", "%s holds no PEM certificate; give a PEM CA bundle", caFile)
-		}
-		tlsConf.RootCAs = pool
+	if caFile == "" {
+		return tlsConf, nil
 	}
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       tlsConf,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 60 * time.Second,
-		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConnsPerHost:   4,
-		ForceAttemptHTTP2:     true,
+	pem, err := record.ReadLocalFile(caFile, maxCAFileBytes)
+	var le *record.LocalFileError
+	if errors.As(err, &le) {
+		return nil, backends.Invalid("ca-file", "%s; give a PEM CA bundle (a regular file)", le)
 	}
-	return tr, nil
+	if err != nil {
+		return nil, backends.Invalid("ca-file", "cannot read %s: %v; mount the CA bundle or fix --ca-file", caFile, unwrapPathErr(err))
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, backends.Invalid("ca-file", "%s holds no PEM certificate; give a PEM CA bundle", caFile)
+	}
+	tlsConf.RootCAs = pool
+	return tlsConf, nil
 }
 
 // countingTransport counts requests, so that invoke can report how many
@@ -133,6 +125,10 @@ func RequestsByClass(c *http.Client) map[string]int64 {
 // problem in the final message and the record, rather than being retried as
 // a network failure and seen only in WARN lines.
 type tlsFaultTransport struct{ next http.RoundTripper }
+
+// Unwrap returns the transport underneath (Ray's log tail dials its
+// WebSocket with the TLS settings found there).
+func (t tlsFaultTransport) Unwrap() http.RoundTripper { return t.next }
 
 func (t tlsFaultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)

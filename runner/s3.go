@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -112,15 +113,13 @@ func NewS3Store(cfg S3Config) (*S3Store, error) {
 	if err != nil {
 		return nil, backends.Invalid("s3.secret", "no S3 secret key: %v", err)
 	}
-	// The runner's TLS settings (CA bundle, verification), plus
-	// DisableCompression: Go would otherwise ask for gzip and transparently
-	// unpack it, making object sizes and checksums disagree.
-	tr, err := newTransport(cfg.CAFile, cfg.Insecure)
+	// The runner's TLS settings (CA bundle, verification) in httpx's
+	// transport for object stores (no transparent gzip, a pool for parts).
+	tlsConf, err := tlsConfig(cfg.CAFile, cfg.Insecure)
 	if err != nil {
 		return nil, err
 	}
-	tr.DisableCompression = true
-	tr.MaxIdleConnsPerHost = 16
+	tr := httpx.NewObjectTransport(httpx.Options{TLS: tlsConf})
 	opts := func(retries int) *minio.Options {
 		return &minio.Options{
 			Creds:      credentials.NewStaticV4(access, secret, ""),

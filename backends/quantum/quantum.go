@@ -107,6 +107,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 )
 
 // Name is the backend's registry name.
@@ -156,7 +157,7 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	b := &Backend{base: strings.TrimRight(u.Scheme+"://"+u.Host+u.Path, "/"), client: cfg.HTTPClient, creds: cfg.Credentials, secrets: cfg.Secrets,
 		log: cfg.Logger, requestTimeout: RequestTimeout, now: time.Now}
 	if b.client == nil {
-		b.client = &http.Client{}
+		b.client = httpx.DefaultClient()
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)

@@ -81,7 +81,7 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	u.RawPath = ""
 	client := cfg.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: 60 * time.Second}
+		client = httpx.NewClient(httpx.NewTransport(httpx.Options{Use: httpx.Server}), 60*time.Second)
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -88,6 +88,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 )
 
@@ -122,7 +123,7 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	b := &Backend{base: base, pinned: pinned, client: cfg.HTTPClient, creds: cfg.Credentials,
 		log: cfg.Logger, requestTimeout: RequestTimeout}
 	if b.client == nil {
-		b.client = &http.Client{}
+		b.client = httpx.DefaultClient()
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)

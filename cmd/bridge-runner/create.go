@@ -13,6 +13,9 @@ import (
 type createOptions struct {
 	store storeOptions
 	spec  record.Spec
+	// tls verifies the backend when the resourceURL is probed to tell
+	// which system it is (a Ray dashboard answers /api/version).
+	tls backendOptions
 }
 
 func (a *app) newCreateCmd() *cobra.Command {
@@ -40,13 +43,18 @@ names the keys that differ.`,
 		},
 	}
 	o.store.addFlags(cmd.Flags())
+	o.tls.addTLSFlags(cmd.Flags())
 	specFlags(cmd.Flags(), &o.spec)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
 	return cmd
 }
 
 func (a *app) runCreate(cmd *cobra.Command, o *createOptions) (int, error) {
-	if err := a.chooseBackend(cmd, &o.spec, nil); err != nil {
+	hc, err := runner.NewHTTPClient(o.tls.CAFile, o.tls.Insecure)
+	if err != nil {
+		return exitCode(nil, err), err
+	}
+	if err := a.chooseBackend(cmd, &o.spec, hc); err != nil {
 		return exitCode(nil, err), err
 	}
 	if _, err := o.spec.Parse(); err != nil {

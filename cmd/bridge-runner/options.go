@@ -56,6 +56,12 @@ type backendOptions struct {
 
 func (o *backendOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CredentialsDir, "credentials-dir", "/credentials", "directory of the mounted credentials Secret (one file per key, e.g. username and password)")
+	o.addTLSFlags(fs)
+}
+
+// addTLSFlags binds the flags of how the backend's TLS is verified (also
+// create-configmap's, whose probe of a resourceURL reaches the backend).
+func (o *backendOptions) addTLSFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CAFile, "ca-file", "", "PEM CA bundle to verify the backend's TLS certificate with (in addition to the system roots)")
 	fs.BoolVar(&o.Insecure, "insecure-skip-tls-verify", false, "do not verify the backend's TLS certificate (insecure; prefer --ca-file)")
 }
