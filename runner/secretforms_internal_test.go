@@ -28,3 +28,26 @@ func TestOutputWriterEncodedSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputWriterFoldedWordSplit: a passphrase's word, upper-cased by the
+// job and reaching the stream scrubber one byte at a time, is redacted.
+func TestOutputWriterFoldedWordSplit(t *testing.T) {
+	var sec Secrets
+	sec.Add("correct horse battery staple")
+	for _, form := range []string{"BATTERY", "Staple", "ELPATS", url.QueryEscape("HORSE BATTERY")} {
+		var out strings.Builder
+		w := &outputWriter{w: &out, secrets: &sec}
+		for _, b := range []byte("log: " + form + " end\n") {
+			if _, err := w.Write([]byte{b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.ToLower(out.String()); strings.Contains(got, "battery") || strings.Contains(got, "staple") ||
+			strings.Contains(got, "elpats") || strings.Contains(got, "horse") {
+			t.Errorf("%q written byte by byte came out as %q", form, out.String())
+		}
+	}
+}
