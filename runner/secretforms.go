@@ -126,8 +126,8 @@ func foldRune(r rune) rune {
 	return best
 }
 
-// foldEqual reports whether foldCase(s) == folded, without allocating.
-func foldEqual(s, folded string) bool {
+// foldEqual reports whether foldCase(s) == folded, without copying s.
+func foldEqual[T string | []byte](s T, folded string) bool {
 	if len(s) != len(folded) {
 		return false
 	}
@@ -140,12 +140,10 @@ func foldEqual(s, folded string) bool {
 			i++
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
 		var buf [utf8.UTFMax]byte
+		r, n := utf8.DecodeRune(buf[:copy(buf[:], s[i:])])
 		if f := foldRune(r); f != r && r != utf8.RuneError {
 			utf8.EncodeRune(buf[:], f)
-		} else {
-			copy(buf[:], s[i:i+n])
 		}
 		if string(buf[:n]) != folded[i:i+n] {
 			return false

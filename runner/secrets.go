@@ -238,7 +238,7 @@ func (s *Secrets) safeCut(b []byte, cut int) int {
 func straddles(b []byte, cut int, f string) int {
 	for i := max(0, cut-len(f)+1); i < cut; i++ {
 		n := min(len(f), len(b)-i)
-		if foldEqual(string(b[i:i+n]), f[:n]) {
+		if foldEqual(b[i:i+n], f[:n]) {
 			return i
 		}
 	}
