@@ -355,17 +355,11 @@ func nextCut(text string) int {
 	return i
 }
 
-// redactMatches replaces what any of res matches in text with "[redacted]".
-// The matches are found in the unchanged text and merged first: the chunks
-// of a long secret may overlap (a value that repeats itself), and replacing
-// one chunk's match before looking for the next would hide the next. A
-// submatch named "mark" (the "..." of a cut) is kept.
-func redactMatches(text string, res []*regexp.Regexp) string {
-	return redactSpans(text, spansOf(text, res))
-}
-
 // spansOf returns what any of res matches in text, a submatch named
-// "mark" cut off.
+// "mark" (the "..." of a cut) cut off. All matches are found in the
+// unchanged text, to be redacted at once (redactSpans): the chunks of a
+// long secret may overlap (a value that repeats itself), and replacing one
+// chunk's match before looking for the next would hide the next.
 func spansOf(text string, res []*regexp.Regexp) []span {
 	var spans []span
 	for _, re := range res {

@@ -99,7 +99,8 @@ func (s *Secrets) add(v string, cores bool) {
 			s.values = append(s.values, newSecret(x, cores && i == 0))
 		}
 	}
-	// Longest first, so a secret that contains another is replaced whole.
+	// Longest first, so that a cut short text's beginning is matched by
+	// the longest secret it begins (scrubCut).
 	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i].value) > len(s.values[j].value) })
 }
 
@@ -124,9 +125,9 @@ func (s *Secrets) Scrub(text string) string {
 	}
 	// Every match is found in the unchanged text and all are redacted at
 	// once: a word of a passphrase redacted first would break the match
-	// of the whole passphrase's encoded form around it.
-	// The windows of text near an escape or a cut are found once, for the
-	// longest secret, and each secret's patterns run in them.
+	// of the whole passphrase's encoded form around it. The windows of
+	// text near an escape or a cut are found once, for the longest secret,
+	// and each secret's patterns run in them.
 	folded := foldCase(text)
 	reach := 0
 	for _, v := range s.values {
