@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -17,9 +18,13 @@ import (
 // literal value alone misses all of these, so each secret is scrubbed in
 // every form it can take on the wire.
 
-// secret is one registered value with the forms Scrub looks for.
+// secret is one registered value with the forms Scrub looks for, in any
+// letter case: a server may upper-case what it echoes.
 type secret struct {
 	value string
+	// folded is value case-folded (see foldCase), as Scrub finds it in a
+	// text folded the same way.
+	folded string
 	// patterns match the value with each character written literally or
 	// in any escape a wire format uses for it (JSON, XML/HTML entities,
 	// percent-encoding, "+" for a space), mixed freely and nested a few
@@ -35,8 +40,8 @@ type secret struct {
 	// exact are fixed strings: the cores of the value's base64 encodings
 	// (see base64Cores), which a pattern cannot describe.
 	exact []string
-	// cuttable are the whole-value forms whose beginning is redacted when a
-	// text was cut short right after it (see scrubCut).
+	// cuttable are the whole-value forms, case-folded, whose beginning is
+	// redacted when a text was cut short right after it (see scrubCut).
 	cuttable []string
 	// maxLen bounds the length of the longest text this secret's forms can
 	// match, for the stream scrubber's hold-back.
@@ -59,16 +64,93 @@ const (
 	chunkRunes = 96
 )
 
-func newSecret(v string) secret {
-	s := secret{value: v, patterns: &lazyRegexps{build: runePatterns, value: v}, cuts: &lazyRegexps{build: cutPattern, value: v}}
+// newSecret makes the forms of v, with the cores of its base64 encodings
+// if cores is set.
+func newSecret(v string, cores bool) secret {
+	s := secret{value: v, folded: foldCase(v), patterns: &lazyRegexps{build: runePatterns, value: v}, cuts: &lazyRegexps{build: cutPattern, value: v}}
 	s.maxLen = maxRuneForm * utf8.RuneCountInString(v)
-	s.exact = base64Cores(v)
-	s.cuttable = append([]string{v}, encodedForms(v)...)
-	s.cuttable = append(s.cuttable, s.exact...)
-	for _, f := range s.cuttable {
+	if cores {
+		s.exact = base64Cores(v)
+	}
+	for _, f := range append(append([]string{v}, encodedForms(v)...), s.exact...) {
+		s.cuttable = append(s.cuttable, foldCase(f))
 		s.maxLen = max(s.maxLen, len(f))
 	}
 	return s
+}
+
+// foldCase maps every letter of s to one rune of its case-folding orbit
+// (the least one whose UTF-8 encoding is as long as the letter's), so that
+// two texts that differ only in letter case fold to the same bytes, and a
+// match in the folded text is at the same offsets in s.
+func foldCase(s string) string {
+	b := []byte(s)
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			b[i] = asciiUpper[c]
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if f := foldRune(r); f != r {
+			utf8.EncodeRune(b[i:], f)
+		}
+		i += n
+	}
+	return string(b)
+}
+
+// asciiUpper maps each ASCII byte to its upper case, for foldCase's loop.
+var asciiUpper = func() (t [utf8.RuneSelf]byte) {
+	for i := range t {
+		t[i] = byte(i)
+		if 'a' <= i && i <= 'z' {
+			t[i] = byte(i - 'a' + 'A')
+		}
+	}
+	return t
+}()
+
+// foldRune is r's representative in foldCase.
+func foldRune(r rune) rune {
+	if r == utf8.RuneError {
+		return r
+	}
+	best := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < best && utf8.RuneLen(f) == utf8.RuneLen(r) {
+			best = f
+		}
+	}
+	return best
+}
+
+// foldEqual reports whether foldCase(s) == folded, without copying s.
+func foldEqual[T string | []byte](s T, folded string) bool {
+	if len(s) != len(folded) {
+		return false
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if asciiUpper[c] != folded[i] {
+				return false
+			}
+			i++
+			continue
+		}
+		var buf [utf8.UTFMax]byte
+		r, n := utf8.DecodeRune(buf[:copy(buf[:], s[i:])])
+		if f := foldRune(r); f != r && r != utf8.RuneError {
+			utf8.EncodeRune(buf[:], f)
+		}
+		if string(buf[:n]) != folded[i:i+n] {
+			return false
+		}
+		i += n
+	}
+	return true
 }
 
 // lazyRegexps are a secret's patterns, compiled on first use: they take
@@ -130,8 +212,19 @@ func cutPattern(v string) string {
 	return b.String()
 }
 
-// runeForms lists the regular expressions that match r in each encoding.
+// runeForms lists the regular expressions that match r, in any letter
+// case, in each encoding.
 func runeForms(r rune) []string {
+	forms := encodedRuneForms(r)
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		forms = append(forms, encodedRuneForms(f)...)
+	}
+	return forms
+}
+
+// encodedRuneForms lists the regular expressions that match r in each
+// encoding.
+func encodedRuneForms(r rune) []string {
 	nest := "*"
 	amp := "&(?:amp;)" + nest
 	forms := []string{regexp.QuoteMeta(string(r))}
@@ -262,13 +355,12 @@ func nextCut(text string) int {
 	return i
 }
 
-// redactMatches replaces what any of res matches in text with "[redacted]".
-// The matches are found in the unchanged text and merged first: the chunks
-// of a long secret may overlap (a value that repeats itself), and replacing
-// one chunk's match before looking for the next would hide the next. A
-// submatch named "mark" (the "..." of a cut) is kept.
-func redactMatches(text string, res []*regexp.Regexp) string {
-	type span struct{ from, to int }
+// spansOf returns what any of res matches in text, a submatch named
+// "mark" (the "..." of a cut) cut off. All matches are found in the
+// unchanged text, to be redacted at once (redactSpans): the chunks of a
+// long secret may overlap (a value that repeats itself), and replacing one
+// chunk's match before looking for the next would hide the next.
+func spansOf(text string, res []*regexp.Regexp) []span {
 	var spans []span
 	for _, re := range res {
 		mark := re.SubexpIndex("mark")
@@ -282,6 +374,15 @@ func redactMatches(text string, res []*regexp.Regexp) string {
 			}
 		}
 	}
+	return spans
+}
+
+// span is text[from:to].
+type span struct{ from, to int }
+
+// redactSpans replaces each of spans in text with "[redacted]", spans that
+// overlap or touch as one.
+func redactSpans(text string, spans []span) string {
 	if len(spans) == 0 {
 		return text
 	}
@@ -301,14 +402,13 @@ func redactMatches(text string, res []*regexp.Regexp) string {
 	return b.String()
 }
 
-// replaceNear applies replace to the parts of text within maxLen bytes of a
-// mark that next finds, leaving the rest untouched: a match must hold a
-// mark, and running the patterns over the whole of a long job log would cost
-// a thousand times more than looking for the marks.
-func replaceNear(text string, next func(string) int, maxLen int, replace func(string) string) string {
-	var out strings.Builder
-	done := 0 // text[:done] is in out
-	for done < len(text) {
+// nearWindows returns the parts of text within maxLen bytes of a mark that
+// next finds: a match of a pattern must hold a mark, and running the
+// patterns over the whole of a long job log would cost a thousand times
+// more than looking for the marks.
+func nearWindows(text string, next func(string) int, maxLen int) []span {
+	var out []span
+	for done := 0; done < len(text); {
 		i := next(text[done:])
 		if i < 0 {
 			break
@@ -323,13 +423,21 @@ func replaceNear(text string, next func(string) int, maxLen int, replace func(st
 			}
 			end = min(end+j+maxLen+4, len(text))
 		}
-		out.WriteString(text[done:start])
-		out.WriteString(replace(text[start:end]))
+		out = append(out, span{start, end})
 		done = end
 	}
-	if out.Len() == 0 && done == 0 {
-		return text
+	return out
+}
+
+// matchSpans returns what any of res matches in text within windows (see
+// nearWindows), a "mark" submatch cut off. res are compiled only when there
+// is a window to look in.
+func matchSpans(text string, windows []span, res func() []*regexp.Regexp) []span {
+	var spans []span
+	for _, w := range windows {
+		for _, m := range spansOf(text[w.from:w.to], res()) {
+			spans = append(spans, span{w.from + m.from, w.from + m.to})
+		}
 	}
-	out.WriteString(text[done:])
-	return out.String()
+	return spans
 }

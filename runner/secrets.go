@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/record"
@@ -32,57 +35,142 @@ const minSecretLen = 4
 // Add registers a secret value. A value of several lines (a PEM private
 // key) is registered line by line: every line is still scrubbed, and the
 // job output's scrubber need not hold back kilobytes (the longest secret)
-// before it can show a line.
+// before it can show a line. A value of one line with spaces in it (a
+// passphrase) is also registered word by word: a server may split it, and
+// each word is part of the secret (see passphraseWords). Every value is
+// also registered reversed, and all are matched in any letter case.
 func (s *Secrets) Add(v string) {
 	if strings.Contains(v, "\n") {
 		for _, line := range strings.Split(v, "\n") {
-			s.Add(strings.TrimSpace(line))
+			s.add(strings.TrimSpace(line), true)
 		}
 		return
 	}
+	s.add(v, true)
+	for _, w := range passphraseWords(v) {
+		s.add(w, false)
+	}
+}
+
+// minWordRunes is the shortest word of a passphrase that is scrubbed on its
+// own. Words of three letters or fewer ("the", "of", "and") are in every
+// sentence of every log; scrubbing them would leave no message readable,
+// and each carries about a tenth of a diceware passphrase's strength. From
+// four letters on, a word is rare enough in messages to be worth hiding.
+const minWordRunes = 4
+
+// maxPassphrase bounds the value that is split into words. A passphrase is
+// typed by a person; a longer value with spaces is a document (a key file
+// written on one line) whose words ("type", "project") are no secret, and
+// each word registered costs patterns to compile.
+const maxPassphrase = 256
+
+// passphraseWords returns the words of a value that has spaces, trimmed of
+// the punctuation around them, that are minWordRunes long or more. Only
+// whitespace separates words: the parts of a token joined by "-" or "."
+// ("SECRET-token-9f8e7d") are no words, and scrubbing them alone would
+// redact every "token" in the hints that name a key.
+func passphraseWords(v string) []string {
+	fields := strings.Fields(v)
+	if len(fields) < 2 || len(v) > maxPassphrase {
+		return nil
+	}
+	var words []string
+	for _, f := range fields {
+		w := strings.TrimFunc(f, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		if utf8.RuneCountInString(w) >= minWordRunes {
+			words = append(words, w)
+		}
+	}
+	return words
+}
+
+// add registers one value and its reverse (a server that writes the text
+// backwards). Only a value as it was read gets base64 cores: nothing
+// base64-encodes a text it reversed or split first.
+func (s *Secrets) add(v string, cores bool) {
 	if len(v) < minSecretLen {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, have := range s.values {
-		if have.value == v {
-			return
+	for i, x := range []string{v, reversed(v)} {
+		if !slices.ContainsFunc(s.values, func(have secret) bool { return have.folded == foldCase(x) }) {
+			s.values = append(s.values, newSecret(x, cores && i == 0))
 		}
 	}
-	s.values = append(s.values, newSecret(v))
-	// Longest first, so a secret that contains another is replaced whole.
+	// Longest first, so that a cut short text's beginning is matched by
+	// the longest secret it begins (scrubCut).
 	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i].value) > len(s.values[j].value) })
 }
 
+func reversed(s string) string {
+	r := []rune(s)
+	slices.Reverse(r)
+	return string(r)
+}
+
 // Scrub replaces every registered secret in text with "[redacted]", in any
-// encoding, and a secret's beginning where text was cut short ("..."): a
-// backend that clips a long error body may cut a secret in two, and the half
-// left would no longer match.
+// letter case and encoding, and a secret's beginning where text was cut
+// short ("..."): a backend that clips a long error body may cut a secret
+// in two, and the half left would no longer match.
 func (s *Secrets) Scrub(text string) string {
 	if s == nil {
 		return text
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if len(s.values) == 0 {
+		return text
+	}
+	// Every match is found in the unchanged text and all are redacted at
+	// once: a word of a passphrase redacted first would break the match
+	// of the whole passphrase's encoded form around it. The windows of
+	// text near an escape or a cut are found once, for the longest secret,
+	// and each secret's patterns run in them.
+	folded := foldCase(text)
+	reach := 0
 	for _, v := range s.values {
-		text = strings.ReplaceAll(text, v.value, "[redacted]")
-		text = replaceNear(text, nextEscape, v.maxLen, func(seg string) string {
-			return redactMatches(seg, v.patterns.get())
-		})
+		reach = max(reach, v.maxLen)
+	}
+	var spans []span
+	escapes := nearWindows(text, nextEscape, reach)
+	for _, v := range s.values {
+		spans = append(spans, indexAll(folded, v.folded)...)
+		spans = append(spans, matchSpans(text, escapes, v.patterns.get)...)
 		for _, e := range v.exact {
-			text = strings.ReplaceAll(text, e, "[redacted]")
+			spans = append(spans, indexAll(text, e)...)
 		}
 	}
+	text = redactSpans(text, spans)
+	if nextCut(text) < 0 {
+		return text
+	}
+	spans = nil
+	cuts := nearWindows(text, nextCut, reach)
 	for _, v := range s.values {
-		text = replaceNear(text, nextCut, v.maxLen, func(seg string) string {
-			return redactMatches(seg, v.cuts.get())
-		})
+		spans = append(spans, matchSpans(text, cuts, v.cuts.get)...)
+	}
+	text = redactSpans(text, spans)
+	for _, v := range s.values {
 		for _, f := range v.cuttable {
 			text = scrubCut(text, f)
 		}
 	}
 	return text
+}
+
+// indexAll returns where sub is found in text, overlaps included.
+func indexAll(text, sub string) []span {
+	var spans []span
+	for from := 0; ; {
+		i := strings.Index(text[from:], sub)
+		if i < 0 {
+			return spans
+		}
+		spans = append(spans, span{from + i, from + i + len(sub)})
+		from += i + 1
+	}
 }
 
 // scrubCut redacts the longest beginning of secret (of minSecretLen bytes
@@ -102,7 +190,7 @@ func scrubCutAt(text, secret, mark string) string {
 		}
 		cut := from + i
 		for l := min(len(secret)-1, cut); l >= minSecretLen; l-- {
-			if strings.HasSuffix(text[:cut], secret[:l]) {
+			if foldEqual(text[cut-l:cut], secret[:l]) {
 				text = text[:cut-l] + "[redacted]" + text[cut:]
 				cut += len("[redacted]") - l
 				break
@@ -147,10 +235,11 @@ func (s *Secrets) safeCut(b []byte, cut int) int {
 
 // straddles returns where the first occurrence of f (or of its beginning,
 // at the end of b) that starts before cut and ends after it starts, or -1.
+// f is case-folded (see foldCase).
 func straddles(b []byte, cut int, f string) int {
 	for i := max(0, cut-len(f)+1); i < cut; i++ {
 		n := min(len(f), len(b)-i)
-		if string(b[i:i+n]) == f[:n] {
+		if foldEqual(b[i:i+n], f[:n]) {
 			return i
 		}
 	}

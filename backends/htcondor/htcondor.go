@@ -188,9 +188,14 @@ func (b *Backend) upload(ctx context.Context, dir string, spec *submitSpec, inpu
 }
 
 // condor is HTCondor as its commands on a submit host show it.
+// condor: HTCondor's tools write an error as "ERROR: <reason>" (or
+// "Error: "), condor_rm a job it lacks as "Job <id> not found" or
+// "Couldn't find/remove all jobs ...".
 var condor = sshexec.System{Host: "an HTCondor submit host", Controller: "the schedd",
 	Unreachable: []string{"Can't find address", "Failed to connect", "Could not connect", "Failed to fetch ads",
-		"Error: Couldn't contact", "Failed to end classad message", "SECMAN", "timed out", "Connection refused"}}
+		"Error: Couldn't contact", "Failed to end classad message", "SECMAN", "timed out", "Connection refused"},
+	Errors: []*regexp.Regexp{regexp.MustCompile(`^(?:ERROR|Error):? (.+)$`), regexp.MustCompile(`^(Job [0-9.]+ not found|Couldn't find/remove all jobs .+)$`),
+		regexp.MustCompile(`^-- (Failed to fetch ads from: .+)$`)}}
 
 func (b *Backend) remember(id, dir string) {
 	if dir == "" {
@@ -374,7 +379,7 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 	if clusterID().MatchString(id) && res.Says("Couldn't find") && b.arrayEnded(ctx, id) {
 		return nil // an array whose tasks all left the queue
 	}
-	return backends.Transient(fmt.Errorf("condor_rm %s (exit %d): %s", id, res.ExitCode, res.Text()))
+	return backends.Transient(fmt.Errorf("condor_rm %s (exit %d): %s", id, res.ExitCode, condor.Said("condor_rm", res)))
 }
 
 // StatusManyRequests implements backends.BatchCoster: one condor_q (and at

@@ -56,9 +56,10 @@ func Reason(s string) string {
 
 // encodedLooking reports whether a token of a reason could be a value
 // rather than a word: anything unprintable (UTF-16 is full of NULs), an
-// escape (\, &#, %XX, =XX twice), letters mixed with digits over 8 bytes
-// or more (hex, base32, base64, a token reversed or upper-cased; "JobId=42"
-// is two parts), more than 20 digits, or a long run of base64's alphabet.
+// escape (\, &#, %XX, =XX twice), a double quote inside it, letters mixed
+// with digits over 8 bytes or more (hex, base32, base64, a token reversed
+// or upper-cased; "JobId=42" is two parts), more than 20 digits, or a long
+// run of base64's alphabet.
 func encodedLooking(w string) bool {
 	if !utf8.ValidString(w) || strings.ContainsFunc(w, func(r rune) bool { return !unicode.IsPrint(r) || r == utf8.RuneError }) {
 		return true
@@ -67,6 +68,11 @@ func encodedLooking(w string) bool {
 		return true
 	}
 	core := strings.Trim(w, `.,;:!?()[]{}"'<>`)
+	if strings.Contains(core, `"`) {
+		// A quote inside a word: no word has one; CSV-style doubled
+		// quotes break a value into pieces no scrubber recognizes.
+		return true
+	}
 	for _, part := range strings.FieldsFunc(core, func(r rune) bool { return r == '=' || r == ':' }) {
 		if valueLooking(part) {
 			return true

@@ -27,6 +27,14 @@ func TestReasonDropsEncodedValues(t *testing.T) {
 	}
 }
 
+// TestReasonDropsWordsBrokenByQuotes: a passphrase's words, each broken
+// by doubled quotes (as CSV escapes them), are dropped; a word quoted whole
+// is kept. Before, `Ta""nger""ine` passed as a word, and no scrubber
+// recognizes it.
+func TestReasonDropsWordsBrokenByQuotes(t *testing.T) {
+	assert.Equal(t, `invalid passphrase … and "token" kept`, httpx.Reason(`invalid passphrase Ta""nger""ine ""wobb""ly o""f and "token" kept`))
+}
+
 func TestReasonKeepsWords(t *testing.T) {
 	for in, want := range map[string]string{
 		"Invalid job id specified":                                      "Invalid job id specified",

@@ -103,3 +103,30 @@ func TestHostileAnswerWithoutStatus(t *testing.T) {
 		assert.Contains(t, err.Error(), "no job status")
 	}
 }
+
+// TestHostileStatusFields: a job's status, error_type and message that
+// echo a credential (in any encoding) or are no documented value reach the
+// status, its raw state and reason only as words or by their size. Before,
+// an unknown status was quoted whole and the message's first line (up to
+// 500 bytes of the log's last) as it came.
+func TestHostileStatusFields(t *testing.T) {
+	for _, f := range testutil.HostileForms(hostileSecret) {
+		for _, d := range []jobDetails{
+			{Status: "HIBERNATING " + f.Text, Message: ptr("node lost; " + f.Text)},
+			{Status: f.Text, ErrorType: ptr(f.Text)},
+			{Status: rayFailed, Message: ptr("Job failed, last available logs (truncated to 20,000 chars):\nline\nValueError: " + f.Text)},
+		} {
+			st := d.status()
+			text := st.Raw + " " + st.Reason + " " + st.Message
+			assert.Empty(t, testutil.Leaks(text, hostileSecret), "%s: %+v", f.Name, st)
+		}
+	}
+	st := (&jobDetails{Status: "HIBERNATING"}).status()
+	assert.Equal(t, "HIBERNATING", st.Raw)
+	assert.Equal(t, `unrecognized Ray job state "HIBERNATING".`, st.Message)
+	st = (&jobDetails{Status: "hibernating because " + hostileSecret}).status()
+	assert.Equal(t, "", st.Raw)
+	assert.Equal(t, "unrecognized Ray job state (35 bytes, not a state name, not shown).", st.Message)
+}
+
+func ptr(s string) *string { return &s }

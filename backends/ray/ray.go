@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -477,12 +478,12 @@ func (b *Backend) Status(ctx context.Context, id string) (backends.Status, error
 // status maps one job's details onto the seven states; Status and
 // StatusMany share it, so both say the same of a job.
 func (d *jobDetails) status() backends.Status {
-	st := backends.Status{Raw: d.Status, ExitCode: d.DriverExitCode}
+	st := backends.Status{Raw: enumWord(d.Status), ExitCode: d.DriverExitCode}
 	if d.Message != nil {
 		st.Message = rayMessage(*d.Message)
 	}
 	if d.ErrorType != nil {
-		st.Reason = *d.ErrorType
+		st.Reason = enumWord(*d.ErrorType)
 	}
 	if d.StartTime != nil && *d.StartTime > 0 {
 		st.SubmitTime = time.UnixMilli(*d.StartTime).UTC()
@@ -512,7 +513,7 @@ func (d *jobDetails) status() backends.Status {
 		} else {
 			st.State = backends.Running
 		}
-		st.Message = strings.TrimSpace(fmt.Sprintf("unrecognized Ray job state %q. %s", d.Status, st.Message))
+		st.Message = strings.TrimSpace(fmt.Sprintf("unrecognized Ray job state %s. %s", stateName(d.Status), st.Message))
 	}
 	// Ray records one time, start_time, set when the job is submitted
 	// (its supervisor starts then; Ray keeps no separate driver start).
@@ -717,21 +718,50 @@ func (b *Backend) statusError(r *response, what string) error {
 // rayMessage is the first line of Ray's message; when that line only
 // announces the logs that follow ("... last available logs (truncated to
 // 20,000 chars):"), the last line of those logs comes with it, which for a
-// Python job is its exception, and where the rest is.
+// Python job is its exception, and where the rest is. Each line is the
+// server's (or the job's) text: it comes as words (httpx.Reason), or is
+// named by its size.
 func rayMessage(m string) string {
 	first := firstLine(m)
 	if !strings.HasSuffix(first, ":") || !strings.Contains(first, "last available logs") {
-		return first
+		return words(first)
 	}
 	lines := strings.Split(strings.TrimSpace(m), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	if len(lines) < 2 || last == "" {
-		return strings.TrimSuffix(first, ":") + " (none; see the step's log)"
+		return words(strings.TrimSuffix(first, ":")) + " (none; see the step's log)"
 	}
-	if len(last) > 500 {
-		last = last[:500] + "..."
+	return words(first) + " ... " + words(last) + " (the whole log is in the step's log)"
+}
+
+// words is line made fit for a message by httpx.Reason, or its size.
+func words(line string) string {
+	if r := httpx.Reason(line); r != "" {
+		return r
 	}
-	return first + " ... " + last + " (the whole log is in the step's log)"
+	return fmt.Sprintf("(%d bytes, not shown)", len(line))
+}
+
+// enumWord is a value of one of Ray's enumerations (a job status, an
+// error_type) as the record may keep it: upper-case words joined by "_",
+// that httpx.Reason keeps (not base32, say). Anything else is no
+// documented value, and is dropped.
+func enumWord(v string) string {
+	if rayEnum().MatchString(v) && httpx.Reason(v) == v {
+		return v
+	}
+	return ""
+}
+
+var rayEnum = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`) })
+
+// stateName names an unknown status for a message: the value when it has
+// an enumeration's shape, else its size.
+func stateName(v string) string {
+	if w := enumWord(v); w != "" {
+		return strconv.Quote(w)
+	}
+	return fmt.Sprintf("(%d bytes, not a state name, not shown)", len(v))
 }
 
 func firstLine(s string) string {

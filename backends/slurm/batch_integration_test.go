@@ -203,7 +203,7 @@ func TestStatusManySSH(t *testing.T) {
 	// The backend submits no held job; hold it as its user would.
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"scontrol", "hold", ids["held"]}})
 	require.NoError(t, err)
-	require.Equal(t, 0, res.ExitCode, "scontrol hold: %s", res.Text())
+	require.Equal(t, 0, res.ExitCode, "scontrol hold: %s", res.Stderr)
 	sshFollow(t, b, ids["done"], backends.Done)
 	sshFollow(t, b, ids["failed"], backends.Failed)
 	sshFollow(t, b, ids["running"], backends.Running)

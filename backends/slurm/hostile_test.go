@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
@@ -154,4 +159,100 @@ func TestHostileProbeAnswers(t *testing.T) {
 	}
 	rd.Answer(nil, 0, "", "")
 	t.Logf("%d hostile answers to the probe, no leak", seen)
+}
+
+// TestSSHCommandOutputStaysOutOfMessages: what a login node's commands
+// print (a profile's banner, a wrapper's noise, an echo of the
+// credentials in any encoding) reaches no error but the reason of a line
+// in Slurm's documented error shape, as words; anything else is named by
+// its size. Before, up to 2,000 bytes of stderr (or stdout) were quoted.
+func TestSSHCommandOutputStaysOutOfMessages(t *testing.T) {
+	target, err := sshexec.ParseURL("ssh://alice@login.example")
+	require.NoError(t, err)
+	c := sshexec.New(target, testutil.MapCreds{}, nil, sshexec.Options{})
+	const noise = "motd-banner-words"
+	seen := 0
+	for _, secret := range []string{hostileSecret, "Tangerine wobbly HARPSICHORD of lantern"} {
+		for _, f := range testutil.HostileForms(secret) {
+			for _, cmd := range []string{"sbatch", "squeue", "sacct", "scancel", "scontrol"} {
+				for _, res := range []sshexec.Result{
+					{ExitCode: 1, Stderr: []byte(noise + " " + f.Text + "\n" + cmd + ": error: Invalid account " + f.Text + "\n"), Stdout: []byte(noise + f.Text)},
+					{ExitCode: 1, Stderr: []byte("slurm_load_jobs error: Invalid job id " + f.Text + "\n")},
+					{ExitCode: 1, Stderr: []byte(noise + " " + f.Text), Stdout: []byte(f.Text + " " + noise)},
+					{ExitCode: 1, Stdout: []byte(noise + " " + f.Text + "\n" + cmd + ": fatal: " + f.Text)},
+				} {
+					for _, msg := range []string{slurmCLI.Said(cmd, res), c.CommandError(slurmCLI, cmd, res, "jobproperties").Error()} {
+						assert.NotContains(t, msg, noise)
+						if secret == hostileSecret { // a passphrase's plain words are the runner's scrubber's (runner/secrets.go)
+							assert.Empty(t, testutil.Leaks(msg, secret), "%s %s: %s", f.Name, cmd, msg)
+						}
+						seen++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d messages, no leak", seen)
+	assert.Equal(t, "Invalid account …", slurmCLI.Said("sbatch", sshexec.Result{Stderr: []byte("sbatch: error: Invalid account pw-Hostile-9f3a\n")}))
+	assert.Equal(t, "Invalid job id specified", slurmCLI.Said("scontrol", sshexec.Result{Stderr: []byte("slurm_load_jobs error: Invalid job id specified\n")}))
+	assert.Equal(t, "sbatch wrote 14 bytes to stderr and 3 bytes to stdout that are not a documented error, not shown",
+		slurmCLI.Said("sbatch", sshexec.Result{Stderr: []byte("Welcome, alice"), Stdout: []byte("hi\n")}))
+	assert.Equal(t, "scancel wrote nothing", slurmCLI.Said("scancel", sshexec.Result{ExitCode: 1}))
+}
+
+// messageBuilders are the calls whose arguments become a message.
+var messageBuilders = map[string]bool{"Errorf": true, "Sprintf": true, "Invalid": true, "Transient": true, "New": true,
+	"NewFault": true, "Fprintf": true, "Printf": true}
+
+// TestNoRemoteOutputInMessages walks the non-test sources of the backends
+// that run commands over SSH and fails on a message built from a
+// command's output other than through sshexec.System.Said: a Stdout or
+// Stderr field (but its len), or a .Text() of it, among the arguments of
+// fmt.Errorf, backends.Invalid and the like. The next command's error
+// cannot quote the login node.
+func TestNoRemoteOutputInMessages(t *testing.T) {
+	fset := token.NewFileSet()
+	checked := 0
+	for _, dir := range []string{".", "../htcondor", "../sshexec"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			require.NoError(t, err)
+			checked++
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok || !messageBuilders[sel.Sel.Name] {
+					return true
+				}
+				for _, arg := range call.Args {
+					ast.Inspect(arg, func(n ast.Node) bool {
+						switch x := n.(type) {
+						case *ast.CallExpr:
+							if id, ok := x.Fun.(*ast.Ident); ok && id.Name == "len" {
+								return false // a size is no text
+							}
+							if s, ok := x.Fun.(*ast.SelectorExpr); ok && s.Sel.Name == "Text" && len(x.Args) == 0 {
+								t.Errorf("%s: a command's text in a message; use sshexec.System.Said", fset.Position(x.Pos()))
+							}
+						case *ast.SelectorExpr:
+							if x.Sel.Name == "Stdout" || x.Sel.Name == "Stderr" {
+								t.Errorf("%s: a command's %s in a message; use sshexec.System.Said", fset.Position(x.Pos()), x.Sel.Name)
+							}
+						}
+						return true
+					})
+				}
+				return false // its arguments are checked, nested builders with them
+			})
+		}
+	}
+	assert.Greater(t, checked, 20, "the walk found the sources")
 }

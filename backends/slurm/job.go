@@ -182,6 +182,12 @@ func (s *jobSpec) takeAliases(props map[string]json.RawMessage) error {
 // jobproperties, then ours.
 func (s *jobSpec) setEnvironment(job backends.Job, props map[string]json.RawMessage, userEnv map[string]string) error {
 	s.env["PATH"] = DefaultPath
+	// slurmstepd creates the job's output and error files, and the job its
+	// own, with the umask in SLURM_UMASK (sbatch passes its caller's; a job
+	// submitted over REST has none, and got slurmd's 022: output readable
+	// by every user of the node). Owner only, unless the job's environment
+	// says otherwise.
+	s.env["SLURM_UMASK"] = "0077"
 	for _, ea := range envAliases {
 		raw, ok := props[ea.ibm]
 		if !ok {

@@ -111,7 +111,7 @@ func (b *SSHBackend) sbatch(ctx context.Context, job backends.Job, sj *sshJob, o
 	}
 	if res.ExitCode != 0 {
 		if sj.array != "" && res.Says("Invalid job array specification") {
-			return "", "", backends.Invalid("array", "sbatch refused the array %s (exit %d): %s; see the cluster's MaxArraySize (scontrol show config)", sj.array, res.ExitCode, res.Text())
+			return "", "", backends.Invalid("array", "sbatch refused the array %s (exit %d): %s; see the cluster's MaxArraySize (scontrol show config)", sj.array, res.ExitCode, slurmCLI.Said("sbatch", res))
 		}
 		return "", "", b.ssh.CommandError(slurmCLI, "sbatch", res, "jobproperties")
 	}
@@ -159,9 +159,12 @@ func envScript(env []string) (string, error) {
 }
 
 // slurmCLI is Slurm as its commands on a login node show it.
+// slurmCLI: Slurm's commands write an error as "sbatch: error: <reason>"
+// (or "fatal:"), and scontrol/squeue as "slurm_load_jobs error: <reason>".
 var slurmCLI = sshexec.System{Host: "a Slurm login node", Controller: "slurmctld",
 	Unreachable: []string{"Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted",
-		"Connection refused", "Communication connection failure", "slurm_persist_conn_open"}}
+		"Connection refused", "Communication connection failure", "slurm_persist_conn_open"},
+	Errors: []*regexp.Regexp{regexp.MustCompile(`^s[a-z]+: (?:error|fatal): (.+)$`), regexp.MustCompile(`^slurm_[a-z_]+ error: (.+)$`)}}
 
 var slurmID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d+$`) })
 
@@ -174,7 +177,7 @@ func (b *SSHBackend) Status(ctx context.Context, id string) (backends.Status, er
 	if err != nil {
 		return backends.Status{}, err
 	}
-	text := res.Text()
+	text := slurmCLI.Said("scontrol", res)
 	switch {
 	case res.ExitCode == 0:
 		f := parseScontrol(string(res.Stdout))

@@ -102,9 +102,9 @@ func (b *SSHBackend) ArrayStatus(ctx context.Context, id string) (map[int]backen
 		}
 	case res.Says("Invalid job id"):
 	case res.Says(slurmCLI.Unreachable...):
-		return nil, backends.Transient(fmt.Errorf("scontrol show job %s: %s", id, res.Text()))
+		return nil, backends.Transient(fmt.Errorf("scontrol show job %s: %s", id, slurmCLI.Said("scontrol", res)))
 	default:
-		return nil, backends.Transient(fmt.Errorf("scontrol show job %s (exit %d): %s", id, res.ExitCode, res.Text()))
+		return nil, backends.Transient(fmt.Errorf("scontrol show job %s (exit %d): %s", id, res.ExitCode, slurmCLI.Said("scontrol", res)))
 	}
 	if err := b.sacctTasks(ctx, id, tasks); err != nil {
 		return nil, err

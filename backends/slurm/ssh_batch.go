@@ -40,9 +40,9 @@ func (b *SSHBackend) StatusMany(ctx context.Context, ids []string) (map[string]b
 		// squeue -j with one id slurmctld does not know fails; with
 		// several it leaves the unknown ones out.
 	case res.Says(slurmCLI.Unreachable...):
-		return nil, backends.Transient(fmt.Errorf("squeue: %s", res.Text()))
+		return nil, backends.Transient(fmt.Errorf("squeue: %s", slurmCLI.Said("squeue", res)))
 	default:
-		return nil, backends.Transient(fmt.Errorf("squeue (exit %d): %s", res.ExitCode, res.Text()))
+		return nil, backends.Transient(fmt.Errorf("squeue (exit %d): %s", res.ExitCode, slurmCLI.Said("squeue", res)))
 	}
 	var missing []string
 	for _, id := range want {

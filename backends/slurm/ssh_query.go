@@ -21,7 +21,7 @@ func (b *SSHBackend) sacctStatus(ctx context.Context, id string) (backends.Statu
 	}
 	line := strings.TrimSpace(string(res.Stdout))
 	if res.ExitCode != 0 || line == "" {
-		return backends.Status{}, fmt.Errorf("Slurm job %s is unknown to slurmctld and to sacct (%s): %w", id, res.Text(), backends.ErrNotFound)
+		return backends.Status{}, fmt.Errorf("Slurm job %s is unknown to slurmctld and to sacct (%s): %w", id, slurmCLI.Said("sacct", res), backends.ErrNotFound)
 	}
 	f := strings.Split(strings.SplitN(line, "\n", 2)[0], "|")
 	if len(f) < 8 || f[0] != id {
@@ -42,7 +42,7 @@ func (b *SSHBackend) FindByKey(ctx context.Context, key string) (string, error) 
 		return "", err
 	}
 	if res.ExitCode != 0 {
-		return "", backends.Transient(fmt.Errorf("squeue (exit %d): %s", res.ExitCode, res.Text()))
+		return "", backends.Transient(fmt.Errorf("squeue (exit %d): %s", res.ExitCode, slurmCLI.Said("squeue", res)))
 	}
 	for _, line := range strings.Split(string(res.Stdout), "\n") {
 		f := strings.SplitN(strings.TrimSpace(line), "|", 3)
@@ -65,7 +65,7 @@ func (b *SSHBackend) Cancel(ctx context.Context, id string) error {
 	if res.ExitCode == 0 || res.Says("already completing or completed", "Invalid job id") {
 		return nil
 	}
-	return backends.Transient(fmt.Errorf("scancel %s (exit %d): %s", id, res.ExitCode, res.Text()))
+	return backends.Transient(fmt.Errorf("scancel %s (exit %d): %s", id, res.ExitCode, slurmCLI.Said("scancel", res)))
 }
 
 // files is where the job's output and working directory are.

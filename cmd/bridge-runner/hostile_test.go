@@ -551,7 +551,25 @@ func TestHostileInputBodiesNeverReachMessages(t *testing.T) {
 	for _, f := range testutil.HostileForms(hostileSecret) {
 		all = append(all, f.Text)
 	}
-	echo := "invalid credential " + strings.Join(all, " and ")
+	hostileBodiesRun(t, "token", hostileSecret, "invalid credential "+strings.Join(all, " and "),
+		http.StatusBadRequest, http.StatusInternalServerError)
+	// A message keeps the first httpx.MaxReason bytes of a reason: each
+	// form of the passphrase is sent alone, so that each reaches it.
+	for _, f := range testutil.HostileForms(hostilePassphrase) {
+		hostileBodiesRun(t, "passphrase "+f.Name, hostilePassphrase, "invalid credential "+f.Text, http.StatusBadRequest)
+	}
+}
+
+// hostilePassphrase is a multi-word secret: a server that splits it,
+// re-cases or reverses it shows its words one by one, and each is secret.
+// Before, 40 of the 152 passphrase runs leaked words (8 of its 19 forms,
+// each into the record's message and the outputs of 5 of 8 servers).
+const hostilePassphrase = "Tangerine wobbly HARPSICHORD of lantern"
+
+// hostileBodiesRun runs invoke against each backend's server answering
+// status with echo, as bare text and in the API's documented error shape,
+// and asserts that no form of secret is found anywhere invoke wrote.
+func hostileBodiesRun(t *testing.T, kind, secret, echo string, statuses ...int) {
 	bodies := map[string]map[string]string{ // backend -> name -> body
 		"slurm":   {"errors": `{"errors":[{"description":` + testutil.JSONString(echo) + `,"error_number":2000,"error":` + testutil.JSONString(echo) + `}]}`},
 		"lsf":     {"message": `{"message":` + testutil.JSONString(echo) + `}`},
@@ -561,8 +579,8 @@ func TestHostileInputBodiesNeverReachMessages(t *testing.T) {
 	for backend, shapes := range bodies {
 		shapes["text"] = echo
 		for shape, body := range shapes {
-			for _, status := range []int{http.StatusBadRequest, http.StatusInternalServerError} {
-				t.Run(fmt.Sprintf("%s/%s/%d", backend, shape, status), func(t *testing.T) {
+			for _, status := range statuses {
+				t.Run(fmt.Sprintf("%s/%s/%s/%d", kind, backend, shape, status), func(t *testing.T) {
 					srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 						if backend == "quantum" && r.URL.Path == "/identity/token" {
 							_, _ = io.WriteString(w, `{"access_token":"at-0123456789","expires_in":3600}`)
@@ -577,8 +595,8 @@ func TestHostileInputBodiesNeverReachMessages(t *testing.T) {
 						_, _ = io.WriteString(w, body)
 					}))
 					defer srv.Close()
-					creds := credsDir(t, map[string]string{"username": "u", "token": hostileSecret, "password": hostileSecret,
-						"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": hostileSecret, "iam_url": srv.URL + "/identity/token"})
+					creds := credsDir(t, map[string]string{"username": "u", "token": secret, "password": secret,
+						"crn": "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::", "apikey": secret, "iam_url": srv.URL + "/identity/token"})
 					state, outs := t.TempDir(), t.TempDir()
 					args := []string{"--script", "#!/bin/sh\nhostname\n"}
 					if backend == "quantum" {
@@ -592,12 +610,12 @@ func TestHostileInputBodiesNeverReachMessages(t *testing.T) {
 						"--credentials-dir", creds, "--retry-budget", "1s", "--submit-lease", "5s", "--log-level", "debug",
 						"--output-message", filepath.Join(outs, "message"), "--output-status", filepath.Join(outs, "status")}, args...)...)
 					assert.Contains(t, []int{ExitInvalid, ExitTempFail, ExitUnknown}, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
-					assert.Empty(t, testutil.Leaks(r.stdout+r.stderr, hostileSecret), "stdout=%s stderr=%s", r.stdout, r.stderr)
+					assert.Empty(t, testutil.Leaks(r.stdout+r.stderr, secret), "stdout=%s stderr=%s", r.stdout, r.stderr)
 					for _, dir := range []string{state, outs} {
 						_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 							if err == nil && !fi.IsDir() {
 								b, _ := os.ReadFile(p)
-								assert.Empty(t, testutil.Leaks(string(b), hostileSecret), "%s: %s", p, b)
+								assert.Empty(t, testutil.Leaks(string(b), secret), "%s: %s", p, b)
 							}
 							return nil
 						})

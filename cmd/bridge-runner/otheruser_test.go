@@ -206,3 +206,48 @@ func testOtherUserSSHFiles(t *testing.T, sys sshSystem) {
 	_ = cmd.Wait()
 	assert.Empty(t, stop(), "another user read the job's parameters on a command line")
 }
+
+// TestOtherUserCannotReadSlurmRESTOutput: a Slurm job submitted over REST,
+// working in a directory every user may list, leaves its output
+// (slurm-<id>.out, made by slurmstepd) and the files it writes readable by
+// its owner only. Before, both were 0644: a job submitted over REST got
+// slurmd's umask, not its submitter's.
+func TestOtherUserCannotReadSlurmRESTOutput(t *testing.T) {
+	clearEnv(t)
+	otherUser(t)
+	for _, c := range slurmClusters(t) {
+		root := "" // 24.11's node lives in a chroot
+		if c.release == "24.11" {
+			root = os.Getenv("BRIDGE_TEST_SLURM2411_ROOT")
+		}
+		t.Run(c.release, func(t *testing.T) { testOtherUserRESTOutput(t, c.url, c.creds, root) })
+	}
+}
+
+// testOtherUserRESTOutput runs the job in a new directory of the node's
+// /tmp (root is the node's chroot, if any).
+func testOtherUserRESTOutput(t *testing.T, url, creds, root string) {
+	host, err := os.MkdirTemp(root+"/tmp", "bridge-rest-out-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(host) })
+	require.NoError(t, os.Chmod(host, 0o1777))
+	dir := strings.TrimPrefix(host, root)
+	state := t.TempDir()
+	marker := fmt.Sprintf("rest-output-%d", time.Now().UnixNano())
+	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "other-rest", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", creds, "--update-interval", "1",
+		"--script", "#!/bin/sh\necho "+marker+"\necho "+marker+" > own.txt\n",
+		"--job-properties", `{"time_limit":5,"current_working_directory":"`+dir+`"}`)
+	require.Equal(t, 0, exitOf(cmd.Wait()), out.String())
+	rec, err := record.NewFileStore(state, "other-rest").Get(context.Background())
+	require.NoError(t, err)
+	files := []string{path.Join(dir, "slurm-"+rec.Data[record.KeyID]+".out"), path.Join(dir, "own.txt")}
+	for _, f := range files {
+		fi, err := os.Stat(root + f)
+		require.NoError(t, err, "the job wrote no %s: %s", f, out.String())
+		assert.Zero(t, fi.Mode().Perm()&0o077, "%s is %v: another user may read it", f, fi.Mode().Perm())
+		if got, err := asOther(t, root, "cat "+f); err == nil || strings.Contains(got, marker) {
+			t.Errorf("another user read %s: %q", f, got)
+		}
+	}
+}

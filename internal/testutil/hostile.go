@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 )
 
@@ -19,7 +20,9 @@ type HostileForm struct {
 // HostileForms are secret's forms that the outside sweep found the
 // scrubber missing: hex (both cases), base32, MIME base64 broken into
 // lines, quoted-printable, decimal entities without ';', \xHH, octal,
-// doubled quotes, reversed, upper-cased, UTF-16 (both byte orders).
+// doubled quotes, reversed, upper-cased, UTF-16 (both byte orders); and
+// for a passphrase, its words split apart, lower-, title- and upper-cased,
+// and reversed word by word.
 func HostileForms(secret string) []HostileForm {
 	var qp, ent, hx, oct, dq strings.Builder
 	for i := 0; i < len(secret); i++ {
@@ -40,11 +43,7 @@ func HostileForms(secret string) []HostileForm {
 		b64 = b64[76:]
 	}
 	mime.WriteString(b64)
-	rev := []rune(secret)
-	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
-		rev[i], rev[j] = rev[j], rev[i]
-	}
-	return []HostileForm{
+	forms := []HostileForm{
 		{"hex", hex.EncodeToString([]byte(secret))},
 		{"HEX", strings.ToUpper(hex.EncodeToString([]byte(secret)))},
 		{"base32", base32.StdEncoding.EncodeToString([]byte(secret))},
@@ -54,12 +53,45 @@ func HostileForms(secret string) []HostileForm {
 		{`\xHH`, hx.String()},
 		{"octal", oct.String()},
 		{"doubled quotes", dq.String()},
-		{"reversed", string(rev)},
+		{"reversed", reverse(secret)},
 		{"upper-cased", strings.ToUpper(secret)},
 		{"UTF-16LE", utf16String(secret, false)},
 		{"UTF-16BE", utf16String(secret, true)},
 		{"plain", secret},
 	}
+	// A passphrase's words, as a server that splits, re-cases or reverses
+	// them shows them.
+	if words := strings.Fields(secret); len(words) > 1 {
+		var rw []string
+		for _, w := range words {
+			rw = append(rw, reverse(w))
+		}
+		forms = append(forms,
+			HostileForm{"words split", "word '" + strings.Join(words, "' is wrong; word '") + "' is wrong"},
+			HostileForm{"lower-cased", strings.ToLower(secret)},
+			HostileForm{"title-cased", titleCase(secret)},
+			HostileForm{"words reversed", strings.Join(rw, " ")},
+			HostileForm{"reversed upper-cased", strings.ToUpper(reverse(secret))})
+	}
+	return forms
+}
+
+func reverse(s string) string {
+	r := []rune(s)
+	for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
+		r[i], r[j] = r[j], r[i]
+	}
+	return string(r)
+}
+
+func titleCase(s string) string {
+	words := strings.Fields(s)
+	for i, w := range words {
+		r := []rune(strings.ToLower(w))
+		r[0] = unicode.ToUpper(r[0])
+		words[i] = string(r)
+	}
+	return strings.Join(words, " ")
 }
 
 func utf16String(s string, bigEndian bool) string {
@@ -77,7 +109,8 @@ func utf16String(s string, bigEndian bool) string {
 }
 
 // Leaks returns the names of the forms of secret found in text, and
-// whether a line of the MIME form or secret's core survived.
+// whether a line of the MIME form, secret's halves or, for a passphrase,
+// one of its words survived.
 func Leaks(text, secret string) []string {
 	var found []string
 	for _, f := range HostileForms(secret) {
@@ -89,6 +122,17 @@ func Leaks(text, secret string) []string {
 			if len(p) >= 8 && strings.Contains(text, p) {
 				found = append(found, f.Name)
 				break
+			}
+		}
+	}
+	// A passphrase leaks word by word: any word of 4 letters or more, in
+	// any case, reversed or not.
+	if words := strings.Fields(secret); len(words) > 1 {
+		lower := strings.ToLower(text)
+		for _, w := range words {
+			w = strings.ToLower(w)
+			if len([]rune(w)) >= 4 && (strings.Contains(lower, w) || strings.Contains(lower, reverse(w))) {
+				found = append(found, "word "+w)
 			}
 		}
 	}
