@@ -182,6 +182,7 @@ func (s *jobSpec) takeAliases(props map[string]json.RawMessage) error {
 // jobproperties, then ours.
 func (s *jobSpec) setEnvironment(job backends.Job, props map[string]json.RawMessage, userEnv map[string]string) error {
 	s.env["PATH"] = DefaultPath
+	s.setSbatchEnv(userEnv)
 	for _, ea := range envAliases {
 		raw, ok := props[ea.ibm]
 		if !ok {
