@@ -61,6 +61,7 @@ type follower struct {
 	failingSince time.Time       // when the first of the current run of failed polls was sent
 	failCause    error           // the failure of that run that says most (not just the budget's deadline)
 	cancel       cancellation
+	pending      pendingWatch // how long the job waits to start (pending.go)
 
 	result backends.Status
 	err    error
@@ -74,6 +75,7 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 	watch <-chan *record.Record, log *slog.Logger) (backends.Status, error) {
 	f := &follower{r: r, be: be, id: id, log: log, watch: watch, sig: ctx, ctx: ctx, stopGrace: func() {},
 		start: time.Now(), poll: &record.Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1}}
+	f.pending = newPendingWatch(r.rec.Data)
 	r.logOff, _ = strconv.ParseInt(r.rec.Data[record.KeyLogOffset], 10, 64)
 	f.out = r.newJobOutput(r.logSrc, maxPoll)
 	defer func() {
@@ -92,6 +94,9 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 	}
 	if f.cancel.unconfirmed() && !f.result.State.Final() {
 		return f.result, r.cancelPending(f.sig, f.result)
+	}
+	if f.pending.over != "" && f.err == nil && f.result.State.Final() {
+		return f.result, r.endPending(f.sig, f.result, f.pending.over)
 	}
 	return f.result, f.err
 }
@@ -152,6 +157,9 @@ func (f *follower) pollStatus() phase {
 		}
 	}
 	f.seen, f.last = true, st
+	if f.pending.observe(st, f.id, time.Now(), f.log) && f.cancel.kill(time.Now()) {
+		f.requestCancel()
+	}
 	return phaseOutput
 }
 
