@@ -134,6 +134,7 @@ func (f *follower) pollStatus() phase {
 		// says the job changed, or at the longest interval.
 		f.pollAt = time.Now().Add(f.r.w.nextLook(f.poll.Max))
 		f.deferred = true
+		f.checkPending()
 		return phaseOutput
 	}
 	f.force, f.deferred = false, false
@@ -157,9 +158,7 @@ func (f *follower) pollStatus() phase {
 		}
 	}
 	f.seen, f.last = true, st
-	if f.pending.observe(st, f.id, time.Now(), f.log) && f.cancel.kill(time.Now()) {
-		f.requestCancel()
-	}
+	f.checkPending()
 	return phaseOutput
 }
 

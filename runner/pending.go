@@ -70,6 +70,15 @@ func (p *pendingWatch) observe(st backends.Status, id string, now time.Time, log
 	return true
 }
 
+// checkPending looks at the job's latest state (its own poll's or, while
+// the cluster's watcher serves it, the last one seen) and cancels the job
+// once its wait is over the limit, as a kill would.
+func (f *follower) checkPending() {
+	if f.pending.observe(f.last, f.id, time.Now(), f.log) && f.cancel.kill(time.Now()) {
+		f.requestCancel()
+	}
+}
+
 // endPending ends a run whose job was cancelled at its pendingLimit: the
 // final state is recorded with the message that names the reason, and
 // the error makes invoke exit 2 (the job as given does not start there;
