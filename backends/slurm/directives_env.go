@@ -71,3 +71,24 @@ func wholeField(raw json.RawMessage) (string, bool) {
 	}
 	return strconv.FormatUint(n, 10), true
 }
+
+// tresPerTaskFrom is the first API version whose Slurm's sbatch also gives
+// --cpus-per-task as SLURM_TRES_PER_TASK=cpu=N: v0.0.42, which only Slurm
+// 24.11 on serves (the suite's 24.11 sets it; what 23.11 and 24.05 set is
+// not verified here, so a job there, or one pinned to an older API of a
+// 24.11, goes without it).
+const tresPerTaskFrom apiVersion = 42
+
+// setReleaseEnv sets what sbatch sets only from some Slurm release on,
+// once the API version in use tells the release; the user's own
+// environment wins.
+func (s *jobSpec) setReleaseEnv(v apiVersion) {
+	if v < tresPerTaskFrom {
+		return
+	}
+	if n, ok := wholeField(s.fields["cpus_per_task"]); ok {
+		if _, mine := s.env["SLURM_TRES_PER_TASK"]; !mine {
+			s.env["SLURM_TRES_PER_TASK"] = "cpu=" + n
+		}
+	}
+}

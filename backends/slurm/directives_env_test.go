@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bridge-runner/bridge-runner/backends"
 )
 
 // TestRESTJobGetsSbatchsEnvironment: the variables sbatch sets from its
@@ -54,6 +56,24 @@ func TestSbatchEnvFieldsComeFromDirectives(t *testing.T) {
 			if !strings.HasPrefix(v, "SLURM_") {
 				t.Errorf("%s: sbatch's variables are SLURM_*", v)
 			}
+		}
+	}
+}
+
+// TestTresPerTaskFromSlurm2411: SLURM_TRES_PER_TASK=cpu=N as 24.11's sbatch
+// sets it, for the API versions only 24.11 on serves, and not before.
+func TestTresPerTaskFromSlurm2411(t *testing.T) {
+	for v, want := range map[apiVersion]bool{38: false, 40: false, 41: false, 42: true} {
+		s, err := buildJob(backends.Job{Name: "n", Key: "k", Script: "#!/bin/sh\n#SBATCH -c 3\ntrue\n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.forVersion(v); err != nil {
+			t.Fatal(err)
+		}
+		got, set := s.env["SLURM_TRES_PER_TASK"]
+		if set != want || (want && got != "cpu=3") {
+			t.Errorf("v%d: SLURM_TRES_PER_TASK %q (set %v), want set %v", v, got, set, want)
 		}
 	}
 }
