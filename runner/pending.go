@@ -24,6 +24,9 @@ type pendingWatch struct {
 	since  time.Time     // when the current wait began; zero while not pending
 	said   time.Time     // the last heartbeat
 	reason string        // the reason the last heartbeat gave
+	// left: the job was seen in another state (a requeued job waits
+	// again from when it was seen pending, not from its first submit).
+	left bool
 	// over is the message of a wait ended by the limit ("" if not).
 	over string
 }
@@ -40,14 +43,14 @@ func newPendingWatch(data map[string]string) pendingWatch {
 // the wait is over the limit (once).
 func (p *pendingWatch) observe(st backends.Status, id string, now time.Time, log *slog.Logger) bool {
 	if st.State != backends.Pending {
-		p.since, p.said, p.reason = time.Time{}, time.Time{}, ""
+		p.since, p.said, p.reason, p.left = time.Time{}, time.Time{}, "", true
 		return false
 	}
 	if p.since.IsZero() {
 		// The backend's submit time counts a re-attach's earlier wait; a
 		// requeued job waits again from now.
 		p.since = now
-		if !st.SubmitTime.IsZero() && st.StartTime.IsZero() && st.SubmitTime.Before(now) {
+		if !p.left && !st.SubmitTime.IsZero() && st.StartTime.IsZero() && st.SubmitTime.Before(now) {
 			p.since = st.SubmitTime
 		}
 	}
