@@ -106,17 +106,18 @@ func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
 }
 
 // placedAt is the backend and the target host a record's job runs at: the
-// placed target's once its run placed it (status.placement; a target
-// without a URL inherits the job's), else the record's own.
+// placed target's once its run placed it (status.placement; its URL as
+// record.Description.Inherit gives it), else the record's own.
 func placedAt(cm *kube.ConfigMap) (backend, target string) {
 	backend, u := cm.Data["backend"], cm.Data["resourceURL"] // the keys the operator writes the spec's under
 	p, err := record.ParsePlaced(cm.Data[record.KeyPlacement])
 	if err != nil || p == nil {
 		return backend, targetOf(u)
 	}
+	job := &record.Description{Backend: backend, ResourceURL: u}
 	for _, t := range recordTargets(cm) {
-		if t.Name == p.Target && t.ResourceURL != "" {
-			u = t.ResourceURL
+		if t.Name == p.Target {
+			u = job.Inherit(t).ResourceURL // the one rule of what a target inherits
 		}
 	}
 	return p.Backend, targetOf(u)

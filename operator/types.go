@@ -34,7 +34,9 @@ type BridgeJobSpec struct {
 	Clusters       []string `json:"clusters,omitempty"`
 	UpdateInterval int      `json:"updateinterval,omitempty"`
 	// Array is bridge-runner's job array key; IBM's resource has none.
-	Array         string  `json:"array,omitempty"`
+	Array string `json:"array,omitempty"`
+	// PendingLimit is bridge-runner's; IBM's resource has none.
+	PendingLimit  string  `json:"pendingLimit,omitempty"`
 	Kill          bool    `json:"kill,omitempty"`
 	JobProperties string  `json:"jobproperties,omitempty"`
 	JobData       JobData `json:"jobdata"`

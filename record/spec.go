@@ -38,6 +38,7 @@ type Spec struct {
 	Targets             string `key:"targets" flag:"targets" help:"run where the job starts soonest: a JSON list of targets, each {name, backend, resourceURL, credentials, jobproperties}, inheriting the job's own; probed, one chosen by placement and recorded before the submit" crd:"targets"`
 	Placement           string `key:"placement" flag:"placement" default:"earliest-start" help:"how targets are chosen: earliest-start, least-pending or ordered (the first where the job starts now, else the first that fits)" crd:"placement"`
 	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m" crd:"updateinterval" ibm:"updateinterval" type:"Integer"`
+	PendingLimit        string `key:"pendingLimit" flag:"pending-limit" help:"give up on a job that has not started after this long (seconds or a duration such as 30m): invoke cancels it and exits 2 naming the scheduler's reason; default none" crd:"pendingLimit"`
 	Array               string `key:"array" flag:"array" help:"job array: run the job as many tasks, e.g. 0-999 or 1,3,8-15, then %M for at most M at once (%50); each task sees its index in BRIDGE_TASK_INDEX (Slurm, HTCondor, LSF)" crd:"array"`
 	JobProperties       string `key:"jobproperties" flag:"job-properties" help:"backend-native job settings as a JSON object" crd:"jobproperties" ibm:"jobProperties"`
 	JobScript           string `key:"jobdata.jobScript" flag:"script" help:"the job script: its text (inline), a path on the remote system (remote) or bucket:object (s3)" crd:"jobdata.jobscript" ibm:"jobdata.jobscript"`
@@ -185,6 +186,9 @@ type Description struct {
 	Target         string
 	CredentialsDir string
 	UpdateInterval time.Duration
+	// PendingLimit is how long the job may wait to start before invoke
+	// cancels it and exits 2 naming the scheduler's reason (0: no limit).
+	PendingLimit   time.Duration
 	Array          *backends.Array // nil: one job, not an array
 	Properties     json.RawMessage
 	Script         string
@@ -248,6 +252,9 @@ func (s Spec) Parse() (*Description, error) {
 	}
 	var err error
 	if d.UpdateInterval, err = parseInterval(s.UpdateInterval); err != nil {
+		return nil, err
+	}
+	if d.PendingLimit, err = ParsePendingLimit(s.PendingLimit); err != nil {
 		return nil, err
 	}
 	if a := strings.TrimSpace(s.Array); a != "" {
@@ -407,25 +414,51 @@ func parseAdditionalData(list string) ([]ObjectRef, error) {
 var decimalRE = regexp.MustCompile(`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$`)
 
 func parseInterval(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	var d time.Duration
-	n, perr := strconv.ParseFloat(v, 64)
-	switch {
-	case perr == nil && decimalRE.MatchString(v):
-		if d, perr = secondsDuration("updateInterval", v, n); perr != nil {
-			return 0, perr
-		}
-	case perr == nil: // 0x1p4, 1_000, 1e3, NaN, Inf: Go's syntax, not seconds anyone writes
-		return 0, NewFault(FaultDuration, "updateInterval", "is %q, not a decimal number of seconds (no hex, exponent, '_', NaN or Inf); "+
-			"give decimal seconds (20, 0.5) or a duration (1m30s)", v)
-	default:
-		var err error
-		if d, err = time.ParseDuration(v); err != nil {
-			return 0, backends.Invalid("updateInterval", "is %q; give decimal seconds (20, 0.5) or a duration (1m30s)", v)
-		}
+	d, err := parseSeconds("updateInterval", v)
+	if err != nil {
+		return 0, err
 	}
 	if d < 100*time.Millisecond || d > MaxUpdateInterval {
 		return 0, backends.Invalid("updateInterval", "is %s; give a value from 0.1s to %s", d, MaxUpdateInterval)
+	}
+	return d, nil
+}
+
+// parseSeconds reads a duration field: decimal seconds (20, 0.5) or a Go
+// duration (1m30s).
+func parseSeconds(field, v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	n, perr := strconv.ParseFloat(v, 64)
+	switch {
+	case perr == nil && decimalRE.MatchString(v):
+		return secondsDuration(field, v, n)
+	case perr == nil: // 0x1p4, 1_000, 1e3, NaN, Inf: Go's syntax, not seconds anyone writes
+		return 0, NewFault(FaultDuration, field, "is %q, not a decimal number of seconds (no hex, exponent, '_', NaN or Inf); "+
+			"give decimal seconds (20, 0.5) or a duration (1m30s)", v)
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, backends.Invalid(field, "is %q; give decimal seconds (20, 0.5) or a duration (1m30s)", v)
+	}
+	return d, nil
+}
+
+// MaxPendingLimit bounds pendingLimit: a job may wait a long time for its
+// turn, but a limit past a year is no limit anyone means.
+const MaxPendingLimit = 365 * 24 * time.Hour
+
+// ParsePendingLimit reads pendingLimit: "" or 0 is none (the job may wait
+// for ever, as it does under sbatch), else 1s to MaxPendingLimit.
+func ParsePendingLimit(v string) (time.Duration, error) {
+	if strings.TrimSpace(v) == "" {
+		return 0, nil
+	}
+	d, err := parseSeconds("pendingLimit", v)
+	if err != nil || d == 0 {
+		return 0, err
+	}
+	if d < time.Second || d > MaxPendingLimit {
+		return 0, backends.Invalid("pendingLimit", "is %s; give 0 (no limit) or a value from 1s to %s, e.g. 30m", d, MaxPendingLimit)
 	}
 	return d, nil
 }

@@ -123,17 +123,8 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 	}
 	seen[t.Name] = true
 	t.Backend, t.ResourceURL = strings.TrimSpace(t.Backend), strings.TrimSpace(t.ResourceURL)
-	if t.ResourceURL == "" {
-		t.ResourceURL = d.ResourceURL
-		if t.Backend == "" {
-			t.Backend = d.Backend
-		}
-	}
 	if err := checkResourceURL(field+".resourceURL", t.ResourceURL); err != nil {
 		return err
-	}
-	if t.Backend == "" && t.ResourceURL == "" {
-		t.Backend = LocalBackend
 	}
 	if c := t.Credentials; c != "" && (path.Clean(c) != strings.TrimSuffix(c, "/") || strings.Contains(c, "..") || c == "/") {
 		return backends.Invalid(field+".credentials", "must be a clean directory path (a subdirectory of --credentials-dir, or absolute) without ..")
@@ -142,11 +133,32 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 		if err := checkJSONObject(field+".jobproperties", string(t.JobProperties)); err != nil {
 			return err
 		}
+	}
+	*t = d.Inherit(*t)
+	return nil
+}
+
+// Inherit is the one rule by which a target takes the job's fields: each
+// of backend, resourceURL and jobproperties that the target does not give
+// is the job's, and jobproperties it gives are laid over the job's. A
+// target at a URL of its own thus keeps the job's backend (a second Slurm
+// is a Slurm); only where neither names a backend is it chosen for the
+// target's URL at placement, and with neither a backend nor a URL the
+// target is local, as a job is. Credentials are not inherited: a target
+// without its own uses the step's, which checkCredentialOrigins keeps to
+// one origin.
+func (d *Description) Inherit(t Target) Target {
+	t.Backend = cmpOr(t.Backend, d.Backend)
+	t.ResourceURL = cmpOr(t.ResourceURL, d.ResourceURL)
+	if t.Backend == "" && t.ResourceURL == "" {
+		t.Backend = LocalBackend
+	}
+	if len(t.JobProperties) > 0 {
 		t.JobProperties = mergeProperties(d.Properties, t.JobProperties)
 	} else {
 		t.JobProperties = d.Properties
 	}
-	return nil
+	return t
 }
 
 // mergeProperties overlays a target's jobproperties on the job's: the

@@ -79,6 +79,7 @@ type follower struct {
 	failingSince time.Time       // when the first of the current run of failed polls was sent
 	failCause    error           // the failure of that run that says most (not just the budget's deadline)
 	cancel       cancellation
+	pending      pendingWatch // how long the job waits to start (pending.go)
 
 	result backends.Status
 	err    error
@@ -94,6 +95,7 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		start: time.Now(), poll: &record.Backoff{Initial: min(r.MinPoll, maxPoll), Max: maxPoll, Factor: 1.6, Jitter: 0.1},
 		faults:      &record.Backoff{Initial: faultRetryFirst, Max: max(maxPoll, faultRetryMax)},
 		cancelRetry: &record.Backoff{Initial: faultRetryFirst, Max: cancelRetryMax}}
+	f.pending = newPendingWatch(r.rec.Data)
 	r.logOff, _ = strconv.ParseInt(r.rec.Data[record.KeyLogOffset], 10, 64)
 	f.out = r.newJobOutput(r.logSrc, maxPoll)
 	defer func() {
@@ -112,6 +114,9 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 	}
 	if f.cancel.unconfirmed() && !f.result.State.Final() {
 		return f.result, r.cancelPending(f.sig, f.result)
+	}
+	if f.pending.over != "" && f.err == nil && f.result.State.Final() {
+		return f.result, r.endPending(f.sig, f.result, f.pending.over)
 	}
 	return f.result, f.err
 }
@@ -149,6 +154,7 @@ func (f *follower) pollStatus() phase {
 		// says the job changed, or at the longest interval.
 		f.pollAt = time.Now().Add(f.r.w.nextLook(f.poll.Max))
 		f.deferred = true
+		f.checkPending()
 		return phaseOutput
 	}
 	f.force, f.deferred = false, false
@@ -170,6 +176,7 @@ func (f *follower) pollStatus() phase {
 		}
 	}
 	f.seen, f.last = true, st
+	f.checkPending()
 	return phaseOutput
 }
 

@@ -150,5 +150,6 @@ func (s *jobSpec) forVersion(v apiVersion) error {
 		s.fields[field] = mustJSON(value)
 	}
 	s.versioned = nil
+	s.setReleaseEnv(v)
 	return nil
 }

@@ -188,6 +188,7 @@ func (s *jobSpec) setEnvironment(job backends.Job, props map[string]json.RawMess
 	// by every user of the node). Owner only, unless the job's environment
 	// says otherwise.
 	s.env["SLURM_UMASK"] = "0077"
+	s.setSbatchEnv(userEnv)
 	for _, ea := range envAliases {
 		raw, ok := props[ea.ibm]
 		if !ok {

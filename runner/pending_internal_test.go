@@ -1,0 +1,31 @@
+package runner
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// TestPendingWaitCountsFromSubmitOnlyBeforeTheJobRan: a re-attach counts
+// the wait since the backend's submit time; a job that ran and was
+// requeued waits again from when it was seen pending.
+func TestPendingWaitCountsFromSubmitOnlyBeforeTheJobRan(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	now := time.Now()
+	submitted := now.Add(-time.Hour)
+	p := pendingWatch{limit: 30 * time.Minute}
+	if !p.observe(backends.Status{State: backends.Pending, Reason: "Priority", SubmitTime: submitted}, "1", now, log) {
+		t.Fatal("a re-attach to a job pending for an hour is over a 30m limit")
+	}
+	q := pendingWatch{limit: 30 * time.Minute}
+	q.observe(backends.Status{State: backends.Running, SubmitTime: submitted}, "2", now, log)
+	if q.observe(backends.Status{State: backends.Pending, Reason: "BeginTime", SubmitTime: submitted}, "2", now.Add(time.Second), log) {
+		t.Fatal("a requeued job's wait starts when it is seen pending again")
+	}
+	if !q.observe(backends.Status{State: backends.Pending, Reason: "BeginTime", SubmitTime: submitted}, "2", now.Add(31*time.Minute), log) {
+		t.Fatal("31 minutes pending again is over the 30m limit")
+	}
+}
