@@ -186,8 +186,8 @@ func checkCredentialOrigins(ts []Target, jobURL string) error {
 		}
 		if o != own {
 			return backends.Invalid(fmt.Sprintf("targets[%d].credentials", i),
-				"is empty, but the step's credentials are for %s and never go to another system; mount this target's Secret and name its directory (e.g. \"credentials\": %q for --credentials-dir/%s)",
-				own, t.Name, t.Name)
+				"names the step's own credentials (%s), which are for %s and never go to another system; mount this target's Secret and name its directory (e.g. \"credentials\": %q for --credentials-dir/%s)",
+				cmpOr(t.Credentials, "by leaving it empty"), own, t.Name, t.Name)
 		}
 	}
 	return nil
