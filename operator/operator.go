@@ -254,6 +254,12 @@ func (r *reconciler) work(ctx context.Context) {
 			// queues the key again, so a retry now would only conflict again.
 			r.queue.Forget(key)
 			r.retries.Add(1)
+		case apierrors.IsForbidden(err):
+			// Not a fault that passes: the namespace's admin must grant it.
+			r.retries.Add(1)
+			r.grantMissing(ctx, key, err)
+			r.queue.Forget(key)
+			r.queue.AddAfter(key, grantRetry)
 		case err != nil:
 			r.retries.Add(1)
 			r.log.Warn("reconcile failed; retrying", "bridgejob", key, "err", err)

@@ -278,7 +278,7 @@ func TestIBMSlurmSample(t *testing.T) {
 // Role's rules are the ClusterRole's.
 func TestNamespacedInstall(t *testing.T) {
 	e := newEnv(t)
-	rules := func(file, kind string) []rbacv1.PolicyRule {
+	rules := func(file, kind, name string) []rbacv1.PolicyRule {
 		for _, doc := range testutil.YAMLDocs(t, file) {
 			var obj struct {
 				Kind     string              `json:"kind"`
@@ -288,15 +288,17 @@ func TestNamespacedInstall(t *testing.T) {
 			if err := yaml.Unmarshal(doc, &obj); err != nil {
 				t.Fatal(err)
 			}
-			if obj.Kind == kind && obj.Metadata.Name == "bridge-runner-operator" {
+			if obj.Kind == kind && obj.Metadata.Name == name {
 				return obj.Rules
 			}
 		}
-		t.Fatalf("%s has no %s bridge-runner-operator", file, kind)
+		t.Fatalf("%s has no %s %s", file, kind, name)
 		return nil
 	}
-	if a, b := rules("../deploy/operator/rbac.yaml", "ClusterRole"), rules("../deploy/operator-namespaced/role.yaml", "Role"); !reflect.DeepEqual(a, b) {
-		t.Errorf("the namespaced Role's rules differ from the ClusterRole's:\n%+v\n%+v", b, a)
+	a := append(rules("../deploy/operator/rbac.yaml", "ClusterRole", "bridge-runner-operator"),
+		rules("../deploy/operator/rbac.yaml", "ClusterRole", "bridge-runner-operator-namespace")...)
+	if b := rules("../deploy/operator-namespaced/role.yaml", "Role", "bridge-runner-operator"); !reflect.DeepEqual(a, b) {
+		t.Errorf("the namespaced Role's rules differ from the two ClusterRoles':\n%+v\n%+v", b, a)
 	}
 	e.secret("creds")
 	// The Roles only: the namespaced Role, and the base's leader election Role.
