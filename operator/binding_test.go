@@ -8,6 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -87,4 +88,46 @@ func TestSecretGoesOnlyWhereItsOwnerBoundIt(t *testing.T) {
 		return err == nil && strings.Contains(bj.Status.Message, "not to https://thief.example.net:6820"), err
 	})
 	e.refused("waiting", "spec.clusters[0] (the BridgeCluster hpc-x's spec.resourceSecret)", `the Secret "creds" is bound to`)
+}
+
+// TestPodMountsAreCheckedAgainstTheRecord: before a pod is made, the
+// Secrets it would mount are checked again against the record, which
+// whoever writes the namespace's ConfigMaps can edit after the BridgeJob
+// was accepted: a resourceURL, a target naming the step's directory
+// absolutely, or a cluster's target moved to another origin is refused.
+func TestPodMountsAreCheckedAgainstTheRecord(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds")
+	r := &reconciler{c: e.c, o: Options{SecretOptIn: SecretOptInLabel}}
+	ctx := context.Background()
+	bj := e.slurmJob("j")
+	recordOf := func(edit func(d map[string]string), annotations map[string]string) *kube.ConfigMap {
+		cm := &kube.ConfigMap{Data: RecordSpec(bj).Data()}
+		cm.Name, cm.Namespace, cm.Annotations = "j-bridge-cm", e.ns, annotations
+		cm.Data["backend"] = "slurm"
+		edit(cm.Data)
+		return cm
+	}
+	if _, err := r.checkMounts(ctx, bj, recordOf(func(map[string]string) {}, nil)); err != nil {
+		t.Fatalf("the record as the operator made it: %v", err)
+	}
+	const thief = "https://thief.example.net:6820"
+	for name, c := range map[string]struct {
+		edit        func(d map[string]string)
+		annotations map[string]string
+		field       string
+	}{
+		"resourceURL": {func(d map[string]string) { d["resourceURL"] = thief }, nil, "spec.resourcesecret"},
+		"target at the step's directory": {func(d map[string]string) {
+			d["resourceURL"], d["targets"] = "", `[{"name":"a","backend":"slurm","resourceURL":"`+thief+`","credentials":"/credentials"}]`
+		}, nil, "spec.resourcesecret"},
+		"cluster moved": {func(d map[string]string) {
+			d["resourceURL"], d["targets"] = "", `[{"name":"hpc-a","backend":"slurm","resourceURL":"`+thief+`","credentials":"/targets/hpc-a"}]`
+		}, map[string]string{AnnotationClusterSecrets: `{"hpc-a":"creds"}`}, "the record's " + AnnotationClusterSecrets + " annotation (cluster hpc-a)"},
+	} {
+		_, err := r.checkMounts(ctx, bj, recordOf(c.edit, c.annotations))
+		if err == nil || !strings.HasPrefix(err.Error(), c.field+":") || !strings.Contains(err.Error(), "not to "+thief) {
+			t.Errorf("%s: %v, want %s: ... not to %s", name, err, c.field, thief)
+		}
+	}
 }
