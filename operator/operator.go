@@ -37,6 +37,10 @@ type Options struct {
 	Namespace string // watch BridgeJobs only here; "" for every namespace
 
 	JobImage string // the jobs' pods' image: the operator's own
+	// JobImagePullPolicy is how JobImage is pulled ("": Kubernetes'
+	// default for its tag). A BridgeJob's spec.imagepullpolicy is IBM's
+	// field for IBM's images: it applies only to an allowed spec.image.
+	JobImagePullPolicy string
 	// JobServiceAccount is a ServiceAccount every job's pod runs as; ""
 	// (the default) gives each BridgeJob its own, allowed only its record.
 	JobServiceAccount string

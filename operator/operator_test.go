@@ -131,6 +131,10 @@ func (e *env) operatorWith(identity string, deleteTimeout time.Duration) (stop f
 // testImage is the operator's own image in these tests.
 const testImage = "example.org/bridge-runner:test"
 
+// testPullPolicy is the operator's pull policy for testImage in tests that
+// set it (IBM's samples ask for Always).
+const testPullPolicy = "IfNotPresent"
+
 // secret creates a Secret that opted in to BridgeJobs.
 func (e *env) secret(name string) {
 	e.t.Helper()
