@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -265,6 +266,12 @@ func TestIBMSlurmSample(t *testing.T) {
 			if c.Image != testImage || c.ImagePullPolicy != testPullPolicy {
 				t.Errorf("the Job runs %q (pull %q), want ours, %q (pull %q, the operator's, not IBM's Always)", c.Image, c.ImagePullPolicy, testImage, testPullPolicy)
 			}
+			// -o wide's BACKEND shows what the operator inferred: the API
+			// server's own Table, as kubectl asks for it.
+			e.waitFor("kubectl get -o wide showing BACKEND slurm", func() (bool, error) {
+				got, err := e.printerColumn("slurmjob", "Backend")
+				return got == "slurm", err
+			})
 			e.waitEvent("slurmjob", "Warning", "ImageIgnored", "quay.io/ibmdpdev/slurm-pod:v0.0.1")
 			time.Sleep(time.Second) // the Warning is said once
 			evs, _ := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=slurmjob,reason=ImageIgnored"})
@@ -313,4 +320,22 @@ func TestNamespacedInstall(t *testing.T) {
 		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
 	}
 	e.waitState("scoped", "DONE")
+}
+
+// printerColumn is the BridgeJob's cell in the column named col of the
+// table the API server renders for `kubectl get -o wide`.
+func (e *env) printerColumn(name, col string) (string, error) {
+	var table metav1.Table
+	err := e.c.REST().Get().AbsPath(BridgeJobs.Path(e.ns), name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(context.Background()).Into(&table)
+	if err != nil {
+		return "", err
+	}
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == col && len(table.Rows) == 1 {
+			v, _ := table.Rows[0].Cells[i].(string)
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("the table has no column %s (or not one row): %+v", col, table.ColumnDefinitions)
 }
