@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,12 +176,13 @@ func newEnv() (*env, error) {
 		filepath.Join(e.repo, "workflows"), "-n", e.ns).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("kubectl apply -k workflows: %v: %s", err, out)
 	}
+	// Each bound to the origins it serves (README, Security).
 	secrets := map[string]map[string]string{
-		"slurm-credentials":     {"username": e.slurmUser + "\n", "token": e.slurmToken + "\n"},
-		"bridge-s3-credentials": {"accesskey": e.s3AccessKey + "\n", "secretkey": e.s3SecretKey + "\n"},
+		"slurm-credentials":     {"username": e.slurmUser + "\n", "token": e.slurmToken + "\n", originsKey: origins(e.slurmPodURL, e.slurmURL)},
+		"bridge-s3-credentials": {"accesskey": e.s3AccessKey + "\n", "secretkey": e.s3SecretKey + "\n", originsKey: origins("http://"+e.s3Endpoint, "https://"+e.s3Endpoint)},
 	}
 	if e.rayURL != "" {
-		secrets["ray-credentials"] = map[string]string{"token": e.rayToken + "\n"}
+		secrets["ray-credentials"] = map[string]string{"token": e.rayToken + "\n", originsKey: origins(e.rayURL)}
 	}
 	for name, data := range secrets {
 		// Opted in to BridgeJobs (the operator's tenancy model; README, Security).
@@ -334,6 +336,21 @@ func (e *env) jobsWithKey(t *testing.T, key string) []slurmJob {
 }
 
 // kubectl runs the cluster's kubectl and returns its combined output.
+// originsKey is the key of a Secret that lists where it may be sent
+// (record.OriginsKey of the main module).
+const originsKey = "bridge-runner.origins"
+
+// origins is a binding (originsKey) of the URLs' origins: scheme://host:port.
+func origins(urls ...string) string {
+	var out []string
+	for _, raw := range urls {
+		if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
+			out = append(out, u.Scheme+"://"+u.Host)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func (e *env) kubectlOut(args ...string) string {
 	out, err := exec.Command(e.kubectl, append([]string{"--kubeconfig", e.kubeconfig, "-n", e.ns}, args...)...).CombinedOutput()
 	if err != nil {

@@ -33,6 +33,11 @@ func (e *env) installOperator(t *testing.T) {
 	if operatorErr != "" {
 		t.Fatal(operatorErr)
 	}
+	// The test namespace's admin grants the operator, as the README says.
+	grant := exec.Command(e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-n", e.ns, "-f", filepath.Join(e.repo, "deploy", "operator", "namespace-grant.yaml"))
+	if out, err := grant.CombinedOutput(); err != nil {
+		t.Fatalf("granting the operator namespace %s: %v: %s", e.ns, err, out)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- operator:\n%s", e.kubectlOut("-n", "bridge-runner-system", "logs", "deployment/bridge-runner-operator", "--tail", "80"))

@@ -85,9 +85,6 @@ func (r *reconciler) clusterTarget(ctx context.Context, bj *BridgeJob, i int, na
 	if errs := validation.IsDNS1123Subdomain(secret); len(errs) > 0 {
 		return record.Target{}, "", &fieldError{sfield, fmt.Sprintf("%q is not the name of a Secret; name a Secret of namespace %s", secret, bj.Namespace)}
 	}
-	if err := r.checkSecret(ctx, bj.Namespace, sfield, secret); err != nil {
-		return record.Target{}, "", err
-	}
 	backend, err := r.clusterBackend(ctx, bc, field)
 	if err != nil {
 		return record.Target{}, "", err
@@ -99,6 +96,11 @@ func (r *reconciler) clusterTarget(ctx context.Context, bj *BridgeJob, i int, na
 			return record.Target{}, "", &fieldError{field, fmt.Sprintf("the BridgeCluster %s's spec.jobproperties is not a JSON object; give e.g. {\"partition\":\"debug\"}", name)}
 		}
 		t.JobProperties = json.RawMessage(p)
+	}
+	// Whoever may create BridgeClusters chooses the URL; the Secret's owner
+	// chose where it may go.
+	if err := r.checkSecret(ctx, bj.Namespace, sfield, secret, sendsFrom(&record.Description{Targets: []record.Target{t}}, t.Credentials)); err != nil {
+		return record.Target{}, "", err
 	}
 	return t, secret, nil
 }
@@ -146,17 +148,27 @@ func recordClusterSecrets(cm *kube.ConfigMap) [][2]string {
 	return out
 }
 
-// checkClusterMounts checks the record's cluster Secrets again before a pod
-// mounts them: the record is writable by the BridgeJob's own pods, so its
-// annotation is trusted no more than a spec (names, the opt-in rule).
-func (r *reconciler) checkClusterMounts(ctx context.Context, cm *kube.ConfigMap) ([][2]string, error) {
+// checkMounts checks the Secrets a pod of the BridgeJob would mount
+// against its record, again, before the pod is made: the record is
+// writable by the BridgeJob's own pods (and by whoever writes the
+// namespace's ConfigMaps), so its description and its cluster annotation
+// are trusted no more than a spec (names, the opt-in rule, the Secrets'
+// bindings). It returns the clusters' mounts.
+func (r *reconciler) checkMounts(ctx context.Context, bj *BridgeJob, cm *kube.ConfigMap) ([][2]string, error) {
+	d, err := record.SpecFromData(cm.Data).Parse()
+	if err != nil {
+		return nil, &fieldError{"the record " + cm.Name, "is not a job description any more; delete the BridgeJob and create it again"}
+	}
+	if err := r.checkStepSecrets(ctx, bj, d); err != nil {
+		return nil, err
+	}
 	mounts := recordClusterSecrets(cm)
 	for _, m := range mounts {
 		field := fmt.Sprintf("the record's %s annotation (cluster %s)", AnnotationClusterSecrets, m[0])
 		if !clusterName.MatchString(m[0]) || len(validation.IsDNS1123Subdomain(m[1])) > 0 {
 			return nil, &fieldError{field, "is not a cluster and Secret name; delete the BridgeJob and create it again"}
 		}
-		if err := r.checkSecret(ctx, cm.Namespace, field, m[1]); err != nil {
+		if err := r.checkSecret(ctx, cm.Namespace, field, m[1], sendsFrom(d, clusterCredentials(m[0]))); err != nil {
 			return nil, err
 		}
 	}

@@ -204,10 +204,12 @@ func TestTargetsTenancy(t *testing.T) {
 		e.createAs(author, bj)
 	}
 	job("token", `[{"name":"a","backend":"slurm","resourceURL":"https://a.example.org:6820","credentials":"/var/run/secrets/kubernetes.io/serviceaccount"}]`)
+	job("absolute", `[{"name":"a","backend":"slurm","resourceURL":"https://a.example.org:6820","credentials":"/etc/ssl"}]`)
 	job("local-target", `[{"name":"a","backend":"slurm","resourceURL":"https://a.example.org:6820"},{"name":"b","backend":"local"}]`)
 	job("fine", `[{"name":"a","backend":"slurm","resourceURL":"https://a.example.org:6820"},{"name":"b","backend":"slurm","resourceURL":"https://b.example.org:6820","credentials":"b"}]`)
 
-	e.refused("token", "spec.targets", "targets[0].credentials is an absolute directory")
+	e.refused("token", "spec (targets[0].credentials)", "where the pod's own identity (its ServiceAccount token) is mounted")
+	e.refused("absolute", "spec.targets", "targets[0].credentials is an absolute directory")
 	e.refused("local-target", "spec.targets", "targets[1] is local")
 	cm, _ := e.children("fine")
 	if d, err := record.SpecFromData(cm.Data).Parse(); err != nil || len(d.Targets) != 2 {

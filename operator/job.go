@@ -41,10 +41,14 @@ func (r *reconciler) buildCleanup(bj *BridgeJob, clusters [][2]string) *kube.Job
 // ({cluster, Secret}) at /targets/<cluster>.
 func (r *reconciler) podJob(bj *BridgeJob, name string, clusters [][2]string, step string, args ...string) *kube.Job {
 	image, _ := r.jobImage(bj)
+	pull := r.o.JobImagePullPolicy
+	if image != r.o.JobImage {
+		pull = bj.Spec.ImagePullPolicy // the author's own (allowed) image
+	}
 	c := kube.Container{
 		Name:            step,
 		Image:           image,
-		ImagePullPolicy: bj.Spec.ImagePullPolicy,
+		ImagePullPolicy: pull,
 		Args: append([]string{step, "--job-name", bj.Name, "--store", "configmap",
 			"--credentials-dir", credentialsDir}, args...),
 		Env: []kube.EnvVar{{Name: "JOBNAME", Value: bj.Name}, fieldEnv("NAMESPACE", "metadata.namespace")},

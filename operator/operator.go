@@ -37,6 +37,10 @@ type Options struct {
 	Namespace string // watch BridgeJobs only here; "" for every namespace
 
 	JobImage string // the jobs' pods' image: the operator's own
+	// JobImagePullPolicy is how JobImage is pulled ("": Kubernetes'
+	// default for its tag). A BridgeJob's spec.imagepullpolicy is IBM's
+	// field for IBM's images: it applies only to an allowed spec.image.
+	JobImagePullPolicy string
 	// JobServiceAccount is a ServiceAccount every job's pod runs as; ""
 	// (the default) gives each BridgeJob its own, allowed only its record.
 	JobServiceAccount string
@@ -254,6 +258,12 @@ func (r *reconciler) work(ctx context.Context) {
 			// queues the key again, so a retry now would only conflict again.
 			r.queue.Forget(key)
 			r.retries.Add(1)
+		case apierrors.IsForbidden(err):
+			// Not a fault that passes: the namespace's admin must grant it.
+			r.retries.Add(1)
+			r.grantMissing(ctx, key, err)
+			r.queue.Forget(key)
+			r.queue.AddAfter(key, grantRetry)
 		case err != nil:
 			r.retries.Add(1)
 			r.log.Warn("reconcile failed; retrying", "bridgejob", key, "err", err)

@@ -131,16 +131,30 @@ func (e *env) operatorWith(identity string, deleteTimeout time.Duration) (stop f
 // testImage is the operator's own image in these tests.
 const testImage = "example.org/bridge-runner:test"
 
+// testPullPolicy is the operator's pull policy for testImage in tests that
+// set it (IBM's samples ask for Always).
+const testPullPolicy = "IfNotPresent"
+
 // secret creates a Secret that opted in to BridgeJobs.
 func (e *env) secret(name string) {
 	e.t.Helper()
 	e.secretIn(e.ns, name, map[string]string{SecretOptInLabel: "true"})
 }
 
+// testOrigins are the places this package's BridgeJobs and BridgeClusters
+// name, which the tests' Secrets are bound to (record.OriginsKey).
+const testOrigins = "https://slurm.example.org:6820 https://slurm-a.example.org:6820 https://slurm-b.example.org:6820 " +
+	"https://slurm-c.example.org:6820 https://a.example.org:6820 https://b.example.org:6820 ssh://login-b.example.org:22"
+
 func (e *env) secretIn(ns, name string, labels map[string]string) {
 	e.t.Helper()
+	e.secretWith(ns, name, labels, map[string]string{"token": "not-for-logs", record.OriginsKey: testOrigins})
+}
+
+func (e *env) secretWith(ns, name string, labels, data map[string]string) {
+	e.t.Helper()
 	_, err := e.kc.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, StringData: map[string]string{"token": "not-for-logs"}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, StringData: data}, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -534,7 +548,7 @@ func TestRestartMidRun(t *testing.T) {
 }
 
 // TestLeastPrivilege: the operator does its whole job with exactly the
-// grants of deploy/operator/rbac.yaml (the ClusterRole bound in the
+// grants of deploy/operator/rbac.yaml (both ClusterRoles bound in the
 // namespace, the leader election Role): a bad spec, a job to DONE, and a
 // deletion.
 func TestLeastPrivilege(t *testing.T) {
@@ -589,13 +603,8 @@ func (e *env) grantOperatorRBAC(clusterRoles bool, files ...string) {
 				if !clusterRoles {
 					continue
 				}
-				name := "bt-" + e.ns
-				cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: obj.Rules}
-				if _, err := e.kc.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
-					e.t.Fatal(err)
-				}
-				e.t.Cleanup(func() { _ = e.kc.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
-				e.bind("operator", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, sa)
+				name := e.clusterRole(obj.Metadata.Name, obj.Rules)
+				e.bind(obj.Metadata.Name, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, sa)
 			case "Role":
 				r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: obj.Metadata.Name}, Rules: obj.Rules}
 				if _, err := e.kc.RbacV1().Roles(e.ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
@@ -605,6 +614,19 @@ func (e *env) grantOperatorRBAC(clusterRoles bool, files ...string) {
 			}
 		}
 	}
+}
+
+// clusterRole creates a ClusterRole of rules under a name of this test's
+// (name prefixed with the namespace), removed after the test.
+func (e *env) clusterRole(name string, rules []rbacv1.PolicyRule) string {
+	e.t.Helper()
+	name = "bt-" + e.ns + "-" + name
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	if _, err := e.kc.RbacV1().ClusterRoles().Create(context.Background(), cr, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = e.kc.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return name
 }
 
 func (e *env) bind(name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {

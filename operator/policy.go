@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
+	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -77,11 +79,15 @@ func checkNames(bj *BridgeJob) error {
 	return nil
 }
 
-// checkSecret: the Secret may be mounted into a BridgeJob's pod. An admin's
-// entry needs no read; otherwise the Secret's metadata (never its data) is
-// read for the opt-in label. A missing Secret and one that did not opt in
-// get the same answer, so a BridgeJob is no oracle for Secret names.
-func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string) error {
+// checkSecret: the Secret may be mounted into a BridgeJob's pod, and sent
+// where sends go. An admin's entry needs no read (invoke still checks the
+// binding it finds in the mounted files); otherwise the Secret is read for
+// the opt-in label and its owner's binding (record.OriginsKey), which must
+// list the origin of every URL the job sends it to: a BridgeJob's author
+// chooses URLs, never where someone else's Secret goes. A missing Secret
+// and one that did not opt in get the same answer, so a BridgeJob is no
+// oracle for Secret names.
+func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string, sends []record.Send) error {
 	for _, a := range r.o.AllowedSecrets {
 		if a = strings.TrimSpace(a); a == name || a == ns+"/"+name {
 			return nil
@@ -93,17 +99,110 @@ func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string) er
 		return refuse
 	}
 	refuse.Msg += fmt.Sprintf(": it does not exist or lacks the label %s=true, which its owner adds to let BridgeJobs mount it", r.o.SecretOptIn)
-	labels, err := r.c.SecretLabels(ctx, ns, name)
+	v, err := r.readSecret(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
 		return refuse
 	}
 	if err != nil {
 		return fmt.Errorf("checking the Secret %s/%s: %w", ns, name, err)
 	}
-	if labels[r.o.SecretOptIn] != "true" {
+	if v.Metadata.Labels[r.o.SecretOptIn] != "true" {
 		return refuse
 	}
+	return checkBound(field, name, v.Data.Origins, sends)
+}
+
+// checkBound: the binding (the Secret's record.OriginsKey) lists the
+// origin of every URL in sends.
+func checkBound(field, name string, origins []byte, sends []record.Send) error {
+	if len(sends) == 0 {
+		return nil // nothing is sent anywhere (a local job)
+	}
+	if origins == nil {
+		return &fieldError{field, fmt.Sprintf("the Secret %q has no key %s, in which its owner lists the origins it may be sent to "+
+			"(scheme://host:port, e.g. %s); BridgeJobs use only Secrets bound so", name, record.OriginsKey, originOf(sends[0].URL))}
+	}
+	b, err := record.ParseBinding(string(origins))
+	var fe *backends.FieldError
+	if errors.As(err, &fe) {
+		return &fieldError{field, fmt.Sprintf("the Secret %q's %s %s; its owner fixes it", name, record.OriginsKey, fe.Msg)}
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range sends {
+		if !b.Allows(s.URL) {
+			return &fieldError{field, fmt.Sprintf("the Secret %q is bound to %s (its key %s), not to %s, where the job's %s would send it; "+
+				"name a Secret bound to that origin, or ask the Secret's owner to add it", name, strings.Join(b, " "), record.OriginsKey, originOf(s.URL), s.Field)}
+		}
+	}
 	return nil
+}
+
+// originOf is a URL's origin for a message: never its login or path.
+func originOf(raw string) string {
+	if o, ok := record.CanonicalOrigin(raw); ok {
+		return o
+	}
+	return "a URL without scheme and host"
+}
+
+// secretView is what the operator reads of a Secret: its labels and its
+// owner's binding. The API answers with the whole Secret (RBAC has no
+// narrower read than get), but it is decoded into this type, which keeps
+// no other value, and the answer's bytes are cleared at once.
+type secretView struct {
+	Metadata struct {
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Data struct {
+		Origins []byte `json:"bridge-runner.origins"`
+	} `json:"data"`
+}
+
+func (r *reconciler) readSecret(ctx context.Context, ns, name string) (*secretView, error) {
+	res := r.c.REST().Get().AbsPath(kube.Secrets.Path(ns), name).Do(ctx)
+	raw, _ := res.Raw()
+	defer clear(raw)
+	// Error, not Raw's error: it decodes the API's Status (a 403 names the
+	// grant), where Raw's says "unknown".
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	var v secretView
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("reading the Secret %s/%s: not a Secret", ns, name)
+	}
+	return &v, nil
+}
+
+// podDir is where a target's credentials directory is in the BridgeJob's
+// pod: the step's own (spec.resourcesecret's mount) for "" and ".", a
+// subdirectory of it for a relative path.
+func podDir(dir string) string {
+	switch {
+	case record.StepCredentials(dir):
+		return credentialsDir
+	case path.IsAbs(dir):
+		return path.Clean(dir)
+	}
+	return path.Join(credentialsDir, dir)
+}
+
+// sendsFrom are the URLs the description d sends the credentials mounted
+// at dir to: each place whose credentials are there, and the S3 endpoint
+// for the S3 Secret's mount.
+func sendsFrom(d *record.Description, dir string) []record.Send {
+	var out []record.Send
+	for _, s := range record.CredentialSends(d) {
+		if podDir(s.Dir) == dir {
+			out = append(out, s)
+		}
+	}
+	if dir == s3CredentialsDir && d.UsesS3() && strings.TrimSpace(d.S3.Endpoint) != "" {
+		out = append(out, record.Send{Field: "s3.endpoint", Dir: dir, URL: record.S3URL(d.S3.Endpoint, d.S3.Secure)})
+	}
+	return out
 }
 
 // noProbe is the HTTP client the operator gives SelectBackend: the operator

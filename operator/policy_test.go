@@ -3,6 +3,8 @@ package operator
 import (
 	"strings"
 	"testing"
+
+	"github.com/bridge-runner/bridge-runner/kube"
 )
 
 func TestImageAllowed(t *testing.T) {
@@ -39,6 +41,23 @@ func TestCheckNames(t *testing.T) {
 		}
 		if err != nil && !strings.HasPrefix(err.Error(), "spec.s3storage.s3secret:") {
 			t.Errorf("s3secret %q: %v does not name the field", name, err)
+		}
+	}
+}
+
+// TestJobPullPolicy: the operator's image is pulled by the operator's pull
+// policy, whatever the BridgeJob's imagepullpolicy (IBM's samples say
+// Always for IBM's images, which the Job does not run); an allowed image
+// of the author's own is pulled as the author said.
+func TestJobPullPolicy(t *testing.T) {
+	r := &reconciler{o: Options{JobImage: "ours:1", JobImagePullPolicy: "IfNotPresent", AllowedImages: []string{"theirs:*"}}}
+	for image, want := range map[string]string{"": "IfNotPresent", "quay.io/ibmdpdev/slurm-pod:v0.0.1": "IfNotPresent", "theirs:2": "Always"} {
+		bj := &BridgeJob{Spec: BridgeJobSpec{Image: image, ImagePullPolicy: "Always", ResourceSecret: "creds"}}
+		bj.Name = "pull"
+		for _, kj := range []*kube.Job{r.buildJob(bj, nil), r.buildCleanup(bj, nil)} {
+			if got := kj.Spec.Template.Spec.Containers[0].ImagePullPolicy; got != want {
+				t.Errorf("spec.image %q, imagepullpolicy Always: the %s pod pulls %q, want %q", image, kj.Name, got, want)
+			}
 		}
 	}
 }

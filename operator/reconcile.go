@@ -161,7 +161,7 @@ func (r *reconciler) ensureJob(ctx context.Context, bj *BridgeJob, cm *kube.Conf
 	if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
 		return nil, stop, err
 	}
-	mounts, err := r.checkClusterMounts(ctx, cm)
+	mounts, err := r.checkMounts(ctx, bj, cm)
 	if stop, err := r.refuseMounts(ctx, bj, err); stop || err != nil {
 		return nil, stop, err
 	}
@@ -277,7 +277,7 @@ func (r *reconciler) cancel(ctx context.Context, bj *BridgeJob, cm *kube.ConfigM
 		if stop, err := r.ensurePodAccess(ctx, bj); stop || err != nil {
 			return 0, err
 		}
-		mounts, err := r.checkClusterMounts(ctx, cm)
+		mounts, err := r.checkMounts(ctx, bj, cm)
 		if stop, err := r.refuseMounts(ctx, bj, err); stop || err != nil {
 			return 0, err
 		}

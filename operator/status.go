@@ -31,7 +31,7 @@ func (r *reconciler) observe(bj *BridgeJob, cm *kube.ConfigMap, kj *kube.Job) Br
 	s := BridgeJobStatus{
 		JobID: d[record.KeyID], Message: d[record.KeyMessage],
 		StartTime: d[record.KeySubmit], CompletionTime: d[record.KeyEnd],
-		ObservedGeneration: bj.Generation,
+		ObservedGeneration: bj.Generation, Backend: recordBackend(d),
 	}
 	if kj != nil && !st.Final() {
 		// The pod gave up (temporary faults beyond backoffLimit, or a
@@ -63,6 +63,16 @@ func (r *reconciler) observe(bj *BridgeJob, cm *kube.ConfigMap, kj *kube.Job) Br
 		s.Conditions[2].Message = s.Message
 	}
 	return s
+}
+
+// recordBackend is the backend the record's job runs on: the one its
+// placement chose, else the one the operator chose when it wrote the
+// record ("" while a placement has yet to choose).
+func recordBackend(d map[string]string) string {
+	if p, err := record.ParsePlaced(d[record.KeyPlacement]); err == nil && p != nil && p.Backend != "" {
+		return p.Backend
+	}
+	return d["backend"]
 }
 
 // stateReason is a state as a condition's reason, CamelCase as the API

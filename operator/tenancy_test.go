@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -249,7 +250,7 @@ func TestIBMSlurmSample(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			e.secret("slurm-secret")
-			e.opts = func(o *Options) { o.DefaultBackend = tc.defaultBackend }
+			e.opts = func(o *Options) { o.DefaultBackend, o.JobImagePullPolicy = tc.defaultBackend, testPullPolicy }
 			e.operator("a")
 			body := ibmSample(t, "job0slurm.yaml", tc.url, "slurm-secret")
 			if err := e.c.REST().Post().AbsPath(BridgeJobs.Path(e.ns)).Body(body).Do(context.Background()).Error(); err != nil {
@@ -260,9 +261,17 @@ func TestIBMSlurmSample(t *testing.T) {
 				t.Errorf("record's backend = %q, want slurm", got)
 			}
 			c := kj.Spec.Template.Spec.Containers[0]
-			if c.Image != testImage || c.ImagePullPolicy != "Always" {
-				t.Errorf("the Job runs %q (pull %s), want ours, %q (Always, as IBM's sample asks)", c.Image, c.ImagePullPolicy, testImage)
+			// IBM's imagepullpolicy: Always is for IBM's image, which does
+			// not run: ours is pulled as the operator's admin said.
+			if c.Image != testImage || c.ImagePullPolicy != testPullPolicy {
+				t.Errorf("the Job runs %q (pull %q), want ours, %q (pull %q, the operator's, not IBM's Always)", c.Image, c.ImagePullPolicy, testImage, testPullPolicy)
 			}
+			// -o wide's BACKEND shows what the operator inferred: the API
+			// server's own Table, as kubectl asks for it.
+			e.waitFor("kubectl get -o wide showing BACKEND slurm", func() (bool, error) {
+				got, err := e.printerColumn("slurmjob", "Backend")
+				return got == "slurm", err
+			})
 			e.waitEvent("slurmjob", "Warning", "ImageIgnored", "quay.io/ibmdpdev/slurm-pod:v0.0.1")
 			time.Sleep(time.Second) // the Warning is said once
 			evs, _ := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=slurmjob,reason=ImageIgnored"})
@@ -278,7 +287,7 @@ func TestIBMSlurmSample(t *testing.T) {
 // Role's rules are the ClusterRole's.
 func TestNamespacedInstall(t *testing.T) {
 	e := newEnv(t)
-	rules := func(file, kind string) []rbacv1.PolicyRule {
+	rules := func(file, kind, name string) []rbacv1.PolicyRule {
 		for _, doc := range testutil.YAMLDocs(t, file) {
 			var obj struct {
 				Kind     string              `json:"kind"`
@@ -288,15 +297,17 @@ func TestNamespacedInstall(t *testing.T) {
 			if err := yaml.Unmarshal(doc, &obj); err != nil {
 				t.Fatal(err)
 			}
-			if obj.Kind == kind && obj.Metadata.Name == "bridge-runner-operator" {
+			if obj.Kind == kind && obj.Metadata.Name == name {
 				return obj.Rules
 			}
 		}
-		t.Fatalf("%s has no %s bridge-runner-operator", file, kind)
+		t.Fatalf("%s has no %s %s", file, kind, name)
 		return nil
 	}
-	if a, b := rules("../deploy/operator/rbac.yaml", "ClusterRole"), rules("../deploy/operator-namespaced/role.yaml", "Role"); !reflect.DeepEqual(a, b) {
-		t.Errorf("the namespaced Role's rules differ from the ClusterRole's:\n%+v\n%+v", b, a)
+	a := append(rules("../deploy/operator/rbac.yaml", "ClusterRole", "bridge-runner-operator"),
+		rules("../deploy/operator/rbac.yaml", "ClusterRole", "bridge-runner-operator-namespace")...)
+	if b := rules("../deploy/operator-namespaced/role.yaml", "Role", "bridge-runner-operator"); !reflect.DeepEqual(a, b) {
+		t.Errorf("the namespaced Role's rules differ from the two ClusterRoles':\n%+v\n%+v", b, a)
 	}
 	e.secret("creds")
 	// The Roles only: the namespaced Role, and the base's leader election Role.
@@ -309,4 +320,22 @@ func TestNamespacedInstall(t *testing.T) {
 		t.Fatalf("invoke exited %d; stderr:\n%s", code, e.logs)
 	}
 	e.waitState("scoped", "DONE")
+}
+
+// printerColumn is the BridgeJob's cell in the column named col of the
+// table the API server renders for `kubectl get -o wide`.
+func (e *env) printerColumn(name, col string) (string, error) {
+	var table metav1.Table
+	err := e.c.REST().Get().AbsPath(BridgeJobs.Path(e.ns), name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(context.Background()).Into(&table)
+	if err != nil {
+		return "", err
+	}
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == col && len(table.Rows) == 1 {
+			v, _ := table.Rows[0].Cells[i].(string)
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("the table has no column %s (or not one row): %+v", col, table.ColumnDefinitions)
 }

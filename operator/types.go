@@ -77,10 +77,13 @@ type Upload struct {
 
 // BridgeJobStatus: IBM's four fields, then ours.
 type BridgeJobStatus struct {
-	JobStatus          string      `json:"jobstatus,omitempty"`
-	StartTime          string      `json:"starttime,omitempty"`
-	CompletionTime     string      `json:"completiontime,omitempty"`
-	Message            string      `json:"message,omitempty"`
+	JobStatus      string `json:"jobstatus,omitempty"`
+	StartTime      string `json:"starttime,omitempty"`
+	CompletionTime string `json:"completiontime,omitempty"`
+	Message        string `json:"message,omitempty"`
+	// Backend is the backend the operator chose (spec.backend, or what it
+	// inferred), so that -o wide shows it for IBM's BridgeJobs too.
+	Backend            string      `json:"backend,omitempty"`
 	State              string      `json:"state,omitempty"`
 	JobID              string      `json:"jobid,omitempty"`
 	ObservedGeneration int64       `json:"observedGeneration,omitempty"`

@@ -110,13 +110,8 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 	if err := r.checkTargets(bj, d); err != nil {
 		return nil, nil, err
 	}
-	for field, name := range map[string]string{"spec.resourcesecret": bj.Spec.ResourceSecret, "spec.s3storage.s3secret": s3Secret(bj)} {
-		if name == "" {
-			continue
-		}
-		if err := r.checkSecret(ctx, bj.Namespace, field, name); err != nil {
-			return nil, nil, err
-		}
+	if err := r.checkStepSecrets(ctx, bj, d); err != nil {
+		return nil, nil, err
 	}
 	return spec.Data(), secrets, nil
 }
@@ -135,4 +130,21 @@ func s3Secret(bj *BridgeJob) string {
 		return ""
 	}
 	return bj.Spec.S3Storage.S3Secret
+}
+
+// checkStepSecrets checks spec.resourcesecret and spec.s3storage.s3secret
+// (checkSecret) against what the description d sends them to.
+func (r *reconciler) checkStepSecrets(ctx context.Context, bj *BridgeJob, d *record.Description) error {
+	for _, m := range []struct{ field, name, dir string }{
+		{"spec.resourcesecret", bj.Spec.ResourceSecret, credentialsDir},
+		{"spec.s3storage.s3secret", s3Secret(bj), s3CredentialsDir},
+	} {
+		if m.name == "" {
+			continue
+		}
+		if err := r.checkSecret(ctx, bj.Namespace, m.field, m.name, sendsFrom(d, m.dir)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -25,8 +25,8 @@ type Target struct {
 	ResourceURL string `json:"resourceURL,omitempty"`
 	// Credentials is the directory of this target's credentials: relative
 	// to the step's credentials directory (a subdirectory), or absolute.
-	// Empty: the step's own, which serve one origin only (see
-	// checkCredentialOrigins).
+	// Empty or ".": the step's own, which serve one origin only (see
+	// checkCredentialOrigins) unless their Secret binds more (OriginsKey).
 	Credentials   string          `json:"credentials,omitempty"`
 	JobProperties json.RawMessage `json:"jobproperties,omitempty"`
 }
@@ -129,6 +129,10 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 	if c := t.Credentials; c != "" && (path.Clean(c) != strings.TrimSuffix(c, "/") || strings.Contains(c, "..") || c == "/") {
 		return backends.Invalid(field+".credentials", "must be a clean directory path (a subdirectory of --credentials-dir, or absolute) without ..")
 	}
+	if path.IsAbs(t.Credentials) && IdentityDir(t.Credentials) {
+		return backends.Invalid(field+".credentials", "is %s, where the pod's own identity (its ServiceAccount token) is mounted, which never goes to a target; "+
+			"mount the target's Secret elsewhere (e.g. /targets/%s) and name that directory", t.Credentials, t.Name)
+	}
 	if len(t.JobProperties) > 0 {
 		if err := checkJSONObject(field+".jobproperties", string(t.JobProperties)); err != nil {
 			return err
@@ -185,7 +189,7 @@ func mergeProperties(base, over json.RawMessage) json.RawMessage {
 func checkCredentialOrigins(ts []Target, jobURL string) error {
 	own := Origin(jobURL)
 	for i, t := range ts {
-		if t.Credentials != "" || t.ResourceURL == "" {
+		if !StepCredentials(t.Credentials) || t.ResourceURL == "" {
 			continue
 		}
 		o := Origin(t.ResourceURL)
@@ -194,12 +198,16 @@ func checkCredentialOrigins(ts []Target, jobURL string) error {
 		}
 		if o != own {
 			return backends.Invalid(fmt.Sprintf("targets[%d].credentials", i),
-				"is empty, but the step's credentials are for %s and never go to another system; mount this target's Secret and name its directory (e.g. \"credentials\": %q for --credentials-dir/%s)",
-				own, t.Name, t.Name)
+				"names the step's own credentials (%s), which are for %s and never go to another system; mount this target's Secret and name its directory (e.g. \"credentials\": %q for --credentials-dir/%s)",
+				cmpOr(t.Credentials, "by leaving it empty"), own, t.Name, t.Name)
 		}
 	}
 	return nil
 }
+
+// StepCredentials: a target's credentials directory is the step's own
+// ("", ".", "./"), whichever way it is spelled.
+func StepCredentials(dir string) bool { return dir == "" || path.Clean(dir) == "." }
 
 // Origin is what credentials are given for: scheme, login and host:port of
 // a URL, lower-cased ("" for no URL).

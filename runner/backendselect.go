@@ -29,6 +29,9 @@ func (r *run) description(ctx context.Context) (*record.Description, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := r.checkBindings(desc); err != nil {
+			return nil, err
+		}
 		return r.placed(ctx, desc)
 	}
 	name, why, err := record.SelectBackend(ctx, spec.Backend, r.BackendChoice, spec.ResourceURL, r.Registry.Names(), r.Backend.HTTPClient)
@@ -53,7 +56,14 @@ func (r *run) description(ctx context.Context) (*record.Description, error) {
 		}
 		spec.Backend = record.SpecFromData(r.rec.Data).Backend
 	}
-	return spec.Parse()
+	desc, err := spec.Parse()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkBindings(desc); err != nil {
+		return nil, err
+	}
+	return desc, nil
 }
 
 // newBackend builds the backend the description names, at its resourceURL,

@@ -60,6 +60,9 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
 			if o.JobImage == "" {
 				return usageError{backends.Invalid("job-image", "is empty; give the bridge-runner image the jobs' pods run")}
 			}
+			if p := o.JobImagePullPolicy; p != "" && !slices.Contains([]string{"Always", "IfNotPresent", "Never"}, p) {
+				return usageError{backends.Invalid("job-image-pull-policy", "%q is not a pull policy; give Always, IfNotPresent or Never", p)}
+			}
 			if b := o.DefaultBackend; b != "" && !slices.Contains(a.registry.Names(), b) {
 				return usageError{backends.Invalid("backend", "unknown backend %q; use one of: %s", b, strings.Join(a.registry.Names(), ", "))}
 			}
@@ -81,6 +84,7 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
 	fs.IntVar(&opts.burst, "kube-burst", 400, "requests to the Kubernetes API in a burst")
 	fs.StringVar(&o.Namespace, "namespace", "", "watch BridgeJobs in this namespace only (default: every namespace)")
 	fs.StringVar(&o.JobImage, "job-image", "", "image of the jobs' pods: the operator's own (a BridgeJob's spec.image is ignored unless --allowed-images lists it)")
+	fs.StringVar(&o.JobImagePullPolicy, "job-image-pull-policy", "", "how the jobs' pods pull --job-image: Always, IfNotPresent or Never (default: Kubernetes' default for its tag); a BridgeJob's imagepullpolicy applies only to an image --allowed-images lets it name")
 	fs.StringSliceVar(&o.AllowedImages, "allowed-images", nil, "images a BridgeJob's spec.image may name besides --job-image (comma-separated; an entry ending in * is a prefix)")
 	fs.StringSliceVar(&o.AllowedSecrets, "allowed-secrets", nil, "Secrets BridgeJobs may mount without the opt-in label: name (any namespace) or namespace/name, comma-separated")
 	fs.StringVar(&o.SecretOptIn, "secret-opt-in-label", operator.SecretOptInLabel, "the label (value \"true\") by which a Secret lets BridgeJobs of its namespace mount it; empty: the operator reads no Secret and only --allowed-secrets count")

@@ -22,6 +22,9 @@ func TestOperatorBadFlags(t *testing.T) {
 	r = run(t, "operator", "--job-image", "x:1", "--metrics-bind-address", "8080")
 	assert.Equal(t, 2, r.code)
 	assert.True(t, strings.Contains(r.stderr, "metrics-bind-address"), r.stderr)
+	r = run(t, "operator", "--job-image", "x:1", "--job-image-pull-policy", "always")
+	assert.Equal(t, 2, r.code)
+	assert.True(t, strings.Contains(r.stderr, "job-image-pull-policy") && strings.Contains(r.stderr, "IfNotPresent"), r.stderr)
 }
 
 // BRIDGE_BACKEND reaches the operator's --backend (IBM's BridgeJobs have no
