@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -24,6 +25,13 @@ type ConfigMapStore struct {
 	// Owners are the owner references a record created here gets (see
 	// SetRecordOwner), so that it goes with the run that made it.
 	Owners []metav1.OwnerReference
+	// Run names the run creating the record ("Workflow wf (uid u)", see
+	// SetRecordOwner): Create stamps it as status.owner, so the record is
+	// its creator run's from its first moment, not only once an invoke of
+	// the run claims it (another run's cleanup would delete it meanwhile).
+	Run string
+	// created is the UID of the record this store created (CreatedUID).
+	created string
 
 	// last is the newest ConfigMap this store has seen: an Update against
 	// its version needs no GET first (the server's resourceVersion check
@@ -48,6 +56,16 @@ func (s *ConfigMapStore) base(rec *Record) *kube.ConfigMap {
 		return s.last.DeepCopy()
 	}
 	return nil
+}
+
+// stampRun returns data with run as its owner when it names none.
+func stampRun(data map[string]string, run string) map[string]string {
+	if run == "" || data[KeyOwner] != "" {
+		return data
+	}
+	c := maps.Clone(data)
+	c[KeyOwner] = run
+	return c
 }
 
 // ConfigMapName is the ConfigMap name for a job, as IBM's Bridge Operator named it.
@@ -89,7 +107,7 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 			LabelManagedBy: "bridge-runner",
 			LabelJob:       labelValue(s.Name),
 		}, OwnerReferences: s.Owners},
-		Data: data,
+		Data: stampRun(data, s.Run),
 	}
 	out := &kube.ConfigMap{}
 	err := s.Client.Create(ctx, kube.ConfigMaps, s.Namespace, cm, out)
@@ -99,7 +117,11 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 	if err != nil {
 		return nil, KubeErr(err)
 	}
-	return s.seen(out), nil
+	rec := s.seen(out)
+	s.mu.Lock()
+	s.created = rec.UID
+	s.mu.Unlock()
+	return rec, nil
 }
 
 func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, error) {

@@ -46,6 +46,9 @@ names the keys that differ.`,
 }
 
 func (a *app) runCreate(cmd *cobra.Command, o *createOptions) (int, error) {
+	if err := checkScriptFlag(cmd, &o.spec); err != nil {
+		return exitCode(nil, err), err
+	}
 	if err := a.chooseBackend(cmd, &o.spec, nil); err != nil {
 		return exitCode(nil, err), err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -204,6 +205,9 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		backendChoice = o.spec.Backend
 	}
 	if specGiven(cmd, "backend") {
+		if err := checkScriptFlag(cmd, &o.spec); err != nil {
+			return fail(err)
+		}
 		if err := a.chooseBackend(cmd, &o.spec, cfg.HTTPClient); err != nil {
 			return fail(err)
 		}
@@ -245,6 +249,9 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 	}
 	err = iv.Run(cmd.Context())
+	if err != nil && exitCode(nil, err) == ExitInvalid {
+		a.dropRefused(cmd, store)
+	}
 	sent := []any{"backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store)}
 	if v := record.KubeRequestsByVerb(store); v != "" {
 		sent = append(sent, "kubernetes_by_verb", v)
@@ -253,6 +260,21 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err
+}
+
+// dropRefused undoes a refused first try: the record this invoke created
+// goes when nothing was submitted from it, so the corrected command runs
+// under the same name (see record.DropUnsubmitted).
+func (a *app) dropRefused(cmd *cobra.Command, store record.Store) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 10*time.Second)
+	defer cancel()
+	dropped, err := record.DropUnsubmitted(ctx, store)
+	switch {
+	case err != nil:
+		a.log.Warn("the refused job's record stays; delete it with cleanup before a rerun under the same name", "record", store.Describe(), "err", err)
+	case dropped:
+		a.log.Info("nothing was submitted: the record this invoke created is removed, so the corrected command can run under the same name", "record", store.Describe())
+	}
 }
 
 // checkLogFlags checks --log-dir and --log-interval (or the environment

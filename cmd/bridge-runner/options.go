@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -92,6 +95,41 @@ func specGiven(cmd *cobra.Command, except ...string) bool {
 		}
 	}
 	return false
+}
+
+// checkScriptFlag refuses an inline --script whose whole text is one word
+// that names a file here or looks like a path (./myjob.sh): the value is the
+// script's text, so that would run the text "./myjob.sh" where the job runs
+// (exit 127 there, or a #! refusal), not the file the person meant.
+func checkScriptFlag(cmd *cobra.Command, s *record.Spec) error {
+	v := s.JobScript
+	if !cmd.Flags().Changed("script") || !strings.EqualFold(strings.TrimSpace(s.ScriptLocation), record.Inline) || !looksLikePath(v) {
+		return nil
+	}
+	return backends.Invalid("script", "is %q, which is the script's text, not a file to read (%s). "+
+		"Pass the file's contents: --script \"$(cat %s)\"; for a script that is already on the remote system add --script-location remote; "+
+		"to run that command as the whole script, write it as --script 'exec %s'", v, pathWhy(v), v, v)
+}
+
+// looksLikePath: one word, and a file here, or a path's shape (a slash, a
+// leading ~, or a script's extension).
+func looksLikePath(v string) bool {
+	if v == "" || strings.ContainsAny(v, " \t\r\n;|&$`'\"") {
+		return false
+	}
+	if fi, err := os.Stat(v); err == nil && fi.Mode().IsRegular() {
+		return true
+	}
+	return strings.Contains(v, "/") || strings.HasPrefix(v, "~") || slices.Contains(scriptExts, filepath.Ext(v))
+}
+
+var scriptExts = []string{".sh", ".bash", ".py", ".slurm", ".sbatch", ".sub", ".job"}
+
+func pathWhy(v string) string {
+	if fi, err := os.Stat(v); err == nil && fi.Mode().IsRegular() {
+		return "it names a file in this directory"
+	}
+	return "it looks like a path"
 }
 
 // completeBackends completes --backend with the registered names.
