@@ -210,7 +210,8 @@ func (o *StoreOptions) tune(cfg *rest.Config) *rest.Config {
 }
 
 // SetRecordOwner makes the run this step belongs to the owner of a record
-// the store creates, so that Kubernetes deletes the record with the run
+// the store creates (its owner reference, and status.owner from the first
+// moment: ConfigMapStore.Run), so that Kubernetes deletes the record with the run
 // (argo terminate, kubectl delete workflow, a Job's TTL) and a re-run under
 // the same name starts afresh. The run is this pod's controller: the Argo
 // Workflow (KFP's runs are Argo Workflows too) or the Job; never the pod,
@@ -245,7 +246,9 @@ func SetRecordOwner(ctx context.Context, s Store) (string, error) {
 	// record only goes with it (blocking would need update on the owner's
 	// finalizers, which the Role does not grant).
 	cm.Owners = []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}}
-	return fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID), nil
+	// The run as runner.RunOf names it: the task's owner without its node.
+	cm.Run = fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
+	return cm.Run, nil
 }
 
 // KubeRequests reports the requests a ConfigMap store's client sent (0 for
