@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sync"
 	"time"
@@ -30,6 +31,16 @@ type ConfigMapStore struct {
 	// its creator run's from its first moment, not only once an invoke of
 	// the run claims it (another run's cleanup would delete it meanwhile).
 	Run string
+	// Server names the API server for messages: its address and where the
+	// address came from ("https://h:6443 (from KUBECONFIG /p)").
+	Server string
+	// Log, when set, hears the store wait for an API server that does not
+	// answer: one line when the wait begins, then every Heartbeat
+	// (DefaultHeartbeat when zero), and one when it answers again.
+	Log       *slog.Logger
+	Heartbeat time.Duration
+	wait      apiWait
+
 	// created is the UID of the record this store created (CreatedUID).
 	created string
 
@@ -92,11 +103,12 @@ func cmRecord(cm *kube.ConfigMap) *Record {
 func (s *ConfigMapStore) Get(ctx context.Context) (*Record, error) {
 	cm := &kube.ConfigMap{}
 	err := s.Client.Get(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm)
+	s.heard(ctx, err)
 	if apierrors.IsNotFound(err) {
 		return nil, ErrNoRecord
 	}
 	if err != nil {
-		return nil, KubeErr(err)
+		return nil, s.kubeErr(err)
 	}
 	return s.seen(cm), nil
 }
@@ -111,11 +123,12 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 	}
 	out := &kube.ConfigMap{}
 	err := s.Client.Create(ctx, kube.ConfigMaps, s.Namespace, cm, out)
+	s.heard(ctx, err)
 	if apierrors.IsAlreadyExists(err) {
 		return nil, ErrRecordExists
 	}
 	if err != nil {
-		return nil, KubeErr(err)
+		return nil, s.kubeErr(err)
 	}
 	rec := s.seen(out)
 	s.mu.Lock()
@@ -129,11 +142,12 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 	if cm == nil {
 		got := &kube.ConfigMap{}
 		err := s.Client.Get(ctx, kube.ConfigMaps, s.Namespace, s.Name, got)
+		s.heard(ctx, err)
 		if apierrors.IsNotFound(err) {
 			return nil, ErrNoRecord
 		}
 		if err != nil {
-			return nil, KubeErr(err)
+			return nil, s.kubeErr(err)
 		}
 		if string(got.UID) != rec.UID {
 			return nil, ErrConflict
@@ -143,19 +157,20 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 	cm.ResourceVersion = rec.Version // the server refuses the write if it is stale
 	cm.Data = rec.Data
 	out := &kube.ConfigMap{}
-	return s.written(out, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out))
+	return s.written(ctx, out, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out))
 }
 
 // written is the record a conditional write left (out), or the write's
 // error in the store's terms.
-func (s *ConfigMapStore) written(out *kube.ConfigMap, err error) (*Record, error) {
+func (s *ConfigMapStore) written(ctx context.Context, out *kube.ConfigMap, err error) (*Record, error) {
+	s.heard(ctx, err)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil, ErrConflict
 	case apierrors.IsNotFound(err):
 		return nil, ErrNoRecord
 	case err != nil:
-		return nil, KubeErr(err)
+		return nil, s.kubeErr(err)
 	}
 	return s.seen(out), nil
 }
@@ -176,13 +191,14 @@ func (s *ConfigMapStore) PatchData(ctx context.Context, rec *Record, keys map[st
 		return nil, err
 	}
 	out := &kube.ConfigMap{}
-	return s.written(out, s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out))
+	return s.written(ctx, out, s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out))
 }
 
 func (s *ConfigMapStore) Delete(ctx context.Context) error {
 	err := s.Client.Delete(ctx, kube.ConfigMaps, s.Namespace, s.Name, "")
+	s.heard(ctx, err)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return KubeErr(err)
+		return s.kubeErr(err)
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func (a *app) runCleanup(cmd *cobra.Command, o *cleanupOptions) int {
 
 func (a *app) cleanup(cmd *cobra.Command, o *cleanupOptions) (*runner.CleanupResult, error) {
 	res := &runner.CleanupResult{}
-	store, err := o.store.build()
+	store, err := o.store.build(a)
 	if err != nil {
 		return res, err
 	}

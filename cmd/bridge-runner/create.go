@@ -55,7 +55,7 @@ func (a *app) runCreate(cmd *cobra.Command, o *createOptions) (int, error) {
 	if _, err := o.spec.Parse(); err != nil {
 		return exitCode(nil, err), err
 	}
-	store, err := o.store.build()
+	store, err := o.store.build(a)
 	if err != nil {
 		return exitCode(nil, err), err
 	}

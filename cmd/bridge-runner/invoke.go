@@ -185,7 +185,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		res.Message = a.secrets.Scrub(err.Error())
 		return res, err
 	}
-	store, err := o.store.build()
+	store, err := o.store.build(a)
 	if err != nil {
 		return fail(err)
 	}

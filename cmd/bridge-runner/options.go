@@ -31,10 +31,22 @@ func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kind, "store", "auto", "where the record is kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 }
 
-// build returns the store the options select.
-func (o *storeOptions) build() (record.Store, error) {
+// build returns the store the options select, and says first where the
+// record is kept and why: a record sent to a ConfigMap because KUBECONFIG
+// happens to be set is otherwise a surprise.
+func (o *storeOptions) build(a *app) (record.Store, error) {
 	o.UserAgent = "bridge-runner/" + versionString()
-	return o.Open()
+	o.Log = a.log
+	s, err := o.Open()
+	if err != nil {
+		return nil, err
+	}
+	where := []any{"record", s.Describe(), "why", o.Why()}
+	if cm := record.ConfigMapOf(s); cm != nil {
+		where = append(where, "server", cm.Server)
+	}
+	a.log.Info("the job's record", where...)
+	return s, nil
 }
 
 func (o *storeOptions) stateDir() string { return o.Dir() }
