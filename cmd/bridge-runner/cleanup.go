@@ -58,6 +58,8 @@ stdout carries one JSON summary line: record, id, cancelled, deleted, reason.`,
 	fs.BoolVar(&o.force, "force", false, "delete the record even when its job's end could not be confirmed (the job may run on, untracked)")
 	fs.BoolVar(&o.anyOwner, "any-owner", false, "act on the record even when another run (Argo Workflow or Job) owns it")
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
+	cmd.Annotations = map[string]string{helpCredentials: "true"}
+	groupFlags(cmd)
 	return cmd
 }
 

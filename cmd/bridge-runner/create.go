@@ -42,6 +42,7 @@ names the keys that differ.`,
 	o.store.addFlags(cmd.Flags())
 	specFlags(cmd.Flags(), &o.spec)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
+	groupFlags(cmd)
 	return cmd
 }
 

@@ -27,7 +27,7 @@ func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigMap, "configmap", "", "name of the record's ConfigMap, when it is not <job-name>-bridge-cm (e.g. IBM's <name>-slurm-cm); the job name then defaults to it")
 	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the ConfigMap (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
-	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: "+record.DefaultStateDir()+")")
+	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: $XDG_STATE_HOME/bridge-runner, else ~/.local/state/bridge-runner)")
 	fs.StringVar(&o.Kind, "store", "auto", "where the record is kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 }
 

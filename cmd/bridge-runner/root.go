@@ -136,7 +136,8 @@ to its end, mirrors its state into a ConfigMap (or a file), and exits with a cod
 that tells the workflow what happened:
 
   0 DONE   1 FAILED   2 invalid input (nothing submitted)   3 KILLED
-  4 UNKNOWN (lost track of the job)   75 temporary failure (retry re-attaches)
+  4 UNKNOWN (lost track of the job)   5 FAILED by the infrastructure (a retry
+  submits anew)   75 temporary failure (a retry re-attaches)
 
 Every flag can also be given as an environment variable: BRIDGE_ and the flag's
 name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL).`,

@@ -64,7 +64,7 @@ until interrupted.`,
 	fs.StringVarP(&o.store.Namespace, "namespace", "n", "", "namespace of the records (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list the records of every namespace")
 	fs.StringVar(&o.store.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
-	fs.StringVar(&o.store.StateDir, "state-dir", "", "list the state files in this directory instead of ConfigMaps (default outside a cluster: "+record.DefaultStateDir()+")")
+	fs.StringVar(&o.store.StateDir, "state-dir", "", "list the state files in this directory instead of ConfigMaps (default outside a cluster: $XDG_STATE_HOME/bridge-runner, else ~/.local/state/bridge-runner)")
 	fs.StringVar(&o.store.Kind, "store", "auto", "where the records are kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 	fs.StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
 	fs.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change to a record until interrupted")
