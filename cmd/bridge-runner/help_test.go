@@ -110,6 +110,18 @@ func TestRootHelpNamesEveryExitCode(t *testing.T) {
 // CI=true a missing tmux fails the test.
 func tmuxScreen(t *testing.T, width, height int, env []string, args ...string) []string {
 	t.Helper()
+	return tmuxCapture(t, width, height, env, false, args...)
+}
+
+// tmuxScreenEscapes is tmuxScreen with the screen's colours as escape
+// sequences, joined.
+func tmuxScreenEscapes(t *testing.T, width, height int, env []string, args ...string) string {
+	t.Helper()
+	return strings.Join(tmuxCapture(t, width, height, env, true, args...), "\n")
+}
+
+func tmuxCapture(t *testing.T, width, height int, env []string, escapes bool, args ...string) []string {
+	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("tmux is not installed: hack/test.sh installs it (need_cmd tmux)")
@@ -142,7 +154,11 @@ func tmuxScreen(t *testing.T, width, height int, env []string, args ...string) [
 		require.True(t, time.Now().Before(deadline), "the command did not finish in tmux")
 		time.Sleep(50 * time.Millisecond)
 	}
-	out, err = tmux("capture-pane", "-p", "-S", "-", "-E", "-").Output()
+	capture := []string{"capture-pane", "-p", "-S", "-", "-E", "-"}
+	if escapes {
+		capture = append(capture, "-e")
+	}
+	out, err = tmux(capture...).Output()
 	require.NoError(t, err)
 	return strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 }
