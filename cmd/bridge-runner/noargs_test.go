@@ -2,12 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/internal/testibm"
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
 )
 
 // processEnv is this test process's environment without any variable that
@@ -77,4 +84,35 @@ func TestNoArgumentsWithoutJobExits2(t *testing.T) {
 	code, out, _ = execBinary(t, processEnv(t), "--help")
 	require.Equal(t, ExitDone, code)
 	require.Contains(t, out, "Usage:")
+}
+
+// TestIBMPodWithoutArguments: IBM's Slurm sample as IBM's operator runs it:
+// a ConfigMap with IBM's keys and a pod of the image with no arguments,
+// only JOBNAME, NAMESPACE and the Secret. It runs invoke on the real
+// apiserver and Slurm and reaches DONE (it used to print help, exit 0 and
+// submit nothing).
+func TestIBMPodWithoutArguments(t *testing.T) {
+	clearEnv(t)
+	url, _ := slurmEnv(t)
+	creds := ibmSlurmCredentials(t)
+	admin := testkube.Client(t)
+	ns := testkube.Namespace(t, admin)
+	_, err := admin.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "hpcjob-bridge-cm", OwnerReferences: []metav1.OwnerReference{testibm.OperatorOwner("hpcjob")}},
+		Data: map[string]string{
+			"updateInterval":         "2",
+			"resourceURL":            url + "/slurm/v0.0.38",
+			"resourcesecret":         "slurm-credentials",
+			"jobdata.jobScript":      "#!/bin/bash\necho ibm-pod-without-arguments\n",
+			"jobdata.scriptLocation": "inline",
+			"jobProperties":          `{"NodesNumber": "1", "Queue": "debug", "Tasks": "1", "slurmJobName": "ibm-noargs", "currentWorkingDir": "/tmp"}`,
+		}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	code, out, errs := execBinary(t, processEnv(t, "JOBNAME=hpcjob", "NAMESPACE="+ns,
+		"KUBECONFIG="+writeKubeconfig(t, testkube.Config(t), ns), "BRIDGE_CREDENTIALS_DIR="+creds))
+	require.Equal(t, ExitDone, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	assert.Contains(t, errs, "running invoke")
+	cm, err := admin.CoreV1().ConfigMaps(ns).Get(context.Background(), "hpcjob-bridge-cm", metav1.GetOptions{})
+	require.NoError(t, err)
+	testibm.AssertOperatorReads(t, cm.Data, "DONE")
 }
