@@ -83,3 +83,22 @@ func TestConfigMapStoreSaysTheServerAnswersAgain(t *testing.T) {
 	assert.Contains(t, logs.String(), "does not answer")
 	assert.Equal(t, 1, strings.Count(logs.String(), "answers again"), logs.String())
 }
+
+// TestConfigMapStoreWatchSaysItWaits: the watch's own retries (the record
+// watch invoke keeps for the kill flag) are said too, once, then a heartbeat.
+func TestConfigMapStoreWatchSaysItWaits(t *testing.T) {
+	p := testutil.NewProxy(t, "127.0.0.1:9")
+	p.Cut()
+	c, err := kube.New(&rest.Config{Host: "http://" + p.Addr, QPS: 100, Burst: 100})
+	require.NoError(t, err)
+	var logs testutil.SyncBuffer
+	s := &record.ConfigMapStore{Client: c, Namespace: "ns", Name: "job-bridge-cm", Server: "http://" + p.Addr,
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), Heartbeat: 200 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	for range s.Watch(ctx, &record.Record{Version: "1"}) {
+	}
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "does not answer; retrying"), out)
+	assert.GreaterOrEqual(t, strings.Count(out, "still waiting"), 1, out)
+}

@@ -228,6 +228,9 @@ func (s *ConfigMapStore) Watch(ctx context.Context, from *Record) <-chan *Record
 				}
 			}
 			w, err := s.Client.WatchOne(ctx, kube.ConfigMaps, s.Namespace, s.Name, rv)
+			if ctx.Err() == nil {
+				s.heard(ctx, err) // the watch's retries are said as every request's
+			}
 			if err != nil {
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					rv = ""
