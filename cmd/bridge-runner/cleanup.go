@@ -41,7 +41,7 @@ record of its own run (the Argo Workflow or the Job): another run's record is le
 alone and cleanup exits 0 saying so. It is idempotent: a missing record is success.
 stdout carries one JSON summary line: record, id, cancelled, deleted, reason.`,
 		Example: `  bridge-runner cleanup --job-name sim-42
-  # IBM's records name no backend; invoke infers it from the URL, and so does cleanup:
+  # IBM's records name no backend; cleanup infers it from the URL, as invoke:
   bridge-runner cleanup --configmap sim-42-slurm-cm --backend slurm`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -28,8 +28,8 @@ It is idempotent: an existing record with the same description is fine (a retrie
 step does no harm), one with a different description is an error (exit 2) that
 names the keys that differ.`,
 		Example: `  bridge-runner create-configmap --job-name sim-42 --backend slurm \
-    --resource-url https://slurm.example.org:6820 \
-    --script "$(cat job.sh)" --job-properties '{"partition":"debug","time_limit":30}'`,
+    --resource-url https://slurm.example.org:6820 --script "$(cat job.sh)" \
+    --job-properties '{"partition":"debug","time_limit":30}'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			code, err := a.runCreate(cmd, o)

@@ -63,6 +63,11 @@ func groupFlags(cmd *cobra.Command) {
 			_ = cmd.Flags().SetAnnotation(f.Name, flagGroupKey, []string{g})
 		}
 	})
+	wrappedHelp(cmd)
+}
+
+// wrappedHelp gives cmd the help wrapped to the terminal.
+func wrappedHelp(cmd *cobra.Command) {
 	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) { writeHelp(c.OutOrStdout(), c, terminalWidth()) })
 }
 
@@ -82,13 +87,17 @@ func terminalWidth() int {
 // does, how to call it, examples, then the flags by group, the
 // credential files each backend reads and the exit codes.
 func writeHelp(w io.Writer, c *cobra.Command, width int) {
-	fmt.Fprintf(w, "%s\n\nUsage:\n  %s [flags]\n", wrap(c.Short, width, ""), c.CommandPath())
+	fmt.Fprintf(w, "%s\n\nUsage:\n  %s\n", wrap(c.Short, width, ""), c.UseLine())
+	if len(c.Aliases) > 0 {
+		fmt.Fprintf(w, "\nAliases:\n  %s\n", strings.Join(append([]string{c.Name()}, c.Aliases...), ", "))
+	}
 	if c.Example != "" {
 		fmt.Fprintf(w, "\nExamples:\n%s\n", c.Example)
 	}
 	if c.Long != "" {
 		fmt.Fprintf(w, "\n%s\n", wrap(c.Long, width, ""))
 	}
+	grouped := false
 	for _, g := range flagGroups {
 		fs := pflag.NewFlagSet(g, pflag.ContinueOnError)
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
@@ -97,6 +106,7 @@ func writeHelp(w io.Writer, c *cobra.Command, width int) {
 			}
 		})
 		if fs.HasFlags() {
+			grouped = true
 			fmt.Fprintf(w, "\n%s flags:\n%s", g, fs.FlagUsagesWrapped(width-1))
 		}
 	}
@@ -107,16 +117,30 @@ func writeHelp(w io.Writer, c *cobra.Command, width int) {
 		}
 	})
 	other.AddFlagSet(c.InheritedFlags())
-	fmt.Fprintf(w, "\nOther flags:\n%s", other.FlagUsagesWrapped(width-1))
+	title := "Other flags"
+	if !grouped {
+		title = "Flags"
+	}
+	fmt.Fprintf(w, "\n%s:\n%s", title, other.FlagUsagesWrapped(width-1))
 	if c.Annotations[helpCredentials] != "" {
 		fmt.Fprintf(w, "\n%s", credentialsHelp)
 	}
-	fmt.Fprintf(w, "\n%s\n\n%s\n", exitCodesHelp, wrap("Every flag can also be given as an environment variable: BRIDGE_ and the flag's name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL); a flag on the command line wins.", width, ""))
+	if c.Annotations[helpExitCodes] != "" {
+		fmt.Fprintf(w, "\n%s\n", exitCodesHelp)
+	}
+	if !grouped {
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n", wrap("Every flag can also be given as an environment variable: BRIDGE_ and the flag's name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL); a flag on the command line wins.", width, ""))
 }
 
 // helpCredentials marks the commands that reach a backend: their help lists
-// the credential files.
-const helpCredentials = "bridge-runner/help-credentials"
+// the credential files. helpExitCodes marks invoke, whose help lists the
+// exit codes of a job's outcomes.
+const (
+	helpCredentials = "bridge-runner/help-credentials"
+	helpExitCodes   = "bridge-runner/help-exit-codes"
+)
 
 const credentialsHelp = `Credential files: in --credentials-dir (default /credentials, where a pod
 mounts the Secret), one file per key:

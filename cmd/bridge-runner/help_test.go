@@ -95,6 +95,20 @@ func checkHelp(t *testing.T, out string, width int) {
 	}
 }
 
+// TestEveryStepHelpFits: the other commands' help fits the terminal too.
+func TestEveryStepHelpFits(t *testing.T) {
+	for _, width := range []int{80, 120} {
+		for _, command := range []string{"create-configmap", "cleanup", "status"} {
+			out := helpScreen(t, width, command, "--help")
+			for i, line := range strings.Split(out, "\n") {
+				assert.LessOrEqual(t, len([]rune(line)), width, "%s --help line %d is wider than %d columns: %q", command, i+1, width, line)
+			}
+			assert.Contains(t, out, "Examples:")
+			assert.NotContains(t, out, "Exit codes:", "invoke's exit codes are invoke's")
+		}
+	}
+}
+
 // TestRootHelpNamesEveryExitCode: the root help's summary of exit codes
 // has 5 too.
 func TestRootHelpNamesEveryExitCode(t *testing.T) {

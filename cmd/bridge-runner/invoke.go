@@ -97,7 +97,7 @@ A retried or restarted invoke never submits twice: it re-attaches to the job rec
 	fs.Float64Var(&o.maxRPS, "max-requests-per-second", 1, "the most batched status queries per second that the cluster's watcher sends to one cluster")
 	o.inputs = bindInvokeInputs(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
-	cmd.Annotations = map[string]string{helpCredentials: "true"}
+	cmd.Annotations = map[string]string{helpCredentials: "true", helpExitCodes: "true"}
 	groupFlags(cmd)
 	return cmd
 }

@@ -83,6 +83,7 @@ reads "deleted".`,
 	for _, f := range []string{"all-namespaces", "output", "watch", "state", "backend"} {
 		_ = fs.SetAnnotation(f, noEnv, []string{"true"})
 	}
+	wrappedHelp(cmd)
 	return cmd
 }
 
