@@ -19,6 +19,10 @@ cd "$ROOT"
 
 # shellcheck source=hack/services.sh
 source "$HACK/services.sh"
+# The terminal tests read the screen in tmux (cmd/bridge-runner/help_test.go).
+# shellcheck source=hack/lib.sh
+source "$HACK/lib.sh"
+need_cmd tmux
 
 # shellcheck disable=SC2086
 # bridgetest: the test hooks (crash points), absent from release builds.

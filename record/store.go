@@ -123,3 +123,51 @@ func Set(d map[string]string, k, v string) bool {
 	}
 	return true
 }
+
+// CreatedUID is the UID of the record s created in this process, "" when
+// it created none (the record was there before, or is not created yet).
+func CreatedUID(s Store) string {
+	switch st := s.(type) {
+	case *ibmStatusStore:
+		return CreatedUID(st.Store)
+	case *FileStore:
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.created
+	case *ConfigMapStore:
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.created
+	}
+	return ""
+}
+
+// DropUnsubmitted deletes the record s created in this process when nothing
+// was ever submitted from it (no job id, no submit intent): a first try
+// refused for its input is undone, and a corrected rerun under the same
+// name starts afresh instead of being refused for a different description.
+// kill=true is written first, against the version checked, so no invoker
+// of the record starts a submit after the check. A record created by
+// someone else, or one that records a submit, stays. It reports whether
+// the record was deleted.
+func DropUnsubmitted(ctx context.Context, s Store) (bool, error) {
+	uid := CreatedUID(s)
+	if uid == "" {
+		return false, nil
+	}
+	rec, err := s.Get(ctx)
+	if errors.Is(err, ErrNoRecord) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if rec.UID != uid || rec.Data[KeyID] != "" || rec.Data[KeyIntent] != "" {
+		return false, nil
+	}
+	rec.Data[KeyKill] = "true"
+	if _, err := s.Update(ctx, rec); err != nil {
+		return false, err // written meanwhile: it stays
+	}
+	return true, s.Delete(ctx)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -24,6 +26,23 @@ type ConfigMapStore struct {
 	// Owners are the owner references a record created here gets (see
 	// SetRecordOwner), so that it goes with the run that made it.
 	Owners []metav1.OwnerReference
+	// Run names the run creating the record ("Workflow wf (uid u)", see
+	// SetRecordOwner): Create stamps it as status.owner, so the record is
+	// its creator run's from its first moment, not only once an invoke of
+	// the run claims it (another run's cleanup would delete it meanwhile).
+	Run string
+	// Server names the API server for messages: its address and where the
+	// address came from ("https://h:6443 (from KUBECONFIG /p)").
+	Server string
+	// Log, when set, hears the store wait for an API server that does not
+	// answer: one line when the wait begins, then every Heartbeat
+	// (DefaultHeartbeat when zero), and one when it answers again.
+	Log       *slog.Logger
+	Heartbeat time.Duration
+	wait      apiWait
+
+	// created is the UID of the record this store created (CreatedUID).
+	created string
 
 	// last is the newest ConfigMap this store has seen: an Update against
 	// its version needs no GET first (the server's resourceVersion check
@@ -50,6 +69,16 @@ func (s *ConfigMapStore) base(rec *Record) *kube.ConfigMap {
 	return nil
 }
 
+// stampRun returns data with run as its owner when it names none.
+func stampRun(data map[string]string, run string) map[string]string {
+	if run == "" || data[KeyOwner] != "" {
+		return data
+	}
+	c := maps.Clone(data)
+	c[KeyOwner] = run
+	return c
+}
+
 // ConfigMapName is the ConfigMap name for a job, as IBM's Bridge Operator named it.
 func ConfigMapName(job string) string { return job + "-bridge-cm" }
 
@@ -74,11 +103,12 @@ func cmRecord(cm *kube.ConfigMap) *Record {
 func (s *ConfigMapStore) Get(ctx context.Context) (*Record, error) {
 	cm := &kube.ConfigMap{}
 	err := s.Client.Get(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm)
+	s.heard(ctx, err)
 	if apierrors.IsNotFound(err) {
 		return nil, ErrNoRecord
 	}
 	if err != nil {
-		return nil, KubeErr(err)
+		return nil, s.kubeErr(err)
 	}
 	return s.seen(cm), nil
 }
@@ -89,17 +119,22 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 			LabelManagedBy: "bridge-runner",
 			LabelJob:       labelValue(s.Name),
 		}, OwnerReferences: s.Owners},
-		Data: data,
+		Data: stampRun(data, s.Run),
 	}
 	out := &kube.ConfigMap{}
 	err := s.Client.Create(ctx, kube.ConfigMaps, s.Namespace, cm, out)
+	s.heard(ctx, err)
 	if apierrors.IsAlreadyExists(err) {
 		return nil, ErrRecordExists
 	}
 	if err != nil {
-		return nil, KubeErr(err)
+		return nil, s.kubeErr(err)
 	}
-	return s.seen(out), nil
+	rec := s.seen(out)
+	s.mu.Lock()
+	s.created = rec.UID
+	s.mu.Unlock()
+	return rec, nil
 }
 
 func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, error) {
@@ -107,11 +142,12 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 	if cm == nil {
 		got := &kube.ConfigMap{}
 		err := s.Client.Get(ctx, kube.ConfigMaps, s.Namespace, s.Name, got)
+		s.heard(ctx, err)
 		if apierrors.IsNotFound(err) {
 			return nil, ErrNoRecord
 		}
 		if err != nil {
-			return nil, KubeErr(err)
+			return nil, s.kubeErr(err)
 		}
 		if string(got.UID) != rec.UID {
 			return nil, ErrConflict
@@ -121,19 +157,20 @@ func (s *ConfigMapStore) Update(ctx context.Context, rec *Record) (*Record, erro
 	cm.ResourceVersion = rec.Version // the server refuses the write if it is stale
 	cm.Data = rec.Data
 	out := &kube.ConfigMap{}
-	return s.written(out, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out))
+	return s.written(ctx, out, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, s.Name, cm, out))
 }
 
 // written is the record a conditional write left (out), or the write's
 // error in the store's terms.
-func (s *ConfigMapStore) written(out *kube.ConfigMap, err error) (*Record, error) {
+func (s *ConfigMapStore) written(ctx context.Context, out *kube.ConfigMap, err error) (*Record, error) {
+	s.heard(ctx, err)
 	switch {
 	case apierrors.IsConflict(err):
 		return nil, ErrConflict
 	case apierrors.IsNotFound(err):
 		return nil, ErrNoRecord
 	case err != nil:
-		return nil, KubeErr(err)
+		return nil, s.kubeErr(err)
 	}
 	return s.seen(out), nil
 }
@@ -154,13 +191,14 @@ func (s *ConfigMapStore) PatchData(ctx context.Context, rec *Record, keys map[st
 		return nil, err
 	}
 	out := &kube.ConfigMap{}
-	return s.written(out, s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out))
+	return s.written(ctx, out, s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out))
 }
 
 func (s *ConfigMapStore) Delete(ctx context.Context) error {
 	err := s.Client.Delete(ctx, kube.ConfigMaps, s.Namespace, s.Name, "")
+	s.heard(ctx, err)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return KubeErr(err)
+		return s.kubeErr(err)
 	}
 	return nil
 }
@@ -190,6 +228,9 @@ func (s *ConfigMapStore) Watch(ctx context.Context, from *Record) <-chan *Record
 				}
 			}
 			w, err := s.Client.WatchOne(ctx, kube.ConfigMaps, s.Namespace, s.Name, rv)
+			if ctx.Err() == nil {
+				s.heard(ctx, err) // the watch's retries are said as every request's
+			}
 			if err != nil {
 				if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 					rv = ""

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +28,9 @@ type FileStore struct {
 	// it changed). A local stat is cheap; inotify would add a dependency for
 	// nothing a user could notice.
 	PollEvery time.Duration
+	mu        sync.Mutex
+	// created is the UID of the record this store created (CreatedUID).
+	created string
 }
 
 // NewFileStore returns the store for job in dir.
@@ -66,13 +70,24 @@ func (s *FileStore) lock() (func(), error) {
 		held, herr := f.Stat()
 		now, nerr := os.Stat(s.Path + ".lock")
 		if herr == nil && nerr == nil && os.SameFile(held, now) {
-			return func() { f.Close() }, nil
+			return func() { s.unlock(f) }, nil
 		}
 		f.Close()
 		if err := cmp.Or(herr, nerr); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fileFault(s.Path+".lock", err)
 		}
 	}
+}
+
+// unlock releases the lock; when there is no record (a Get that found
+// none, a refused Create, a Delete) the lock file goes too, while still
+// held, so that a refused or read-only command leaves no stray .lock beside
+// no record. Whoever waits on the removed file locks the new one (see lock).
+func (s *FileStore) unlock(f *os.File) {
+	if _, err := os.Lstat(s.Path); errors.Is(err, os.ErrNotExist) {
+		_ = os.Remove(s.Path + ".lock")
+	}
+	f.Close()
 }
 
 // maxRecordFileBytes caps the state file: a record holds at most a
@@ -152,6 +167,9 @@ func (s *FileStore) Create(_ context.Context, data map[string]string) (*Record, 
 	if err := s.write(fr); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.created = fr.UID
+	s.mu.Unlock()
 	return fr.record(), nil
 }
 
@@ -185,10 +203,7 @@ func (s *FileStore) Delete(context.Context) error {
 	if err := os.Remove(s.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fileFault(s.Path, err)
 	}
-	// The lock goes with the record (see lock); nothing of the job stays.
-	if err := os.Remove(s.Path + ".lock"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fileFault(s.Path+".lock", err)
-	}
+	// The lock goes with the record (see unlock); nothing of the job stays.
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,9 @@ type StoreOptions struct {
 	StateDir   string // a file record in this directory; default DefaultStateDir()
 	Kind       string // auto, configmap or file
 	UserAgent  string // sent to the Kubernetes API
+	// Log, when set, hears a ConfigMap store wait for an API server that
+	// does not answer (see ConfigMapStore.Log).
+	Log *slog.Logger
 }
 
 // Open returns the store the options select: a file with a state
@@ -59,7 +63,8 @@ func (o *StoreOptions) Open() (Store, error) {
 		if err := ValidateNamespace(ns); err != nil {
 			return nil, err
 		}
-		return &ConfigMapStore{Client: c, Namespace: ns, Name: o.configMapName()}, nil
+		return &ConfigMapStore{Client: c, Namespace: ns, Name: o.configMapName(), Log: o.Log,
+			Server: strings.TrimSpace(cfg.Host + " " + o.serverSource())}, nil
 	}
 	return nil, backends.Invalid("store", "%q is not a store; use auto, configmap or file", o.Kind)
 }
@@ -87,16 +92,46 @@ func (o *StoreOptions) configMapName() string {
 }
 
 func (o *StoreOptions) kind() string {
+	k, _ := o.kindWhy()
+	return k
+}
+
+// Why says why the record is kept where it is, for the line every step
+// logs first: a record sent to a ConfigMap because KUBECONFIG happens to be
+// set is a surprise on a laptop, and the fix is one flag away.
+func (o *StoreOptions) Why() string {
+	_, why := o.kindWhy()
+	return why
+}
+
+func (o *StoreOptions) kindWhy() (kind, why string) {
 	if o.Kind != "auto" && o.Kind != "" {
-		return o.Kind
+		return o.Kind, "--store " + o.Kind
 	}
 	switch {
 	case o.StateDir != "":
-		return "file"
-	case InCluster() || o.Kubeconfig != "" || os.Getenv("KUBECONFIG") != "":
-		return "configmap"
+		return "file", "--state-dir is given"
+	case o.Kubeconfig == "" && InCluster():
+		return "configmap", "this runs in a pod; --state-dir keeps the record in a file instead"
+	case o.Kubeconfig != "":
+		return "configmap", "--kubeconfig is given; --state-dir keeps the record in a file instead"
+	case os.Getenv("KUBECONFIG") != "":
+		return "configmap", "KUBECONFIG is set (" + os.Getenv("KUBECONFIG") + "); --store file or --state-dir keeps the record in a file instead"
 	}
-	return "file"
+	return "file", "outside a cluster, with no KUBECONFIG"
+}
+
+// serverSource says where the API server's address came from.
+func (o *StoreOptions) serverSource() string {
+	switch {
+	case o.Kubeconfig != "":
+		return "(from --kubeconfig " + o.Kubeconfig + ")"
+	case InCluster():
+		return "(in-cluster)"
+	case os.Getenv("KUBECONFIG") != "":
+		return "(from KUBECONFIG " + os.Getenv("KUBECONFIG") + ")"
+	}
+	return "(from ~/.kube/config)"
 }
 
 // Dir is the directory of the file record (and of local jobs' data). It is
@@ -210,7 +245,8 @@ func (o *StoreOptions) tune(cfg *rest.Config) *rest.Config {
 }
 
 // SetRecordOwner makes the run this step belongs to the owner of a record
-// the store creates, so that Kubernetes deletes the record with the run
+// the store creates (its owner reference, and status.owner from the first
+// moment: ConfigMapStore.Run), so that Kubernetes deletes the record with the run
 // (argo terminate, kubectl delete workflow, a Job's TTL) and a re-run under
 // the same name starts afresh. The run is this pod's controller: the Argo
 // Workflow (KFP's runs are Argo Workflows too) or the Job; never the pod,
@@ -245,7 +281,9 @@ func SetRecordOwner(ctx context.Context, s Store) (string, error) {
 	// record only goes with it (blocking would need update on the owner's
 	// finalizers, which the Role does not grant).
 	cm.Owners = []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID}}
-	return fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID), nil
+	// The run as runner.RunOf names it: the task's owner without its node.
+	cm.Run = fmt.Sprintf("%s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
+	return cm.Run, nil
 }
 
 // KubeRequests reports the requests a ConfigMap store's client sent (0 for

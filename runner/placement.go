@@ -59,7 +59,7 @@ func (r *run) place(ctx context.Context, desc *record.Description) (*record.Plac
 	b, _ := json.Marshal(p)
 	err = retryTransient(ctx, r.RetryBudget, func(ctx context.Context) error {
 		return r.update(ctx, func(d map[string]string) (bool, error) {
-			if d[record.KeyPlacement] != "" || (r.Owner != "" && d[record.KeyOwner] != "" && d[record.KeyOwner] != r.Owner) {
+			if d[record.KeyPlacement] != "" || (r.Owner != "" && !mayClaim(d[record.KeyOwner], r.Owner)) {
 				return false, nil // placed meanwhile, or another task's record (claim refuses it next)
 			}
 			d[record.KeyPlacement] = string(b)

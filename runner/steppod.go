@@ -100,10 +100,10 @@ func (r *run) claim(ctx context.Context) error {
 	}
 	return retryTransient(ctx, r.RetryBudget, func(ctx context.Context) error {
 		return r.update(ctx, func(d map[string]string) (bool, error) {
-			switch cur := d[record.KeyOwner]; cur {
-			case r.Owner:
+			switch cur := d[record.KeyOwner]; {
+			case cur == r.Owner:
 				return false, nil
-			case "":
+			case mayClaim(cur, r.Owner):
 				d[record.KeyOwner] = r.Owner
 				return true, nil
 			default:
@@ -116,6 +116,13 @@ func (r *run) claim(ctx context.Context) error {
 			}
 		})
 	})
+}
+
+// mayClaim reports whether the task owner may use a record whose
+// status.owner is cur: nobody's yet, its own, or only its run's (stamped
+// when the run created the record; record.ConfigMapStore.Run).
+func mayClaim(cur, owner string) bool {
+	return cur == "" || cur == owner || cur == RunOf(owner)
 }
 
 // deadlineMargin bounds how long before the pod's deadline invoke stops.

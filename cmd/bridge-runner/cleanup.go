@@ -41,7 +41,7 @@ record of its own run (the Argo Workflow or the Job): another run's record is le
 alone and cleanup exits 0 saying so. It is idempotent: a missing record is success.
 stdout carries one JSON summary line: record, id, cancelled, deleted, reason.`,
 		Example: `  bridge-runner cleanup --job-name sim-42
-  # IBM's records name no backend; invoke infers it from the URL, and so does cleanup:
+  # IBM's records name no backend; cleanup infers it from the URL, as invoke:
   bridge-runner cleanup --configmap sim-42-slurm-cm --backend slurm`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,6 +58,8 @@ stdout carries one JSON summary line: record, id, cancelled, deleted, reason.`,
 	fs.BoolVar(&o.force, "force", false, "delete the record even when its job's end could not be confirmed (the job may run on, untracked)")
 	fs.BoolVar(&o.anyOwner, "any-owner", false, "act on the record even when another run (Argo Workflow or Job) owns it")
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
+	cmd.Annotations = map[string]string{helpCredentials: "true"}
+	groupFlags(cmd)
 	return cmd
 }
 
@@ -79,7 +81,7 @@ func (a *app) runCleanup(cmd *cobra.Command, o *cleanupOptions) int {
 
 func (a *app) cleanup(cmd *cobra.Command, o *cleanupOptions) (*runner.CleanupResult, error) {
 	res := &runner.CleanupResult{}
-	store, err := o.store.build()
+	store, err := o.store.build(a)
 	if err != nil {
 		return res, err
 	}

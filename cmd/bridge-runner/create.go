@@ -31,8 +31,8 @@ It is idempotent: an existing record with the same description is fine (a retrie
 step does no harm), one with a different description is an error (exit 2) that
 names the keys that differ.`,
 		Example: `  bridge-runner create-configmap --job-name sim-42 --backend slurm \
-    --resource-url https://slurm.example.org:6820 \
-    --script "$(cat job.sh)" --job-properties '{"partition":"debug","time_limit":30}'`,
+    --resource-url https://slurm.example.org:6820 --script "$(cat job.sh)" \
+    --job-properties '{"partition":"debug","time_limit":30}'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			code, err := a.runCreate(cmd, o)
@@ -46,10 +46,14 @@ names the keys that differ.`,
 	o.tls.addTLSFlags(cmd.Flags())
 	specFlags(cmd.Flags(), &o.spec)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
+	groupFlags(cmd)
 	return cmd
 }
 
 func (a *app) runCreate(cmd *cobra.Command, o *createOptions) (int, error) {
+	if err := checkScriptFlag(cmd, &o.spec); err != nil {
+		return exitCode(nil, err), err
+	}
 	hc, err := runner.NewHTTPClient(o.tls.CAFile, o.tls.Insecure)
 	if err != nil {
 		return exitCode(nil, err), err
@@ -60,7 +64,7 @@ func (a *app) runCreate(cmd *cobra.Command, o *createOptions) (int, error) {
 	if _, err := o.spec.Parse(); err != nil {
 		return exitCode(nil, err), err
 	}
-	store, err := o.store.build()
+	store, err := o.store.build(a)
 	if err != nil {
 		return exitCode(nil, err), err
 	}

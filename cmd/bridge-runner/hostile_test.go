@@ -216,6 +216,10 @@ func TestHostileInputTLSFailureIsNamedAndFinal(t *testing.T) {
 			if backend == "quantum" {
 				args = []string{"--script", "OPENQASM 3.0; qubit q; bit c; h q; c = measure q;", "--job-properties", `{"program_id":"sampler","backend":"ibm_torino"}`}
 			}
+			// The record made first (as a workflow's create-configmap step
+			// does) stays to name the problem; one invoke made itself would
+			// go with the refusal (TestRefusedInvokeLeavesNothing).
+			require.Equal(t, ExitDone, run(t, append([]string{"create-configmap", "--state-dir", state, "--job-name", "j", "--backend", backend, "--resource-url", srv.URL}, args...)...).code)
 			r := run(t, append([]string{"invoke", "--state-dir", state, "--job-name", "j", "--backend", backend, "--resource-url", srv.URL,
 				"--credentials-dir", creds, "--retry-budget", "3m", "--submit-lease", "3m"}, args...)...)
 			assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
@@ -516,6 +520,8 @@ func TestHostileInputRedirects(t *testing.T) {
 				if backend == "quantum" {
 					args = []string{"--script", "OPENQASM 3.0; qubit q; bit c; h q; c = measure q;", "--job-properties", `{"program_id":"sampler","backend":"ibm_torino"}`}
 				}
+				// A record made first stays to name the redirect.
+				require.Equal(t, ExitDone, run(t, append([]string{"create-configmap", "--state-dir", state, "--job-name", "j", "--backend", backend, "--resource-url", rd.Front.URL}, args...)...).code)
 				r := run(t, append([]string{"invoke", "--state-dir", state, "--job-name", "j", "--backend", backend, "--resource-url", rd.Front.URL,
 					"--credentials-dir", creds, "--retry-budget", "1m", "--submit-lease", "1m"}, args...)...)
 				assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -40,26 +41,36 @@ func (a *app) newInvokeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "invoke",
 		Short: "Submit the job (or re-attach to it), follow it to its end, and exit with its outcome",
-		Long: `invoke reads the job description from the record (the ConfigMap
-<job-name>-bridge-cm, or a file with --state-dir), submits the job to its backend
-exactly once, follows it to a final state, mirrors the state into the record, and
-exits with a code that says what happened (0 DONE, 1 FAILED, 2 invalid input,
-3 KILLED, 4 UNKNOWN, 75 temporary failure: a retry re-attaches).
+		Long: `invoke reads the job description from the record (the ConfigMap <job-name>-bridge-cm, or a file: see Record flags), submits the job to its backend exactly once, follows it to a final state, mirrors the state into the record, and exits with a code that says what happened.
 
-Job-description flags (--backend, --script, ...) may be given to invoke too: the
-record is then created from them, or must already hold the same description.
+Job flags (--backend, --script, ...) may be given to invoke too: the record is then created from them, or must already hold the same description. A first try refused for its input (exit 2) leaves no record behind.
 
-A retried or restarted invoke never submits twice: it re-attaches to the job
-recorded in the record, or finds it by the idempotency key stamped into it.
-Setting kill=true in the record, or SIGTERM, cancels the remote job. Step outputs
-are written to the files given by --output-* whatever the exit code; logs go to
-stderr; stdout carries one JSON summary line. With --exit-zero true, a job that
-reached a final state exits 0 and its outcome is only in the status output (KFP
-and Argo DAGs publish outputs only of steps that succeed).`,
-		Example: `  # Run a script on this machine, no cluster needed:
-  bridge-runner invoke --job-name hello --backend local --script 'echo hello from $BRIDGE_JOB_NAME'
+A retried or restarted invoke never submits twice: it re-attaches to the job recorded in the record, or finds it by the idempotency key stamped into it. Setting kill=true in the record, or SIGTERM, cancels the remote job. Step outputs are written to the files given by --output-* whatever the exit code; logs go to stderr; stdout carries one JSON summary line. With --exit-zero true, a job that reached a final state exits 0 and its outcome is only in the status output (KFP and Argo DAGs publish outputs only of steps that succeed).`,
+		Example: `  # Slurm's REST API (slurmrestd); ~/slurm-creds holds username and token:
+  bridge-runner invoke --job-name sim-42 --backend slurm \
+    --resource-url https://slurm.example.org:6820 \
+    --credentials-dir ~/slurm-creds --script "$(cat job.sh)" \
+    --job-properties '{"partition":"debug","time_limit":30}'
 
-  # In a workflow step, after create-configmap:
+  # Slurm over SSH through a jump host (ssh-privatekey, known_hosts):
+  bridge-runner invoke --job-name sim-43 --backend slurm \
+    --resource-url 'ssh://alice@login.internal?proxyjump=alice@bastion.org' \
+    --credentials-dir ~/ssh-creds --script "$(cat job.sh)"
+
+  # HTCondor, on its submit host over SSH:
+  bridge-runner invoke --job-name scan-7 --backend htcondor \
+    --resource-url ssh://alice@submit.example.org \
+    --credentials-dir ~/ssh-creds --script "$(cat job.sh)"
+
+  # Ray's Jobs API (a token only when the dashboard wants one):
+  bridge-runner invoke --job-name train-1 --backend ray \
+    --resource-url http://ray-head.example.org:8265 --script "$(cat train.py)"
+
+  # This machine, no cluster needed:
+  bridge-runner invoke --job-name hello --backend local \
+    --script 'echo hello from $BRIDGE_JOB_NAME'
+
+  # A workflow step, after create-configmap:
   bridge-runner invoke --job-name "$JOBNAME" --output-status /tmp/outputs/status`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -86,6 +97,8 @@ and Argo DAGs publish outputs only of steps that succeed).`,
 	fs.Float64Var(&o.maxRPS, "max-requests-per-second", 1, "the most batched status queries per second that the cluster's watcher sends to one cluster")
 	o.inputs = bindInvokeInputs(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("backend", a.completeBackends)
+	cmd.Annotations = map[string]string{helpCredentials: "true", helpExitCodes: "true"}
+	groupFlags(cmd)
 	return cmd
 }
 
@@ -184,7 +197,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		res.Message = a.secrets.Scrub(err.Error())
 		return res, err
 	}
-	store, err := o.store.build()
+	store, err := o.store.build(a)
 	if err != nil {
 		return fail(err)
 	}
@@ -204,6 +217,9 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		backendChoice = o.spec.Backend
 	}
 	if specGiven(cmd, "backend") {
+		if err := checkScriptFlag(cmd, &o.spec); err != nil {
+			return fail(err)
+		}
 		if err := a.chooseBackend(cmd, &o.spec, cfg.HTTPClient); err != nil {
 			return fail(err)
 		}
@@ -245,6 +261,9 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 		}
 	}
 	err = iv.Run(cmd.Context())
+	if err != nil && exitCode(nil, err) == ExitInvalid {
+		a.dropRefused(cmd, store)
+	}
 	sent := []any{"backend", runner.RequestCount(cfg.HTTPClient), "kubernetes", record.KubeRequests(store)}
 	if v := record.KubeRequestsByVerb(store); v != "" {
 		sent = append(sent, "kubernetes_by_verb", v)
@@ -253,6 +272,21 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	res = iv.Result()
 	res.Job = o.store.JobName
 	return res, err
+}
+
+// dropRefused undoes a refused first try: the record this invoke created
+// goes when nothing was submitted from it, so the corrected command runs
+// under the same name (see record.DropUnsubmitted).
+func (a *app) dropRefused(cmd *cobra.Command, store record.Store) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 10*time.Second)
+	defer cancel()
+	dropped, err := record.DropUnsubmitted(ctx, store)
+	switch {
+	case err != nil:
+		a.log.Warn("the refused job's record stays; delete it with cleanup before a rerun under the same name", "record", store.Describe(), "err", err)
+	case dropped:
+		a.log.Info("nothing was submitted: the record this invoke created is removed, so the corrected command can run under the same name", "record", store.Describe())
+	}
 }
 
 // checkLogFlags checks --log-dir and --log-interval (or the environment

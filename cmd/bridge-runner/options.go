@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -24,14 +27,26 @@ func (o *storeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigMap, "configmap", "", "name of the record's ConfigMap, when it is not <job-name>-bridge-cm (e.g. IBM's <name>-slurm-cm); the job name then defaults to it")
 	fs.StringVar(&o.Namespace, "namespace", "", "namespace of the ConfigMap (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
-	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: "+record.DefaultStateDir()+")")
+	fs.StringVar(&o.StateDir, "state-dir", "", "keep the record in a file in this directory instead of a ConfigMap (default outside a cluster: $XDG_STATE_HOME/bridge-runner, else ~/.local/state/bridge-runner)")
 	fs.StringVar(&o.Kind, "store", "auto", "where the record is kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 }
 
-// build returns the store the options select.
-func (o *storeOptions) build() (record.Store, error) {
+// build returns the store the options select, and says first where the
+// record is kept and why: a record sent to a ConfigMap because KUBECONFIG
+// happens to be set is otherwise a surprise.
+func (o *storeOptions) build(a *app) (record.Store, error) {
 	o.UserAgent = "bridge-runner/" + versionString()
-	return o.Open()
+	o.Log = a.log
+	s, err := o.Open()
+	if err != nil {
+		return nil, err
+	}
+	where := []any{"record", s.Describe(), "why", o.Why()}
+	if cm := record.ConfigMapOf(s); cm != nil {
+		where = append(where, "server", cm.Server)
+	}
+	a.log.Info("the job's record", where...)
+	return s, nil
 }
 
 func (o *storeOptions) stateDir() string { return o.Dir() }
@@ -98,6 +113,41 @@ func specGiven(cmd *cobra.Command, except ...string) bool {
 		}
 	}
 	return false
+}
+
+// checkScriptFlag refuses an inline --script whose whole text is one word
+// that names a file here or looks like a path (./myjob.sh): the value is the
+// script's text, so that would run the text "./myjob.sh" where the job runs
+// (exit 127 there, or a #! refusal), not the file the person meant.
+func checkScriptFlag(cmd *cobra.Command, s *record.Spec) error {
+	v := s.JobScript
+	if !cmd.Flags().Changed("script") || !strings.EqualFold(strings.TrimSpace(s.ScriptLocation), record.Inline) || !looksLikePath(v) {
+		return nil
+	}
+	return backends.Invalid("script", "is %q, which is the script's text, not a file to read (%s). "+
+		"Pass the file's contents: --script \"$(cat %s)\"; for a script that is already on the remote system add --script-location remote; "+
+		"to run that command as the whole script, write it as --script 'exec %s'", v, pathWhy(v), v, v)
+}
+
+// looksLikePath: one word, and a file here, or a path's shape (a slash, a
+// leading ~, or a script's extension).
+func looksLikePath(v string) bool {
+	if v == "" || strings.ContainsAny(v, " \t\r\n;|&$`'\"") {
+		return false
+	}
+	if fi, err := os.Stat(v); err == nil && fi.Mode().IsRegular() {
+		return true
+	}
+	return strings.Contains(v, "/") || strings.HasPrefix(v, "~") || slices.Contains(scriptExts, filepath.Ext(v))
+}
+
+var scriptExts = []string{".sh", ".bash", ".py", ".slurm", ".sbatch", ".sub", ".job"}
+
+func pathWhy(v string) string {
+	if fi, err := os.Stat(v); err == nil && fi.Mode().IsRegular() {
+		return "it names a file in this directory"
+	}
+	return "it looks like a path"
 }
 
 // completeBackends completes --backend with the registered names.

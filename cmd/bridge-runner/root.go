@@ -51,6 +51,12 @@ type app struct {
 // Main runs the CLI and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr, registry: builtin.Registry(), secrets: &runner.Secrets{}}
+	if len(args) == 0 {
+		var ok bool
+		if args, ok = defaultCommand(stderr); !ok {
+			return ExitInvalid
+		}
+	}
 	root := a.newRootCmd()
 	root.SetArgs(args)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -87,6 +93,33 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return ExitDone
 }
 
+// podContractVars name the job in the environment of a pod started with an
+// image and environment only: IBM's Bridge Operator (and IBM's KFP
+// components) set JOBNAME and NAMESPACE, our own pods may set BRIDGE_JOB_NAME.
+var podContractVars = []string{"JOBNAME", "BRIDGE_JOB_NAME"}
+
+// defaultCommand is what bridge-runner runs without arguments. IBM's
+// controller starts its pod image with no arguments, so with a job named in
+// the environment that is invoke; otherwise it says what it needs and the
+// caller exits 2: printing help and exiting 0 would show a pod Succeeded
+// with nothing submitted.
+func defaultCommand(stderr io.Writer) ([]string, bool) {
+	for _, v := range podContractVars {
+		if os.Getenv(v) != "" {
+			fmt.Fprintf(stderr, "bridge-runner: no command given and %s is set (a pod started with environment only, as IBM's Bridge Operator starts it): running invoke\n", v)
+			return []string{"invoke"}, true
+		}
+	}
+	fmt.Fprint(stderr, `Error: no command given. bridge-runner needs either
+  a command:  bridge-runner invoke --job-name NAME --backend slurm --resource-url URL --script "$(cat job.sh)"
+              (or create-configmap, cleanup, status, operator, version), or
+  a pod's environment naming the job (IBM's Bridge Operator contract): JOBNAME, and NAMESPACE,
+              which runs invoke on the record <JOBNAME>-bridge-cm.
+See 'bridge-runner --help'.
+`)
+	return nil, false
+}
+
 // exitError carries a command's exit code out of cobra after the command
 // has already reported what happened.
 type exitError struct{ code int }
@@ -103,7 +136,8 @@ to its end, mirrors its state into a ConfigMap (or a file), and exits with a cod
 that tells the workflow what happened:
 
   0 DONE   1 FAILED   2 invalid input (nothing submitted)   3 KILLED
-  4 UNKNOWN (lost track of the job)   75 temporary failure (retry re-attaches)
+  4 UNKNOWN (lost track of the job)   5 FAILED by the infrastructure (a retry
+  submits anew)   75 temporary failure (a retry re-attaches)
 
 Every flag can also be given as an environment variable: BRIDGE_ and the flag's
 name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL).`,

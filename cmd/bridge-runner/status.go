@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
 
@@ -36,14 +39,18 @@ func (a *app) newStatusCmd() *cobra.Command {
 		Short:   "List the jobs' records of a namespace or a state directory",
 		Long: `status lists the records of a namespace (the ConfigMaps bridge-runner created,
 found by their label app.kubernetes.io/managed-by=bridge-runner) or of a state
-directory (--store file), one job a line: name, backend, target (the host of its
-resourceURL), state, remote job id, owner (BridgeJob, workflow step or Job) and
-age. It reads records only and never asks a backend, so it is cheap and safe to
-run often; a record shows what its invoke last wrote.
+directory (--store file), one job a line: name, backend, state, remote job id and
+age, in 80 columns; -o wide adds the target (the host of its resourceURL), the
+owner (BridgeJob, workflow step or Job), the backend's state and reason, the kill
+flag, an array's tasks and the message. On a terminal the state is in colour
+(NO_COLOR=1 turns it off). It reads records only and never asks a backend, so it
+is cheap and safe to run often; a record shows what its invoke last wrote. A job
+named as an argument that has no record is an error (exit 1), as with kubectl get.
 
-With --watch it prints the table, then a line each time a record changes
-(a Kubernetes watch on the ConfigMaps; a state directory is polled every 2s),
-until interrupted.`,
+With --watch it prints the table, then a line each time a shown column of a
+record changes (a Kubernetes watch on the ConfigMaps; a state directory is polled
+every 2s), in the table's columns, until interrupted; a deleted record's state
+reads "deleted".`,
 		Example: `  bridge-runner status
   bridge-runner status -n science --state RUNNING,PENDING
   bridge-runner get sim-42 -o yaml
@@ -64,7 +71,7 @@ until interrupted.`,
 	fs.StringVarP(&o.store.Namespace, "namespace", "n", "", "namespace of the records (env NAMESPACE too; default: the pod's namespace, else the kubeconfig's)")
 	fs.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list the records of every namespace")
 	fs.StringVar(&o.store.Kubeconfig, "kubeconfig", "", "kubeconfig to reach the Kubernetes API outside a cluster (default $KUBECONFIG)")
-	fs.StringVar(&o.store.StateDir, "state-dir", "", "list the state files in this directory instead of ConfigMaps (default outside a cluster: "+record.DefaultStateDir()+")")
+	fs.StringVar(&o.store.StateDir, "state-dir", "", "list the state files in this directory instead of ConfigMaps (default outside a cluster: $XDG_STATE_HOME/bridge-runner, else ~/.local/state/bridge-runner)")
 	fs.StringVar(&o.store.Kind, "store", "auto", "where the records are kept: auto, configmap or file (auto: file with --state-dir or outside a cluster, else configmap)")
 	fs.StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
 	fs.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change to a record until interrupted")
@@ -76,6 +83,7 @@ until interrupted.`,
 	for _, f := range []string{"all-namespaces", "output", "watch", "state", "backend"} {
 		_ = fs.SetAnnotation(f, noEnv, []string{"true"})
 	}
+	wrappedHelp(cmd)
 	return cmd
 }
 
@@ -131,21 +139,31 @@ func (a *app) runStatus(ctx context.Context, o *statusOptions) (int, error) {
 	if err != nil {
 		return exitCode(nil, err), err
 	}
-	p := &statusPrinter{w: a.stdout, o: o, now: time.Now, last: map[string]string{}}
+	p := &statusPrinter{w: a.stdout, o: o, now: time.Now, last: map[string]string{}, colour: colourOn(a.stdout)}
 	var rows []statusRow
+	found := map[string]bool{}
 	for _, it := range items {
+		found[it.Job] = true
 		if r := toRow(it); o.match(r) {
 			rows = append(rows, r)
 		}
 	}
-	if len(rows) == 0 && o.output != "json" && o.output != "yaml" {
+	if len(rows) == 0 && len(o.jobs) == 0 && o.output != "json" && o.output != "yaml" {
 		fmt.Fprintf(a.stderr, "No records found (%s).\n", l.Describe())
 	}
 	if err := p.list(rows); err != nil {
 		return exitCode(nil, err), err
 	}
+	code := ExitDone
+	for _, j := range o.jobs {
+		if !found[j] {
+			// As kubectl get: a name asked for and not found is an error.
+			fmt.Fprintf(a.stderr, "Error: job %q has no record (%s)\n", j, l.Describe())
+			code = ExitFailed
+		}
+	}
 	if !o.watch {
-		return ExitDone, nil
+		return code, nil
 	}
 	for ev := range l.Watch(ctx, version) {
 		r := toRow(ev.Listed)
@@ -213,14 +231,53 @@ func (o *statusOptions) match(r statusRow) bool {
 }
 
 // statusPrinter prints the list, then changes. A table's columns are as
-// wide as the list's widest cell, and so stay while watching (like kubectl).
+// wide as the list's widest cell, and so stay while watching (like kubectl);
+// a watch gives each column room for what a change may bring (a longer
+// state, a new job's name).
 type statusPrinter struct {
 	w      io.Writer
 	o      *statusOptions
 	now    func() time.Time
 	widths []int
 	last   map[string]string // what was printed last for each record, to skip repeats
+	colour bool              // colour the state (a terminal, NO_COLOR unset)
 }
+
+// colourOn: colour only on a terminal, and never with NO_COLOR set
+// (https://no-color.org) or TERM=dumb.
+func colourOn(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb" && term.IsTerminal(int(f.Fd()))
+}
+
+// tableWidth is what the default table fits in: a terminal's smallest
+// usual width. -o wide is as wide as its cells.
+const tableWidth = 80
+
+// fit narrows the default table's job id, then name, columns until the
+// table fits tableWidth; line shortens their longer cells with "…" (-o
+// wide and JSON show them whole).
+func (p *statusPrinter) fit() {
+	if p.o.output == "wide" {
+		return
+	}
+	h := p.header()
+	for _, col := range []string{"JOB-ID", "NAME"} {
+		total := 3 * (len(p.widths) - 1)
+		for _, w := range p.widths {
+			total += w
+		}
+		i := slices.Index(h, col)
+		if over := total - tableWidth; over > 0 {
+			p.widths[i] = max(p.widths[i]-over, 12)
+		}
+	}
+}
+
+// watchMinWidths are the columns' least widths while watching: the widest
+// state, a job id and a name of common lengths, so a change's row stays in
+// the columns.
+var watchMinWidths = map[string]int{"NAME": 20, "BACKEND": 8, "STATE": len("SUSPENDED"), "JOB-ID": 12, "AGE": 5}
 
 func (p *statusPrinter) list(rows []statusRow) error {
 	switch p.o.output {
@@ -244,9 +301,15 @@ func (p *statusPrinter) list(rows []statusRow) error {
 	p.widths = make([]int, len(cells[0]))
 	for _, row := range cells {
 		for i, c := range row {
-			p.widths[i] = max(p.widths[i], len(c))
+			p.widths[i] = max(p.widths[i], utf8.RuneCountInString(c))
 		}
 	}
+	if p.o.watch {
+		for i, h := range cells[0] {
+			p.widths[i] = max(p.widths[i], watchMinWidths[h])
+		}
+	}
+	p.fit()
 	if len(rows) == 0 && !p.o.watch {
 		return nil
 	}
@@ -282,12 +345,21 @@ func (p *statusPrinter) change(r statusRow) {
 	}
 }
 
-// key is what a row shows, but its age.
+// key is what a row shows, but its age: a table prints a change only when
+// a shown column changed; JSON and YAML show every field.
 func (p *statusPrinter) key(r statusRow) string {
 	r.Created = time.Time{}
-	b, _ := json.Marshal(r)
-	return string(b)
+	switch p.o.output {
+	case "json", "yaml":
+		b, _ := json.Marshal(r)
+		return string(b)
+	}
+	c := p.cells(r)
+	return strings.Join(slices.Delete(c, p.ageColumn(), p.ageColumn()+1), "\x00")
 }
+
+// ageColumn is the index of AGE in the table's cells.
+func (p *statusPrinter) ageColumn() int { return slices.Index(p.header(), "AGE") }
 
 func (p *statusPrinter) encode(v any, indent bool) error {
 	if p.o.output == "yaml" {
@@ -314,10 +386,12 @@ func (p *statusPrinter) encode(v any, indent bool) error {
 	return err
 }
 
+// header names the table's columns: five that fit 80 columns, and with
+// -o wide the rest.
 func (p *statusPrinter) header() []string {
-	h := []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE"}
+	h := []string{"NAME", "BACKEND", "STATE", "JOB-ID", "AGE"}
 	if p.o.output == "wide" {
-		h = append(h, "BACKEND-STATE", "REASON", "KILL", "TASKS", "MESSAGE")
+		h = []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE", "BACKEND-STATE", "REASON", "KILL", "TASKS", "MESSAGE"}
 	}
 	if p.o.allNamespaces {
 		h = append([]string{"NAMESPACE"}, h...)
@@ -330,16 +404,18 @@ func (p *statusPrinter) cells(r statusRow) []string {
 	if !r.Created.IsZero() {
 		age = duration.HumanDuration(p.now().Sub(r.Created))
 	}
-	c := []string{r.Name, none(r.Backend), none(r.Target), none(r.State), none(r.JobID), none(r.Owner), age}
+	state := none(r.State)
 	if r.Event == "DELETED" {
-		c[3] += " (deleted)"
+		state = "deleted"
 	}
+	c := []string{r.Name, none(r.Backend), state, none(r.JobID), age}
 	if p.o.output == "wide" {
 		kill := ""
 		if r.Kill {
 			kill = "true"
 		}
-		c = append(c, none(r.BackendState), none(r.Reason), none(kill), none(r.Tasks), none(oneLine(r.Message)))
+		c = []string{r.Name, none(r.Backend), none(r.Target), state, none(r.JobID), none(r.Owner), age,
+			none(r.BackendState), none(r.Reason), none(kill), none(r.Tasks), none(oneLine(r.Message))}
 	}
 	if p.o.allNamespaces {
 		c = append([]string{r.Namespace}, c...)
@@ -349,13 +425,31 @@ func (p *statusPrinter) cells(r statusRow) []string {
 
 func (p *statusPrinter) line(cells []string) {
 	var b strings.Builder
+	state := slices.Index(p.header(), "STATE")
 	for i, c := range cells {
+		if n := utf8.RuneCountInString(c); n > p.widths[i] && p.o.output != "wide" && i < len(cells)-1 {
+			c = string([]rune(c)[:p.widths[i]-1]) + "…"
+		}
+		pad := strings.Repeat(" ", max(p.widths[i]-utf8.RuneCountInString(c), 0)+3)
+		if i == state && p.colour {
+			c = stateColour(c)
+		}
 		b.WriteString(c)
 		if i < len(cells)-1 {
-			b.WriteString(strings.Repeat(" ", max(p.widths[i]-len(c), 0)+3))
+			b.WriteString(pad)
 		}
 	}
 	fmt.Fprintln(p.w, b.String())
+}
+
+// stateColour colours a state as kubectl-like tools do: done green, failed
+// red, killed and unknown yellow, running cyan; the rest plain.
+func stateColour(s string) string {
+	code := map[string]string{"DONE": "32", "FAILED": "31", "KILLED": "33", "UNKNOWN": "33", "RUNNING": "36", "deleted": "2"}[s]
+	if code == "" {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
 }
 
 func none(s string) string {
