@@ -397,8 +397,10 @@ const (
 // polling step: each invoke exits 75 within its retry budget of its last
 // news (the outage's start) and one update interval, whether a watcher
 // served it or not; the retry, after the outage, ends each job in its
-// true state. Before, the watcher's timed-out queries kept its lease live
-// and its members silent until the outage ended.
+// true state. (Here the code before the fix passed too: its members left
+// the lease when the watcher's back-off outgrew a failed query; the fault
+// it missed is testWatcherBatchedQueryFaults' black hole, where every
+// query takes its whole 30 s timeout.)
 func testWatcherBlackHole(t *testing.T, c slurmCluster) {
 	var mu sync.Mutex
 	exits := map[bool][]time.Duration{}
