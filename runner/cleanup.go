@@ -345,7 +345,7 @@ func collectLease(ctx context.Context, r *run) {
 	if cs == nil || !validGroup(group) {
 		return
 	}
-	l := groupLease(cs, group)
+	l := groupLease(cs, group, nil) // collecting needs no key: it trusts nothing
 	collected, err := l.collectLapsed(ctx)
 	switch {
 	case err != nil:

@@ -67,6 +67,11 @@ type follower struct {
 	// deferred: the last poll was skipped for the watcher; a change of its
 	// lease that ends its service makes the wait poll at once.
 	deferred bool
+	// watcherHeard: when the watcher that served this job last had a query
+	// work, since this invoke's own last answer (zero: none). The retry
+	// budget of polls that fail after it counts from then: a member hears
+	// of its job no longer than a polling step would.
+	watcherHeard time.Time
 
 	// sig is invoke's context: it ends on SIGTERM. ctx is the requests'
 	// context: sig, and after SIGTERM the grace period's.
@@ -160,13 +165,16 @@ func (f *follower) pollStatus() phase {
 	f.force, f.deferred = false, false
 	f.pollAt = time.Time{}
 	started := time.Now()
+	// The retry budget is a ceiling: a request to a server that never
+	// answers ends with it, counted from the first failed request's start
+	// (or the watcher's last working query, see watcherHeard).
 	pctx, cancel := f.requestCtx(0)
 	st, err := f.be.Status(pctx, f.id)
 	cancel()
 	if err != nil {
 		return f.pollFailed(err, started)
 	}
-	f.failingSince, f.failCause = time.Time{}, nil
+	f.failingSince, f.failCause, f.watcherHeard = time.Time{}, nil, time.Time{}
 	f.faults.Reset()
 	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
 		f.log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
@@ -202,7 +210,7 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 		return phaseCancel
 	}
 	if f.failingSince.IsZero() {
-		f.failingSince = started
+		f.failingSince = f.heardSince(started)
 	}
 	f.failCause = telling(f.failCause, err)
 	if time.Since(f.failingSince) >= f.r.RetryBudget {
@@ -226,7 +234,7 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 // silent SSH connection made a 60 s budget 65-80 s).
 func (f *follower) requestCtx(d time.Duration) (context.Context, context.CancelFunc) {
 	now := time.Now()
-	end := cmp.Or(f.failingSince, now).Add(f.r.RetryBudget)
+	end := cmp.Or(f.failingSince, f.heardSince(now)).Add(f.r.RetryBudget)
 	if d > 0 && now.Add(d).Before(end) {
 		end = now.Add(d)
 	}
@@ -245,7 +253,21 @@ func (f *follower) readLogs() {
 // cancel or failure is being dealt with.
 func (f *follower) served() bool {
 	w := f.r.w
-	return w != nil && f.seen && !f.last.State.Final() && !f.cancel.requested() && f.failingSince.IsZero() && w.serving(f.ctx)
+	if w == nil || !f.seen || f.last.State.Final() || f.cancel.requested() || !f.failingSince.IsZero() || !w.serving(f.ctx) {
+		return false
+	}
+	f.watcherHeard = w.workedAt()
+	return true
+}
+
+// heardSince is when this invoke last heard of its job, for a poll sent at
+// started that fails: the watcher's last working query if it served the
+// job since, else started (as for a polling step, its first failed poll).
+func (f *follower) heardSince(started time.Time) time.Time {
+	if !f.watcherHeard.IsZero() && f.watcherHeard.Before(started) {
+		return f.watcherHeard
+	}
+	return started
 }
 
 // readOutput copies the job's new output to LogOut when a read is due, and

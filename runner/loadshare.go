@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -27,6 +28,14 @@ import (
 // like the watcher's lease, by a slow digest of backend, URL and
 // credentials), written with optimistic concurrency. Records that are
 // files (a laptop) have no neighbours and probe for themselves.
+//
+// Anyone who may write the namespace's ConfigMaps may write this one: each
+// entry is tagged with the group's key (see GroupKey), and one that does
+// not verify is ignored (said once, without its text). Even a verified
+// entry decides no refusal: a shared "does not fit" or "refused" only
+// makes this invoke probe for itself (an exit 2 comes from its own probe
+// alone), and a shared "did not answer" is said in our own words, as a
+// transient skip. A target without credentials shares nothing.
 const (
 	// LoadShareTTL is how long a shared probe stands in for a new one.
 	LoadShareTTL = 5 * time.Second
@@ -56,16 +65,23 @@ type loadShare struct {
 	c        *kube.Client
 	ns, name string
 	key      string
+	mac      []byte // the group's key (see GroupKey)
+	log      *slog.Logger
+	said     bool // an entry that did not verify was said
 	// seen is the entry as this invoke last read or wrote it: what its
 	// choice was made on (see reserve).
 	seen shareEntry
 }
 
 // newLoadShare returns the share for the target of desc, or nil when
-// records are not ConfigMaps.
+// records are not ConfigMaps or the target has no credentials to key it.
 func (r *run) newLoadShare(desc *record.Description, array *backends.Array) *loadShare {
 	cs := record.ConfigMapOf(r.Store)
 	if cs == nil {
+		return nil
+	}
+	group, mac := r.clusterGroup(desc)
+	if mac == nil {
 		return nil
 	}
 	kind := sha256.New()
@@ -73,8 +89,8 @@ func (r *run) newLoadShare(desc *record.Description, array *backends.Array) *loa
 	if array != nil {
 		kind.Write([]byte("\x00" + array.String()))
 	}
-	return &loadShare{c: cs.Client, ns: cs.Namespace, name: "bridge-load-" + r.clusterGroup(desc),
-		key: "k-" + hex.EncodeToString(kind.Sum(nil))[:16]}
+	return &loadShare{c: cs.Client, ns: cs.Namespace, name: "bridge-load-" + group,
+		key: "k-" + hex.EncodeToString(kind.Sum(nil))[:16], mac: mac, log: r.Log}
 }
 
 // load returns a fresh shared probe (mine=false), or claims the probe for
@@ -90,8 +106,15 @@ func (s *loadShare) load(ctx context.Context, now func() time.Time) (e shareEntr
 		}
 		e, ok := entries[s.key]
 		switch {
+		case ok && now().Sub(e.At) < LoadShareTTL && !e.At.IsZero() && e.Skip != "" && !e.Down:
+			// Another's refusal (does not fit, refused): this invoke's own
+			// probe decides whether it exits 2.
+			return shareEntry{}, true
 		case ok && now().Sub(e.At) < LoadShareTTL && !e.At.IsZero():
 			s.seen = e
+			if e.Skip != "" {
+				e.Skip = "did not answer another step's probe moments ago"
+			}
 			return e, false
 		case ok && now().Before(e.Probing):
 			// another invoke is probing: wait for its answer
@@ -185,12 +208,26 @@ func (s *loadShare) read(ctx context.Context) (*kube.ConfigMap, map[string]share
 	}
 	entries := map[string]shareEntry{}
 	for k, v := range cm.Data {
+		var sl sealed
 		var e shareEntry
-		if json.Unmarshal([]byte(v), &e) == nil {
-			entries[k] = e
+		if json.Unmarshal([]byte(v), &sl) != nil || !tagOK(s.mac, sl.Tag, "load", s.ns, s.name, k, string(sl.Entry)) ||
+			json.Unmarshal(sl.Entry, &e) != nil {
+			if !s.said {
+				s.said = true
+				s.log.Warn("a shared load entry does not carry the cluster's tag (it was written by someone without the cluster's credentials); ignored", "configmap", s.name)
+			}
+			continue // dropped at the next write
 		}
+		entries[k] = e
 	}
 	return cm, entries, nil
+}
+
+// sealed is an entry as stored: its JSON and its tag, over the entry, its
+// key and the ConfigMap's name (no entry can be copied to another).
+type sealed struct {
+	Entry json.RawMessage `json:"entry"`
+	Tag   string          `json:"tag"`
 }
 
 // write stores entries with e as this share's entry, conditional on the
@@ -202,7 +239,8 @@ func (s *loadShare) write(ctx context.Context, cm *kube.ConfigMap, entries map[s
 		Labels: map[string]string{LabelLoadGroup: s.name[len("bridge-load-"):]}}, Data: map[string]string{}}
 	for k, v := range entries {
 		b, _ := json.Marshal(v)
-		out.Data[k] = string(b)
+		sb, _ := json.Marshal(sealed{Entry: b, Tag: tagOf(s.mac, "load", s.ns, s.name, k, string(b))})
+		out.Data[k] = string(sb)
 	}
 	if cm == nil {
 		return s.c.Create(ctx, kube.ConfigMaps, s.ns, out, &kube.ConfigMap{}) == nil

@@ -22,6 +22,7 @@ import (
 // to the one that looked best on the figures they all read at once.
 func TestPlacementSharesProbesAcrossAFanOut(t *testing.T) {
 	tc := newTwoClusters(t)
+	tc.withCredentials(t)
 	tc.a.SetLoad(loadOf(2, 4, 0), nil)
 	tc.b.SetLoad(loadOf(4, 4, 0), nil)
 	base := testkube.RecordStore(t)

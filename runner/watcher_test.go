@@ -3,6 +3,8 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +27,23 @@ import (
 // groupRun runs n jobs of the fake backend at once, each with its own
 // ConfigMap record in one namespace, and returns their results.
 func groupRun(t *testing.T, h *harness, n int, props string, watch runner.WatchConfig) []runner.Result {
+	return groupRunWith(t, h, n, props, watch, nil)
+}
+
+// groupRunWith is groupRun with during running beside the invokes, on the
+// records' namespace, until they end (its context ends then).
+func groupRunWith(t *testing.T, h *harness, n int, props string, watch runner.WatchConfig,
+	during func(ctx context.Context, base *record.ConfigMapStore)) []runner.Result {
 	base := testkube.RecordStore(t)
+	// The group's key is derived from its credentials: a group without
+	// any shares nothing (see runner.GroupKey).
+	creds := fakeCredentials(t)
+	dctx, stop := context.WithCancel(context.Background())
+	var side sync.WaitGroup
+	if during != nil {
+		side.Add(1)
+		go func() { defer side.Done(); during(dctx, base) }()
+	}
 	var wg sync.WaitGroup
 	res := make([]runner.Result, n)
 	start := time.Now()
@@ -38,20 +56,39 @@ func groupRun(t *testing.T, h *harness, n int, props string, watch runner.WatchC
 			iv := h.invoker(h.spec(props))
 			iv.JobName, iv.Holder = job, fmt.Sprintf("invoker-%d", i)
 			iv.Store = &record.ConfigMapStore{Client: base.Client, Namespace: base.Namespace, Name: record.ConfigMapName(job)}
+			iv.Backend.Credentials = creds
 			iv.Watch = watch
 			iv.Spec.UpdateInterval = "5"
 			iv.MinPoll = runner.DefaultMinPoll
-			assert.NoError(t, iv.Run(context.Background()), job)
+			// A ceiling, not a figure: an invoke that stops following its
+			// job ends here (SIGTERM: the job is cancelled, KILLED).
+			ctx, cancel := context.WithTimeout(context.Background(), groupRunCeiling)
+			defer cancel()
+			assert.NoError(t, iv.Run(ctx), job)
 			res[i] = *iv.Result()
 		}()
 	}
 	wg.Wait()
+	stop()
+	side.Wait()
 	// The group's lease is gone with its last job.
 	cms, err := testkube.Client(t).CoreV1().ConfigMaps(base.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelWatchGroup})
 	require.NoError(t, err)
 	assert.Empty(t, cms.Items, "the watcher's lease outlived its group")
 	return res
 }
+
+// fakeCredentials is a credentials directory with a token: a watch group
+// is keyed on its credentials (a group without any shares nothing).
+func fakeCredentials(t *testing.T) runner.DirCredentials {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("fake-token"), 0o600))
+	return runner.DirCredentials{Dir: dir, Secrets: &runner.Secrets{}}
+}
+
+// groupRunCeiling bounds each invoke of groupRun: jobs of a few seconds,
+// a TTL and two update intervals, several times over for a loaded machine.
+const groupRunCeiling = 90 * time.Second
 
 func statusPerJob(h *harness, n int) float64 { return float64(h.fake.Count("status")) / float64(n) }
 
@@ -125,6 +162,7 @@ func TestWatcherLeaseForbiddenSaidOnce(t *testing.T) {
 		Namespace: base.Namespace, Name: base.Name}
 	h := newHarness(t, store)
 	iv := h.invoker(h.spec(`{"run":"2s"}`))
+	iv.Backend.Credentials = fakeCredentials(t)
 	iv.Spec.UpdateInterval = "1"
 	require.NoError(t, iv.Run(ctx))
 	assert.Equal(t, "DONE", iv.Result().Status)

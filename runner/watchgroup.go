@@ -2,14 +2,17 @@ package runner
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +36,18 @@ import (
 // every invoke polls for itself again until one of them takes the lease.
 // Nothing runs besides the invokes themselves, and a run whose record is
 // a file, or whose backend cannot batch, polls as before.
+//
+// Trust: anyone who may write the namespace's ConfigMaps can write the
+// lease, the observations and the shared load entries. So each is
+// authenticated with an HMAC under the group's key (GroupKey), derived
+// from the very credentials that define the group: who cannot read the
+// Secret cannot forge it, and a reader ignores what does not verify. A
+// lease is trusted only for a renewal this member saw written over the
+// version it saw before (a replayed one is not), for one TTL after the
+// watcher's last working query, by the member's own clock; an observation
+// only makes the invoke ask the backend itself, never decides a state.
+// A group without credentials has nothing to key on: it shares nothing,
+// and each of its invokes polls for itself.
 
 // WatchConfig shapes the watcher of a run whose record is a ConfigMap.
 type WatchConfig struct {
@@ -69,6 +84,33 @@ func WatchGroup(backend, url string, credentials []byte) string {
 	return hex.EncodeToString(k)
 }
 
+// GroupKey is the key that authenticates what a watch group shares in
+// ConfigMaps (see tagOf), derived from the credentials that define the
+// group with a fixed label; nil without credentials (nothing is shared).
+func GroupKey(backend, url string, credentials []byte) []byte {
+	if len(credentials) == 0 {
+		return nil
+	}
+	mac := hmac.New(sha256.New, credentials)
+	mac.Write([]byte("bridge-runner shared state v1\x00" + backend + "\x00" + url))
+	return mac.Sum(nil)
+}
+
+// tagOf is the tag of parts (what, where and the content) under key.
+func tagOf(key []byte, parts ...string) string {
+	mac := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		mac.Write([]byte(p))
+		mac.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18])
+}
+
+// tagOK reports whether tag is parts' tag under key (never without a key).
+func tagOK(key []byte, tag string, parts ...string) bool {
+	return len(key) > 0 && hmac.Equal([]byte(tag), []byte(tagOf(key, parts...)))
+}
+
 // credentialBytes reads every credential file of dir (a mounted Secret:
 // its dot-entries are the mount's own machinery) for WatchGroup.
 func credentialBytes(dir string) []byte {
@@ -99,20 +141,23 @@ func credentialBytes(dir string) []byte {
 }
 
 // clusterGroup is the watch group of desc's (placed) target: its backend,
-// URL and the files of its credentials directory. The watcher's lease and
-// placement's shared probes are named by it.
-func (r *run) clusterGroup(desc *record.Description) string {
+// URL and the files of its credentials directory, and the group's key
+// (nil without credentials). The watcher's lease and placement's shared
+// probes are named by the group and authenticated with the key.
+func (r *run) clusterGroup(desc *record.Description) (string, []byte) {
 	var dir string
 	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
 	if dc, ok := creds.(DirCredentials); ok {
 		dir = dc.Dir
 	}
-	return WatchGroup(desc.Backend, desc.ResourceURL, credentialBytes(dir))
+	b := credentialBytes(dir)
+	return WatchGroup(desc.Backend, desc.ResourceURL, b), GroupKey(desc.Backend, desc.ResourceURL, b)
 }
 
 // newWatchMember makes this run a member of its cluster's watch group,
 // or returns nil when the watcher does not apply: turned off, a record
-// that is not a ConfigMap, or a backend without batched status.
+// that is not a ConfigMap, a backend without batched status, or a target
+// without credentials to key the group's shared state on.
 func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id string) *watchMember {
 	cs := record.ConfigMapOf(r.Store)
 	if r.Watch.Off || cs == nil {
@@ -121,11 +166,17 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	if _, ok := be.(backends.StatusBatcher); !ok {
 		return nil
 	}
+	group, key := r.clusterGroup(desc)
+	if key == nil {
+		r.Log.Debug("no credentials to authenticate a shared watcher with; polling this job alone")
+		return nil
+	}
 	m := &watchMember{
 		own:    cs.Name,
 		holder: r.Holder,
 		rps:    positiveOrF(r.Watch.MaxRequestsPerSecond, 1),
-		log:    r.Log.With("watch_group", ""),
+		key:    key,
+		now:    time.Now,
 		newBatcher: func() (backends.StatusBatcher, func(), error) {
 			b, err := r.newBackend(desc)
 			if err != nil {
@@ -135,14 +186,15 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 			return sb, func() { closeBackend(b, r.Log) }, nil
 		},
 	}
-	m.group = r.clusterGroup(desc)
-	m.covered, m.joined = coveredBy(r.rec.Data, id), time.Now()
+	m.group = group
+	m.log = r.Log.With("watch_group", m.group)
+	m.lease = groupLease(cs, m.group, key)
+	m.judge = &leaseJudge{now: m.now}
+	m.covered, m.joined = m.covers(m.own, r.rec.Data, id), time.Now()
 	// A handover already in the record (to an earlier invoke of this job)
 	// is not acted on as new: the lease tells whether it still stands (see
 	// live), and close gives it on if it is still this record's.
 	m.handover = r.rec.Data[record.KeyWatchHandover]
-	m.lease = groupLease(cs, m.group)
-	m.log = r.Log.With("watch_group", m.group)
 	return m
 }
 
@@ -162,6 +214,14 @@ type watchMember struct {
 	rps        float64
 	newBatcher func() (backends.StatusBatcher, func(), error)
 	log        *slog.Logger
+	// key authenticates the group's shared state (see GroupKey).
+	key []byte
+	// now is this member's clock: leases are judged by it (see leaseJudge).
+	now   func() time.Time
+	judge *leaseJudge
+	// saidForged: a lease or observation that did not verify was said
+	// (once: a forger must not fill the log either).
+	saidForged atomic.Bool
 
 	liveUntil time.Time // another's lease was seen live until then
 	readAt    time.Time // when the lease was last read
@@ -200,6 +260,19 @@ func (m *watchMember) serving(ctx context.Context) bool {
 // requests before its first observation came).
 const coverGrace = 3 * time.Second
 
+// workedAt is when the watcher this member trusts last had a query work,
+// by this member's clock: its own watcher's, or as another's lease says.
+func (m *watchMember) workedAt() time.Time {
+	if m.leader != nil {
+		return m.now().Add(-m.leader.okAge(m.now()))
+	}
+	until := m.liveUntil
+	if l, current := m.view.get(); current {
+		until = l.until
+	}
+	return until.Add(-leaseTTL)
+}
+
 // nextLook is when an invoke whose own poll waits for the watcher looks
 // again at the latest (longest, the update interval): at the end of the
 // grace while the watcher has not reported its job yet, and when another's
@@ -232,12 +305,16 @@ func (m *watchMember) leaseChanges() <-chan struct{} {
 // live reports whether the group has a working watcher: this invoke's
 // own, or another's whose lease is live.
 func (m *watchMember) live(ctx context.Context) bool {
-	now := time.Now()
+	now := m.now()
 	if m.leader != nil {
 		if !m.leader.ended() {
 			return m.leader.working(now)
 		}
-		m.leader = nil // it lost the lease
+		// It lost the lease: to another invoke, which serves the group, or
+		// to a writer without the group's key, whose lease is nobody's.
+		// Not taken again for a TTL: a forger rewriting it must not make
+		// this invoke start a watcher every second.
+		m.leader, m.takeAfter = nil, now.Add(leaseTTL)
 	}
 	l, current := m.view.get()
 	if !current {
@@ -256,7 +333,7 @@ func (m *watchMember) live(ctx context.Context) bool {
 			return false
 		}
 		if m.view == nil {
-			m.view = startLeaseView(context.WithoutCancel(ctx), m.lease, l)
+			m.view = startLeaseView(context.WithoutCancel(ctx), m.lease, l, m.judged)
 		}
 	}
 	if l.holder == handedTo(m.own) {
@@ -293,7 +370,25 @@ func (m *watchMember) live(ctx context.Context) bool {
 	return false
 }
 
-// readLease reads the lease; a Role that denies it is said once.
+// judged is lease state l as read, judged by this member (see leaseJudge);
+// one that does not verify is said once, without its text.
+func (m *watchMember) judged(l leaseState) leaseState {
+	if l.version != "" && !l.signed {
+		m.sayForged("the watcher's lease")
+	}
+	return m.judge.judge(l)
+}
+
+// sayForged says, once, that shared state did not verify: written by
+// someone without the group's credentials (or a release before tags).
+func (m *watchMember) sayForged(what string) {
+	if m.saidForged.Swap(true) {
+		return
+	}
+	m.log.Warn(what + " does not carry the watch group's tag (it was written by someone without the group's credentials); ignored, this job is polled as without a watcher")
+}
+
+// readLease reads and judges the lease; a Role that denies it is said once.
 func (m *watchMember) readLease(ctx context.Context) (leaseState, bool) {
 	l, err := m.lease.read(ctx)
 	if apierrors.IsForbidden(err) {
@@ -307,7 +402,7 @@ func (m *watchMember) readLease(ctx context.Context) (leaseState, bool) {
 		m.log.Debug("reading the watcher's lease", "err", err)
 		return l, false
 	}
-	return l, true
+	return m.judged(l), true
 }
 
 // adopt makes the lease a stopping watcher handed to this invoke its own
@@ -321,26 +416,26 @@ func (m *watchMember) adopt(ctx context.Context) {
 	if m.leader != nil || m.forbidden {
 		return
 	}
-	l, err := m.lease.read(ctx)
-	if err != nil {
-		m.log.Debug("reading the watcher's lease", "err", err)
-		return
-	}
-	if l.holder == handedTo(m.own) {
+	l, ok := m.readLease(ctx)
+	if ok && l.holder == handedTo(m.own) {
 		m.takeHanded(ctx, l)
 	}
 }
 
 // takeHanded makes lease l, handed to this invoke, its own and starts its
-// watcher. A lease handed on live (its watcher's queries worked) stays
-// trusted; one handed on by a watcher whose queries failed (a wrong token)
-// is taken as any, trusted only once this watcher's first query works.
+// watcher. A lease handed on live (its watcher's queries worked within the
+// TTL) stays trusted; one handed on by a watcher whose queries failed (a
+// wrong token) is taken as any, trusted only once this watcher's first
+// query works.
 func (m *watchMember) takeHanded(ctx context.Context, l leaseState) {
 	var v string
 	var ok bool
-	if time.Now().Before(l.until) {
+	// The predecessor's last working query, by the age its handover (which
+	// only the group's key can write) says and this member's clock since.
+	if okAge := l.okAge + m.now().Sub(l.seen); l.renewal && okAge < leaseTTL {
 		var err error
-		v, ok, err = m.lease.renew(ctx, l.version, m.holder)
+		// Renewed with that age: the handover extends nobody's trust.
+		v, ok, err = m.lease.renew(ctx, l.version, m.holder, okAge)
 		ok = ok && err == nil
 	} else {
 		v, ok = m.lease.take(ctx, l, m.holder)
@@ -375,11 +470,17 @@ func (m *watchMember) changed(ctx context.Context, d map[string]string, id strin
 		m.adopt(ctx)
 	}
 	s := d[record.KeyWatchObserved]
-	o, ok := parseObservation(s)
-	if !ok || o.id != id || s == m.observed {
+	if s == m.observed {
 		return false
 	}
 	m.observed = s
+	o, ok := m.observation(m.own, s)
+	if !ok && s != "" {
+		m.sayForged("the observation in this job's record")
+	}
+	if !ok || o.id != id {
+		return false
+	}
 	if o.state == unwatched {
 		m.covered = false
 		return true
@@ -389,15 +490,18 @@ func (m *watchMember) changed(ctx context.Context, d map[string]string, id strin
 }
 
 // observation is the watcher's word on one job in its record
-// (status.watchObserved): "<id> <state> <backend state as one word> <time>".
+// (status.watchObserved): "<id> <state> <backend state as one word>
+// <time> <tag>", the tag over all of it and the record's name (see
+// sealObservation), so that nobody without the group's key can write one
+// and none can be copied to another record.
 type observation struct {
 	id    string
 	state backends.State
 	raw   string
 }
 
-// parseObservation reads an observation, as written or as the watcher
-// keeps it (without its time).
+// parseObservation reads an observation as the watcher keeps it (without
+// its time and tag): what it said, not what a record says.
 func parseObservation(s string) (observation, bool) {
 	f := strings.Fields(s)
 	if len(f) < 3 {
@@ -406,10 +510,27 @@ func parseObservation(s string) (observation, bool) {
 	return observation{id: f[0], state: backends.State(f[1]), raw: f[2]}, true
 }
 
-// coveredBy reports whether record data d shows the watcher covering job
-// id (a re-attaching invoke finds the observation of an earlier one).
-func coveredBy(d map[string]string, id string) bool {
-	o, ok := parseObservation(d[record.KeyWatchObserved])
+// observation reads the observation s in record rec: false unless its tag
+// verifies under the group's key.
+func (m *watchMember) observation(rec, s string) (observation, bool) {
+	f := strings.Fields(s)
+	if len(f) != 5 || !tagOK(m.key, f[4], "observation", rec, f[0], f[1], f[2], f[3]) {
+		return observation{}, false
+	}
+	return observation{id: f[0], state: backends.State(f[1]), raw: f[2]}, true
+}
+
+// sealObservation is obs ("<id> <state> <raw>") for record rec as written:
+// stamped with the time and tagged.
+func (m *watchMember) sealObservation(rec, obs string) string {
+	f := append(strings.Fields(obs), m.now().UTC().Format(time.RFC3339Nano))
+	return strings.Join(f, " ") + " " + tagOf(m.key, append([]string{"observation", rec}, f...)...)
+}
+
+// covers reports whether data d of record rec shows the watcher covering
+// job id (a re-attaching invoke finds the observation of an earlier one).
+func (m *watchMember) covers(rec string, d map[string]string, id string) bool {
+	o, ok := m.observation(rec, d[record.KeyWatchObserved])
 	return ok && o.id == id && o.state != unwatched
 }
 
@@ -439,8 +560,8 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 	if m.handover != "" && !settled {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		l, err := m.lease.read(ctx)
-		if err != nil || (l.holder != handedTo(m.own) && !l.free(time.Now())) {
+		l, ok := m.readLease(ctx)
+		if !ok || (l.holder != handedTo(m.own) && !l.free(m.now())) {
 			return // someone took it
 		}
 		items, _, err := record.NewConfigMapLister(m.lease.c, m.lease.ns).List(ctx)
@@ -453,7 +574,7 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 				names = append(names, it.Name)
 			}
 		}
-		m.handOn(ctx, names, l.holder, false)
+		m.handOn(ctx, names, l.holder, leaseTTL)
 	}
 }
 
@@ -479,8 +600,10 @@ func (m *watchMember) follows(d map[string]string) bool {
 // nobody until the successor's first query works (handed on live, a
 // wrong token's watcher made every invoke wait a lease out at each turn).
 //
-// It reports whether the lease was this invoke's to give (held as heldAs).
-func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string, live bool) bool {
+// okAge is how long ago this invoke's watcher's last query worked (live
+// when under the TTL). It reports whether the lease was this invoke's to
+// give (held as heldAs).
+func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string, okAge time.Duration) bool {
 	l, err := m.lease.read(ctx)
 	if err != nil || l.version == "" || l.holder != heldAs {
 		return false // not this invoke's to give (any more)
@@ -491,7 +614,7 @@ func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string,
 		if err != nil || !m.follows(rec.Data) {
 			continue
 		}
-		v, held := m.lease.handTo(ctx, l.version, name, m.asked, live)
+		v, held := m.lease.handTo(ctx, l.version, name, m.asked, okAge, okAge < leaseTTL)
 		if !held {
 			return true // taken meanwhile: not this invoke's any more
 		}

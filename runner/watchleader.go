@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,9 +47,9 @@ type watchLeader struct {
 	// lastAsk is when the last query was sent (a successor's first waits
 	// for the budget's interval after it).
 	lastAsk time.Time
-	asking  time.Time                 // when the query under way was sent; zero between queries
 	jobs    map[string]*record.Record // the group's followed jobs, by record name
 	said    map[string]string         // the observation last written, by record name
+	wrote   map[string]written        // and where, by record name
 	// misses counts the rounds in a row whose query left a job out.
 	misses map[string]int
 	// queue holds the observations not written yet, by record name;
@@ -62,33 +61,35 @@ type watchLeader struct {
 func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}), listed: make(chan struct{}),
-		jobs: map[string]*record.Record{}, said: map[string]string{}, misses: map[string]int{},
+		jobs: map[string]*record.Record{}, said: map[string]string{}, wrote: map[string]written{}, misses: map[string]int{},
 		queue: map[string]backends.Status{}, queued: make(chan struct{}, 1)}
 	go l.run(ctx)
 	return l
 }
 
 // working reports whether the leader's queries work: its last good round
-// is recent enough that its lease is (or would be) live. A leader none of
-// whose rounds has worked yet is not working: its own invoke polls.
+// worked within the TTL. A leader none of whose rounds has worked yet is
+// not working: its own invoke polls.
 //
-// A query under way counts as working too, within its timeout: a slow
-// answer (a throttled slurmctld) must not make the watcher drop its lease
-// exactly when the cluster is busiest.
+// A query under way does not count: with it counted, a watcher whose
+// queries all timed out (a black-holed or slow list query) kept its lease
+// live for ever, and its group sent no request and never reached its
+// retry budget (ten steps 11.5 min past their jobs' end on Slurm 22.05).
+// A slow answer that comes within the TTL keeps the lease as any does;
+// one slower than that leaves the group to poll for itself meanwhile.
 func (l *watchLeader) working(now time.Time) bool {
+	return l.okAge(now) < leaseTTL
+}
+
+// okAge is how long before now this watcher's last query worked (the TTL
+// when none has, or longer: not live).
+func (l *watchLeader) okAge(now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.okAt.IsZero() {
-		return false
+		return leaseTTL
 	}
-	return now.Sub(l.okAt) < leaseTTL || (!l.asking.IsZero() && now.Sub(l.asking) < queryTimeout)
-}
-
-// workedWithin reports whether a round of this watcher worked within d.
-func (l *watchLeader) workedWithin(d time.Duration) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !l.okAt.IsZero() && time.Since(l.okAt) < d
+	return max(now.Sub(l.okAt), 0)
 }
 
 // queryTimeout bounds one batched query.
@@ -150,8 +151,12 @@ func (l *watchLeader) run(ctx context.Context) {
 			if errors.Is(err, backends.ErrAuth) {
 				l.distrust()
 			}
+			// The back-off counts from the failure, not from the query's
+			// start: after a 30 s timeout the next query started at once,
+			// so one was always under way against a dark cluster.
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
 			l.m.log.Warn("the cluster's batched status query failed; the jobs poll for themselves until it works", "err", err, "retry_in", wait)
+			start = time.Now()
 		} else {
 			back.Reset()
 		}
@@ -180,10 +185,12 @@ func (l *watchLeader) keepLease(ctx context.Context) {
 		switch {
 		case l.untrusted.Swap(false):
 			v, held, err = l.m.lease.untrust(ctx, l.version, l.m.holder)
-		case time.Since(renewed) < leaseRenewEvery || !l.working(time.Now()):
+		case time.Since(renewed) < leaseRenewEvery || !l.working(l.m.now()):
 			continue
 		default:
-			v, held, err = l.m.lease.renew(ctx, l.version, l.m.holder)
+			// The renewal says how long ago the last query worked: a
+			// member trusts it one TTL after that, by its own clock.
+			v, held, err = l.m.lease.renew(ctx, l.version, l.m.holder, l.okAge(l.m.now()))
 		}
 		if !held {
 			l.lost.Store(true)
@@ -226,9 +233,6 @@ func (l *watchLeader) round(ctx context.Context) (time.Duration, int, error) {
 	for _, rec := range jobs {
 		ids = append(ids, rec.Data[record.KeyID])
 	}
-	l.mu.Lock()
-	l.asking = time.Now()
-	l.mu.Unlock()
 	start := time.Now()
 	l.mu.Lock()
 	l.lastAsk = start
@@ -237,9 +241,6 @@ func (l *watchLeader) round(ctx context.Context) (time.Duration, int, error) {
 	sts, err := l.be.StatusMany(qctx, ids)
 	cancel()
 	took := time.Since(start)
-	l.mu.Lock()
-	l.asking = time.Time{}
-	l.mu.Unlock()
 	if err != nil {
 		return took, len(ids), err
 	}
@@ -382,24 +383,33 @@ func (l *watchLeader) countMisses(jobs map[string]*record.Record, sts map[string
 // first observation of a job is written even when its invoke knows the
 // state: it is what tells the invoke that the watcher covers its job
 // (see watchMember.covered), so that it may skip its own polls.
+//
+// What the record holds counts only if its tag verifies: one a forger
+// wrote (or an earlier observation of this watcher written back) is
+// written over with what this watcher saw, at its next round. Not before
+// the watch brings this watcher's own last write (rec not newer than
+// that write): the record as the watch last showed it may lag it.
 func (l *watchLeader) observe(ctx context.Context, name string, rec *record.Record, st backends.Status) {
 	d, word := rec.Data, rawWord(st.Raw)
-	if coveredBy(d, d[record.KeyID]) && st.State != unwatched && d[record.KeyJobStatus] == string(st.State) && rawWord(d[record.KeyRawState]) == word {
+	if l.m.covers(name, d, d[record.KeyID]) && st.State != unwatched && d[record.KeyJobStatus] == string(st.State) && rawWord(d[record.KeyRawState]) == word {
 		return
 	}
 	obs := d[record.KeyID] + " " + string(st.State) + " " + word
-	l.mu.Lock()
-	said := l.said[name] == obs
-	l.mu.Unlock()
-	if said || strings.HasPrefix(d[record.KeyWatchObserved], obs+" ") {
+	if o, ok := l.m.observation(name, d[record.KeyWatchObserved]); ok && o.id+" "+string(o.state)+" "+o.raw == obs {
 		return
+	}
+	l.mu.Lock()
+	w := l.wrote[name]
+	l.mu.Unlock()
+	if w.obs == obs && (rec.Version == w.from || rec.Version == w.as) {
+		return // written; the watch has not brought it yet
 	}
 	// One key patched at the version the watch brought: a whole-object
 	// update from a store that had not read the record itself cost a GET
 	// before each write (half of a leader's requests).
 	store := &record.ConfigMapStore{Client: l.m.lease.c, Namespace: l.m.lease.ns, Name: name}
-	stamped := obs + " " + time.Now().UTC().Format(time.RFC3339Nano)
-	if err := l.write(ctx, store, rec, stamped); err != nil {
+	out, err := l.write(ctx, store, rec, l.m.sealObservation(name, obs))
+	if err != nil {
 		// A conflict: the invoke wrote meanwhile; the watch brings the new
 		// version and the next round looks again.
 		l.m.log.Debug("writing an observation", "record", name, "err", err)
@@ -407,17 +417,22 @@ func (l *watchLeader) observe(ctx context.Context, name string, rec *record.Reco
 	}
 	l.mu.Lock()
 	l.said[name] = obs
+	l.wrote[name] = written{obs: obs, from: rec.Version, as: out.Version}
 	l.mu.Unlock()
 }
+
+// written is an observation a watcher wrote into a record: over which
+// version, and the version it made.
+type written struct{ obs, from, as string }
 
 // write sets the observation in the record rec of store: patched, or
 // read and updated where the pods' Role grants no patch (a Role written
 // for an older release), which costs a GET a write.
-func (l *watchLeader) write(ctx context.Context, store *record.ConfigMapStore, rec *record.Record, obs string) error {
+func (l *watchLeader) write(ctx context.Context, store *record.ConfigMapStore, rec *record.Record, obs string) (*record.Record, error) {
 	if !l.noPatch.Load() {
-		_, err := store.PatchData(ctx, rec, map[string]string{record.KeyWatchObserved: obs})
+		out, err := store.PatchData(ctx, rec, map[string]string{record.KeyWatchObserved: obs})
 		if !apierrors.IsForbidden(err) {
-			return err
+			return out, err
 		}
 		if !l.noPatch.Swap(true) {
 			l.m.log.Info("the pod's ServiceAccount may not patch ConfigMaps; the watcher reads and updates the records instead (the Role of workflows/rbac grants patch)")
@@ -425,8 +440,7 @@ func (l *watchLeader) write(ctx context.Context, store *record.ConfigMapStore, r
 	}
 	next := rec.Clone()
 	next.Data[record.KeyWatchObserved] = obs
-	_, err := store.Update(ctx, next)
-	return err
+	return store.Update(ctx, next)
 }
 
 // distrust makes the group stop trusting this watcher at once when the
@@ -449,7 +463,7 @@ func (l *watchLeader) distrust() {
 
 func (l *watchLeader) markOK() {
 	l.mu.Lock()
-	l.okAt = time.Now()
+	l.okAt = l.m.now()
 	l.mu.Unlock()
 }
 
@@ -497,6 +511,7 @@ func (l *watchLeader) put(name string, rec *record.Record, deleted bool) {
 	}
 	delete(l.jobs, name)
 	delete(l.said, name)
+	delete(l.wrote, name)
 	delete(l.misses, name)
 }
 
@@ -526,7 +541,7 @@ func (l *watchLeader) stop(ctx context.Context) bool {
 	l.mu.Lock()
 	l.m.asked = l.lastAsk
 	l.mu.Unlock()
-	return l.m.handOn(ctx, l.successors(), l.m.holder, l.workedWithin(leaseTTL))
+	return l.m.handOn(ctx, l.successors(), l.m.holder, l.okAge(l.m.now()))
 }
 
 // successors are the group's jobs that go on, as far as this watcher
@@ -538,15 +553,14 @@ func (l *watchLeader) successors() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var names []string
-	seenEnded := func(s, id string) bool {
-		o, ok := parseObservation(s)
-		return ok && o.id == id && o.state.Final()
-	}
+	ended := func(o observation, ok bool, id string) bool { return ok && o.id == id && o.state.Final() }
 	for name, rec := range l.jobs {
 		// An end this watcher or an earlier one saw: its invoke, ending
 		// or frozen, would not take the lease.
 		id := rec.Data[record.KeyID]
-		if name != l.m.own && !seenEnded(l.said[name], id) && !seenEnded(rec.Data[record.KeyWatchObserved], id) {
+		said, ok := parseObservation(l.said[name])
+		inRecord, inOK := l.m.observation(name, rec.Data[record.KeyWatchObserved])
+		if name != l.m.own && !ended(said, ok, id) && !ended(inRecord, inOK, id) {
 			names = append(names, name)
 		}
 	}

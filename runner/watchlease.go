@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ type lease struct {
 	c    *kube.Client
 	ns   string
 	name string
+	key  []byte // the group's (see GroupKey): every write is tagged with it
 }
 
 // LabelWatchGroup marks a watch group's lease ConfigMap.
@@ -32,8 +34,8 @@ const leasePrefix = "bridge-watch-"
 
 // groupLease is the lease of watch group group among the records of cs's
 // namespace.
-func groupLease(cs *record.ConfigMapStore, group string) lease {
-	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group}
+func groupLease(cs *record.ConfigMapStore, group string, key []byte) lease {
+	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group, key: key}
 }
 
 // validGroup reports whether g is a watch group as WatchGroup makes them
@@ -46,19 +48,33 @@ func validGroup(g string) bool {
 	return err == nil && strings.ToLower(g) == g
 }
 
-// leaseState is a lease as read: who holds it until when, and the
-// ConfigMap's version for a conditional write ("" when there is none).
+// leaseState is a lease as read: who holds it, and the ConfigMap's
+// version for a conditional write ("" when there is none); once judged by
+// a member (leaseJudge), until when that member trusts and respects it,
+// by its own clock. The writer's timestamps decide no trust.
 type leaseState struct {
 	holder string
-	until  time.Time
-	// claimed: until when a holder whose watcher has not worked yet keeps
-	// the lease (taken, plus the TTL; at least until).
+	// until: trusted until then (zero: not trusted), as judged.
+	until time.Time
+	// claimed: nobody else takes it before then, as judged (at least until).
 	claimed time.Time
 	// asked: when the group's cluster was last asked, as a handover says.
 	asked   time.Time
 	version string
 	uid     string
 	group   string // the ConfigMap's LabelWatchGroup
+
+	// As written: signed (the tag verifies under the group's key), by a
+	// working watcher (renewal) whose last query worked okAge before, over
+	// the version prev.
+	signed  bool
+	renewal bool
+	okAge   time.Duration
+	prev    string
+	seen    time.Time // when the judging member first saw this version
+	// lapsed: by the writer's own timestamps, nobody has renewed or taken
+	// it within the TTL: for collecting a dead group's lease, never trust.
+	lapsed func(now time.Time) bool
 }
 
 func (l lease) read(ctx context.Context) (leaseState, error) {
@@ -70,28 +86,78 @@ func (l lease) read(ctx context.Context) (leaseState, error) {
 	if err != nil {
 		return leaseState{}, err
 	}
-	return stateOf(cm), nil
+	return l.stateOf(cm), nil
 }
 
-// stateOf is the lease state of its ConfigMap cm.
-func stateOf(cm *kube.ConfigMap) leaseState {
-	s := leaseState{holder: cm.Data["holder"], version: cm.ResourceVersion, uid: string(cm.UID), group: cm.Labels[LabelWatchGroup]}
-	ttl, _ := strconv.Atoi(cm.Data["ttlSeconds"])
-	if renewed, _ := time.Parse(time.RFC3339Nano, cm.Data["renewed"]); !renewed.IsZero() {
-		s.until = renewed.Add(time.Duration(ttl) * time.Second)
+// leaseFields are the lease's data keys the tag covers, in its order.
+var leaseFields = []string{"holder", "renewed", "taken", "asked", "okAgeMs", "prev"}
+
+// tagged is what the tag of lease data d covers.
+func (l lease) tagged(d map[string]string) []string {
+	parts := []string{"lease", l.ns, l.name}
+	for _, k := range leaseFields {
+		parts = append(parts, d[k])
 	}
-	s.claimed = s.until
-	s.asked, _ = time.Parse(time.RFC3339Nano, cm.Data["asked"])
-	if taken, _ := time.Parse(time.RFC3339Nano, cm.Data["taken"]); taken.Add(time.Duration(ttl) * time.Second).After(s.claimed) {
-		s.claimed = taken.Add(time.Duration(ttl) * time.Second)
+	return parts
+}
+
+// stateOf is the lease state of its ConfigMap cm, as written (not judged).
+func (l lease) stateOf(cm *kube.ConfigMap) leaseState {
+	d := cm.Data
+	s := leaseState{holder: d["holder"], version: cm.ResourceVersion, uid: string(cm.UID), group: cm.Labels[LabelWatchGroup], prev: d["prev"]}
+	s.signed = tagOK(l.key, d["tag"], l.tagged(d)...)
+	ms, err := strconv.ParseInt(d["okAgeMs"], 10, 64)
+	s.renewal = d["renewed"] != "" && err == nil && ms >= 0
+	s.okAge = time.Duration(ms) * time.Millisecond
+	s.asked, _ = time.Parse(time.RFC3339Nano, d["asked"])
+	renewed, _ := time.Parse(time.RFC3339Nano, d["renewed"])
+	taken, _ := time.Parse(time.RFC3339Nano, d["taken"])
+	s.lapsed = func(now time.Time) bool {
+		return s.holder == "" || (now.Sub(renewed) >= leaseTTL && now.Sub(taken) >= leaseTTL)
 	}
 	return s
 }
 
-// free reports whether the lease may be taken: absent, released, or
-// neither renewed nor taken within its TTL.
+// free reports whether the lease, as judged, may be taken: absent,
+// released, not verified, or not claimed any more.
 func (s leaseState) free(now time.Time) bool {
 	return s.holder == "" || !now.Before(s.claimed)
+}
+
+// leaseJudge judges a lease as one member sees it, by that member's own
+// clock (client-go's leaderelection model): a renewal it saw written over
+// the version it saw before is trusted until one TTL after the watcher's
+// last working query (now, less the age the renewal says), and a holder
+// keeps the lease from the others for one TTL after this member first saw
+// its version. A version seen again extends nothing. So neither a
+// writer's clock (a dead watcher's 60 s ahead kept its group waiting 70 s)
+// nor a replayed renewal (not written over the version seen before) makes
+// anyone trust a watcher, and a lease that does not verify is nobody's.
+type leaseJudge struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	last leaseState
+}
+
+func (j *leaseJudge) judge(s leaseState) leaseState {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if s.version != "" && s.version == j.last.version {
+		return j.last
+	}
+	now := j.now()
+	s.until, s.claimed, s.seen = time.Time{}, time.Time{}, now
+	switch {
+	case !s.signed:
+		s.holder = ""
+	case s.holder != "":
+		s.claimed = now.Add(leaseTTL)
+		if s.renewal && s.okAge < leaseTTL && j.last.version != "" && s.prev == j.last.version {
+			s.until = now.Add(leaseTTL - s.okAge)
+		}
+	}
+	j.last = s
+	return s
 }
 
 // take makes holder the lease's holder, if the lease is still as was read
@@ -104,48 +170,51 @@ func (s leaseState) free(now time.Time) bool {
 // wait an interval), and nobody takes it from the new holder within the
 // TTL.
 func (l lease) take(ctx context.Context, s leaseState, holder string) (string, bool) {
-	cm, out := l.object(holder, time.Time{}), &kube.ConfigMap{}
+	cm, out := l.object(holder, s.version, time.Time{}, 0), &kube.ConfigMap{}
 	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
+	l.seal(cm)
 	var err error
 	if s.version == "" {
 		err = l.c.Create(ctx, kube.ConfigMaps, l.ns, cm, out)
 	} else {
-		cm.ResourceVersion = s.version
 		err = l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, out)
 	}
 	return out.ResourceVersion, err == nil
 }
 
-// renew renews holder's lease held at version; it returns the new version,
-// or ok=false when the lease was lost (another holder took it).
-func (l lease) renew(ctx context.Context, version, holder string) (string, bool, error) {
-	return l.pass(ctx, version, holder, time.Time{})
+// renew renews holder's lease held at version, saying that its watcher's
+// last query worked okAge ago; it returns the new version, or ok=false
+// when the lease was lost (another holder took it).
+func (l lease) renew(ctx context.Context, version, holder string, okAge time.Duration) (string, bool, error) {
+	return l.pass(ctx, version, holder, time.Time{}, okAge)
 }
 
 // pass is renew that also says when the group's cluster was last asked
 // (zero: not said): a watcher handing the lease on tells its successor,
 // whose first query then keeps the group's requests a second within the
 // budget across the handover.
-func (l lease) pass(ctx context.Context, version, holder string, asked time.Time) (string, bool, error) {
-	cm := l.object(holder, time.Now())
+func (l lease) pass(ctx context.Context, version, holder string, asked time.Time, okAge time.Duration) (string, bool, error) {
+	cm := l.object(holder, version, time.Now(), okAge)
 	if !asked.IsZero() {
 		cm.Data["asked"] = asked.UTC().Format(time.RFC3339Nano)
 	}
-	return l.write(ctx, version, cm)
+	return l.write(ctx, cm)
 }
 
 // untrust keeps holder's lease, held at version, as just taken (see take):
 // nobody trusts it until holder's watcher works again and renews it.
 func (l lease) untrust(ctx context.Context, version, holder string) (string, bool, error) {
-	cm := l.object(holder, time.Time{})
+	cm := l.object(holder, version, time.Time{}, 0)
 	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
-	return l.write(ctx, version, cm)
+	return l.write(ctx, cm)
 }
 
-// write writes cm over the lease held at version; it returns the new
-// version, or ok=false when the lease was lost (changed or deleted).
-func (l lease) write(ctx context.Context, version string, cm *kube.ConfigMap) (string, bool, error) {
-	cm.ResourceVersion = version
+// write writes cm over the lease held at its version; it returns the new
+// version (the old one on an error), or ok=false when the lease was lost
+// (changed or deleted).
+func (l lease) write(ctx context.Context, cm *kube.ConfigMap) (string, bool, error) {
+	version := cm.ResourceVersion
+	l.seal(cm)
 	out := &kube.ConfigMap{}
 	err := l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, out)
 	switch {
@@ -161,9 +230,9 @@ func (l lease) write(ctx context.Context, version string, cm *kube.ConfigMap) (s
 // with the time the group's cluster was last asked: renewed now when live,
 // else as just taken (see take). It returns the new version, or false
 // when the lease changed meanwhile or could not be written.
-func (l lease) handTo(ctx context.Context, version, name string, asked time.Time, live bool) (string, bool) {
+func (l lease) handTo(ctx context.Context, version, name string, asked time.Time, okAge time.Duration, live bool) (string, bool) {
 	if live {
-		v, held, err := l.pass(ctx, version, handedTo(name), asked)
+		v, held, err := l.pass(ctx, version, handedTo(name), asked, okAge)
 		return v, held && err == nil
 	}
 	return l.take(ctx, leaseState{version: version}, handedTo(name))
@@ -183,8 +252,8 @@ func (l lease) release(ctx context.Context, holder string) {
 	if err != nil || s.version == "" || s.holder != holder {
 		return
 	}
-	cm := l.object("", time.Time{})
-	cm.ResourceVersion = s.version
+	cm := l.object("", s.version, time.Time{}, 0)
+	l.seal(cm)
 	_ = l.c.Update(ctx, kube.ConfigMaps, l.ns, l.name, cm, &kube.ConfigMap{})
 }
 
@@ -208,7 +277,7 @@ func (l lease) remove(ctx context.Context, holder string) {
 // is about to take costs that invoke a second, not its watcher.
 func (l lease) collectLapsed(ctx context.Context) (bool, error) {
 	s, err := l.read(ctx)
-	if err != nil || s.version == "" || !s.free(time.Now()) || s.group != l.name[len(leasePrefix):] {
+	if err != nil || s.version == "" || !s.lapsed(time.Now()) || s.group != l.name[len(leasePrefix):] {
 		return false, err // a ConfigMap of that name but not a lease is not ours
 	}
 	err = l.c.DeleteUnchanged(ctx, kube.ConfigMaps, l.ns, l.name, s.version)
@@ -218,13 +287,23 @@ func (l lease) collectLapsed(ctx context.Context) (bool, error) {
 	return err == nil, err
 }
 
-func (l lease) object(holder string, renewed time.Time) *kube.ConfigMap {
-	d := map[string]string{"holder": holder, "ttlSeconds": strconv.Itoa(int(leaseTTL / time.Second))}
+// object is the lease held by holder written over version (renewed then,
+// its watcher's last query okAge before; zero: not a renewal), to seal.
+func (l lease) object(holder, version string, renewed time.Time, okAge time.Duration) *kube.ConfigMap {
+	d := map[string]string{"holder": holder, "ttlSeconds": strconv.Itoa(int(leaseTTL / time.Second)), "prev": version}
 	if !renewed.IsZero() {
 		d["renewed"] = renewed.UTC().Format(time.RFC3339Nano)
+		d["okAgeMs"] = strconv.FormatInt(max(okAge, 0).Milliseconds(), 10)
 	}
 	return &kube.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.ns, Labels: map[string]string{LabelWatchGroup: l.name[len(leasePrefix):]}},
-		Data:       d,
+		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.ns, ResourceVersion: version,
+			Labels: map[string]string{LabelWatchGroup: l.name[len(leasePrefix):]}},
+		Data: d,
 	}
+}
+
+// seal tags cm's data with the group's key (see leaseJudge): the prev
+// version it names makes a copy of it written later worthless.
+func (l lease) seal(cm *kube.ConfigMap) {
+	cm.Data["tag"] = tagOf(l.key, l.tagged(cm.Data)...)
 }

@@ -29,7 +29,7 @@ import (
 func TestLeaseLoserCannotFreeTheWinner(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
-	l := lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-test"}
+	l := lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-test", key: testKey}
 	v, ok := l.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
 	_, ok = l.take(ctx, leaseState{}, "b")
@@ -41,7 +41,7 @@ func TestLeaseLoserCannotFreeTheWinner(t *testing.T) {
 	_, ok = l.take(ctx, st, "b")
 	require.True(t, ok)
 
-	_, held, err := l.renew(ctx, v, "a")
+	_, held, err := l.renew(ctx, v, "a", 0)
 	require.NoError(t, err)
 	assert.False(t, held, "a's renewal at its old version finds the lease lost")
 	l.release(ctx, "a")
@@ -54,7 +54,20 @@ func TestLeaseLoserCannotFreeTheWinner(t *testing.T) {
 	st, err = l.read(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, st.holder, "the holder's own release frees it")
-	assert.True(t, st.free(st.until))
+	assert.True(t, st.free(time.Now()))
+}
+
+// testKey is the tests' watch group key.
+var testKey = GroupKey("fake", "https://cluster.test", []byte("token"))
+
+// testMember is invoke own (holder) of group "g" in the namespace of c,
+// whose watcher would ask be.
+func testMember(c *kube.Client, ns, own, holder string, be backends.StatusBatcher) *watchMember {
+	m := &watchMember{lease: lease{c: c, ns: ns, name: "bridge-watch-g", key: testKey}, group: "g", own: own,
+		holder: holder, rps: 1, key: testKey, now: time.Now, log: slog.New(slog.DiscardHandler),
+		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
+	m.judge = &leaseJudge{now: m.now}
+	return m
 }
 
 // A round with no job to ask about (the records not listed yet) shows
@@ -76,11 +89,7 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	be := fake.New()
-	member := func(own, holder string) *watchMember {
-		return &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: own,
-			holder: holder, rps: 1, log: slog.New(slog.DiscardHandler),
-			newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
-	}
+	member := func(own, holder string) *watchMember { return testMember(s.Client, s.Namespace, own, holder, be) }
 	for i, name := range []string{"rec-b", "rec-c"} {
 		st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: name}
 		_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: fmt.Sprint(i + 1)})
@@ -89,16 +98,18 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	a, b, c := member("rec-a", "a"), member("rec-b", "b"), member("rec-c", "c")
 	_, ok := a.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
+	assert.False(t, c.live(ctx), "c sees the lease taken, not yet trusted")
+	defer c.view.stop()
 	a.asked = time.Now().Add(-300 * time.Millisecond).Round(time.Millisecond)
-	a.handOn(ctx, []string{"rec-b", "rec-c"}, "a", true)
+	a.handOn(ctx, []string{"rec-b", "rec-c"}, "a", time.Second)
 
 	l, err := a.lease.read(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, handedTo("rec-b"), l.holder, "handed to the first job that goes on")
-	assert.True(t, time.Now().Before(l.until), "handed on live")
+	assert.True(t, l.renewal && l.signed, "handed on live")
 	assert.True(t, l.asked.Equal(a.asked), "with the time of the group's last query")
-	assert.True(t, c.live(ctx), "another member trusts the lease as handed on")
-	defer c.view.stop()
+	require.Eventually(t, func() bool { return c.live(ctx) }, 2*time.Second, 20*time.Millisecond,
+		"another member, who saw the lease before, trusts it as handed on")
 	assert.Nil(t, c.leader, "and does not take it")
 
 	rec, err := (&record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}).Get(ctx)
@@ -111,7 +122,8 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	l, err = a.lease.read(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "b", l.holder)
-	assert.True(t, time.Now().Before(l.until), "still live: the group trusted its watcher throughout")
+	assert.True(t, l.renewal, "still live: the group trusted its watcher throughout")
+	assert.True(t, c.live(ctx), "c trusts b's renewal over the handover it saw")
 }
 
 // A watcher whose queries failed (a wrong token) hands its lease on as
@@ -123,12 +135,15 @@ func TestHandoverOfAFailingWatcherIsNotTrusted(t *testing.T) {
 	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
 	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "1"})
 	require.NoError(t, err)
-	a := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a", holder: "a"}
-	_, ok := a.lease.take(ctx, leaseState{}, "a")
+	a := testMember(s.Client, s.Namespace, "rec-a", "a", nil)
+	c := testMember(s.Client, s.Namespace, "rec-c", "c", nil)
+	v, ok := a.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
-	a.handOn(ctx, []string{"rec-b"}, "a", false)
-	l, err := a.lease.read(ctx)
+	c.judge.judge(leaseState{version: v, signed: true, holder: "a"}) // c saw it taken
+	a.handOn(ctx, []string{"rec-b"}, "a", leaseTTL)
+	raw, err := a.lease.read(ctx)
 	require.NoError(t, err)
+	l := c.judged(raw)
 	assert.Equal(t, handedTo("rec-b"), l.holder)
 	assert.False(t, time.Now().Before(l.until), "not live: the invokes poll for themselves")
 	assert.False(t, l.free(time.Now()), "nor free for another to take")
@@ -140,7 +155,7 @@ func TestHandoverOfAFailingWatcherIsNotTrusted(t *testing.T) {
 func TestCloseGivesOnAHandoverItNeverSaw(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
-	a := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a", holder: "a"}
+	a := testMember(s.Client, s.Namespace, "rec-a", "a", nil)
 	_, ok := a.lease.take(ctx, leaseState{}, handedTo("rec-a"))
 	require.True(t, ok)
 	a.close(ctx, map[string]string{record.KeyWatchHandover: "z 2026-11-27T06:00:00Z"})
@@ -157,7 +172,7 @@ func TestCleanupCollectsALapsedLease(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	group := WatchGroup("slurm", "https://cluster.example", []byte("token"))
-	l := groupLease(s, group)
+	l := groupLease(s, group, testKey)
 	cleanup := func(name string) {
 		st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: name}
 		_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: group, record.KeyJobStatus: string(backends.Done)})
@@ -170,7 +185,7 @@ func TestCleanupCollectsALapsedLease(t *testing.T) {
 	// Live: held and renewed now (a watcher of another job of the group).
 	v, ok := l.take(ctx, leaseState{}, handedTo("rec-gone"))
 	require.True(t, ok)
-	_, held, err := l.renew(ctx, v, handedTo("rec-gone"))
+	_, held, err := l.renew(ctx, v, handedTo("rec-gone"), 0)
 	require.NoError(t, err)
 	require.True(t, held)
 	cleanup("rec-1")
@@ -179,9 +194,9 @@ func TestCleanupCollectsALapsedLease(t *testing.T) {
 	assert.Equal(t, handedTo("rec-gone"), st.holder, "a live lease stays")
 
 	// Lapsed: neither renewed nor taken within the TTL.
-	cm := l.object(handedTo("rec-gone"), time.Now().Add(-2*leaseTTL))
+	cm := l.object(handedTo("rec-gone"), st.version, time.Now().Add(-2*leaseTTL), 0)
 	cm.Data["taken"] = time.Now().Add(-2 * leaseTTL).UTC().Format(time.RFC3339Nano)
-	cm.ResourceVersion = st.version
+	l.seal(cm)
 	require.NoError(t, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, l.name, cm, &kube.ConfigMap{}))
 	cleanup("rec-2")
 	st, err = l.read(ctx)
@@ -205,23 +220,20 @@ func TestCleanupCollectsALapsedLease(t *testing.T) {
 func TestMembersFollowTheLeaseByWatch(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
-	other := lease{c: testkube.KubeClient(t, testkube.Config(t)), ns: s.Namespace, name: "bridge-watch-g"}
+	other := lease{c: testkube.KubeClient(t, testkube.Config(t)), ns: s.Namespace, name: "bridge-watch-g", key: testKey}
 	v, ok := other.take(ctx, leaseState{}, "x")
 	require.True(t, ok)
 	renew := func() {
 		var held bool
 		var err error
-		v, held, err = other.renew(ctx, v, "x")
+		v, held, err = other.renew(ctx, v, "x", 0)
 		require.NoError(t, err)
 		require.True(t, held)
 	}
 	renew()
-	be := fake.New()
-	m := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-b",
-		holder: "b", rps: 1, log: slog.New(slog.DiscardHandler),
-		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
+	m := testMember(s.Client, s.Namespace, "rec-b", "b", fake.New())
 	defer m.close(ctx, nil)
-	require.Eventually(t, func() bool { _, current := m.view.get(); return m.live(ctx) && current },
+	require.Eventually(t, func() bool { renew(); _, current := m.view.get(); return m.live(ctx) && current },
 		5*time.Second, 50*time.Millisecond, "the view comes up and shows the live lease")
 
 	before := s.Client.Requests()
@@ -234,7 +246,7 @@ func TestMembersFollowTheLeaseByWatch(t *testing.T) {
 	}
 	assert.Zero(t, s.Client.Requests()-before, "no read of the lease past a whole TTL")
 
-	_, ok = other.handTo(ctx, v, "rec-b", time.Now(), true)
+	_, ok = other.handTo(ctx, v, "rec-b", time.Now(), 0, true)
 	require.True(t, ok)
 	require.Eventually(t, func() bool { m.live(ctx); return m.leader != nil }, 2*time.Second, 20*time.Millisecond,
 		"the lease handed to this member is taken over at once, from the view")
@@ -261,14 +273,18 @@ func (c *costlyBatcher) StatusManyRequests(int) int { return 3 }
 // leadingOneJob makes invoke "a" lead group "g" with batcher be and
 // budget rps, the group following one job (7, record rec-b).
 func leadingOneJob(t *testing.T, be backends.StatusBatcher, rps float64) *watchMember {
+	return leadingOneJobAt(t, be, rps, time.Now)
+}
+
+// leadingOneJobAt is leadingOneJob with the member's clock now.
+func leadingOneJobAt(t *testing.T, be backends.StatusBatcher, rps float64, now func() time.Time) *watchMember {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
 	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "7"})
 	require.NoError(t, err)
-	m := &watchMember{lease: lease{c: s.Client, ns: s.Namespace, name: "bridge-watch-g"}, group: "g", own: "rec-a",
-		holder: "a", rps: rps, log: slog.New(slog.DiscardHandler),
-		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
+	m := testMember(s.Client, s.Namespace, "rec-a", "a", be)
+	m.rps, m.now = rps, now
 	v, ok := m.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
 	m.startLeading(ctx, v)
@@ -308,7 +324,8 @@ func TestObservationWithoutPatchIsAnUpdate(t *testing.T) {
 	l := &watchLeader{m: &watchMember{log: slog.New(slog.NewTextHandler(&logs, nil))}}
 	writer := &record.ConfigMapStore{Client: c, Namespace: base.Namespace, Name: "rec-b"}
 	for _, obs := range []string{"1 RUNNING RUNNING t1", "1 DONE COMPLETED t2"} {
-		require.NoError(t, l.write(ctx, writer, rec, obs))
+		_, err := l.write(ctx, writer, rec, obs)
+		require.NoError(t, err)
 		rec, err = writer.Get(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, obs, rec.Data[record.KeyWatchObserved])
@@ -345,19 +362,20 @@ func TestRefusedCredentialsDistrustTheWatcherAtOnce(t *testing.T) {
 	be := &refusingBatcher{}
 	m := leadingOneJob(t, be, 4)
 	defer m.leader.stop(ctx)
-	require.Eventually(t, func() bool {
+	o := testMember(m.lease.c, m.lease.ns, "rec-o", "o", nil) // another member, reading the lease
+	read := func() leaseState {
 		l, err := m.lease.read(ctx)
-		return err == nil && time.Now().Before(l.until)
-	}, 5*time.Second, 20*time.Millisecond, "the queries work: the lease is renewed, trusted")
+		require.NoError(t, err)
+		return o.judged(l)
+	}
+	require.Eventually(t, func() bool { return time.Now().Before(read().until) },
+		5*time.Second, 20*time.Millisecond, "the queries work: the lease is renewed, trusted")
 	be.refuse.Store(true)
 	refused := be.calls.Load()
 	require.Eventually(t, func() bool { return be.calls.Load() > refused }, 5*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool {
-		l, err := m.lease.read(ctx)
-		return err == nil && !time.Now().Before(l.until)
-	}, 2*time.Second, 20*time.Millisecond, "refused: trusted no longer, well within the TTL")
-	l, err := m.lease.read(ctx)
-	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !time.Now().Before(read().until) },
+		2*time.Second, 20*time.Millisecond, "refused: trusted no longer, well within the TTL")
+	l := read()
 	assert.Equal(t, "a", l.holder, "still held")
 	assert.False(t, l.free(time.Now()), "and not free for another to take at once")
 	assert.False(t, m.leader.working(time.Now()), "its own invoke polls too")

@@ -24,6 +24,7 @@ import (
 // renewed when the apiserver ends it.
 type leaseView struct {
 	l      lease
+	judge  func(leaseState) leaseState // the member's (see leaseJudge)
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -39,11 +40,12 @@ type leaseView struct {
 }
 
 // startLeaseView starts following lease l from its state as just read
-// (from): a lease that exists is watched from that version on, with no
-// list first; an absent one is listed, for a version to watch from.
-func startLeaseView(ctx context.Context, l lease, from leaseState) *leaseView {
+// and judged (from): a lease that exists is watched from that version on,
+// with no list first; an absent one is listed, for a version to watch
+// from. Every state it sees is judged by judge, in the order written.
+func startLeaseView(ctx context.Context, l lease, from leaseState, judge func(leaseState) leaseState) *leaseView {
 	ctx, cancel := context.WithCancel(ctx)
-	v := &leaseView{l: l, cancel: cancel, done: make(chan struct{}), relist: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+	v := &leaseView{l: l, judge: judge, cancel: cancel, done: make(chan struct{}), relist: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	if from.version != "" {
 		v.st, v.current = from, true
 	}
@@ -147,9 +149,9 @@ func (v *leaseView) list(ctx context.Context) (string, error) {
 	}
 	st := leaseState{}
 	for i := range list.Items {
-		st = stateOf(&list.Items[i])
+		st = v.l.stateOf(&list.Items[i])
 	}
-	v.set(st, true)
+	v.set(v.judge(st), true)
 	return list.ResourceVersion, nil
 }
 
@@ -173,9 +175,9 @@ func (v *leaseView) follow(ctx context.Context, w watch.Interface, rv string) st
 				v.set(leaseState{}, false)
 				return "" // expired or worse: list afresh
 			case ev.Type == watch.Deleted:
-				v.set(leaseState{}, true)
+				v.set(v.judge(leaseState{}), true)
 			case ev.Type != watch.Bookmark:
-				v.set(stateOf(cm), true)
+				v.set(v.judge(v.l.stateOf(cm)), true)
 			}
 			rv = cm.ResourceVersion
 		}

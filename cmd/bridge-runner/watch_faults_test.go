@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -259,6 +263,8 @@ func TestWatcherFaultsOnSlurm(t *testing.T) {
 	t.Run("SIGSTOP", func(t *testing.T) { testWatcherFrozen(t, c) })
 	t.Run("WrongToken", func(t *testing.T) { testWatcherWrongToken(t, c) })
 	t.Run("SlurmrestdRestart", func(t *testing.T) { testWatcherRestdRestart(t, c) })
+	t.Run("BlackHole", func(t *testing.T) { testWatcherBlackHole(t, c) })
+	t.Run("BatchedQuery", func(t *testing.T) { testWatcherBatchedQueryFaults(t, c) })
 }
 
 // testWatcherKilled SIGKILLs the invoke that watches; another invoke
@@ -375,4 +381,142 @@ func wrongTokenFleet(t *testing.T, c slurmCluster, watcher bool) time.Duration {
 	f.waitAll(t, 3*time.Minute)
 	f.check(t, fmt.Sprintf("wrong token, then the retry (watcher %v)", watcher), func(*watchJob) bool { return false })
 	return last.Round(100 * time.Millisecond)
+}
+
+// blackHole is how long testWatcherBlackHole keeps slurmrestd dark: over
+// twice blackHoleBudget, as in issue 37's reproduction.
+const (
+	blackHole       = 150 * time.Second
+	blackHoleBudget = 60 * time.Second
+)
+
+// testWatcherBlackHole black-holes slurmrestd (a proxy every invoke
+// reaches it through stops answering, its open connections muted) for
+// 150 s once every job runs, for a fleet with the watcher and one
+// without, side by side. A member hears of its job no longer than a
+// polling step: each invoke exits 75 within its retry budget of its last
+// news (the outage's start) and one update interval, whether a watcher
+// served it or not; the retry, after the outage, ends each job in its
+// true state. (Here the code before the fix passed too: its members left
+// the lease when the watcher's back-off outgrew a failed query; the fault
+// it missed is testWatcherBatchedQueryFaults' black hole, where every
+// query takes its whole 30 s timeout.)
+func testWatcherBlackHole(t *testing.T, c slurmCluster) {
+	var mu sync.Mutex
+	exits := map[bool][]time.Duration{}
+	for _, on := range []bool{true, false} {
+		t.Run("watcher="+strconv.FormatBool(on), func(t *testing.T) {
+			t.Parallel()
+			e := blackHoleFleet(t, c, on)
+			mu.Lock()
+			exits[on] = e
+			mu.Unlock()
+		})
+	}
+	t.Cleanup(func() {
+		t.Logf("slurmrestd black-holed for %s, --retry-budget %s: the outage's start to each exit 75: %v with the watcher, %v without",
+			blackHole, blackHoleBudget, exits[true], exits[false])
+	})
+}
+
+func blackHoleFleet(t *testing.T, c slurmCluster, watcher bool) []time.Duration {
+	u, err := url.Parse(c.url)
+	require.NoError(t, err)
+	px := testutil.NewProxy(t, u.Host)
+	f := newWatchFleet(t, c, "http://"+px.Addr, c.creds, "--retry-budget", blackHoleBudget.String(), "--watcher="+strconv.FormatBool(watcher))
+	f.running(t)
+	if watcher {
+		f.holder(t, "", 30*time.Second)
+	}
+	px.Set(t, testutil.Blackhole)
+	dark := time.Now()
+	// A ceiling, generous for a loaded machine: the budget, an update
+	// interval for the first poll to fail, a TTL and a margin.
+	bound := blackHoleBudget + watchInterval + watchTTL + 10*time.Second
+	var exits []time.Duration
+	for _, j := range f.jobs {
+		j.wait(t, blackHole)
+		e := j.exitAt.Sub(dark)
+		exits = append(exits, e.Round(100*time.Millisecond))
+		assert.Equal(t, ExitTempFail, j.code, "%s: a dark cluster is ridden out for the budget, then exit 75: %s", j.name, j.out)
+		assert.Less(t, e, bound, "%s: heard nothing of its job for longer than its budget", j.name)
+	}
+	time.Sleep(time.Until(dark.Add(blackHole)))
+	px.Restore(t)
+	for _, j := range f.jobs {
+		j.start(t) // the retry
+	}
+	f.waitAll(t, 3*time.Minute)
+	f.check(t, fmt.Sprintf("slurmrestd black-holed, then the retry (watcher %v)", watcher), func(*watchJob) bool { return false })
+	return exits
+}
+
+// batchFront is an HTTP front before slurmrestd that passes every request
+// but the batched status query (GET jobs/state/ on 24.11, GET jobs before),
+// to which it does its fault: "blackhole" holds it unanswered until the
+// client gives up, "slow" answers it after slowBatch (past the lease's TTL,
+// within the query timeout: single reads still answer at once), "503"
+// answers 503.
+type batchFront struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	fault string
+}
+
+const slowBatch = 15 * time.Second
+
+func newBatchFront(t *testing.T, target string) *batchFront {
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	f := &batchFront{}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := strings.TrimSuffix(r.URL.Path, "/")
+		batched := r.Method == http.MethodGet && (strings.HasSuffix(path, "/jobs/state") || strings.HasSuffix(path, "/jobs"))
+		f.mu.Lock()
+		fault := f.fault
+		f.mu.Unlock()
+		switch {
+		case !batched || fault == "":
+		case fault == "blackhole":
+			<-r.Context().Done()
+			return
+		case fault == "slow":
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(slowBatch):
+			}
+		case fault == "503":
+			http.Error(w, "", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *batchFront) set(fault string) { f.mu.Lock(); f.fault = fault; f.mu.Unlock() }
+
+// testWatcherBatchedQueryFaults makes the watcher's batched query alone
+// fail once every job runs (black-holed, slower than the lease's TTL, or
+// answering 503) while single-job reads still answer, until every invoke
+// has ended: the members stop trusting the watcher within a TTL of its
+// last answer, poll for themselves, and see their jobs end within the
+// bound of a failing watcher. Before, a black-holed or slow query kept
+// the watcher's lease live and its members silent.
+func testWatcherBatchedQueryFaults(t *testing.T, c slurmCluster) {
+	for _, fault := range []string{"blackhole", "slow", "503"} {
+		t.Run(fault, func(t *testing.T) {
+			front := newBatchFront(t, c.url)
+			f := newWatchFleet(t, c, front.srv.URL, c.creds)
+			f.running(t)
+			f.holder(t, "", 30*time.Second)
+			front.set(fault)
+			f.waitAll(t, 3*time.Minute)
+			front.set("")
+			f.check(t, "batched query "+fault, everyJob)
+		})
+	}
 }

@@ -1,0 +1,102 @@
+package runner
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The class, not the cases: every function of runner that reads shared
+// state a writer of the namespace's ConfigMaps can forge (an observation in
+// a record, a lease's fields, a shared load entry) also verifies its tag.
+// A new reader that does not fails here.
+func TestSharedStateIsReadOnlyWhereItIsVerified(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	leaseKeys := map[string]bool{}
+	for _, k := range leaseFields {
+		leaseKeys[`"`+k+`"`] = true
+	}
+	fset := token.NewFileSet()
+	readers := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			var what []string
+			verifies := false
+			written := map[ast.Expr]bool{}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.AssignStmt:
+					for _, l := range n.Lhs {
+						written[l] = true
+					}
+				case *ast.CallExpr:
+					switch name := calleeName(n); name {
+					case "observation", "tagOK":
+						verifies = true
+					case "Unmarshal":
+						if len(n.Args) == 2 && strings.Contains(exprText(n.Args[1]), "&e") {
+							what = append(what, "a shared load entry")
+						}
+					}
+				case *ast.IndexExpr:
+					if written[n] {
+						return true
+					}
+					switch idx := exprText(n.Index); {
+					case idx == "record.KeyWatchObserved":
+						what = append(what, "an observation")
+					case leaseKeys[idx] && strings.HasSuffix(exprText(n.X), "Data"), leaseKeys[idx] && exprText(n.X) == "d":
+						what = append(what, "a lease's "+idx)
+					}
+				}
+				return true
+			})
+			if len(what) > 0 {
+				readers++
+				assert.True(t, verifies, "%s: %s reads %s without verifying its tag (see GroupKey)", fset.Position(fn.Pos()), fn.Name.Name, strings.Join(what, ", "))
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, readers, 4, "the walk finds the readers there are (changed, covers, observe, successors, stateOf, read)")
+}
+
+func calleeName(c *ast.CallExpr) string {
+	switch f := c.Fun.(type) {
+	case *ast.Ident:
+		return f.Name
+	case *ast.SelectorExpr:
+		return f.Sel.Name
+	}
+	return ""
+}
+
+// exprText is a selector, identifier, literal or &x as written.
+func exprText(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.BasicLit:
+		return e.Value
+	case *ast.SelectorExpr:
+		return exprText(e.X) + "." + e.Sel.Name
+	case *ast.UnaryExpr:
+		return e.Op.String() + exprText(e.X)
+	}
+	return ""
+}
