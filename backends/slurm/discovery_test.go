@@ -3,6 +3,10 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"net/http"
 	"sort"
 	"strings"
@@ -181,6 +185,49 @@ func TestRealDiscovery(t *testing.T) {
 				release, ping.total(), pingBytes, tPing.Round(time.Microsecond), doc.total(), docBytes, tDoc.Round(time.Microsecond))
 		})
 	}
+}
+
+// The class, not the case: the cluster's version is asked only through
+// version (which keeps it for the process), by discover (pings), which
+// alone falls back to discoverOpenAPI, the only code that requests the
+// OpenAPI document. A new caller of either, or a new request of the
+// document, is a step that asks the cluster what it was already told.
+func TestDiscoveryHasOneWayIn(t *testing.T) {
+	allowed := map[string]string{"discover": "version", "discoverOpenAPI": "discover"}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	require.NoError(t, err)
+	seen := map[string]int{}
+	for _, file := range pkgs["slurm"].Files {
+		for _, d := range file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if caller, ok := allowed[sel.Sel.Name]; ok {
+					seen[sel.Sel.Name]++
+					assert.Equal(t, caller, fn.Name.Name, "%s calls %s: ask through version, which keeps the answer for the process", fset.Position(call.Pos()), sel.Sel.Name)
+				}
+				for _, a := range call.Args {
+					if lit, ok := a.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.Contains(lit.Value, "/openapi") && (sel.Sel.Name == "do" || sel.Sel.Name == "open") {
+						seen["document"]++
+						assert.Equal(t, "discoverOpenAPI", fn.Name.Name, "%s requests the OpenAPI document", fset.Position(call.Pos()))
+					}
+				}
+				return true
+			})
+		}
+	}
+	assert.Equal(t, map[string]int{"discover": 1, "discoverOpenAPI": 2, "document": 1}, seen, "the walk found the calls it guards")
 }
 
 // BenchmarkRealDiscoveryBurst: 100 steps starting at once (each its own
