@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -232,60 +233,72 @@ func TestDiscoveryHasOneWayIn(t *testing.T) {
 
 // BenchmarkRealDiscoveryBurst: 100 steps starting at once (each its own
 // process, so its own client and no shared memo) discover the version of
-// the real 22.05 cluster, by ping and by the OpenAPI document (the old
-// way). It reports the median and slowest discovery and the bytes read per
-// discovery, and how many failed (each request has RequestTimeout). Run
-// with -benchtime=1x: each iteration is a burst.
+// each real cluster, by ping and by the OpenAPI document (the old way). It
+// reports the median and slowest discovery, the bytes read per discovery
+// and how many failed (each request has RequestTimeout: a step that exits
+// 75). Run with -benchtime=1x: each iteration is a burst.
 func BenchmarkRealDiscoveryBurst(b *testing.B) {
-	rs := realSlurmEnv(b, "BRIDGE_TEST_SLURM")
-	if rs == nil {
-		b.Skip("no real Slurm 22.05 (hack/slurm-up.sh)")
-	}
-	for _, way := range []struct {
-		name string
-		find func(*Backend, context.Context) (apiVersion, string, error)
-	}{{"ping", (*Backend).discover}, {"openapi", (*Backend).discoverOpenAPI}} {
-		b.Run(way.name, func(b *testing.B) {
-			const n = 100
-			var all []time.Duration
-			var bytes, failed int64
-			for it := 0; it < b.N; it++ {
-				durs := make([]time.Duration, n)
-				errs := make([]error, n)
-				bcs := make([]*byteCounter, n)
-				// Each its own transport: steps are processes, and share no
-				// connection.
-				var wg sync.WaitGroup
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				for i := 0; i < n; i++ {
-					bcs[i] = &byteCounter{next: &http.Transport{}}
-					be, err := New(backends.Config{URL: rs.url, Credentials: rs.creds, HTTPClient: &http.Client{Transport: bcs[i]}})
-					require.NoError(b, err)
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						start := time.Now()
-						_, _, errs[i] = way.find(be.(*Backend), ctx)
-						durs[i] = time.Since(start)
-					}()
-				}
-				wg.Wait()
-				cancel()
-				for i := range errs {
-					if errs[i] != nil {
-						failed++ // the old way's fault under a burst: a step that exits 75
-						b.Log(errs[i])
-					}
-					bytes += bcs[i].n.Load()
-				}
-				all = append(all, durs...)
+	for _, tg := range realTargets {
+		rs := realSlurmEnv(b, tg.env)
+		if rs == nil {
+			if os.Getenv("CI") != "" {
+				b.Errorf("no real Slurm %s: %s starts one", tg.release, tg.up)
 			}
-			sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-			b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "p50-ms")
-			b.ReportMetric(float64(all[len(all)-1].Milliseconds()), "max-ms")
-			b.ReportMetric(float64(bytes)/float64(len(all)), "bytes/discovery")
-			b.ReportMetric(float64(failed), "failed")
-			b.Log(fmt.Sprintf("burst of %d: p50 %s, max %s, %d failed", n, all[len(all)/2], all[len(all)-1], failed))
-		})
+			continue
+		}
+		for _, way := range []struct {
+			name string
+			find func(*Backend, context.Context) (apiVersion, string, error)
+		}{{"ping", (*Backend).discover}, {"openapi", (*Backend).discoverOpenAPI}} {
+			b.Run(tg.release+"/"+way.name, func(b *testing.B) {
+				var all []time.Duration
+				var bytes, failed int64
+				for it := 0; it < b.N; it++ {
+					durs, n, f := discoveryBurst(b, rs, way.find)
+					all, bytes, failed = append(all, durs...), bytes+n, failed+f
+				}
+				sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+				b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(all[len(all)-1].Milliseconds()), "max-ms")
+				b.ReportMetric(float64(bytes)/float64(len(all)), "bytes/discovery")
+				b.ReportMetric(float64(failed), "failed")
+				b.Log(fmt.Sprintf("burst of %d: p50 %s, max %s, %d failed", len(all), all[len(all)/2], all[len(all)-1], failed))
+			})
+		}
 	}
+}
+
+// discoveryBurst runs 100 discoveries at once, each with its own transport
+// (steps are processes, and share no connection), and returns their
+// durations, the bytes they read and how many failed.
+func discoveryBurst(b *testing.B, rs *realSlurm, find func(*Backend, context.Context) (apiVersion, string, error)) ([]time.Duration, int64, int64) {
+	const n = 100
+	durs := make([]time.Duration, n)
+	errs := make([]error, n)
+	bcs := make([]*byteCounter, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		bcs[i] = &byteCounter{next: &http.Transport{}}
+		be, err := New(backends.Config{URL: rs.url, Credentials: rs.creds, HTTPClient: &http.Client{Transport: bcs[i]}})
+		require.NoError(b, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, _, errs[i] = find(be.(*Backend), ctx)
+			durs[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	var bytes, failed int64
+	for i := range errs {
+		if errs[i] != nil {
+			failed++
+			b.Log(errs[i])
+		}
+		bytes += bcs[i].n.Load()
+	}
+	return durs, bytes, failed
 }
