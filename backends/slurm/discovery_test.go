@@ -56,6 +56,16 @@ func TestDiscoveryCost(t *testing.T) {
 	}
 }
 
+// A gateway before slurmrestd that answers an unknown path with a JSON 404
+// (as API gateways do) is not taken for a served version.
+func TestDiscoveryJSON404IsNotServed(t *testing.T) {
+	h := newHarness(t, "24.11.7", "/")
+	h.f.addFault(&fault{path: "/v0.0.46/ping", status: 404, body: `{"message":"no Route matched with those values"}`})
+	v, err := h.b.version(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, apiVersion(42), v)
+}
+
 func credsFor(f *fakeSlurm) backends.Credentials {
 	return testutil.NewCreds(map[string]string{"username": "bridge", "token": f.goodToken()})
 }

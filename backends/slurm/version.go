@@ -221,12 +221,14 @@ func (b *Backend) discover(ctx context.Context) (apiVersion, string, error) {
 			return 0, "", err
 		case r.status == http.StatusUnauthorized:
 			return 0, "", b.authError(r)
+		case r.status == http.StatusNotFound:
+			// Plugin not loaded; a gateway's 404 may be JSON, but a
+			// served ping never answers 404.
+			continue
 		case r.json:
 			// The version's plugin answered, whatever its status (a
 			// slurmctld that is down is its ping's news, not ours).
 			return v, r.env.Meta.release(), nil
-		case r.status == http.StatusNotFound:
-			continue // plugin not loaded
 		case r.status == http.StatusForbidden:
 			b.log.Info("slurmrestd's ping is not reachable; reading /openapi/v3 instead", "status", r.status)
 			return b.discoverOpenAPI(ctx)
