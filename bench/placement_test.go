@@ -53,7 +53,7 @@ import (
 // jobs-filled and jobs-free (counted in each cluster's squeue by job
 // name), probe-req/job (GET partitions/, nodes/, jobs/: the load probes,
 // counted by a proxy in front of each cluster), discovery-req/job (GET
-// /openapi/v3: a probe builds a backend of its own, which asks the API
+// /slurm/vX/ping: a probe builds a backend of its own, which asks the API
 // version once), backend-req/job (all requests) and exit75-retried (an
 // invoke that ends in a temporary failure is run again, at most twice,
 // as a retryStrategy would). Every mode checks that each job ran exactly
@@ -304,8 +304,8 @@ func startPlaceProxy(b *testing.B, target string) (*placeProxy, string) {
 		switch {
 		case r.Method == http.MethodGet && probePathRE.MatchString(r.URL.Path):
 			p.probes++
-		case strings.HasPrefix(r.URL.Path, "/openapi"):
-			p.discovery++
+		case strings.HasPrefix(r.URL.Path, "/openapi") || strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/ping"):
+			p.discovery++ // discovery's pings, or the document it falls back to
 		}
 		p.mu.Unlock()
 		rp.ServeHTTP(w, r)

@@ -239,11 +239,12 @@ type kindProxy struct {
 	log   *os.File      // each request's time and kind, with BRIDGE_BENCH_WATCH_LOGS
 }
 
-// slurmKind sorts a slurmrestd request: discovery, a submit, the
-// watcher's batched query (jobs/, jobs/state/), or one job's.
+// slurmKind sorts a slurmrestd request: discovery (its pings, or the
+// OpenAPI document it falls back to), a submit, the watcher's batched
+// query (jobs/, jobs/state/), or one job's.
 func slurmKind(r *http.Request) string {
 	switch {
-	case strings.Contains(r.URL.Path, "/openapi"):
+	case strings.Contains(r.URL.Path, "/openapi") || strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/ping"):
 		return "discovery"
 	case r.Method == http.MethodPost:
 		return "submit"

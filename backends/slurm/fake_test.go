@@ -221,7 +221,7 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	v, ep, ok := f.route(r.URL.Path)
 	if !ok {
-		plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
+		unknownPath(w)
 		return
 	}
 	if f.refuse(w, r, v, ep) {
@@ -235,7 +235,7 @@ func (f *fakeSlurm) serve(w http.ResponseWriter, r *http.Request) {
 		f.serveJob(w, r, v, ep)
 		return
 	}
-	plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
+	unknownPath(w)
 }
 
 // fakeRoutes: the slurmctld endpoints at fixed paths, by "METHOD endpoint".
@@ -276,7 +276,7 @@ func (f *fakeSlurm) nodes(w http.ResponseWriter, v apiVersion) {
 // job_id a string, state the base state and flags; no reason.
 func (f *fakeSlurm) jobStates(w http.ResponseWriter, r *http.Request, v apiVersion) {
 	if v < 40 {
-		plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
+		unknownPath(w)
 		return
 	}
 	list := []any{}
@@ -462,6 +462,14 @@ func (f *fakeSlurm) authOK(r *http.Request) bool {
 		return false
 	}
 	return ok && time.Unix(c.Exp, 0).After(time.Now())
+}
+
+// unknownPath answers a path slurmrestd does not serve (a version whose
+// plugin is not loaded) as real slurmrestd does (22.05 and 24.11): a 69-byte
+// text/plain 404 that closes the connection.
+func unknownPath(w http.ResponseWriter) {
+	w.Header().Set("Connection", "Close")
+	plain(w, http.StatusNotFound, "Unable find requested URL. Please view /openapi/v3 for API reference.")
 }
 
 func plain(w http.ResponseWriter, status int, msg string) {

@@ -73,7 +73,7 @@ func TestSiteGateway(t *testing.T) {
 	require.NoError(t, err)
 	_, err = be.Status(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, "POST /slurm/v0.0.42/job/submit", h.f.reqs()[1], "the gateway's prefix is not sent on")
+	assert.Contains(t, h.f.reqs(), "POST /slurm/v0.0.42/job/submit", "the gateway's prefix is not sent on")
 
 	for _, bad := range []map[string]string{{"tokenHeader": "X Site Token"}, {"userHeader": "X-User:"}, {"tokenHeader": "none"}} {
 		be, err := New(backends.Config{URL: gw.URL, Credentials: gatewayCreds(t, h.creds, bad)})
@@ -120,14 +120,14 @@ func TestBearerTokenThroughAGateway(t *testing.T) {
 			id, err := be.Submit(context.Background(), testJob(hello))
 			if release == "22.05.8" {
 				require.ErrorIs(t, err, backends.ErrAuth)
-				assert.Equal(t, `GET /openapi/v3: HTTP 401 Unauthorized: slurmrestd did not accept the token as Authorization: Bearer (Slurm 22.05 and older read it only from X-SLURM-USER-TOKEN; 23.02 and later take either): remove tokenHeader, or have the gateway forward X-SLURM-USER-TOKEN; check the key "tokenHeader" in the credentials Secret: credentials refused`, err.Error())
+				assert.Equal(t, `GET /slurm/v0.0.46/ping: HTTP 401 Unauthorized: slurmrestd did not accept the token as Authorization: Bearer (Slurm 22.05 and older read it only from X-SLURM-USER-TOKEN; 23.02 and later take either): remove tokenHeader, or have the gateway forward X-SLURM-USER-TOKEN; check the key "tokenHeader" in the credentials Secret: credentials refused`, err.Error())
 				return
 			}
 			require.NoError(t, err)
 			_, err = be.Status(context.Background(), id)
 			require.NoError(t, err)
 			want := releases[release][len(releases[release])-1]
-			assert.Equal(t, "POST /slurm/"+want.String()+"/job/submit", h.f.reqs()[1])
+			assert.Contains(t, h.f.reqs(), "POST /slurm/"+want.String()+"/job/submit")
 		})
 	}
 	// slurmrestd refuses a token in both headers as ambiguous.

@@ -133,7 +133,7 @@ func realSlurms(t *testing.T) []*realSlurm {
 }
 
 // realSlurmEnv reads one cluster's variables; nil if they are not set.
-func realSlurmEnv(t *testing.T, env string) *realSlurm {
+func realSlurmEnv(t testing.TB, env string) *realSlurm {
 	t.Helper()
 	rs := &realSlurm{url: os.Getenv(env + "_URL"), jwtKey: os.Getenv(env + "_JWT_KEY"), root: os.Getenv(env + "_ROOT")}
 	switch dir := os.Getenv(env + "_CREDS"); {

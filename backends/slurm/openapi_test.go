@@ -45,7 +45,7 @@ func TestDiscoverStreamsOpenAPI(t *testing.T) {
 		require.NoError(t, err)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		v, release, err := be.(*Backend).discover(context.Background())
+		v, release, err := be.(*Backend).discoverOpenAPI(context.Background())
 		runtime.ReadMemStats(&after)
 		require.NoError(t, err, "content type %q", ctype)
 		assert.Equal(t, apiVersion(42), v)
@@ -79,7 +79,7 @@ func TestDiscoverOpenAPIReadFailure(t *testing.T) {
 		be, err := New(backends.Config{URL: "http://slurm.test:6820", HTTPClient: &http.Client{Transport: tr},
 			Credentials: testutil.MapCreds{"username": "u", "token": "t0ken"}})
 		require.NoError(t, err)
-		_, _, err = be.(*Backend).discover(context.Background())
+		_, _, err = be.(*Backend).discoverOpenAPI(context.Background())
 		require.Error(t, err)
 		assert.Equal(t, c.transient, errors.Is(err, backends.ErrTransient), err.Error())
 		assert.Contains(t, err.Error(), "GET /openapi/v3")

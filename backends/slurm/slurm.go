@@ -84,6 +84,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +112,11 @@ type Backend struct {
 	noAccounting   atomic.Bool  // slurmrestd serves no slurmdb/ (array.go)
 }
 
+// defaultClient serves backends built without a client. It is one client,
+// not one per backend, so that they share what the process learnt of each
+// cluster (clusterVersion) and the memo gains no entry per backend.
+var defaultClient = sync.OnceValue(httpx.DefaultClient)
+
 // New builds the backend from cfg; it sends nothing until first used.
 func New(cfg backends.Config) (backends.Backend, error) {
 	if sshexec.IsSSH(cfg.URL) {
@@ -123,7 +129,7 @@ func New(cfg backends.Config) (backends.Backend, error) {
 	b := &Backend{base: base, pinned: pinned, client: cfg.HTTPClient, creds: cfg.Credentials,
 		log: cfg.Logger, requestTimeout: RequestTimeout}
 	if b.client == nil {
-		b.client = httpx.DefaultClient()
+		b.client = defaultClient()
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)

@@ -64,10 +64,8 @@ func TestDiscoveryPicksTheHighestServedVersion(t *testing.T) {
 			require.NoError(t, err)
 			want := served[len(served)-1]
 			reqs := h.f.reqs()
-			assert.Equal(t, []string{"GET /openapi/v3", "POST /slurm/" + want.String() + "/job/submit"}, reqs, "one discovery request")
-			if want > 38 { // 22.05 does not say its release
-				assert.Contains(t, h.logs.String(), "slurm="+release)
-			}
+			assert.Equal(t, append(pingsDownTo(want), "POST /slurm/"+want.String()+"/job/submit"), reqs, "a ping per version from the newest known down to the newest served")
+			assert.Contains(t, h.logs.String(), "slurm="+release)
 
 			// Discovery happens once per backend.
 			_, err = h.b.Status(context.Background(), id)
@@ -75,6 +73,16 @@ func TestDiscoveryPicksTheHighestServedVersion(t *testing.T) {
 			assert.Len(t, h.f.reqs(), len(reqs)+1)
 		})
 	}
+}
+
+// pingsDownTo is discovery's requests on a server whose newest version
+// this package knows is v.
+func pingsDownTo(v apiVersion) []string {
+	var l []string
+	for n := maxVersion; n >= v; n-- {
+		l = append(l, "GET /slurm/"+n.String()+"/ping")
+	}
+	return l
 }
 
 func TestURL(t *testing.T) {
@@ -686,34 +694,29 @@ func TestTransientFaults(t *testing.T) {
 
 func TestDiscoveryTransient(t *testing.T) {
 	h := newHarness(t, "24.11.7", "/")
-	h.f.addFault(&fault{path: "/openapi/v3", status: 503, body: "busy", contentType: "text/plain", times: 1})
+	h.f.addFault(&fault{path: "/v0.0.44/ping", status: 503, body: "busy", contentType: "text/plain", times: 1})
 	_, err := h.b.Submit(context.Background(), testJob(hello))
-	assert.ErrorIs(t, err, backends.ErrTransient)
+	assert.ErrorIs(t, err, backends.ErrTransient, "a higher version may be served: do not settle")
 	_, err = h.b.Submit(context.Background(), testJob(hello))
 	require.NoError(t, err)
 	assert.Equal(t, apiVersion(42), h.b.ver.v)
 }
 
-// A gateway that hides /openapi/v3: one ping per known version instead.
-func TestDiscoveryByPingBehindAGateway(t *testing.T) {
+// A gateway that refuses ping: the OpenAPI document instead.
+func TestDiscoveryByDocumentBehindAGateway(t *testing.T) {
 	h := newHarness(t, "24.11.7", "/")
-	h.f.addFault(&fault{path: "/openapi/v3", status: 404, body: "no such page", contentType: "text/html"})
+	h.f.addFault(&fault{path: "/ping", status: 403, body: "forbidden", contentType: "text/html"})
 	_, err := h.b.Submit(context.Background(), testJob(hello))
 	require.NoError(t, err)
 	assert.Equal(t, apiVersion(42), h.b.ver.v)
-	pings := 0
-	for _, r := range h.f.reqs() {
-		if strings.HasSuffix(r, "/ping") {
-			pings++
-		}
-	}
-	assert.Equal(t, int(maxVersion-minVersion+1), pings, "one ping per known version, sent at once")
+	assert.Equal(t, []string{"GET /slurm/v0.0.46/ping", "GET /openapi/v3", "POST /slurm/v0.0.42/job/submit"}, h.f.reqs())
 
 	h2 := newHarness(t, "24.11.7", "/")
+	h2.f.addFault(&fault{path: "/ping", status: 404, body: "no", contentType: "text/plain"})
 	h2.f.addFault(&fault{path: "/openapi/v3", status: 404, body: "no", contentType: "text/plain"})
-	h2.f.addFault(&fault{path: "/v0.0.43/ping", status: 503, body: "busy", contentType: "text/plain", times: 1})
 	_, err = h2.b.Submit(context.Background(), testJob(hello))
-	assert.ErrorIs(t, err, backends.ErrTransient, "a higher version may be served: do not settle")
+	require.ErrorIs(t, err, backends.ErrInvalid, "neither ping nor the document: not slurmrestd")
+	assert.Contains(t, err.Error(), "resourceURL")
 }
 
 // Newer servers than this package knows: the oldest of their versions, spoken
@@ -734,6 +737,7 @@ func TestDiscoveryChoosesFromTheDocument(t *testing.T) {
 		}
 		body, _ := json.Marshal(map[string]any{"info": map[string]any{"version": "Slurm-26.05.1&openapi/slurmctld"}, "paths": paths})
 		h := newHarness(t, "24.11.7", "/")
+		h.f.addFault(&fault{path: "/ping", status: 404, body: "Unable find requested URL.", contentType: "text/plain"}) // serves none we know
 		h.f.addFault(&fault{path: "/openapi/v3", status: 200, body: string(body)})
 		v, err := h.b.version(context.Background())
 		if c.want == 0 {
@@ -827,8 +831,9 @@ func TestRequestsPerJob(t *testing.T) {
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, backends.Done, st.State)
-	// One discovery request (GET /openapi/v3) + submit + one status.
-	assert.Len(t, h.f.reqs(), 3)
+	// Discovery (a ping per version from the newest known down to v0.0.38,
+	// once per process) + submit + one status.
+	assert.Equal(t, append(pingsDownTo(38), "POST /slurm/v0.0.38/job/submit", "GET /slurm/v0.0.38/job/"+id), h.f.reqs())
 }
 
 // TestFailureCategories: each final base state's category, through the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -104,9 +103,10 @@ type versionState struct {
 }
 
 // version returns the API version to speak: the pinned one, one recalled
-// from an earlier invoke of the job (see Recall), or the newest one that
-// both slurmrestd and this package know, found with one GET /openapi/v3
-// (see discover). The answer is kept for the backend's life.
+// from an earlier invoke of the job (see Recall), one this process already
+// found for the cluster (see clusterVersion), or the newest one that both
+// slurmrestd and this package know (see discover). The answer is kept for
+// the backend's life.
 func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 	b.ver.mu.Lock()
 	defer b.ver.mu.Unlock()
@@ -120,22 +120,133 @@ func (b *Backend) version(ctx context.Context) (apiVersion, error) {
 		}
 		return b.ver.v, nil
 	}
+	c := clusterVersionOf(b)
+	// One discovery at a time per cluster: the others wait for its answer
+	// instead of asking too (a burst of steps in one process asks once).
+	select {
+	case c.flight <- struct{}{}:
+		defer func() { <-c.flight }()
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if v, release := c.get(); v != 0 {
+		// Found by another user of the cluster in this process; like a
+		// recalled one, it is dropped if slurmrestd stops serving it.
+		b.ver.v, b.ver.release, b.ver.recalled = v, release, true
+		b.log.Debug("slurmrestd API known in this process", "api", v.String())
+		return v, nil
+	}
 	v, release, err := b.discover(ctx)
 	if err != nil {
 		return 0, err
 	}
+	c.set(v, release)
 	b.ver.v, b.ver.release = v, release
 	b.log.Info("slurmrestd API found", "api", v.String(), "slurm", release)
 	return v, nil
 }
 
-// discover asks GET /openapi/v3 (one request) which plugin versions
-// slurmrestd serves, from the keys of its paths (/slurm/v0.0.N/...), and
-// picks the newest one this package knows; a server that serves only newer
-// ones gets the oldest of those, spoken like the newest known. A gateway
-// that does not pass /openapi/v3 on (a plain 404 or 403) costs one ping per
-// known version instead (probe).
+// clusterVersion is what this process found of one cluster's API version,
+// shared by every backend built for it (invoke, placement, the watcher), so
+// that the cluster is asked once per process rather than once per use.
+type clusterVersion struct {
+	flight  chan struct{} // held while discovering
+	mu      sync.Mutex
+	v       apiVersion
+	release string
+}
+
+// clusterKey names a cluster as this process reaches it: slurmrestd's base
+// URL and the HTTP client (its TLS trust and proxies), since one URL reached
+// through another client may be another server.
+type clusterKey struct {
+	base   string
+	client *http.Client
+}
+
+var clusterVersions = struct {
+	sync.Mutex
+	m map[clusterKey]*clusterVersion
+}{m: map[clusterKey]*clusterVersion{}}
+
+func clusterVersionOf(b *Backend) *clusterVersion {
+	clusterVersions.Lock()
+	defer clusterVersions.Unlock()
+	k := clusterKey{b.base, b.client}
+	c := clusterVersions.m[k]
+	if c == nil {
+		c = &clusterVersion{flight: make(chan struct{}, 1)}
+		clusterVersions.m[k] = c
+	}
+	return c
+}
+
+func (c *clusterVersion) get() (apiVersion, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.v, c.release
+}
+
+func (c *clusterVersion) set(v apiVersion, release string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.v, c.release = v, release
+}
+
+// forget drops v if it is still the one kept: slurmrestd no longer serves it.
+func (c *clusterVersion) forget(v apiVersion) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.v == v {
+		c.v, c.release = 0, ""
+	}
+}
+
+// discover finds the newest version this package knows that slurmrestd
+// serves by asking each known version's ping, newest first, and stopping at
+// the first that answers. Real slurmrestd (22.05, 24.11) answers ping of a
+// version whose plugin is loaded with JSON (a few hundred bytes) and any
+// other version with a 69-byte text/plain 404; it checks the token before
+// the path (401 for any path), does not answer HEAD (411) and ignores
+// Range. So this costs a few small requests (5 on 24.11, 9 on 22.05, about
+// 1 KB in all) where /openapi/v3 is 208 KB on 22.05 and 663 KB on 24.11.
+// The document is read only when the pings cannot tell: none of the known
+// versions is served (a newer Slurm serving only newer ones), or a gateway
+// refuses ping (403).
 func (b *Backend) discover(ctx context.Context) (apiVersion, string, error) {
+	for v := maxVersion; v >= minVersion; v-- {
+		r, err := b.do(ctx, http.MethodGet, "/slurm/"+v.String()+"/ping", nil)
+		switch {
+		case err != nil:
+			return 0, "", err
+		case r.status == http.StatusUnauthorized:
+			return 0, "", b.authError(r)
+		case r.status == http.StatusNotFound:
+			// Plugin not loaded; a gateway's 404 may be JSON, but a
+			// served ping never answers 404.
+			continue
+		case r.json:
+			// The version's plugin answered, whatever its status (a
+			// slurmctld that is down is its ping's news, not ours).
+			return v, r.env.Meta.release(), nil
+		case r.status == http.StatusForbidden:
+			b.log.Info("slurmrestd's ping is not reachable; reading /openapi/v3 instead", "status", r.status)
+			return b.discoverOpenAPI(ctx)
+		case r.busy():
+			// A higher version may be served too: do not settle for less.
+			return 0, "", httpx.WithRetryAfter(backends.Transient(fmt.Errorf("finding slurmrestd's API version: %s", r)), r.retryAfter)
+		}
+		return 0, "", b.classify(ctx, r, "")
+	}
+	b.log.Info("slurmrestd serves none of the known APIs' ping; reading /openapi/v3", "known", minVersion.String()+".."+maxVersion.String())
+	return b.discoverOpenAPI(ctx)
+}
+
+// discoverOpenAPI asks GET /openapi/v3 which plugin versions slurmrestd
+// serves, from the keys of its paths (/slurm/v0.0.N/...), and picks the
+// newest one this package knows; a server that serves only newer ones gets
+// the oldest of those, spoken like the newest known.
+func (b *Backend) discoverOpenAPI(ctx context.Context) (apiVersion, string, error) {
 	resp, err := b.open(ctx, http.MethodGet, "/openapi/v3", nil)
 	if err != nil {
 		return 0, "", err
@@ -152,8 +263,7 @@ func (b *Backend) discover(ctx context.Context) (apiVersion, string, error) {
 	case r.status == http.StatusOK && r.json: // JSON without its content type
 		return b.pick(scanOpenAPI(bytes.NewReader(r.body)))
 	case r.status == http.StatusNotFound || r.status == http.StatusForbidden:
-		b.log.Info("slurmrestd's /openapi/v3 is not reachable; probing each API version's ping", "status", r.status)
-		return b.probe(ctx)
+		return 0, "", backends.Invalid("resourceURL", "%s serves none of the slurmrestd APIs %s..%s (every /slurm/vX/ping and /openapi/v3 are refused or not found); is it slurmrestd, started with -s openapi/...?", b.base, minVersion, maxVersion)
 	}
 	return 0, "", b.classify(ctx, r, "")
 }
@@ -346,60 +456,6 @@ func slurmRelease(info string) string {
 	return ""
 }
 
-// probe finds the version by probing ping for every known version at once
-// (one round trip; a version whose plugin is not loaded is a text/plain
-// 404), for servers whose /openapi/v3 cannot be reached.
-func (b *Backend) probe(ctx context.Context) (apiVersion, string, error) {
-	type result struct {
-		v   apiVersion
-		r   *response
-		err error
-	}
-	n := int(maxVersion - minVersion + 1)
-	results := make([]result, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		v := maxVersion - apiVersion(i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := b.do(ctx, http.MethodGet, "/slurm/"+v.String()+"/ping", nil)
-			results[i] = result{v, r, err}
-		}()
-	}
-	wg.Wait()
-	var failed []string
-	for _, p := range results { // highest first
-		switch {
-		case p.err != nil:
-			// Transient, unless also invalid: a certificate that does not
-			// verify fails every version the same way.
-			if errors.Is(p.err, backends.ErrTransient) && !errors.Is(p.err, backends.ErrInvalid) {
-				failed = append(failed, p.err.Error())
-				continue
-			}
-			return 0, "", p.err
-		case p.r.status == http.StatusUnauthorized:
-			return 0, "", b.authError(p.r)
-		case p.r.status == http.StatusNotFound && !p.r.json:
-			continue // plugin not loaded
-		case p.r.status != http.StatusOK && !p.r.json:
-			// A proxy's 502/503/504 or 429: slurmrestd did not answer.
-			failed = append(failed, p.r.String())
-			continue
-		}
-		if len(failed) > 0 {
-			// A higher version may be served too; do not settle for less.
-			return 0, "", backends.Transient(fmt.Errorf("finding slurmrestd's API version: %s", strings.Join(failed, "; ")))
-		}
-		return p.v, p.r.env.Meta.release(), nil
-	}
-	if len(failed) > 0 {
-		return 0, "", backends.Transient(fmt.Errorf("finding slurmrestd's API version: %s", strings.Join(failed, "; ")))
-	}
-	return 0, "", backends.Invalid("resourceURL", "%s serves none of the slurmrestd APIs %s..%s (every /slurm/vX/ping is 404); is it slurmrestd, started with -s openapi/...?", b.base, minVersion, maxVersion)
-}
-
 // Remember implements backends.Rememberer: the API version in use, so that
 // a later invoke of the same job (a retried or re-attaching pod) sends no
 // discovery request. Nothing while none is known or when the URL pins one.
@@ -438,7 +494,8 @@ func (b *Backend) forgetRecalled() bool {
 	if !b.ver.recalled {
 		return false
 	}
-	b.log.Info("slurmrestd no longer serves the API recalled from the record; finding it again", "api", b.ver.v.String())
+	b.log.Info("slurmrestd no longer serves the API recalled; finding it again", "api", b.ver.v.String())
+	clusterVersionOf(b).forget(b.ver.v)
 	b.ver.v, b.ver.recalled = 0, false
 	return true
 }
