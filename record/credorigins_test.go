@@ -19,8 +19,6 @@ import (
 // CredentialSends checks against the Secret's binding, so that the next
 // backend's token_url cannot take the credentials past it.
 func TestCredentialURLPropertiesAreChecked(t *testing.T) {
-	place := regexp.MustCompile(`(?i)url|uri|endpoint|host|server`)
-	identifier := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`) // an alias's target is a property name, not a message
 	fset := token.NewFileSet()
 	seen := 0
 	err := filepath.WalkDir("../backends", func(p string, d fs.DirEntry, err error) error {
@@ -31,35 +29,7 @@ func TestCredentialURLPropertiesAreChecked(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.Field:
-				id, ok := n.Type.(*ast.Ident)
-				if n.Tag == nil || !ok || id.Name != "string" {
-					return true
-				}
-				tag, _ := strconv.Unquote(n.Tag.Value)
-				name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
-				if name != "" && name != "-" && place.MatchString(name) {
-					seen++
-					if !CredentialURLProperty(name) {
-						t.Errorf("%s: the field %s names a place but CredentialSends would not check it against the Secret's binding", fset.Position(n.Pos()), name)
-					}
-				}
-			case *ast.KeyValueExpr:
-				k, ok1 := n.Key.(*ast.BasicLit)
-				v, ok2 := n.Value.(*ast.BasicLit)
-				if !ok1 || !ok2 || k.Kind != token.STRING || v.Kind != token.STRING {
-					return true
-				}
-				ks, _ := strconv.Unquote(k.Value)
-				vs, _ := strconv.Unquote(v.Value)
-				if identifier.MatchString(vs) && CredentialURLProperty(vs) && !CredentialURLProperty(ks) {
-					t.Errorf("%s: the alias %s of %s would not be checked against the Secret's binding", fset.Position(n.Pos()), ks, vs)
-				}
-			}
-			return true
-		})
+		seen += checkPlaceFields(t, fset, f)
 		return nil
 	})
 	if err != nil {
@@ -68,6 +38,47 @@ func TestCredentialURLPropertiesAreChecked(t *testing.T) {
 	if seen == 0 {
 		t.Fatal("no place-naming jobproperties field found; the walk is broken (quantum's iam_url is one)")
 	}
+}
+
+var (
+	placeName  = regexp.MustCompile(`(?i)url|uri|endpoint|host|server`)
+	identifier = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`) // an alias's target is a property name, not a message
+)
+
+// checkPlaceFields fails t on each place-naming jobproperties field or
+// alias of f that CredentialSends would not check, and counts the fields.
+func checkPlaceFields(t *testing.T, fset *token.FileSet, f *ast.File) int {
+	seen := 0
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.Field:
+			id, ok := n.Type.(*ast.Ident)
+			if n.Tag == nil || !ok || id.Name != "string" {
+				return true
+			}
+			tag, _ := strconv.Unquote(n.Tag.Value)
+			name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
+			if name != "" && name != "-" && placeName.MatchString(name) {
+				seen++
+				if !CredentialURLProperty(name) {
+					t.Errorf("%s: the field %s names a place but CredentialSends would not check it against the Secret's binding", fset.Position(n.Pos()), name)
+				}
+			}
+		case *ast.KeyValueExpr:
+			k, ok1 := n.Key.(*ast.BasicLit)
+			v, ok2 := n.Value.(*ast.BasicLit)
+			if !ok1 || !ok2 || k.Kind != token.STRING || v.Kind != token.STRING {
+				return true
+			}
+			ks, _ := strconv.Unquote(k.Value)
+			vs, _ := strconv.Unquote(v.Value)
+			if identifier.MatchString(vs) && CredentialURLProperty(vs) && !CredentialURLProperty(ks) {
+				t.Errorf("%s: the alias %s of %s would not be checked against the Secret's binding", fset.Position(n.Pos()), ks, vs)
+			}
+		}
+		return true
+	})
+	return seen
 }
 
 func TestBindingParseAndAllows(t *testing.T) {

@@ -36,37 +36,7 @@ func TestSharedStateIsReadOnlyWhereItIsVerified(t *testing.T) {
 			if !ok || fn.Body == nil {
 				continue
 			}
-			var what []string
-			verifies := false
-			written := map[ast.Expr]bool{}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				switch n := n.(type) {
-				case *ast.AssignStmt:
-					for _, l := range n.Lhs {
-						written[l] = true
-					}
-				case *ast.CallExpr:
-					switch name := calleeName(n); name {
-					case "observation", "tagOK":
-						verifies = true
-					case "Unmarshal":
-						if len(n.Args) == 2 && strings.Contains(exprText(n.Args[1]), "&e") {
-							what = append(what, "a shared load entry")
-						}
-					}
-				case *ast.IndexExpr:
-					if written[n] {
-						return true
-					}
-					switch idx := exprText(n.Index); {
-					case idx == "record.KeyWatchObserved":
-						what = append(what, "an observation")
-					case leaseKeys[idx] && strings.HasSuffix(exprText(n.X), "Data"), leaseKeys[idx] && exprText(n.X) == "d":
-						what = append(what, "a lease's "+idx)
-					}
-				}
-				return true
-			})
+			what, verifies := sharedStateReads(fn, leaseKeys)
 			if len(what) > 0 {
 				readers++
 				assert.True(t, verifies, "%s: %s reads %s without verifying its tag (see GroupKey)", fset.Position(fn.Pos()), fn.Name.Name, strings.Join(what, ", "))
@@ -74,6 +44,41 @@ func TestSharedStateIsReadOnlyWhereItIsVerified(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, readers, 4, "the walk finds the readers there are (changed, covers, observe, successors, stateOf, read)")
+}
+
+// sharedStateReads says what shared state fn reads (an observation, a
+// lease's field, a shared load entry) and whether it verifies a tag.
+func sharedStateReads(fn *ast.FuncDecl, leaseKeys map[string]bool) (what []string, verifies bool) {
+	written := map[ast.Expr]bool{}
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for _, l := range n.Lhs {
+				written[l] = true
+			}
+		case *ast.CallExpr:
+			switch name := calleeName(n); name {
+			case "observation", "tagOK":
+				verifies = true
+			case "Unmarshal":
+				if len(n.Args) == 2 && strings.Contains(exprText(n.Args[1]), "&e") {
+					what = append(what, "a shared load entry")
+				}
+			}
+		case *ast.IndexExpr:
+			if written[n] {
+				return true
+			}
+			switch idx := exprText(n.Index); {
+			case idx == "record.KeyWatchObserved":
+				what = append(what, "an observation")
+			case leaseKeys[idx] && strings.HasSuffix(exprText(n.X), "Data"), leaseKeys[idx] && exprText(n.X) == "d":
+				what = append(what, "a lease's "+idx)
+			}
+		}
+		return true
+	})
+	return what, verifies
 }
 
 func calleeName(c *ast.CallExpr) string {
