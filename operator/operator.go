@@ -152,6 +152,7 @@ func Run(ctx context.Context, o Options) error {
 func (r *reconciler) run(ctx context.Context) {
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgejobs"})
+	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[string](recheckMin, recheckMax)
 	r.cqueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgeclusters"})
 	sel := LabelName

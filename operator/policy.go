@@ -100,15 +100,22 @@ func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string, se
 	refuse.Msg += fmt.Sprintf(": it does not exist or lacks the label %s=true, which its owner adds to let BridgeJobs mount it", r.o.SecretOptIn)
 	v, err := r.readSecret(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
-		return refuse
+		return secretFault{refuse}
 	}
 	if err != nil {
 		return fmt.Errorf("checking the Secret %s/%s: %w", ns, name, err)
 	}
 	if v.Metadata.Labels[r.o.SecretOptIn] != "true" {
-		return refuse
+		return secretFault{refuse}
 	}
-	return checkBound(field, name, v.Data.Origins, sends)
+	if err := checkBound(field, name, v.Data.Origins, sends); err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return secretFault{fe} // its owner binds it
+		}
+		return err
+	}
+	return nil
 }
 
 // checkBound: the binding (the Secret's record.OriginsKey) lists the

@@ -17,6 +17,14 @@ type fieldError struct{ Field, Msg string }
 
 func (e *fieldError) Error() string { return e.Field + ": " + e.Msg }
 
+// secretFault is a fieldError whose fault is a Secret's (missing, not
+// opted in, not bound): its owner fixes it without touching the BridgeJob,
+// and the operator does not watch Secrets (its ClusterRole reads none), so
+// the BridgeJob is looked at again on a back-off (recheck).
+type secretFault struct{ *fieldError }
+
+func (e secretFault) Unwrap() error { return e.fieldError }
+
 // maxName keeps <name>-bridge-cleanup a valid label value (a Job's pods
 // carry their Job's name as a label).
 const maxName = 63 - len("-bridge-cleanup")
