@@ -118,10 +118,44 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 	if err := r.checkTargets(bj, d); err != nil {
 		return nil, nil, err
 	}
+	if err := r.checkSpec(d); err != nil {
+		return nil, nil, err
+	}
 	if err := r.checkStepSecrets(ctx, bj, d); err != nil {
 		return nil, nil, err
 	}
 	return spec.Data(), secrets, nil
+}
+
+// specCheckKey stands in for the idempotency key in checkSpec's job: the
+// pod's key comes from the record, which does not exist yet.
+const specCheckKey = "operator-check"
+
+// checkSpec runs the backend's own check of the description alone
+// (Options.SpecChecks), so that what the pod would refuse (exit 2) is
+// refused before a Job is made. Texts in S3 are the pod's to read: such a
+// description is left to the pod, as is one whose target is chosen later.
+func (r *reconciler) checkSpec(d *record.Description) error {
+	check := r.o.SpecChecks[d.Backend]
+	if check == nil || len(d.Targets) > 0 || d.ExtraLocation == record.S3 {
+		return nil
+	}
+	job := backends.Job{Name: "check", Key: specCheckKey, Properties: d.Properties,
+		Metadata: []byte(d.Metadata), Parameters: []byte(d.Parameters)}
+	switch d.ScriptLocation {
+	case record.Inline:
+		job.Script = d.Script
+	case record.Remote:
+		job.ScriptPath = d.Script
+	default:
+		return nil
+	}
+	err := check(job)
+	var fe *backends.FieldError
+	if errors.As(err, &fe) {
+		return &fieldError{fieldPath(fe.Field), fe.Msg}
+	}
+	return err
 }
 
 // fieldPath turns a record key into its BridgeJob field path, so that the
