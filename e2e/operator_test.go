@@ -58,6 +58,12 @@ func (e *env) applyOperator() string {
 	// The local backend is off unless the admin allows it; the suite runs
 	// examples/local/bridgejob.yaml.
 	y = strings.ReplaceAll(y, "--job-image="+pinned, "--job-image="+e.image+"\n        - --allow-local")
+	// No registry: the jobs' pods run the image loaded on the node (a
+	// BridgeJob's imagepullpolicy is not for the operator's image).
+	y = strings.ReplaceAll(y, "--job-image-pull-policy=IfNotPresent", "--job-image-pull-policy=Never")
+	if !strings.Contains(y, "--job-image-pull-policy=Never") {
+		return "deploy/operator does not give --job-image-pull-policy=IfNotPresent any more; update this test"
+	}
 	if !strings.Contains(y, "imagePullPolicy: Never") {
 		return "deploy/operator does not pin " + pinned + " any more; update this test"
 	}

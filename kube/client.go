@@ -8,7 +8,6 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -315,22 +314,6 @@ func (c *Client) ListWatch(r Resource, ns, selector string, list func() runtime.
 			return c.rest.Get().AbsPath(p).VersionedParams(&o, metav1.ParameterCodec).Watch(ctx)
 		},
 	}
-}
-
-// SecretLabels reads a Secret's labels by its metadata only: the server
-// leaves out its data, so the caller never holds a credential.
-func (c *Client) SecretLabels(ctx context.Context, ns, name string) (map[string]string, error) {
-	raw, err := c.rest.Get().AbsPath(Secrets.Path(ns), name).
-		SetHeader("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1").
-		Do(ctx).Raw()
-	if err != nil {
-		return nil, err
-	}
-	var m metav1.PartialObjectMetadata
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("reading the Secret %s/%s's metadata: %w", ns, name, err)
-	}
-	return m.Labels, nil
 }
 
 // REST is the underlying REST client, for requests the methods above do not

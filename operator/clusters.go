@@ -106,12 +106,13 @@ func (r *reconciler) clusterTarget(ctx context.Context, bj *BridgeJob, i int, na
 }
 
 // clusterBackend is a cluster's backend by invoke's rules (its
-// spec.backend, else the operator's default, else what its URL's path
-// says, without a request to it), never local unless the admin allows it.
+// spec.backend, else the operator's default, else what its URL says,
+// without a request to it: selectBackend), never local unless the admin
+// allows it.
 func (r *reconciler) clusterBackend(ctx context.Context, bc *BridgeCluster, field string) (string, error) {
-	name, _, err := record.SelectBackend(ctx, bc.Spec.Backend, r.o.DefaultBackend, bc.Spec.ResourceURL, r.o.Backends, noProbe)
+	name, _, err := r.selectBackend(ctx, bc.Spec.Backend, bc.Spec.ResourceURL, nil)
 	if err != nil {
-		return "", &fieldError{field, fmt.Sprintf("the BridgeCluster %s: %v (set its spec.backend)", bc.Name, err)}
+		return "", &fieldError{field, fmt.Sprintf("the BridgeCluster %s: %v", bc.Name, err)}
 	}
 	if name == record.LocalBackend && !r.o.AllowLocal {
 		return "", &fieldError{field, fmt.Sprintf("the BridgeCluster %s is local, which runs the script inside the Job's pod; this operator does not run local jobs", bc.Name)}

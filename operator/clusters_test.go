@@ -93,6 +93,9 @@ func TestMissingCluster(t *testing.T) {
 	e.secret("creds-a")
 	e.cluster("hpc-a", "https://slurm-a.example.org:6820", "creds-a", "")
 	e.cluster("hpc-nosecret", "https://slurm-c.example.org:6820", "missing", "")
+	// The resync far away: the cluster's appearance alone (its watch) and
+	// the Secret's (a recheck) let the BridgeJobs proceed.
+	e.opts = func(o *Options) { o.Resync = 10 * time.Minute }
 	e.operator("a")
 	e.create(e.clusterJob("missing", "hpc-a", "hpc-b"))
 	e.create(e.clusterJob("nosecret", "hpc-nosecret"))
@@ -121,6 +124,8 @@ func TestMissingCluster(t *testing.T) {
 	e.secret("creds-b")
 	e.cluster("hpc-b", "https://slurm-b.example.org:6820", "creds-b", "")
 	e.children("missing")
+	e.secret("missing")
+	e.children("nosecret")
 }
 
 // TestClusterStatusFromPlacement: the placement invoke records in a

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/kube"
 )
 
@@ -46,6 +47,11 @@ type Options struct {
 	JobServiceAccount string
 	StatusKeys        string // auto, ibm or ours: passed to invoke, and the words of status.jobstatus
 	Backends          []string
+	// SpecChecks are, by backend, the checks its pod would make of the
+	// job's description alone (no credentials, no request; e.g.
+	// quantum.CheckSpec): the operator refuses such a BridgeJob before it
+	// makes a Job.
+	SpecChecks map[string]func(backends.Job) error
 	// DefaultBackend is the backend of a BridgeJob that names none (the
 	// operator's --backend or BRIDGE_BACKEND), chosen as invoke chooses.
 	DefaultBackend string
@@ -152,6 +158,7 @@ func Run(ctx context.Context, o Options) error {
 func (r *reconciler) run(ctx context.Context) {
 	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgejobs"})
+	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[string](recheckMin, recheckMax)
 	r.cqueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgeclusters"})
 	sel := LabelName

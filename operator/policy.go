@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,15 +103,22 @@ func (r *reconciler) checkSecret(ctx context.Context, ns, field, name string, se
 	refuse.Msg += fmt.Sprintf(": it does not exist or lacks the label %s=true, which its owner adds to let BridgeJobs mount it", r.o.SecretOptIn)
 	v, err := r.readSecret(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
-		return refuse
+		return secretFault{refuse}
 	}
 	if err != nil {
 		return fmt.Errorf("checking the Secret %s/%s: %w", ns, name, err)
 	}
 	if v.Metadata.Labels[r.o.SecretOptIn] != "true" {
-		return refuse
+		return secretFault{refuse}
 	}
-	return checkBound(field, name, v.Data.Origins, sends)
+	if err := checkBound(field, name, v.Data.Origins, sends); err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return secretFault{fe} // its owner binds it
+		}
+		return err
+	}
+	return nil
 }
 
 // checkBound: the binding (the Secret's record.OriginsKey) lists the
@@ -206,8 +215,8 @@ func sendsFrom(d *record.Description, dir string) []record.Send {
 }
 
 // noProbe is the HTTP client the operator gives SelectBackend: the operator
-// sends no request to a URL a BridgeJob's author wrote (a Ray dashboard is
-// recognised only by asking it), so such a BridgeJob names its backend.
+// sends no request to a URL a BridgeJob's author wrote (invoke recognises a
+// Ray dashboard by asking it; the operator by ibmHint instead).
 var noProbe = httpx.NewClient(noProbeTransport{}, 0)
 
 type noProbeTransport struct{}
@@ -222,15 +231,11 @@ func (noProbeTransport) RoundTrip(*http.Request) (*http.Response, error) {
 // unless the admin allowed it: local runs the script in the Job's pod,
 // beside the mounted Secret.
 func (r *reconciler) chooseBackend(ctx context.Context, bj *BridgeJob) (string, error) {
-	name, why, err := record.SelectBackend(ctx, bj.Spec.Backend, r.o.DefaultBackend, bj.Spec.ResourceURL, r.o.Backends, noProbe)
+	name, why, err := r.selectBackend(ctx, bj.Spec.Backend, bj.Spec.ResourceURL, &bj.Spec.Image)
 	if err != nil {
 		var fe *backends.FieldError
 		if errors.As(err, &fe) {
-			msg := fe.Msg
-			if strings.TrimSpace(bj.Spec.Backend) == "" && r.o.DefaultBackend == "" {
-				msg += " (the operator does not probe URLs: set spec.backend, e.g. ray for a Ray dashboard)"
-			}
-			return "", &fieldError{"spec.backend", msg}
+			return "", &fieldError{"spec.backend", fe.Msg}
 		}
 		return "", &fieldError{"spec.backend", err.Error()}
 	}
@@ -263,4 +268,63 @@ func (r *reconciler) checkTargets(bj *BridgeJob, d *record.Description) error {
 		}
 	}
 	return nil
+}
+
+// selectBackend is invoke's choice (record.SelectBackend: the given
+// backend, else the operator's default, else what the URL's path or host
+// says) without invoke's one request, the Ray probe: where those do not
+// say, the operator reads what IBM's users wrote (ibmHint). A BridgeCluster
+// has no image (image nil).
+func (r *reconciler) selectBackend(ctx context.Context, given, rawURL string, image *string) (name, why string, err error) {
+	if strings.TrimSpace(given) == "" && r.o.DefaultBackend == "" && strings.TrimSpace(rawURL) != "" {
+		if _, _, err := record.SelectBackend(ctx, "", "", rawURL, r.o.Backends, noProbe); err != nil {
+			hint, hwhy := ibmHint(rawURL, ptrOr(image), r.o.Backends)
+			if hint == "" {
+				from := "or Ray's dashboard port " + rayDashboardPort
+				if image != nil {
+					from = "Ray's dashboard port " + rayDashboardPort + ", or IBM's per-system image in spec.image (e.g. quay.io/ibmdpdev/ray-pod)"
+				}
+				return "", "", backends.Invalid("backend", "is not set and resourceURL %q does not say which system it is: the operator sends it no request "+
+					"and reads the backend from slurmrestd's /slurm/v0.0.NN/ path, LSF's /platform/ path, an IBM Quantum host, %s; set spec.backend to one of %s",
+					rawURL, from, strings.Join(remote(r.o.Backends), ", "))
+			}
+			name, _, err := record.SelectBackend(ctx, hint, "", rawURL, r.o.Backends, noProbe)
+			return name, hwhy, err
+		}
+	}
+	return record.SelectBackend(ctx, given, r.o.DefaultBackend, rawURL, r.o.Backends, noProbe)
+}
+
+// rayDashboardPort is the port of Ray's dashboard and Jobs API, which IBM's
+// Ray pod asks users to expose and point resourceURL at.
+const rayDashboardPort = "8265"
+
+// ibmHint names the backend that IBM's users meant when the URL's path or
+// host does not say: IBM's image for the system (each of IBM's pods ran one:
+// quay.io/ibmdpdev/ray-pod, slurm-pod, lsf-pod, quantum-pod), else Ray's
+// dashboard port in the URL. "" when neither says.
+func ibmHint(rawURL, image string, names []string) (name, why string) {
+	ref := image[strings.LastIndex(image, "/")+1:]
+	if i := strings.IndexAny(ref, ":@"); i >= 0 {
+		ref = ref[:i]
+	}
+	if b, ok := strings.CutSuffix(ref, "-pod"); ok && b != record.LocalBackend && slices.Contains(names, b) {
+		return b, "spec.image is IBM's " + b + " pod"
+	}
+	if u, err := url.Parse(strings.TrimSpace(rawURL)); err == nil && u.Port() == rayDashboardPort && slices.Contains(names, "ray") {
+		return "ray", "resourceURL's port is Ray's dashboard port " + rayDashboardPort
+	}
+	return "", ""
+}
+
+func ptrOr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// remote are the backend names but local.
+func remote(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == record.LocalBackend })
 }

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -59,5 +61,54 @@ func TestJobPullPolicy(t *testing.T) {
 				t.Errorf("spec.image %q, imagepullpolicy Always: the %s pod pulls %q, want %q", image, kj.Name, got, want)
 			}
 		}
+	}
+}
+
+// TestBackendAsIBMsUsersWriteIt: without spec.backend, the operator reads
+// the backend as IBM's users point at it, with no request to the URL: IBM's
+// Ray samples (IBM's ray-pod image, the dashboard's port 8265; the URL as
+// IBM's Ray README shows it) are ray, IBM's other images their system; a
+// URL and image that say nothing get one message that names what is read
+// and what to set, and does not speak of a probe.
+func TestBackendAsIBMsUsersWriteIt(t *testing.T) {
+	r := &reconciler{o: Options{JobImage: "ours:1", Backends: []string{"htcondor", "local", "lsf", "quantum", "ray", "slurm"}}}
+	for _, tc := range []struct{ url, image, want string }{
+		{"http://ray-ray-head.ray.svc.cluster.local:8265", "quay.io/ibmdpdev/ray-pod:v0.0.1", "ray"},
+		{"http://ray-head.example.org:8265", "", "ray"},
+		{"https://ray.apps.example.org", "quay.io/ibmdpdev/ray-pod:v0.0.1", "ray"},
+		{"https://lsf.example.org:8443", "quay.io/ibmdpdev/lsf-pod:v0.0.1", "lsf"},
+		{"https://quantum.example.org", "quay.io/ibmdpdev/quantum-pod@sha256:abc", "quantum"},
+		{"https://slurm.example.org:6820/slurm/v0.0.37/", "quay.io/ibmdpdev/slurm-pod:v0.0.1", "slurm"},
+		{"https://slurm.example.org:8265/slurm/v0.0.40/", "", "slurm"}, // the path says it first
+	} {
+		bj := &BridgeJob{Spec: BridgeJobSpec{ResourceURL: tc.url, Image: tc.image}}
+		got, err := r.chooseBackend(context.Background(), bj)
+		if got != tc.want || err != nil {
+			t.Errorf("resourceURL %s, image %q: backend %q (%v), want %s", tc.url, tc.image, got, err, tc.want)
+		}
+	}
+	for _, image := range []string{"", "quay.io/ibmdpdev/unknown-pod:v1", "quay.io/ibmdpdev/local-pod:v1"} {
+		bj := &BridgeJob{Spec: BridgeJobSpec{ResourceURL: "http://compute.example.org:8080", Image: image}}
+		_, err := r.chooseBackend(context.Background(), bj)
+		msg := fmt.Sprint(err)
+		for _, want := range []string{"spec.backend: is not set", "sends it no request", "port 8265", "ray-pod", "set spec.backend to one of htcondor, lsf, quantum, ray, slurm"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("image %q: %q does not say %q", image, msg, want)
+			}
+		}
+		for _, not := range []string{"answering", "/api/version", "probe", "--backend", "record"} {
+			if strings.Contains(msg, not) {
+				t.Errorf("image %q: %q speaks of %q, which the operator does not do", image, msg, not)
+			}
+		}
+	}
+	bc := &BridgeCluster{Spec: BridgeClusterSpec{ResourceURL: "http://ray.example.org:8265"}}
+	bc.Name = "ray-a"
+	if got, err := r.clusterBackend(context.Background(), bc, "spec.clusters[0]"); got != "ray" || err != nil {
+		t.Errorf("a BridgeCluster at Ray's port: %q (%v), want ray", got, err)
+	}
+	bc.Spec.ResourceURL = "http://compute.example.org:8080"
+	if _, err := r.clusterBackend(context.Background(), bc, "spec.clusters[0]"); err == nil || strings.Contains(err.Error(), "spec.image") {
+		t.Errorf("a BridgeCluster whose URL says nothing: %v (a BridgeCluster has no image)", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,25 @@ type reconciler struct {
 
 	retries atomic.Int64 // reconciles that failed (conflicts included)
 	m       *opMetrics
+
+	// recheck spaces the looks at BridgeJobs refused for a Secret
+	// (secretFault), per BridgeJob: doubling from recheckMin to recheckMax.
+	recheck workqueue.TypedRateLimiter[string]
 }
+
+// A BridgeJob refused for a Secret is looked at again after recheckMin,
+// doubling to recheckMax (a ceiling, jitter included): the Secret's owner
+// labels or binds it in their own time, and the operator cannot watch
+// Secrets (its ClusterRole reads none), so it asks again; each look is one
+// GET of that Secret.
+const (
+	recheckMin = time.Second
+	recheckMax = 30 * time.Second
+)
+
+// errRecheck: the BridgeJob was refused for a Secret and is to be looked
+// at again (recheck).
+var errRecheck = errors.New("refused for a Secret; looking again later")
 
 // pollDeleting is how often a deleted BridgeJob's cancellation is looked at
 // besides the record's watch events.
@@ -43,6 +62,24 @@ const pollDeleting = 2 * time.Second
 // spec and its record; it reads only the informers' caches and writes only
 // what differs, so running it again changes nothing (level-triggered).
 func (r *reconciler) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	after, err := r.reconcileOnce(ctx, key)
+	if errors.Is(err, errRecheck) {
+		return r.recheckAfter(key), nil
+	}
+	if err == nil {
+		r.recheck.Forget(key)
+	}
+	return after, err
+}
+
+// recheckAfter is when to look again at a BridgeJob refused for a Secret:
+// the key's back-off with up to a quarter of jitter, within recheckMax.
+func (r *reconciler) recheckAfter(key string) time.Duration {
+	d := r.recheck.When(key)
+	return min(d+rand.N(d/4+1), recheckMax)
+}
+
+func (r *reconciler) reconcileOnce(ctx context.Context, key string) (time.Duration, error) {
 	obj, ok, err := r.jobs.GetStore().GetByKey(key)
 	if err != nil || !ok {
 		return 0, err // gone: its children went with it
@@ -89,11 +126,7 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*kube.Con
 	}
 	data, secrets, err := r.validate(ctx, bj)
 	if err != nil {
-		var fe *fieldError
-		if errors.As(err, &fe) {
-			return nil, r.fail(ctx, bj, "InvalidSpec", fe.Error())
-		}
-		return nil, err
+		return nil, r.refuse(ctx, bj, err)
 	}
 	cm := &kube.ConfigMap{Data: data}
 	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
@@ -202,9 +235,27 @@ func (r *reconciler) ensurePodAccess(ctx context.Context, bj *BridgeJob) (stop b
 func (r *reconciler) refuseMounts(ctx context.Context, bj *BridgeJob, err error) (stop bool, _ error) {
 	var fe *fieldError
 	if errors.As(err, &fe) {
-		return true, r.fail(ctx, bj, "InvalidSpec", fe.Error())
+		return true, r.refuse(ctx, bj, err)
 	}
 	return false, err
+}
+
+// refuse fails the BridgeJob for a bad spec (a *fieldError; errRecheck
+// when a Secret's owner can fix it) and returns any other error as it is
+// (transient).
+func (r *reconciler) refuse(ctx context.Context, bj *BridgeJob, err error) error {
+	var fe *fieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	if err := r.fail(ctx, bj, "InvalidSpec", fe.Error()); err != nil {
+		return err
+	}
+	var sf secretFault
+	if errors.As(err, &sf) {
+		return errRecheck
+	}
+	return nil
 }
 
 // finalize cancels a deleted BridgeJob's job (kill=true in the record,

@@ -339,3 +339,28 @@ func (e *env) printerColumn(name, col string) (string, error) {
 	}
 	return "", fmt.Errorf("the table has no column %s (or not one row): %+v", col, table.ColumnDefinitions)
 }
+
+// TestIBMRayShape: a BridgeJob shaped as IBM's Ray samples (IBM's ray-pod
+// image, pulled Always, no backend, the Ray head's dashboard URL as IBM's
+// Ray README gives it, an inline Python script with pip metadata) is taken
+// as ray, and -o wide says so.
+func TestIBMRayShape(t *testing.T) {
+	e := newEnv(t)
+	const url = "http://ray-ray-head.ray.svc.cluster.local:8265"
+	e.secretWith(e.ns, "ray-secret", map[string]string{SecretOptInLabel: "true"}, map[string]string{"username": "x", "password": "x", record.OriginsKey: url})
+	e.operator("a")
+	bj := e.localJob("bridgejob-ray", "import ray\nray.init()\nprint('hello')\n")
+	bj.Spec.Backend, bj.Spec.ResourceURL, bj.Spec.ResourceSecret = "", url, "ray-secret"
+	bj.Spec.Image, bj.Spec.ImagePullPolicy, bj.Spec.UpdateInterval = "quay.io/ibmdpdev/ray-pod:v0.0.1", "Always", 20
+	bj.Spec.JobData.ScriptMetadata = `{"pip": {"requests": "2.26.0"}, "env": {"MY_VARIABLE1": "foo"}}`
+	bj.Spec.JobData.JobParameters = `{"iterations": "7"}`
+	e.create(bj)
+	cm, _ := e.children("bridgejob-ray")
+	if got := cm.Data["backend"]; got != "ray" {
+		t.Errorf("record's backend = %q, want ray", got)
+	}
+	e.waitFor("kubectl get -o wide showing BACKEND ray", func() (bool, error) {
+		got, err := e.printerColumn("bridgejob-ray", "Backend")
+		return got == "ray", err
+	})
+}

@@ -17,6 +17,14 @@ type fieldError struct{ Field, Msg string }
 
 func (e *fieldError) Error() string { return e.Field + ": " + e.Msg }
 
+// secretFault is a fieldError whose fault is a Secret's (missing, not
+// opted in, not bound): its owner fixes it without touching the BridgeJob,
+// and the operator does not watch Secrets (its ClusterRole reads none), so
+// the BridgeJob is looked at again on a back-off (recheck).
+type secretFault struct{ *fieldError }
+
+func (e secretFault) Unwrap() error { return e.fieldError }
+
 // maxName keeps <name>-bridge-cleanup a valid label value (a Job's pods
 // carry their Job's name as a label).
 const maxName = 63 - len("-bridge-cleanup")
@@ -110,10 +118,44 @@ func (r *reconciler) validate(ctx context.Context, bj *BridgeJob) (map[string]st
 	if err := r.checkTargets(bj, d); err != nil {
 		return nil, nil, err
 	}
+	if err := r.checkSpec(d); err != nil {
+		return nil, nil, err
+	}
 	if err := r.checkStepSecrets(ctx, bj, d); err != nil {
 		return nil, nil, err
 	}
 	return spec.Data(), secrets, nil
+}
+
+// specCheckKey stands in for the idempotency key in checkSpec's job: the
+// pod's key comes from the record, which does not exist yet.
+const specCheckKey = "operator-check"
+
+// checkSpec runs the backend's own check of the description alone
+// (Options.SpecChecks), so that what the pod would refuse (exit 2) is
+// refused before a Job is made. Texts in S3 are the pod's to read: such a
+// description is left to the pod, as is one whose target is chosen later.
+func (r *reconciler) checkSpec(d *record.Description) error {
+	check := r.o.SpecChecks[d.Backend]
+	if check == nil || len(d.Targets) > 0 || d.ExtraLocation == record.S3 {
+		return nil
+	}
+	job := backends.Job{Name: "check", Key: specCheckKey, Properties: d.Properties,
+		Metadata: []byte(d.Metadata), Parameters: []byte(d.Parameters)}
+	switch d.ScriptLocation {
+	case record.Inline:
+		job.Script = d.Script
+	case record.Remote:
+		job.ScriptPath = d.Script
+	default:
+		return nil
+	}
+	err := check(job)
+	var fe *backends.FieldError
+	if errors.As(err, &fe) {
+		return &fieldError{fieldPath(fe.Field), fe.Msg}
+	}
+	return err
 }
 
 // fieldPath turns a record key into its BridgeJob field path, so that the

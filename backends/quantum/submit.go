@@ -243,6 +243,15 @@ func (b *Backend) versionNote() string {
 	return versionWarning(b.apiVersion, b.now())
 }
 
+// CheckSpec refuses what the job's description alone makes unrunnable
+// (a custom program, a missing primitive or QPU), with no credentials and
+// no request: Validate's first step, which the operator also runs before
+// it makes a pod that would refuse the job.
+func CheckSpec(job backends.Job) error {
+	_, _, err := buildSubmit(job)
+	return err
+}
+
 // Validate checks the job and the credentials' presence without a request.
 func (b *Backend) Validate(job backends.Job) error {
 	_, p, err := buildSubmit(job)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/quantum"
 	"github.com/bridge-runner/bridge-runner/operator"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -71,6 +72,7 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
 				return usageError{err}
 			}
 			o.Config, o.Log, o.Backends = cfg, a.log, a.registry.Names()
+			o.SpecChecks = map[string]func(backends.Job) error{quantum.Name: quantum.CheckSpec}
 			if err := operator.Run(cmd.Context(), *o); err != nil {
 				a.log.Error("operator stopped", "err", err)
 				return exitError{ExitTempFail}
