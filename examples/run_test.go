@@ -24,6 +24,8 @@ var runLedger = map[string]string{
 	"loop/workflow.yaml":        "TestExampleLoopSlurm",
 	"placement/workflow.yaml":   "TestExamplePlacementRunsOnBothClusters",
 	"kfp-local/kfp_pipeline.py": "hack/kfp_local.py",
+	"lsf/job.yaml":              "TestExampleLSFJobAgainstFake",
+	"quantum/job.yaml":          "TestExampleQuantumJobAgainstFake",
 }
 
 // owed are the examples no test runs end to end yet (issue 40), each with
@@ -38,16 +40,14 @@ var owed = map[string]string{
 	"htcondor/workflow.yaml":    "an Argo run on the e2e cluster",
 	"local/kfp_pipeline.py":     "a KFP run under kfp.local",
 	"loop/kfp_pipeline.py":      "a KFP run under kfp.local",
-	"lsf/bridgejob.yaml":        "the LSF fake started outside the Go tests",
-	"lsf/job.yaml":              "the LSF fake started outside the Go tests",
-	"lsf/kfp_pipeline.py":       "the LSF fake started outside the Go tests",
-	"lsf/workflow.yaml":         "the LSF fake started outside the Go tests",
+	"lsf/bridgejob.yaml":        "the operator in the e2e cluster against the LSF fake (hack/fakes lsf)",
+	"lsf/kfp_pipeline.py":       "a KFP run under kfp.local against the LSF fake (hack/fakes lsf)",
+	"lsf/workflow.yaml":         "an Argo run on the e2e cluster against the LSF fake (hack/fakes lsf)",
 	"placement/bridgejob.yaml":  "the operator in the e2e cluster with two BridgeClusters",
 	"placement/kfp_pipeline.py": "a KFP run under kfp.local against both Slurms",
-	"quantum/bridgejob.yaml":    "the Quantum fake started outside the Go tests",
-	"quantum/job.yaml":          "the Quantum fake started outside the Go tests",
-	"quantum/kfp_pipeline.py":   "the Quantum fake started outside the Go tests",
-	"quantum/workflow.yaml":     "the Quantum fake started outside the Go tests",
+	"quantum/bridgejob.yaml":    "the operator in the e2e cluster against the Quantum fake (hack/fakes quantum)",
+	"quantum/kfp_pipeline.py":   "a KFP run under kfp.local against the Quantum fake (hack/fakes quantum)",
+	"quantum/workflow.yaml":     "an Argo run on the e2e cluster against the Quantum fake (hack/fakes quantum)",
 	"ray/job.yaml":              "a Job in the e2e cluster against the suite's Ray",
 	"ray/kfp_pipeline.py":       "a KFP run under kfp.local",
 	"retry/kfp_pipeline.py":     "a KFP run under kfp.local",
@@ -103,7 +103,7 @@ func TestEveryExampleIsRunOrOwed(t *testing.T) {
 func testSources(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
-	for _, pat := range []string{"../cmd/bridge-runner/*_test.go", "../e2e/*_test.go"} {
+	for _, pat := range []string{"*_test.go", "../cmd/bridge-runner/*_test.go", "../e2e/*_test.go"} {
 		m, _ := filepath.Glob(pat)
 		for _, f := range m {
 			raw, err := os.ReadFile(f)

@@ -121,7 +121,7 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		return f.result, r.cancelPending(f.sig, f.result)
 	}
 	if f.pending.over != "" && f.err == nil && f.result.State.Final() {
-		return f.result, r.endPending(f.sig, f.result, f.pending.over)
+		return f.result, r.endPending(f.sig, f.result, f.pending)
 	}
 	return f.result, f.err
 }

@@ -17,6 +17,9 @@ import (
 // would otherwise sit silent for ever.
 const pendingHeartbeat = time.Minute
 
+// noReason is the reason logged for a wait the scheduler gives none for.
+const noReason = "none given"
+
 // pendingWatch follows how long the job has waited to start, says so in
 // the log, and ends the wait at the job's pendingLimit.
 type pendingWatch struct {
@@ -27,8 +30,10 @@ type pendingWatch struct {
 	// left: the job was seen in another state (a requeued job waits
 	// again from when it was seen pending, not from its first submit).
 	left bool
-	// over is the message of a wait ended by the limit ("" if not).
-	over string
+	// over is the message of a wait ended by the limit ("" if not), cause
+	// the scheduler's reason for that wait (kept: the cancelled job's
+	// states that follow reset reason).
+	over, cause string
 }
 
 // newPendingWatch reads the job's pendingLimit from its record (checked
@@ -55,10 +60,10 @@ func (p *pendingWatch) observe(st backends.Status, id string, now time.Time, log
 		}
 	}
 	waited := now.Sub(p.since).Round(time.Second)
-	reason := cmp.Or(st.Reason, "none given")
+	reason := cmp.Or(st.Reason, noReason)
 	if reason != p.reason || now.Sub(p.said) >= pendingHeartbeat {
 		p.reason, p.said = reason, now
-		args := []any{"reason", reason, "waited", waited.String()}
+		args := []any{"reason", reason, "waited", waited.String(), "message", st.Message}
 		if p.limit > 0 {
 			args = append(args, "pending_limit", p.limit.String())
 		}
@@ -67,6 +72,7 @@ func (p *pendingWatch) observe(st backends.Status, id string, now time.Time, log
 	if p.limit == 0 || p.over != "" || waited < p.limit {
 		return false
 	}
+	p.cause = st.Reason
 	p.over = fmt.Sprintf("job %s was still PENDING after %s (the scheduler's reason: %s), over its pendingLimit of %s; it was cancelled. "+
 		"Ask for what the cluster can give (the reason says what it lacks), or raise pendingLimit", id, waited, reason, p.limit)
 	log.Warn("cancelling the remote job", "why", "pendingLimit "+p.limit.String()+" reached", "reason", reason, "waited", waited.String())
@@ -83,11 +89,16 @@ func (f *follower) checkPending() {
 }
 
 // endPending ends a run whose job was cancelled at its pendingLimit: the
-// final state is recorded with the message that names the reason, and
+// final state is recorded with the message and the reason of the wait (not
+// the cancel's: HTCondor's removed job says only "via condor_rm"), and
 // the error makes invoke exit 2 (the job as given does not start there;
 // a retry as it is would wait again).
-func (r *run) endPending(ctx context.Context, st backends.Status, msg string) error {
+func (r *run) endPending(ctx context.Context, st backends.Status, p pendingWatch) error {
+	msg := p.over
 	st.Message = msg
+	if p.cause != "" {
+		st.Reason = p.cause
+	}
 	if err := r.final(ctx, st); err != nil {
 		return err
 	}

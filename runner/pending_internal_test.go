@@ -29,3 +29,20 @@ func TestPendingWaitCountsFromSubmitOnlyBeforeTheJobRan(t *testing.T) {
 		t.Fatal("31 minutes pending again is over the 30m limit")
 	}
 }
+
+// TestPendingLimitKeepsTheWaitsReason: the cancelled job's next states
+// (HTCondor's REMOVED says only "via condor_rm") do not replace the reason
+// the job waited for, which the record keeps.
+func TestPendingLimitKeepsTheWaitsReason(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	now := time.Now()
+	p := pendingWatch{limit: time.Minute}
+	p.observe(backends.Status{State: backends.Pending, Reason: "no match found", SubmitTime: now}, "1.0", now, log)
+	if !p.observe(backends.Status{State: backends.Pending, Reason: "no match found", SubmitTime: now}, "1.0", now.Add(2*time.Minute), log) {
+		t.Fatal("2 minutes pending is over the 1m limit")
+	}
+	p.observe(backends.Status{State: backends.Killed, Reason: "via condor_rm (by user u)"}, "1.0", now.Add(2*time.Minute+time.Second), log)
+	if p.cause != "no match found" {
+		t.Fatalf("the wait's reason after the cancel: %q, want the scheduler's %q", p.cause, "no match found")
+	}
+}

@@ -31,8 +31,11 @@
 // States (JobStatus): Idle is PENDING, Running and Transferring Output are
 // RUNNING, Suspended is SUSPENDED, Removed is KILLED (RemoveReason kept),
 // Completed is DONE with exit code 0 and FAILED otherwise (128+n for signal
-// n). Held: a job held by a person (condor_hold, HoldReasonCode 1) or
-// submitted on hold (15) waits for condor_release and stays SUSPENDED; any
+// n). An idle job the negotiator did not match carries its
+// LastRejMatchReason ("no match found": no machine meets its requirements)
+// as the reason. Held: a job held by a person (condor_hold, HoldReasonCode
+// 1) or submitted on hold (15) waits for condor_release: PENDING if it
+// never started, SUSPENDED if it had; any
 // other hold is HTCondor giving up on the job (its executable could not be
 // started, a file could not be transferred, a policy fired): FAILED, with
 // HoldReason as the message and "HoldReasonCode N.S" as the reason. Such a

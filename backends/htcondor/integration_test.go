@@ -170,14 +170,16 @@ func TestHolds(t *testing.T) {
 		t.Errorf("a hold by the job's own policy is the job's doing: category %q", c)
 	}
 	_ = b.Cancel(ctx, id)
-	// Submitted on hold, a person's choice: SUSPENDED until released.
+	// Submitted on hold, a person's choice: it waits for condor_release
+	// and has never started, so PENDING with the hold's reason (a
+	// pendingLimit ends such a wait).
 	id, err = b.Submit(ctx, job(t, "#!/bin/sh\nexit 0\n", map[string]any{"hold": true}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st = follow(t, b, id, backends.Suspended)
-	if st.State != backends.Suspended || st.Raw != "HELD" || st.Reason != "HoldReasonCode 15" {
-		t.Fatalf("a job submitted on hold: want SUSPENDED, got %+v", st)
+	st = follow(t, b, id, backends.Pending)
+	if st.State != backends.Pending || st.Raw != "HELD" || st.Reason != "HoldReasonCode 15" {
+		t.Fatalf("a job submitted on hold: want PENDING, got %+v", st)
 	}
 	_ = b.Cancel(ctx, id)
 }

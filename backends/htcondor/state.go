@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -20,6 +21,9 @@ type jobAd struct {
 	HoldReasonCode       *int   `json:"HoldReasonCode"`
 	HoldReasonSubCode    *int   `json:"HoldReasonSubCode"`
 	RemoveReason         string `json:"RemoveReason"`
+	LastRejMatchReason   string `json:"LastRejMatchReason"` // the negotiator's last word on an idle job
+	LastRejMatchTime     int64  `json:"LastRejMatchTime"`
+	LastMatchTime        int64  `json:"LastMatchTime"`
 	ExitCode             *int   `json:"ExitCode"`
 	ExitBySignal         bool   `json:"ExitBySignal"`
 	ExitSignal           *int   `json:"ExitSignal"`
@@ -35,7 +39,7 @@ type jobAd struct {
 }
 
 // adAttributes are the attributes asked for (condor_q -attributes).
-const adAttributes = "ClusterId,ProcId,JobStatus,HoldReason,HoldReasonCode,HoldReasonSubCode,RemoveReason,ExitCode,ExitBySignal,ExitSignal," +
+const adAttributes = "ClusterId,ProcId,JobStatus,HoldReason,HoldReasonCode,HoldReasonSubCode,RemoveReason,LastRejMatchReason,LastRejMatchTime,LastMatchTime,ExitCode,ExitBySignal,ExitSignal," +
 	"QDate,JobStartDate,JobCurrentStartDate,CompletionDate,EnteredCurrentStatus,Iwd," + keyAttr + "," + taskAttr + "," + countAttr
 
 func (a *jobAd) id() string {
@@ -88,6 +92,7 @@ func (a *jobAd) status() backends.Status {
 	switch a.JobStatus {
 	case 1:
 		st.State = backends.Pending
+		msg += a.unmatched(&st)
 	case 2, 6:
 		st.State = backends.Running
 	case 7:
@@ -137,7 +142,30 @@ func (a *jobAd) completed(st *backends.Status) string {
 	return msg
 }
 
-// held: SUSPENDED for a person's hold, FAILED for HTCondor's.
+// maxMatchReason bounds the negotiator's text kept as a reason.
+const maxMatchReason = 100
+
+// unmatched gives an idle job the negotiator's reason for not matching it
+// (LastRejMatchReason: "no match found" when no machine meets its
+// requirements, "insufficient priority", ...), unless it was matched since:
+// a job that can never start says why in the record, the step's log and
+// status, as Slurm's pending reason does.
+func (a *jobAd) unmatched(st *backends.Status) string {
+	r := strings.TrimSpace(a.LastRejMatchReason)
+	if r == "" || a.LastMatchTime > a.LastRejMatchTime {
+		return ""
+	}
+	if len(r) > maxMatchReason {
+		r = r[:maxMatchReason]
+	}
+	st.Reason = r
+	return fmt.Sprintf(": not matched to a machine (%s); `condor_q -better-analyze %s` says which requirement no machine meets", r, a.id())
+}
+
+// held: FAILED for HTCondor's hold; for a person's, SUSPENDED once the job
+// has run, and PENDING if it never started (as Slurm keeps a held job
+// PENDING): it cannot start before condor_release, so it is a wait that the
+// step's log reports and a pendingLimit ends.
 func (a *jobAd) held(st *backends.Status) string {
 	st.State = backends.Failed
 	if a.HoldReasonCode != nil {
@@ -147,6 +175,9 @@ func (a *jobAd) held(st *backends.Status) string {
 		}
 		if userHolds[*a.HoldReasonCode] {
 			st.State = backends.Suspended
+			if a.JobStartDate <= 0 && a.JobCurrentStartDate <= 0 {
+				st.State = backends.Pending
+			}
 		}
 		st.Category = holdCategories[*a.HoldReasonCode]
 	}

@@ -50,8 +50,10 @@ func TestStateTable(t *testing.T) {
 		{jobAd{JobStatus: 4, ExitCode: i(0)}, backends.Done},
 		{jobAd{JobStatus: 4, ExitCode: i(2)}, backends.Failed},
 		{jobAd{JobStatus: 4, ExitBySignal: true, ExitSignal: i(9)}, backends.Failed},
-		{jobAd{JobStatus: 5, HoldReasonCode: i(1)}, backends.Suspended},
-		{jobAd{JobStatus: 5, HoldReasonCode: i(15)}, backends.Suspended},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(1)}, backends.Pending}, // held before it ever started
+		{jobAd{JobStatus: 5, HoldReasonCode: i(15)}, backends.Pending},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(1), JobStartDate: 1}, backends.Suspended}, // held after it ran
+		{jobAd{JobStatus: 5, HoldReasonCode: i(1), JobCurrentStartDate: 1}, backends.Suspended},
 		{jobAd{JobStatus: 5, HoldReasonCode: i(6), HoldReasonSubCode: i(2)}, backends.Failed},
 		{jobAd{JobStatus: 5}, backends.Failed},
 		{jobAd{JobStatus: 42}, backends.Running},
@@ -64,6 +66,30 @@ func TestStateTable(t *testing.T) {
 	st := (&jobAd{JobStatus: 4, ExitBySignal: true, ExitSignal: i(9)}).status()
 	if *st.ExitCode != 137 {
 		t.Errorf("killed by signal 9: exit code %d, want 137", *st.ExitCode)
+	}
+}
+
+// TestIdleReason: an idle job carries the negotiator's reason for not
+// matching it, unless a match came since; its message says how to see
+// which requirement no machine meets.
+func TestIdleReason(t *testing.T) {
+	for _, c := range []struct {
+		ad   jobAd
+		want string
+	}{
+		{jobAd{JobStatus: 1}, ""},
+		{jobAd{JobStatus: 1, LastRejMatchReason: "no match found ", LastRejMatchTime: 10}, "no match found"},
+		{jobAd{JobStatus: 1, LastRejMatchReason: "insufficient priority", LastRejMatchTime: 10, LastMatchTime: 5}, "insufficient priority"},
+		{jobAd{JobStatus: 1, LastRejMatchReason: "no match found", LastRejMatchTime: 10, LastMatchTime: 11}, ""}, // matched since
+		{jobAd{JobStatus: 1, LastRejMatchReason: strings.Repeat("x", 500), LastRejMatchTime: 1}, strings.Repeat("x", maxMatchReason)},
+	} {
+		st := c.ad.status()
+		if st.State != backends.Pending || st.Reason != c.want {
+			t.Errorf("%+v: %s %q, want PENDING %q", c.ad, st.State, st.Reason, c.want)
+		}
+		if c.want != "" && !strings.Contains(st.Message, "condor_q -better-analyze 0.0") {
+			t.Errorf("%+v: the message %q does not say how to see the unmet requirement", c.ad, st.Message)
+		}
 	}
 }
 

@@ -10,20 +10,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 var _ backends.ArraySubmitter = (*Backend)(nil)
 
-func (h *harness) submitArray(t *testing.T, job backends.Job, spec string) (string, *pacSubmit) {
+func (h *harness) submitArray(t *testing.T, job backends.Job, spec string) (string, *fakelsf.Submit) {
 	t.Helper()
 	a, err := backends.ParseArray(spec)
 	require.NoError(t, err)
 	id, err := h.b.SubmitArray(ctx, job, a)
 	require.NoError(t, err)
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	return id, h.f.submits[len(h.f.submits)-1]
+	h.f.Mu.Lock()
+	defer h.f.Mu.Unlock()
+	return id, h.f.Submits[len(h.f.Submits)-1]
 }
 
 // TestArraySubmitStatusAndKey: the array 0-4%2 is LSF's elements 1-5 at
@@ -33,20 +34,20 @@ func TestArraySubmitStatusAndKey(t *testing.T) {
 	h := newHarness(t)
 	id, s := h.submitArray(t, testJob("#!/bin/sh\necho $BRIDGE_TASK_INDEX\n"), "0-4%2")
 	n := jobID(t, id)
-	assert.Equal(t, key+"-hello[1-5]%2", s.params["JOB_NAME"].value)
-	assert.Equal(t, "/bin/sh ./"+key+"-task.sh", s.params["COMMANDTORUN"].value)
-	assert.Contains(t, string(s.files[key+"-task.sh"]), "chmod 755 ./"+key+".sh && ./"+key+".sh\n")
-	require.Len(t, h.f.job(n).elems, 5)
-	assert.Equal(t, 2, h.f.job(n).maxParallel)
+	assert.Equal(t, key+"-hello[1-5]%2", s.Params["JOB_NAME"].Value)
+	assert.Equal(t, "/bin/sh ./"+key+"-task.sh", s.Params["COMMANDTORUN"].Value)
+	assert.Contains(t, string(s.Files[key+"-task.sh"]), "chmod 755 ./"+key+".sh && ./"+key+".sh\n")
+	require.Len(t, h.f.JobByID(n).Elems, 5)
+	assert.Equal(t, 2, h.f.JobByID(n).MaxParallel)
 
 	ip := func(i int) *int { return &i }
-	h.f.setElem(n, 1, func(j *pacJob) { j.status, j.exitStatus = "DONE", ip(0) })
-	h.f.setElem(n, 2, func(j *pacJob) { j.status = "RUN" })
-	h.f.setElem(n, 3, func(j *pacJob) { j.status, j.exitStatus = "EXIT", ip(3) })
-	before := h.f.count("GET /platform/ws/jobs/")
+	h.f.SetElem(n, 1, func(j *fakelsf.Job) { j.Status, j.ExitStatus = "DONE", ip(0) })
+	h.f.SetElem(n, 2, func(j *fakelsf.Job) { j.Status = "RUN" })
+	h.f.SetElem(n, 3, func(j *fakelsf.Job) { j.Status, j.ExitStatus = "EXIT", ip(3) })
+	before := h.f.Count("GET /platform/ws/jobs/")
 	tasks, err := h.b.ArrayStatus(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, 1, h.f.count("GET /platform/ws/jobs/")-before, "one request per ArrayStatus")
+	assert.Equal(t, 1, h.f.Count("GET /platform/ws/jobs/")-before, "one request per ArrayStatus")
 	require.Len(t, tasks, 5)
 	assert.Equal(t, backends.Done, tasks[0].State)
 	assert.Equal(t, backends.Running, tasks[1].State)
@@ -63,7 +64,7 @@ func TestArraySubmitStatusAndKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, id, found, "the array's id, not an element's")
 
-	h.f.jobKey = "Job" // and in XML
+	h.f.JobKey = "Job" // and in XML
 	tasks, err = h.b.ArrayStatus(ctx, id)
 	require.NoError(t, err)
 	assert.Len(t, tasks, 5)
@@ -76,8 +77,8 @@ func TestArrayTaskScriptSetsTheIndex(t *testing.T) {
 	job := testJob("#!/bin/sh\n")
 	job.ScriptPath, job.Script = "echo task=$BRIDGE_TASK_INDEX lsf=$LSB_JOBINDEX", ""
 	_, s := h.submitArray(t, job, "1,3,8-15")
-	assert.Equal(t, key+"-hello[2,4,9-16]", s.params["JOB_NAME"].value)
-	cmd := exec.Command("/bin/sh", "-c", string(s.files[key+"-task.sh"]))
+	assert.Equal(t, key+"-hello[2,4,9-16]", s.Params["JOB_NAME"].Value)
+	cmd := exec.Command("/bin/sh", "-c", string(s.Files[key+"-task.sh"]))
 	cmd.Env = []string{"LSB_JOBINDEX=9", "PATH=/usr/bin:/bin"}
 	out, err := cmd.Output()
 	require.NoError(t, err)
@@ -91,8 +92,8 @@ func TestArrayCancel(t *testing.T) {
 	id, _ := h.submitArray(t, testJob("#!/bin/sh\n"), "0-2")
 	n := jobID(t, id)
 	ip := func(i int) *int { return &i }
-	h.f.setElem(n, 1, func(j *pacJob) { j.status, j.exitStatus = "DONE", ip(0) })
-	h.f.setElem(n, 2, func(j *pacJob) { j.status = "RUN" })
+	h.f.SetElem(n, 1, func(j *fakelsf.Job) { j.Status, j.ExitStatus = "DONE", ip(0) })
+	h.f.SetElem(n, 2, func(j *fakelsf.Job) { j.Status = "RUN" })
 	require.NoError(t, h.b.Cancel(ctx, id))
 	tasks, err := h.b.ArrayStatus(ctx, id)
 	require.NoError(t, err)
@@ -100,7 +101,7 @@ func TestArrayCancel(t *testing.T) {
 	assert.Equal(t, backends.Killed, tasks[1].State)
 	assert.Equal(t, backends.Killed, tasks[2].State)
 	require.NoError(t, h.b.Cancel(ctx, id), "cancelling an ended array")
-	assert.Equal(t, 2, h.f.count("POST /platform/ws/jobs/kill"))
+	assert.Equal(t, 2, h.f.Count("POST /platform/ws/jobs/kill"))
 }
 
 // TestArrayRefused: an array the fake's bsub refuses (here a name LSF
@@ -116,9 +117,9 @@ func TestArrayRefused(t *testing.T) {
 	_, err = h.b.SubmitArray(ctx, job, a)
 	testutil.RequireFieldError(t, err, "jobdata.additionalData")
 	// LSF itself refuses element 0: the mapping never sends it.
-	h.f.mu.Lock()
-	assert.Error(t, (&pacJob{name: "x[0-3]"}).makeArray())
-	h.f.mu.Unlock()
+	h.f.Mu.Lock()
+	assert.Error(t, (&fakelsf.Job{Name: "x[0-3]"}).MakeArray())
+	h.f.Mu.Unlock()
 	// Past MAX_JOB_ARRAY_SIZE's default: LSF refuses it, the error says why.
 	a, _ = backends.ParseArray("0-1000")
 	_, err = h.b.SubmitArray(ctx, testJob("#!/bin/sh\n"), a)
@@ -128,7 +129,7 @@ func TestArrayRefused(t *testing.T) {
 	a, _ = backends.ParseArray("0-999")
 	id, err := h.b.SubmitArray(ctx, testJob("#!/bin/sh\n"), a)
 	require.NoError(t, err)
-	assert.Len(t, h.f.job(jobID(t, id)).elems, 1000)
+	assert.Len(t, h.f.JobByID(jobID(t, id)).Elems, 1000)
 	// A specification over 255 characters is refused before sending.
 	var odd []string
 	for i := 0; i < 200; i += 2 {
@@ -142,8 +143,8 @@ func TestArrayRefused(t *testing.T) {
 	assert.ErrorIs(t, err, backends.ErrNotFound)
 	_, err = h.b.ArrayStatus(ctx, "1234[1]")
 	assert.ErrorIs(t, err, backends.ErrNotFound)
-	h.f.mu.Lock()
-	assert.Len(t, h.f.jobs, 1, "only 0-999 was taken")
-	assert.Len(t, h.f.submits, 2, "the 255-character one was not sent")
-	h.f.mu.Unlock()
+	h.f.Mu.Lock()
+	assert.Len(t, h.f.Jobs, 1, "only 0-999 was taken")
+	assert.Len(t, h.f.Submits, 2, "the 255-character one was not sent")
+	h.f.Mu.Unlock()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 )
 
 // batchJobs submits one job per state and sets it; "left" has left mbatchd
@@ -17,15 +18,15 @@ import (
 func batchJobs(t *testing.T, h *harness) map[string]string {
 	t.Helper()
 	ip := func(i int) *int { return &i }
-	states := map[string]func(j *pacJob){
-		"pend":   func(j *pacJob) {},
-		"run":    func(j *pacJob) { j.status = "RUN" },
-		"ssusp":  func(j *pacJob) { j.status = "SSUSP" },
-		"done":   func(j *pacJob) { j.status, j.exitStatus = "DONE", ip(0) },
-		"failed": func(j *pacJob) { j.status, j.exitStatus, j.exitInfo = "EXIT", ip(768), "TERM_RUNLIMIT" },
-		"killed": func(j *pacJob) { j.status, j.exitStatus, j.exitInfo = "EXIT", ip(130), "TERM_OWNER" },
-		"zombi":  func(j *pacJob) { j.status = "ZOMBI" },
-		"left":   func(j *pacJob) { j.status, j.exitStatus, j.left = "DONE", ip(0), true },
+	states := map[string]func(j *fakelsf.Job){
+		"pend":   func(j *fakelsf.Job) {},
+		"run":    func(j *fakelsf.Job) { j.Status = "RUN" },
+		"ssusp":  func(j *fakelsf.Job) { j.Status = "SSUSP" },
+		"done":   func(j *fakelsf.Job) { j.Status, j.ExitStatus = "DONE", ip(0) },
+		"failed": func(j *fakelsf.Job) { j.Status, j.ExitStatus, j.ExitInfo = "EXIT", ip(768), "TERM_RUNLIMIT" },
+		"killed": func(j *fakelsf.Job) { j.Status, j.ExitStatus, j.ExitInfo = "EXIT", ip(130), "TERM_OWNER" },
+		"zombi":  func(j *fakelsf.Job) { j.Status = "ZOMBI" },
+		"left":   func(j *fakelsf.Job) { j.Status, j.ExitStatus, j.Left = "DONE", ip(0), true },
 	}
 	ids := map[string]string{}
 	for name, set := range states {
@@ -33,7 +34,7 @@ func batchJobs(t *testing.T, h *harness) map[string]string {
 		job.Name = name
 		id, err := h.b.Submit(ctx, job)
 		require.NoError(t, err)
-		h.f.set(jobID(t, id), set)
+		h.f.Set(jobID(t, id), set)
 		ids[name] = id
 	}
 	return ids
@@ -50,12 +51,12 @@ func TestStatusManyMatchesStatus(t *testing.T) {
 		ask = append(ask, id, id) // duplicates are asked once
 	}
 	ask = append(ask, "999999", "0", "12a", "")
-	before := h.f.count("GET ")
+	before := h.f.Count("GET ")
 	got, err := h.b.StatusMany(ctx, ask)
 	require.NoError(t, err)
-	assert.Equal(t, 1, h.f.count("GET ")-before, "one request for all")
-	assert.Equal(t, 1, h.f.count("GET /platform/ws/jobs/"), "no single-job read")
-	assert.Zero(t, h.f.count("GET /platform/ws/jobhistory"))
+	assert.Equal(t, 1, h.f.Count("GET ")-before, "one request for all")
+	assert.Equal(t, 1, h.f.Count("GET /platform/ws/jobs/"), "no single-job read")
+	assert.Zero(t, h.f.Count("GET /platform/ws/jobhistory"))
 	assert.Len(t, got, len(ids)-1)
 	assert.NotContains(t, got, ids["left"])
 	assert.NotContains(t, got, "999999")
@@ -86,9 +87,9 @@ func TestStatusManyShapes(t *testing.T) {
 		key    string
 		arrays bool
 	}{{"job", false}, {"Job", false}, {"job", true}, {"Job", true}} {
-		h.f.mu.Lock()
-		h.f.jobKey, h.f.arrays = shape.key, shape.arrays
-		h.f.mu.Unlock()
+		h.f.Mu.Lock()
+		h.f.JobKey, h.f.Arrays = shape.key, shape.arrays
+		h.f.Mu.Unlock()
 		one, err := h.b.StatusMany(ctx, []string{ids["run"]})
 		require.NoError(t, err)
 		assert.Equal(t, backends.Running, one[ids["run"]].State, "%+v", shape)
@@ -98,21 +99,21 @@ func TestStatusManyShapes(t *testing.T) {
 		assert.Equal(t, "DONE", two[ids["done"]].Raw, "%+v", shape)
 	}
 	// An unknown state is left out, for Status to report.
-	h.f.set(jobID(t, ids["run"]), func(j *pacJob) { j.status = "WEIRD" })
+	h.f.Set(jobID(t, ids["run"]), func(j *fakelsf.Job) { j.Status = "WEIRD" })
 	got, err := h.b.StatusMany(ctx, []string{ids["run"], ids["pend"]})
 	require.NoError(t, err)
 	assert.Equal(t, []string{ids["pend"]}, keys(got))
 	// None known: Application Center answers 404, which is an empty map.
-	before := h.f.count("GET ")
+	before := h.f.Count("GET ")
 	got, err = h.b.StatusMany(ctx, []string{"777777", "888888"})
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	assert.Equal(t, 1, h.f.count("GET ")-before)
+	assert.Equal(t, 1, h.f.Count("GET ")-before)
 	// Nothing valid to ask: no request.
 	got, err = h.b.StatusMany(ctx, []string{"x", "0"})
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	assert.Equal(t, 1, h.f.count("GET ")-before)
+	assert.Equal(t, 1, h.f.Count("GET ")-before)
 }
 
 func keys(m map[string]backends.Status) []string {
@@ -134,10 +135,10 @@ func TestStatusManyChunks(t *testing.T) {
 		ask = append(ask, strconv.Itoa(100000000000+i)) // 12 digits, unknown
 	}
 	ask[7], ask[150], ask[249] = ids["run"], ids["done"], ids["pend"]
-	before := h.f.count("GET /platform/ws/jobs/")
+	before := h.f.Count("GET /platform/ws/jobs/")
 	got, err := h.b.StatusMany(ctx, ask)
 	require.NoError(t, err)
-	assert.Equal(t, 3, h.f.count("GET /platform/ws/jobs/")-before)
+	assert.Equal(t, 3, h.f.Count("GET /platform/ws/jobs/")-before)
 	assert.Len(t, got, 3)
 	assert.Equal(t, backends.Running, got[ids["run"]].State)
 	assert.Equal(t, backends.Done, got[ids["done"]].State)
@@ -159,28 +160,28 @@ func TestStatusManyErrors(t *testing.T) {
 	ask := []string{ids["run"], ids["done"]}
 	path := "/ws/jobs/" + ids["run"] + "," + ids["done"]
 
-	h.f.addFault(&fault{method: "GET", path: path, status: 502, contentType: "text/plain", body: "upstream secret-ish text", times: 1})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: path, Status: 502, ContentType: "text/plain", Body: "upstream secret-ish text", Times: 1})
 	_, err := h.b.StatusMany(ctx, ask)
 	require.ErrorIs(t, err, backends.ErrTransient)
 	assert.NotContains(t, err.Error(), "secret-ish")
 	assert.Contains(t, err.Error(), "HTTP 502 from Application Center (body not in the documented error shape, not shown)")
 
-	h.f.addFault(&fault{method: "GET", path: path, status: 500, body: `{"message":"mbatchd is down"}`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: path, Status: 500, Body: `{"message":"mbatchd is down"}`, Times: 1})
 	_, err = h.b.StatusMany(ctx, ask)
 	require.ErrorIs(t, err, backends.ErrTransient)
 	assert.Contains(t, err.Error(), "mbatchd is down", "the documented {\"message\"} shape is reported")
 
-	h.f.addFault(&fault{method: "GET", path: path, status: 200, body: `<jobs><job>`, contentType: "application/xml", times: 1})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: path, Status: 200, Body: `<jobs><job>`, ContentType: "application/xml", Times: 1})
 	_, err = h.b.StatusMany(ctx, ask)
 	require.Error(t, err)
 	assert.Equal(t, "GET /ws/jobs/{2 ids}: cannot read the answer: not well-formed XML (body not in the documented error shape, not shown)", err.Error())
 
 	// A refused token is replaced once; refused again, ErrAuth.
-	h.f.expireTokens()
+	h.f.ExpireTokens()
 	got, err := h.b.StatusMany(ctx, ask)
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
-	h.f.addFault(&fault{method: "GET", path: path, status: 403, body: `{"message":"Access denied"}`, times: 2})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: path, Status: 403, Body: `{"message":"Access denied"}`, Times: 2})
 	_, err = h.b.StatusMany(ctx, ask)
 	require.ErrorIs(t, err, backends.ErrAuth)
 }

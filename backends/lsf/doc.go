@@ -124,7 +124,7 @@
 // # Unverified
 //
 // Application Center cannot run here: this backend is tested against a fake
-// (fake_test.go) that follows the reference's description of the protocol.
+// (internal/fakelsf) that follows the reference's description of the protocol.
 // Not confirmed from a primary source, and handled tolerantly:
 //   - the JSON key casing ("job" or "Job", "pseudoJob"), whether one element
 //     arrives as an object or an array of one, and whether ids are numbers or

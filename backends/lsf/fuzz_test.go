@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
@@ -225,23 +226,23 @@ func FuzzLSFJobProperties(f *testing.F) {
 		}
 		req, _ := http.NewRequest(http.MethodPost, "https://pac.test/platform/ws/jobs/submit", &buf)
 		req.Header.Set("Content-Type", "multipart/mixed; boundary=outerB0undary")
-		got, err := parseSubmit(req)
+		got, err := fakelsf.ParseSubmit(req)
 		if err != nil {
 			t.Fatalf("the submit body does not parse: %v", err)
 		}
-		if got.app != sp.app {
-			t.Fatalf("app %q sent as %q", sp.app, got.app)
+		if got.App != sp.app {
+			t.Fatalf("app %q sent as %q", sp.app, got.App)
 		}
 		for _, p := range sp.params {
 			if !fzXMLText(p[1]) {
 				continue // XML cannot carry it; see the report
 			}
-			if g := got.params[p[0]]; g.value != p[1] {
-				t.Fatalf("parameter %s = %q arrived as %q", p[0], p[1], g.value)
+			if g := got.Params[p[0]]; g.Value != p[1] {
+				t.Fatalf("parameter %s = %q arrived as %q", p[0], p[1], g.Value)
 			}
 		}
 		for _, fl := range sp.files {
-			if !bytes.Equal(got.files[fl.name], fl.data) {
+			if !bytes.Equal(got.Files[fl.name], fl.data) {
 				t.Fatalf("file %s does not arrive byte for byte", fl.name)
 			}
 		}

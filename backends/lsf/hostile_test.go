@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
@@ -39,10 +40,10 @@ var lsfShapes = map[string]func(string) (string, string){
 // Before, a text body was copied (clipped at 300 bytes) and the XML
 // decoder's error quoted the server's element names.
 func TestHostileBodiesStayOutOfMessages(t *testing.T) {
-	f := newFakePAC(t, false)
+	f := fakelsf.New(t, false)
 	rd := testutil.NewRedirector(t, f.URL, false)
-	creds := testutil.NewCreds(map[string]string{"username": f.user, "password": hostileSecret})
-	f.pass = hostileSecret
+	creds := testutil.NewCreds(map[string]string{"username": f.User, "password": hostileSecret})
+	f.Pass = hostileSecret
 	newBE := func() *Backend {
 		be, err := New(backends.Config{URL: rd.Front.URL, HTTPClient: rd.Front.Client(), Credentials: creds})
 		require.NoError(t, err)
@@ -81,10 +82,10 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 }
 
 func TestFailedAnswerWording(t *testing.T) {
-	f := newFakePAC(t, false)
+	f := fakelsf.New(t, false)
 	rd := testutil.NewRedirector(t, f.URL, false)
 	be, err := New(backends.Config{URL: rd.Front.URL, HTTPClient: rd.Front.Client(),
-		Credentials: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass})})
+		Credentials: testutil.NewCreds(map[string]string{"username": f.User, "password": f.Pass})})
 	require.NoError(t, err)
 	rd.Answer(func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/submit") }, http.StatusBadGateway, "text/plain", "upstream down")
 	_, err = be.Submit(ctx, testJob("#!/bin/sh\n"))

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testibm"
 )
@@ -46,12 +47,12 @@ func ibmLSFConfigMap(url string) *corev1.ConfigMap {
 }
 
 // submittedJob waits for the fake's first job and returns its id.
-func submittedJob(t *testing.T, f *fakePAC, pod *testibm.Pod) int {
+func submittedJob(t *testing.T, f *fakelsf.Server, pod *testibm.Pod) int {
 	id := 0
 	require.Eventually(t, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for k := range f.jobs {
+		f.Mu.Lock()
+		defer f.Mu.Unlock()
+		for k := range f.Jobs {
 			id = k
 		}
 		return id != 0
@@ -65,18 +66,18 @@ func waitStatus(t *testing.T, pod *testibm.Pod, status string) {
 }
 
 func TestIBMOperatorDrivesLSF(t *testing.T) {
-	f := newFakePAC(t, false)
-	creds := testibm.CredentialsDir(t, map[string]string{"username": f.user, "password": f.pass})
+	f := fakelsf.New(t, false)
+	creds := testibm.CredentialsDir(t, map[string]string{"username": f.User, "password": f.Pass})
 	bin := testbin.Path(t, "../..")
 
 	t.Run("done", func(t *testing.T) {
 		pod := testibm.Start(t, bin, ibmLSFConfigMap(f.URL+"/platform/"), "lsfjob", "BRIDGE_CREDENTIALS_DIR="+creds)
 		id := submittedJob(t, f, pod)
-		f.set(id, func(j *pacJob) { j.status, j.start = "RUN", time.Now().UTC().Truncate(time.Second) })
+		f.Set(id, func(j *fakelsf.Job) { j.Status, j.Start = "RUN", time.Now().UTC().Truncate(time.Second) })
 		waitStatus(t, pod, "RUNNING")
-		f.set(id, func(j *pacJob) {
+		f.Set(id, func(j *fakelsf.Job) {
 			z := 0
-			j.status, j.exitStatus, j.end = "DONE", &z, time.Now().UTC().Truncate(time.Second)
+			j.Status, j.ExitStatus, j.End = "DONE", &z, time.Now().UTC().Truncate(time.Second)
 		})
 		code, out := pod.Wait(t, time.Minute)
 		require.Equal(t, 0, code, out)
@@ -86,22 +87,22 @@ func TestIBMOperatorDrivesLSF(t *testing.T) {
 		assert.Equal(t, "lsf", d["backend"], "inferred from /platform/ and recorded")
 		assert.Contains(t, out, "backend chosen")
 		assert.Contains(t, out, "imagepullpolicy", "IBM's inert key is named in the log")
-		f.mu.Lock()
-		s := f.submits[0]
-		f.mu.Unlock()
+		f.Mu.Lock()
+		s := f.Submits[0]
+		f.Mu.Unlock()
 		for param, want := range map[string]string{"QUEUE": "normal", "RUNLIMITHOUR": "1", "OUTPUT_FILE": "sample.out", "ERROR_FILE": "sample.err"} {
-			assert.Equal(t, want, s.params[param].value, "IBM's jobproperties reach %s", param)
+			assert.Equal(t, want, s.Params[param].Value, "IBM's jobproperties reach %s", param)
 		}
-		assert.Contains(t, s.params["EXTRA_PARAMS"].value, "-nnodes 1")
+		assert.Contains(t, s.Params["EXTRA_PARAMS"].Value, "-nnodes 1")
 	})
 
 	t.Run("kill", func(t *testing.T) {
-		f.mu.Lock()
-		f.jobs = map[int]*pacJob{}
-		f.mu.Unlock()
+		f.Mu.Lock()
+		f.Jobs = map[int]*fakelsf.Job{}
+		f.Mu.Unlock()
 		pod := testibm.Start(t, bin, ibmLSFConfigMap(f.URL+"/platform/"), "lsfjob", "BRIDGE_CREDENTIALS_DIR="+creds)
 		id := submittedJob(t, f, pod)
-		f.set(id, func(j *pacJob) { j.status, j.start = "RUN", time.Now().UTC().Truncate(time.Second) })
+		f.Set(id, func(j *fakelsf.Job) { j.Status, j.Start = "RUN", time.Now().UTC().Truncate(time.Second) })
 		waitStatus(t, pod, "RUNNING")
 		// What IBM's operator does for spec.kill.
 		_, err := pod.Client.CoreV1().ConfigMaps(pod.Namespace).Patch(context.Background(), pod.ConfigMap, types.MergePatchType,
@@ -111,28 +112,28 @@ func TestIBMOperatorDrivesLSF(t *testing.T) {
 		assert.Equal(t, 3, code, out)
 		d := pod.Data(t)
 		testibm.AssertOperatorReads(t, d, "KILL")
-		assert.Equal(t, "EXIT", f.job(id).status, "the job was killed on LSF")
+		assert.Equal(t, "EXIT", f.JobByID(id).Status, "the job was killed on LSF")
 	})
 
 	t.Run("URL without a system never runs", func(t *testing.T) {
-		f.mu.Lock()
-		f.jobs = map[int]*pacJob{}
-		f.mu.Unlock()
+		f.Mu.Lock()
+		f.Jobs = map[int]*fakelsf.Job{}
+		f.Mu.Unlock()
 		// IBM's samples give Application Center's URL without a path.
 		pod := testibm.Start(t, bin, ibmLSFConfigMap(f.URL), "lsfjob", "BRIDGE_CREDENTIALS_DIR="+creds)
 		code, out := pod.Wait(t, time.Minute)
 		assert.Equal(t, 2, code, out)
 		assert.Contains(t, out, "does not say which system")
 		assert.Contains(t, out, "lsf, quantum, ray, slurm", "the choices are named")
-		assert.Empty(t, f.jobs, "nothing submitted")
+		assert.Empty(t, f.Jobs, "nothing submitted")
 		assert.NotContains(t, pod.Data(t), "backend")
 
 		// The same record with the pod's BRIDGE_BACKEND runs on LSF.
 		pod = testibm.Start(t, bin, ibmLSFConfigMap(f.URL), "lsfjob", "BRIDGE_CREDENTIALS_DIR="+creds, "BRIDGE_BACKEND=lsf")
 		id := submittedJob(t, f, pod)
-		f.set(id, func(j *pacJob) {
+		f.Set(id, func(j *fakelsf.Job) {
 			z := 0
-			j.status, j.exitStatus, j.start, j.end = "DONE", &z, time.Now().UTC(), time.Now().UTC()
+			j.Status, j.ExitStatus, j.Start, j.End = "DONE", &z, time.Now().UTC(), time.Now().UTC()
 		})
 		code, out = pod.Wait(t, time.Minute)
 		require.Equal(t, 0, code, out)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
@@ -37,21 +38,21 @@ func TestProbeLoad(t *testing.T) {
 	want := backends.UnknownLoad("normal")
 	want.PendingJobs, want.RunningJobs = 0, 0
 	assert.Equal(t, want, load)
-	assert.Equal(t, 1, h.f.count("POST /platform/ws/logon"))
-	assert.Equal(t, ProbeRequests, h.f.count("POST /platform/ws/queues/getfullinfo"))
+	assert.Equal(t, 1, h.f.Count("POST /platform/ws/logon"))
+	assert.Equal(t, ProbeRequests, h.f.Count("POST /platform/ws/queues/getfullinfo"))
 
 	var ids []int
 	for range 3 {
 		id, _ := h.submit(t, queueJob("normal"))
 		ids = append(ids, jobID(t, id))
 	}
-	h.f.set(ids[0], func(j *pacJob) { j.status = "RUN" })
-	h.f.set(ids[1], func(j *pacJob) { j.status = "PEND" })
-	h.f.set(ids[2], func(j *pacJob) { j.status = "PEND" })
-	before := len(h.f.requests)
+	h.f.Set(ids[0], func(j *fakelsf.Job) { j.Status = "RUN" })
+	h.f.Set(ids[1], func(j *fakelsf.Job) { j.Status = "PEND" })
+	h.f.Set(ids[2], func(j *fakelsf.Job) { j.Status = "PEND" })
+	before := len(h.f.Requests)
 	load, err = h.b.ProbeLoad(ctx, queueJob("normal"), nil)
 	require.NoError(t, err)
-	assert.Equal(t, ProbeRequests, len(h.f.requests)-before, "requests of one probe with a session kept")
+	assert.Equal(t, ProbeRequests, len(h.f.Requests)-before, "requests of one probe with a session kept")
 	assert.Equal(t, 2, load.PendingJobs)
 	assert.Equal(t, 1, load.RunningJobs)
 	assert.True(t, load.Fits)
@@ -103,10 +104,10 @@ func TestQueueLoadXMLAndBits(t *testing.T) {
 // password in any encoding, or a huge body), the probe's error quotes none
 // of it.
 func TestProbeLoadHostile(t *testing.T) {
-	f := newFakePAC(t, false)
+	f := fakelsf.New(t, false)
 	rd := testutil.NewRedirector(t, f.URL, false)
-	f.pass = hostileSecret
-	creds := testutil.NewCreds(map[string]string{"username": f.user, "password": hostileSecret})
+	f.Pass = hostileSecret
+	creds := testutil.NewCreds(map[string]string{"username": f.User, "password": hostileSecret})
 	bodies := testutil.HostileBodies(hostileSecret, lsfShapes)
 	bodies = append(bodies, testutil.HostileBody{Name: "huge", ContentType: "application/json",
 		Body: `{"queue":{"queueName":"normal","pad":"` + strings.Repeat(hostileSecret, 1<<20) + `"}}`})

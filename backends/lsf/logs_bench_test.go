@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -25,25 +26,25 @@ func BenchmarkLogDelay(b *testing.B) {
 // printStamped plays the fake's one job: it runs, appends n stamped lines
 // to its output file, one every period, and ends.
 func (h *harness) printStamped(n int, period time.Duration) {
-	var j *pacJob
+	var j *fakelsf.Job
 	for j == nil {
 		time.Sleep(10 * time.Millisecond)
-		h.f.mu.Lock()
-		for _, job := range h.f.jobs {
+		h.f.Mu.Lock()
+		for _, job := range h.f.Jobs {
 			j = job
 		}
-		h.f.mu.Unlock()
+		h.f.Mu.Unlock()
 	}
-	file := fmt.Sprintf("%s/out-%d.txt", j.cwd, j.id)
-	h.f.set(j.id, func(j *pacJob) { j.status, j.start = "RUN", time.Now().UTC() })
+	file := fmt.Sprintf("%s/out-%d.txt", j.Cwd, j.ID)
+	h.f.Set(j.ID, func(j *fakelsf.Job) { j.Status, j.Start = "RUN", time.Now().UTC() })
 	for range n {
-		h.f.set(j.id, func(j *pacJob) {
-			j.outputs[file] = fmt.Appendf(j.outputs[file], "BRLAT %d\n", time.Now().UnixNano())
+		h.f.Set(j.ID, func(j *fakelsf.Job) {
+			j.Outputs[file] = fmt.Appendf(j.Outputs[file], "BRLAT %d\n", time.Now().UnixNano())
 		})
 		time.Sleep(period)
 	}
-	h.f.set(j.id, func(j *pacJob) {
+	h.f.Set(j.ID, func(j *fakelsf.Job) {
 		zero := 0
-		j.status, j.exitStatus, j.end = "DONE", &zero, time.Now().UTC()
+		j.Status, j.ExitStatus, j.End = "DONE", &zero, time.Now().UTC()
 	})
 }

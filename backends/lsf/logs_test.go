@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 )
 
 // TestReadLogsDownloadsTheOutputFileWhileItRuns: the output file (outfile,
@@ -25,11 +26,11 @@ func TestReadLogsDownloadsTheOutputFileWhileItRuns(t *testing.T) {
 	require.NoError(t, err, "no file yet is nothing new")
 	assert.Zero(t, off)
 
-	file := func(j *pacJob) string { return j.cwd + "/out-" + strconv.Itoa(n) + ".txt" }
-	h.f.set(n, func(j *pacJob) { j.status = "RUN"; j.outputs[file(j)] = []byte("line 1\n") })
+	file := func(j *fakelsf.Job) string { return j.Cwd + "/out-" + strconv.Itoa(n) + ".txt" }
+	h.f.Set(n, func(j *fakelsf.Job) { j.Status = "RUN"; j.Outputs[file(j)] = []byte("line 1\n") })
 	off, err = h.b.ReadLogs(ctx, id, off, &out)
 	require.NoError(t, err)
-	h.f.set(n, func(j *pacJob) { j.outputs[file(j)] = append(j.outputs[file(j)], "line 2 ü\n"...) })
+	h.f.Set(n, func(j *fakelsf.Job) { j.Outputs[file(j)] = append(j.Outputs[file(j)], "line 2 ü\n"...) })
 	off, err = h.b.ReadLogs(ctx, id, off, &out)
 	require.NoError(t, err)
 	assert.Equal(t, "line 1\nline 2 ü\n", out.String(), "every byte once")
@@ -41,14 +42,14 @@ func TestReadLogsDownloadsTheOutputFileWhileItRuns(t *testing.T) {
 	assert.Equal(t, "line 2 ü\n", again.String())
 	assert.Equal(t, off, next)
 
-	h.f.mu.Lock()
+	h.f.Mu.Lock()
 	downloads := 0
-	for _, r := range h.f.requests {
+	for _, r := range h.f.Requests {
 		if r == "POST /platform/ws/jobfiles/download/"+id {
 			downloads++
 		}
 	}
-	h.f.mu.Unlock()
+	h.f.Mu.Unlock()
 	assert.Equal(t, 4, downloads, "one download per read")
 }
 

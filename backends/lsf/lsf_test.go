@@ -16,11 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 type harness struct {
-	f     *fakePAC
+	f     *fakelsf.Server
 	b     *Backend
 	creds *testutil.Creds
 	logs  *testutil.SyncBuffer
@@ -30,8 +31,8 @@ type harness struct {
 // the client trusts the fake's certificate as a CA bundle would.
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	f := newFakePAC(t, true)
-	h := &harness{f: f, creds: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass + "\n"}), logs: &testutil.SyncBuffer{}}
+	f := fakelsf.New(t, true)
+	h := &harness{f: f, creds: testutil.NewCreds(map[string]string{"username": f.User, "password": f.Pass + "\n"}), logs: &testutil.SyncBuffer{}}
 	h.b = h.newBackend(t)
 	return h
 }
@@ -51,13 +52,13 @@ func testJob(script string) backends.Job {
 
 var ctx = context.Background()
 
-func (h *harness) submit(t *testing.T, job backends.Job) (string, *pacSubmit) {
+func (h *harness) submit(t *testing.T, job backends.Job) (string, *fakelsf.Submit) {
 	t.Helper()
 	id, err := h.b.Submit(ctx, job)
 	require.NoError(t, err)
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	return id, h.f.submits[len(h.f.submits)-1]
+	h.f.Mu.Lock()
+	defer h.f.Mu.Unlock()
+	return id, h.f.Submits[len(h.f.Submits)-1]
 }
 
 func jobID(t *testing.T, id string) int {
@@ -75,15 +76,15 @@ func TestHappyPath(t *testing.T) {
 	require.NoError(t, h.b.Validate(job))
 	id, s := h.submit(t, job)
 	assert.Equal(t, "1234", id)
-	assert.Equal(t, "generic", s.app)
-	assert.Equal(t, "chmod 755 ./"+key+".sh && ./"+key+".sh", s.params["COMMANDTORUN"].value)
-	assert.Equal(t, key+"-hello", s.params["JOB_NAME"].value)
-	assert.Equal(t, "normal", s.params["QUEUE"].value)
-	assert.Equal(t, "out.txt", s.params["OUTPUT_FILE"].value)
-	assert.Equal(t, "30", s.params["RUNLIMITMINUTE"].value)
-	assert.Equal(t, pacParam{value: key + ".sh,upload", typ: "file"}, s.params[key+".sh"])
-	assert.Equal(t, script, string(s.files[key+".sh"]), "the script arrives byte for byte")
-	assert.Equal(t, `{"n":1}`, string(s.files["bridge-parameters.json"]))
+	assert.Equal(t, "generic", s.App)
+	assert.Equal(t, "chmod 755 ./"+key+".sh && ./"+key+".sh", s.Params["COMMANDTORUN"].Value)
+	assert.Equal(t, key+"-hello", s.Params["JOB_NAME"].Value)
+	assert.Equal(t, "normal", s.Params["QUEUE"].Value)
+	assert.Equal(t, "out.txt", s.Params["OUTPUT_FILE"].Value)
+	assert.Equal(t, "30", s.Params["RUNLIMITMINUTE"].Value)
+	assert.Equal(t, fakelsf.Param{Value: key + ".sh,upload", Typ: "file"}, s.Params[key+".sh"])
+	assert.Equal(t, script, string(s.Files[key+".sh"]), "the script arrives byte for byte")
+	assert.Equal(t, `{"n":1}`, string(s.Files["bridge-parameters.json"]))
 
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
@@ -92,17 +93,17 @@ func TestHappyPath(t *testing.T) {
 	assert.False(t, st.SubmitTime.IsZero())
 
 	now := time.Now().UTC().Truncate(time.Second)
-	h.f.set(jobID(t, id), func(j *pacJob) { j.status, j.start = "RUN", now })
+	h.f.Set(jobID(t, id), func(j *fakelsf.Job) { j.Status, j.Start = "RUN", now })
 	st, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Running, st.State)
 	assert.Equal(t, now, st.StartTime)
 
-	h.f.set(jobID(t, id), func(j *pacJob) {
+	h.f.Set(jobID(t, id), func(j *fakelsf.Job) {
 		z := 0
-		j.status, j.end, j.exitStatus = "DONE", now.Add(time.Minute), &z
-		j.outputs[j.cwd+"/out.txt"] = []byte("result\x00\xff")
-		j.outputs["/abs/path/x.log"] = []byte("log")
+		j.Status, j.End, j.ExitStatus = "DONE", now.Add(time.Minute), &z
+		j.Outputs[j.Cwd+"/out.txt"] = []byte("result\x00\xff")
+		j.Outputs["/abs/path/x.log"] = []byte("log")
 	})
 	st, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
@@ -120,20 +121,20 @@ func TestHappyPath(t *testing.T) {
 	err = h.b.FetchOutput(ctx, id, "missing.txt", &out)
 	assert.ErrorIs(t, err, backends.ErrNotFound)
 
-	assert.Equal(t, 1, h.f.logons, "one logon serves every request")
-	assert.NotContains(t, h.logs.String(), h.f.pass)
+	assert.Equal(t, 1, h.f.Logons, "one logon serves every request")
+	assert.NotContains(t, h.logs.String(), h.f.Pass)
 }
 
 func TestScriptWithoutShebangAndRemoteScript(t *testing.T) {
 	h := newHarness(t)
 	_, s := h.submit(t, testJob("echo hi\n"))
-	assert.Equal(t, "/bin/sh ./"+key+".sh", s.params["COMMANDTORUN"].value)
+	assert.Equal(t, "/bin/sh ./"+key+".sh", s.Params["COMMANDTORUN"].Value)
 
 	job := backends.Job{Key: key, ScriptPath: "/home/u/run.sh --fast"}
 	_, s = h.submit(t, job)
-	assert.Equal(t, "/home/u/run.sh --fast", s.params["COMMANDTORUN"].value)
-	assert.Equal(t, key, s.params["JOB_NAME"].value)
-	assert.Empty(t, s.files)
+	assert.Equal(t, "/home/u/run.sh --fast", s.Params["COMMANDTORUN"].Value)
+	assert.Equal(t, key, s.Params["JOB_NAME"].Value)
+	assert.Empty(t, s.Files)
 }
 
 func TestIBMSampleAliases(t *testing.T) {
@@ -146,7 +147,7 @@ func TestIBMSampleAliases(t *testing.T) {
 	want := map[string]string{"QUEUE": "normal", "RUNLIMITHOUR": "1", "RUNLIMITMINUTE": "0", "ERROR_FILE": "sample.err",
 		"OUTPUT_FILE": "sample.out", "EXTRA_PARAMS": "-nnodes 1"}
 	for k, v := range want {
-		assert.Equal(t, v, s.params[k].value, k)
+		assert.Equal(t, v, s.Params[k].Value, k)
 	}
 }
 
@@ -155,10 +156,10 @@ func TestExtraParamsAndCustomParams(t *testing.T) {
 	job := testJob("#!/bin/sh\n")
 	job.Properties = []byte(`{"extraParams":"-R \"span[hosts=1]\" -n 4","numnodes":2,"jobName":"sim <1> & co","params":{"MY_PARAM":"a<b>&c","N":3}}`)
 	_, s := h.submit(t, job)
-	assert.Equal(t, `-R "span[hosts=1]" -n 4 -nnodes 2`, s.params["EXTRA_PARAMS"].value)
-	assert.Equal(t, key+"-sim <1> & co", s.params["JOB_NAME"].value, "values are XML-escaped on the wire")
-	assert.Equal(t, "a<b>&c", s.params["MY_PARAM"].value)
-	assert.Equal(t, "3", s.params["N"].value)
+	assert.Equal(t, `-R "span[hosts=1]" -n 4 -nnodes 2`, s.Params["EXTRA_PARAMS"].Value)
+	assert.Equal(t, key+"-sim <1> & co", s.Params["JOB_NAME"].Value, "values are XML-escaped on the wire")
+	assert.Equal(t, "a<b>&c", s.Params["MY_PARAM"].Value)
+	assert.Equal(t, "3", s.Params["N"].Value)
 }
 
 func TestInputsAreUploaded(t *testing.T) {
@@ -171,9 +172,9 @@ func TestInputsAreUploaded(t *testing.T) {
 	}
 	assert.True(t, h.b.StagesInputs())
 	_, s := h.submit(t, job)
-	assert.Equal(t, "1,2\n", string(s.files["a.csv"]))
-	assert.Equal(t, "\x00\x01", string(s.files["b.bin"]))
-	assert.Equal(t, pacParam{value: "a.csv,upload", typ: "file"}, s.params["a.csv"])
+	assert.Equal(t, "1,2\n", string(s.Files["a.csv"]))
+	assert.Equal(t, "\x00\x01", string(s.Files["b.bin"]))
+	assert.Equal(t, fakelsf.Param{Value: "a.csv,upload", Typ: "file"}, s.Params["a.csv"])
 
 	dup := testJob("#!/bin/sh\n")
 	dup.Inputs = []backends.InputFile{{Name: "x/a"}, {Name: "y/a"}}
@@ -197,7 +198,7 @@ func TestPropertiesRefused(t *testing.T) {
 		_, err = h.b.Submit(ctx, job)
 		assert.ErrorIs(t, err, backends.ErrInvalid, props)
 	}
-	assert.Empty(t, h.f.submits, "nothing was submitted")
+	assert.Empty(t, h.f.Submits, "nothing was submitted")
 
 	err := h.b.Validate(backends.Job{Key: key})
 	var fe *backends.FieldError
@@ -213,9 +214,9 @@ func TestIBMUploadPropertiesAreAcceptedAndUnused(t *testing.T) {
 	job.Properties = []byte(`{"queue":"normal","pastid":"12","inputfiledirectory":"/tmp/in"}`)
 	require.NoError(t, h.b.Validate(job))
 	_, s := h.submit(t, job)
-	assert.Equal(t, "normal", s.params["QUEUE"].value)
-	for id, p := range s.params {
-		assert.NotContains(t, p.value, "/tmp/in", id)
+	assert.Equal(t, "normal", s.Params["QUEUE"].Value)
+	for id, p := range s.Params {
+		assert.NotContains(t, p.Value, "/tmp/in", id)
 		assert.NotContains(t, []string{"pastid", "inputfiledirectory", "PASTID"}, id)
 	}
 }
@@ -252,7 +253,7 @@ func TestStateMapping(t *testing.T) {
 		{"ZOMBI", "", nil, backends.Killed, nil},
 		{"UNKWN", "", nil, backends.Unknown, nil},
 	} {
-		h.f.set(n, func(j *pacJob) { j.status, j.exitInfo, j.exitStatus = c.status, c.info, c.exit })
+		h.f.Set(n, func(j *fakelsf.Job) { j.Status, j.ExitInfo, j.ExitStatus = c.status, c.info, c.exit })
 		st, err := h.b.Status(ctx, id)
 		require.NoError(t, err, c.status)
 		assert.Equal(t, c.want, st.State, "%s %s %v", c.status, c.info, c.exit)
@@ -262,7 +263,7 @@ func TestStateMapping(t *testing.T) {
 			assert.Equal(t, c.info, st.Reason)
 		}
 	}
-	h.f.set(n, func(j *pacJob) { j.status = "WEIRD" })
+	h.f.Set(n, func(j *fakelsf.Job) { j.Status = "WEIRD" })
 	_, err := h.b.Status(ctx, id)
 	assert.ErrorContains(t, err, "WEIRD")
 }
@@ -278,12 +279,12 @@ func TestHistoryFallback(t *testing.T) {
 		ids[name] = id
 	}
 	require.NoError(t, h.b.Cancel(ctx, ids["killed"]))
-	h.f.set(jobID(t, ids["done"]), func(j *pacJob) { z := 0; j.status, j.exitStatus = "DONE", &z })
-	h.f.set(jobID(t, ids["failed"]), func(j *pacJob) { c := 2; j.status, j.exitStatus = "EXIT", &c })
+	h.f.Set(jobID(t, ids["done"]), func(j *fakelsf.Job) { z := 0; j.Status, j.ExitStatus = "DONE", &z })
+	h.f.Set(jobID(t, ids["failed"]), func(j *fakelsf.Job) { c := 2; j.Status, j.ExitStatus = "EXIT", &c })
 	for _, id := range ids {
-		h.f.set(jobID(t, id), func(j *pacJob) { j.left = true })
+		h.f.Set(jobID(t, id), func(j *fakelsf.Job) { j.Left = true })
 	}
-	h.f.set(jobID(t, ids["forgotten"]), func(j *pacJob) { j.forgotten = true })
+	h.f.Set(jobID(t, ids["forgotten"]), func(j *fakelsf.Job) { j.Forgotten = true })
 
 	st, err := h.b.Status(ctx, ids["done"])
 	require.NoError(t, err)
@@ -298,36 +299,36 @@ func TestHistoryFallback(t *testing.T) {
 	assert.Equal(t, backends.Killed, st.State)
 	_, err = h.b.Status(ctx, ids["forgotten"])
 	assert.ErrorIs(t, err, backends.ErrNotFound)
-	assert.Positive(t, h.f.count("GET /platform/ws/jobhistory"))
+	assert.Positive(t, h.f.Count("GET /platform/ws/jobhistory"))
 }
 
 func TestTokenExpiryAndRefresh(t *testing.T) {
 	h := newHarness(t)
 	id, _ := h.submit(t, testJob("#!/bin/sh\n"))
-	assert.Equal(t, 1, h.f.logons)
+	assert.Equal(t, 1, h.f.Logons)
 
 	// The server expires the token early: the refused request is sent again
 	// after a new logon, transparently.
-	h.f.expireTokens()
+	h.f.ExpireTokens()
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Pending, st.State)
-	assert.Equal(t, 2, h.f.logons)
+	assert.Equal(t, 2, h.f.Logons)
 
 	// Before the expiry embedded in the token, the client logs on again
 	// without waiting for a refusal.
-	before := h.f.count("GET")
+	before := h.f.Count("GET")
 	h.b.now = func() time.Time { return time.Now().Add(59*time.Minute + 30*time.Second) }
 	_, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, 3, h.f.logons)
-	assert.Equal(t, before+1, h.f.count("GET"), "no refused request")
+	assert.Equal(t, 3, h.f.Logons)
+	assert.Equal(t, before+1, h.f.Count("GET"), "no refused request")
 
 	// 403 counts as a refusal too; a refusal of a fresh token is ErrAuth.
-	h.f.addFault(&fault{method: "GET", path: "/ws/jobs/" + id, status: 403, body: `{"message":"Access denied"}`})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: "/ws/jobs/" + id, Status: 403, Body: `{"message":"Access denied"}`})
 	_, err = h.b.Status(ctx, id)
 	assert.ErrorIs(t, err, backends.ErrAuth)
-	assert.Equal(t, 4, h.f.logons)
+	assert.Equal(t, 4, h.f.Logons)
 }
 
 func TestBadCredentials(t *testing.T) {
@@ -336,7 +337,7 @@ func TestBadCredentials(t *testing.T) {
 	_, err := h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 	require.ErrorIs(t, err, backends.ErrAuth)
 	assert.NotContains(t, err.Error(), "wrong-password")
-	assert.Empty(t, h.f.submits)
+	assert.Empty(t, h.f.Submits)
 
 	h.creds.Set("username", "")
 	_, err = h.b.Status(ctx, "1")
@@ -345,8 +346,8 @@ func TestBadCredentials(t *testing.T) {
 	assert.ErrorIs(t, h.b.Validate(testJob("#!/bin/sh\n")), backends.ErrInvalid)
 
 	// A rotated Secret is picked up at the next logon.
-	h.creds.Set("username", h.f.user)
-	h.creds.Set("password", h.f.pass)
+	h.creds.Set("username", h.f.User)
+	h.creds.Set("password", h.f.Pass)
 	_, err = h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 	require.NoError(t, err)
 }
@@ -354,12 +355,12 @@ func TestBadCredentials(t *testing.T) {
 func TestKill(t *testing.T) {
 	h := newHarness(t)
 	id, _ := h.submit(t, testJob("#!/bin/sh\n"))
-	h.f.set(jobID(t, id), func(j *pacJob) { j.status = "RUN" })
+	h.f.Set(jobID(t, id), func(j *fakelsf.Job) { j.Status = "RUN" })
 	require.NoError(t, h.b.Cancel(ctx, id))
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Killed, st.State)
-	assert.Equal(t, 1, h.f.count("POST /platform/ws/jobs/kill"))
+	assert.Equal(t, 1, h.f.Count("POST /platform/ws/jobs/kill"))
 
 	// Cancelling a job that has ended is not an error.
 	require.NoError(t, h.b.Cancel(ctx, id))
@@ -370,7 +371,7 @@ func TestKill(t *testing.T) {
 
 func TestKillFallsBackToUserCmd(t *testing.T) {
 	h := newHarness(t)
-	h.f.jacsKill = false
+	h.f.JacsKill = false
 	id, _ := h.submit(t, testJob("#!/bin/sh\n"))
 	require.NoError(t, h.b.Cancel(ctx, id))
 	st, err := h.b.Status(ctx, id)
@@ -378,11 +379,11 @@ func TestKillFallsBackToUserCmd(t *testing.T) {
 	assert.Equal(t, backends.Killed, st.State)
 	id2, _ := h.submit(t, testJob("#!/bin/sh\n"))
 	require.NoError(t, h.b.Cancel(ctx, id2))
-	assert.Equal(t, 1, h.f.count("POST /platform/ws/jobs/kill"), "the missing call is tried once")
-	assert.Equal(t, 2, h.f.count("POST /platform/ws/userCmd"))
+	assert.Equal(t, 1, h.f.Count("POST /platform/ws/jobs/kill"), "the missing call is tried once")
+	assert.Equal(t, 2, h.f.Count("POST /platform/ws/userCmd"))
 
 	id3, _ := h.submit(t, testJob("#!/bin/sh\n"))
-	h.f.addFault(&fault{path: "/ws/userCmd", status: 503, body: `{"message":"busy"}`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Path: "/ws/userCmd", Status: 503, Body: `{"message":"busy"}`, Times: 1})
 	assert.ErrorIs(t, h.b.Cancel(ctx, id3), backends.ErrTransient)
 }
 
@@ -399,26 +400,26 @@ func TestFindByKeyAdoptsWithoutResubmitting(t *testing.T) {
 	found, err := b2.FindByKey(ctx, key)
 	require.NoError(t, err)
 	assert.Equal(t, id, found)
-	assert.Len(t, h.f.submits, 2, "nothing resubmitted")
+	assert.Len(t, h.f.Submits, 2, "nothing resubmitted")
 
 	found, err = b2.FindByKey(ctx, "br-00000000000000000000")
 	require.NoError(t, err)
 	assert.Empty(t, found, "a 404 'no jobs match' is no job")
 
 	// The key is a prefix of the name, never a substring match on another key.
-	h.f.jobKey = "Job"
+	h.f.JobKey = "Job"
 	found, err = b2.FindByKey(ctx, "br-0123456789abcdef012")
 	require.NoError(t, err)
 	assert.Empty(t, found)
 
-	h.f.addFault(&fault{method: "GET", path: "/ws/jobs", status: 502, body: "bad gateway", contentType: "text/plain", times: 1})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: "/ws/jobs", Status: 502, Body: "bad gateway", ContentType: "text/plain", Times: 1})
 	_, err = b2.FindByKey(ctx, key)
 	assert.ErrorIs(t, err, backends.ErrTransient)
 }
 
 func TestJSONShapesTolerated(t *testing.T) {
 	h := newHarness(t)
-	h.f.idAsString, h.f.jobKey, h.f.arrays = true, "Job", true
+	h.f.IDAsString, h.f.JobKey, h.f.Arrays = true, "Job", true
 	id, _ := h.submit(t, testJob("#!/bin/sh\n"))
 	assert.Equal(t, "1234", id)
 	st, err := h.b.Status(ctx, id)
@@ -432,58 +433,58 @@ func TestJSONShapesTolerated(t *testing.T) {
 func TestTransientAndErrorAnswers(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		fault fault
+		fault fakelsf.Fault
 		want  error
 		text  string
 	}{
-		{"500", fault{status: 500, body: `{"message":"Exception occurred"}`}, backends.ErrTransient, "Exception occurred"},
-		{"502 html", fault{status: 502, body: "<html>proxy</html>", contentType: "text/html"}, backends.ErrTransient, "502"},
-		{"503", fault{status: 503, body: `<error><message>Service unavailable</message></error>`, contentType: "application/xml"}, backends.ErrTransient, "Service unavailable"},
-		{"429", fault{status: 429, body: `{"message":"slow down"}`, retryAfter: "30"}, backends.ErrTransient, "Retry-After: 30"},
-		{"dropped", fault{drop: true}, backends.ErrTransient, ""},
+		{"500", fakelsf.Fault{Status: 500, Body: `{"message":"Exception occurred"}`}, backends.ErrTransient, "Exception occurred"},
+		{"502 html", fakelsf.Fault{Status: 502, Body: "<html>proxy</html>", ContentType: "text/html"}, backends.ErrTransient, "502"},
+		{"503", fakelsf.Fault{Status: 503, Body: `<error><message>Service unavailable</message></error>`, ContentType: "application/xml"}, backends.ErrTransient, "Service unavailable"},
+		{"429", fakelsf.Fault{Status: 429, Body: `{"message":"slow down"}`, RetryAfter: "30"}, backends.ErrTransient, "Retry-After: 30"},
+		{"dropped", fakelsf.Fault{Drop: true}, backends.ErrTransient, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
 			id, _ := h.submit(t, testJob("#!/bin/sh\n"))
 			fl := c.fault
-			fl.method, fl.path = "GET", "/ws/jobs/"+id
-			h.f.addFault(&fl)
+			fl.Method, fl.Path = "GET", "/ws/jobs/"+id
+			h.f.AddFault(&fl)
 			_, err := h.b.Status(ctx, id)
 			require.ErrorIs(t, err, c.want)
 			assert.ErrorContains(t, err, c.text)
 			fl2 := c.fault
-			fl2.path = "/ws/jobs/submit"
-			h.f.addFault(&fl2)
+			fl2.Path = "/ws/jobs/submit"
+			h.f.AddFault(&fl2)
 			_, err = h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 			assert.ErrorIs(t, err, c.want)
 		})
 	}
 
 	h := newHarness(t)
-	h.f.addFault(&fault{path: "/ws/jobs/submit", status: 400, body: `{"message":"Queue nosuch does not exist"}`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Path: "/ws/jobs/submit", Status: 400, Body: `{"message":"Queue nosuch does not exist"}`, Times: 1})
 	_, err := h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 	var fe *backends.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "jobproperties", fe.Field)
 	assert.Contains(t, fe.Msg, "Queue nosuch does not exist")
 
-	h.f.addFault(&fault{path: "/ws/jobs/submit", status: 200, body: `{"message":"submitted?"}`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Path: "/ws/jobs/submit", Status: 200, Body: `{"message":"submitted?"}`, Times: 1})
 	_, err = h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, backends.ErrTransient)
 	assert.Contains(t, err.Error(), "without a job id")
 
-	h.f.addFault(&fault{path: "/ws/jobs/submit", status: 200, body: `{"id":0}`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Path: "/ws/jobs/submit", Status: 200, Body: `{"id":0}`, Times: 1})
 	_, err = h.b.Submit(ctx, testJob("#!/bin/sh\n"))
 	assert.ErrorContains(t, err, "without a job id")
 
 	id, _ := h.submit(t, testJob("#!/bin/sh\n"))
-	h.f.addFault(&fault{method: "GET", path: "/ws/jobs/" + id, status: 200, body: `{"@total":"1","job":`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: "/ws/jobs/" + id, Status: 200, Body: `{"@total":"1","job":`, Times: 1})
 	_, err = h.b.Status(ctx, id)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "cannot read")
 
-	h.f.addFault(&fault{method: "GET", path: "/ws/jobs/" + id, status: 200, body: `{"@total":"1","job":{"jobId":"` + id + `"}}`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: "/ws/jobs/" + id, Status: 200, Body: `{"@total":"1","job":{"jobId":"` + id + `"}}`, Times: 1})
 	_, err = h.b.Status(ctx, id)
 	assert.ErrorContains(t, err, "without a jobStatus")
 
@@ -495,7 +496,7 @@ func TestPerRequestTimeout(t *testing.T) {
 	h := newHarness(t)
 	id, _ := h.submit(t, testJob("#!/bin/sh\n"))
 	h.b.requestTimeout = 100 * time.Millisecond
-	h.f.addFault(&fault{method: "GET", path: "/ws/jobs/" + id, delay: 2 * time.Second, status: 200, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Method: "GET", Path: "/ws/jobs/" + id, Delay: 2 * time.Second, Status: 200, Times: 1})
 	start := time.Now()
 	_, err := h.b.Status(ctx, id)
 	assert.ErrorIs(t, err, backends.ErrTransient)
@@ -541,8 +542,8 @@ func TestReferenceExamples(t *testing.T) {
 
 // refLogonRequest: logon request accepted by the fake.
 func refLogonRequest(t *testing.T) {
-	f := newFakePAC(t, false)
-	f.user, f.pass = "u", "p"
+	f := fakelsf.New(t, false)
+	f.User, f.Pass = "u", "p"
 	req, _ := http.NewRequest("POST", f.URL+"/platform/ws/logon", strings.NewReader(`<User><name>u</name><pass>p</pass></User>`))
 	req.Header.Set("Content-Type", "application/xml")
 	resp, err := http.DefaultClient.Do(req)
@@ -642,8 +643,8 @@ func refAppParamShape(t *testing.T) {
 
 // refHandWrittenSubmit: a hand-written submit accepted by the fake.
 func refHandWrittenSubmit(t *testing.T) {
-	f := newFakePAC(t, false)
-	be, err := New(backends.Config{URL: f.URL, Credentials: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass}), HTTPClient: f.Client()})
+	f := fakelsf.New(t, false)
+	be, err := New(backends.Config{URL: f.URL, Credentials: testutil.NewCreds(map[string]string{"username": f.User, "password": f.Pass}), HTTPClient: f.Client()})
 	require.NoError(t, err)
 	tok, err := be.(*Backend).session(ctx)
 	require.NoError(t, err)
@@ -667,12 +668,12 @@ func refHandWrittenSubmit(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode, string(out))
 	assert.JSONEq(t, `{"id":1234}`, string(out))
-	assert.Equal(t, "echo hi", string(f.submits[0].files["script"]))
+	assert.Equal(t, "echo hi", string(f.Submits[0].Files["script"]))
 }
 
 // refRawQuoteInCookie: the fake refuses a raw quote in the cookie.
 func refRawQuoteInCookie(t *testing.T) {
-	f := newFakePAC(t, false)
+	f := fakelsf.New(t, false)
 	req, _ := http.NewRequest("GET", f.URL+"/platform/ws/jobs/1", nil)
 	req.Header.Set("Cookie", `platform_token=u"2015-12-08T14:35:51Z"x`)
 	resp, err := f.Client().Do(req)
@@ -683,12 +684,12 @@ func refRawQuoteInCookie(t *testing.T) {
 
 func TestErrorsDoNotLeakThePassword(t *testing.T) {
 	h := newHarness(t)
-	h.f.addFault(&fault{path: "/ws/logon", status: 500, body: `{"message":"internal"}`, times: 1})
+	h.f.AddFault(&fakelsf.Fault{Path: "/ws/logon", Status: 500, Body: `{"message":"internal"}`, Times: 1})
 	_, err := h.b.Status(ctx, "1")
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, backends.ErrTransient))
-	assert.NotContains(t, err.Error(), h.f.pass)
-	assert.NotContains(t, h.logs.String(), h.f.pass)
+	assert.NotContains(t, err.Error(), h.f.Pass)
+	assert.NotContains(t, h.logs.String(), h.f.Pass)
 }
 
 // TestExitReasonCategories: LSF's exit reasons, by name or by number, give

@@ -10,16 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakelsf"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 // redirectHarness is a backend whose Application Center sits behind a
 // Redirector.
-func redirectHarness(t *testing.T, tls bool) (*fakePAC, *testutil.Redirector, *Backend) {
-	f := newFakePAC(t, false)
+func redirectHarness(t *testing.T, tls bool) (*fakelsf.Server, *testutil.Redirector, *Backend) {
+	f := fakelsf.New(t, false)
 	rd := testutil.NewRedirector(t, f.URL, tls)
 	be, err := New(backends.Config{URL: rd.Front.URL, HTTPClient: rd.Front.Client(),
-		Credentials: testutil.NewCreds(map[string]string{"username": f.user, "password": f.pass})})
+		Credentials: testutil.NewCreds(map[string]string{"username": f.User, "password": f.Pass})})
 	require.NoError(t, err)
 	return f, rd, be.(*Backend)
 }
@@ -49,9 +50,9 @@ func TestRedirectNeverCarriesThePassword(t *testing.T) {
 						_, err = be.Status(ctx, "1234")
 					}
 					testutil.RequireRefusedRedirect(t, err, rd, c, "Application Center", path, "resourceURL")
-					f.mu.Lock()
-					assert.Empty(t, f.submits, "nothing was submitted")
-					f.mu.Unlock()
+					f.Mu.Lock()
+					assert.Empty(t, f.Submits, "nothing was submitted")
+					f.Mu.Unlock()
 				})
 			}
 		}
@@ -78,7 +79,7 @@ func TestRedirectWithinTheOriginIsFollowed(t *testing.T) {
 	_, err = be.Status(ctx, id)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, rd.Redirected(), 3, "logon, submit and status were redirected")
-	f.mu.Lock()
-	assert.Len(t, f.submits, 1)
-	f.mu.Unlock()
+	f.Mu.Lock()
+	assert.Len(t, f.Submits, 1)
+	f.Mu.Unlock()
 }

@@ -1,34 +1,15 @@
 package quantum
 
 import (
-	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 )
-
-// addJob puts a job into the fake as if submitted now (no rate limit).
-func (f *fakeIQP) addJob(status, reason string, code any) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id := fmt.Sprintf("c%019d", len(f.order)+1)
-	f.jobs[id] = &iqpJob{id: id, program: "sampler", backend: "ibm_torino", params: []byte(`{}`), status: status,
-		reason: reason, reasonCode: code, created: time.Now().UTC()}
-	f.order = append(f.order, id)
-	return id
-}
-
-// listCalls counts GET /jobs (not /jobs/{id}).
-func (f *fakeIQP) listCalls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.lists)
-}
 
 // TestStatusManyMatchesStatus: active and ended jobs are read from the two
 // lists with the State, Raw and Reason Status gives; unknown and malformed
@@ -39,26 +20,26 @@ func TestStatusManyMatchesStatus(t *testing.T) {
 	require.NoError(t, err)
 	ids := map[string]string{
 		"submitted": submitted,
-		"queued":    h.f.addJob("Queued", "", nil),
-		"running":   h.f.addJob("Running", "", nil),
-		"completed": h.f.addJob("Completed", "", nil),
-		"failed":    h.f.addJob("Failed", "Error running the job", 1517),
-		"cancelled": h.f.addJob("Cancelled", "Job was cancelled by the user", nil),
-		"too long":  h.f.addJob("Cancelled", "Ran too long", 1305),
-		"legacy":    h.f.addJob("Cancelled - Ran too long", "", nil),
+		"queued":    h.f.AddJob("Queued", "", nil),
+		"running":   h.f.AddJob("Running", "", nil),
+		"completed": h.f.AddJob("Completed", "", nil),
+		"failed":    h.f.AddJob("Failed", "Error running the job", 1517),
+		"cancelled": h.f.AddJob("Cancelled", "Job was cancelled by the user", nil),
+		"too long":  h.f.AddJob("Cancelled", "Ran too long", 1305),
+		"legacy":    h.f.AddJob("Cancelled - Ran too long", "", nil),
 	}
 	for range 5 {
-		h.f.addJob("Completed", "", nil) // someone else's
+		h.f.AddJob("Completed", "", nil) // someone else's
 	}
 	ask := []string{"cnosuchjob0000000000", "../../x", ""}
 	for _, id := range ids {
 		ask = append(ask, id, id)
 	}
-	before := h.f.count("GET ")
+	before := h.f.Count("GET ")
 	got, err := h.b.StatusMany(ctx, ask)
 	require.NoError(t, err)
-	assert.Equal(t, 2, h.f.count("GET ")-before, "the active list, then the ended one")
-	assert.Equal(t, 2, h.f.listCalls())
+	assert.Equal(t, 2, h.f.Count("GET ")-before, "the active list, then the ended one")
+	assert.Equal(t, 2, h.f.ListCalls())
 	assert.Len(t, got, len(ids))
 	for name, id := range ids {
 		want, err := h.b.Status(ctx, id)
@@ -73,24 +54,24 @@ func TestStatusManyMatchesStatus(t *testing.T) {
 	assert.Equal(t, backends.Killed, got[ids["cancelled"]].State)
 
 	// All asked jobs active: the first list has them all, one request.
-	before = h.f.listCalls()
+	before = h.f.ListCalls()
 	got, err = h.b.StatusMany(ctx, []string{ids["queued"], ids["running"], ids["submitted"]})
 	require.NoError(t, err)
-	assert.Equal(t, 1, h.f.listCalls()-before)
+	assert.Equal(t, 1, h.f.ListCalls()-before)
 	assert.Len(t, got, 3)
-	h.f.mu.Lock()
-	q := h.f.lists[len(h.f.lists)-1]
-	h.f.mu.Unlock()
+	h.f.Mu.Lock()
+	q := h.f.Lists[len(h.f.Lists)-1]
+	h.f.Mu.Unlock()
 	assert.Equal(t, "true", q.Get("pending"))
 	assert.Equal(t, "50", q.Get("limit"))
 	assert.Equal(t, "true", q.Get("exclude_params"))
 
 	// Nothing valid to ask: no request.
-	before = h.f.listCalls()
+	before = h.f.ListCalls()
 	got, err = h.b.StatusMany(ctx, []string{"../x", ""})
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	assert.Equal(t, before, h.f.listCalls())
+	assert.Equal(t, before, h.f.ListCalls())
 }
 
 // TestStatusManyReadsOnlyTheNewestPages: behind 120 newer active jobs, an
@@ -99,72 +80,72 @@ func TestStatusManyMatchesStatus(t *testing.T) {
 // or earlier at its end.
 func TestStatusManyReadsOnlyTheNewestPages(t *testing.T) {
 	h := newHarness(t)
-	old := h.f.addJob("Running", "", nil)
+	old := h.f.AddJob("Running", "", nil)
 	var newer []string
 	for range 120 {
-		newer = append(newer, h.f.addJob("Queued", "", nil))
+		newer = append(newer, h.f.AddJob("Queued", "", nil))
 	}
-	done := h.f.addJob("Completed", "", nil)
-	before := h.f.listCalls()
+	done := h.f.AddJob("Completed", "", nil)
+	before := h.f.ListCalls()
 	got, err := h.b.StatusMany(ctx, []string{old, done})
 	require.NoError(t, err)
-	assert.Equal(t, 3, h.f.listCalls()-before, "two pages of active jobs, one (short) of ended ones")
+	assert.Equal(t, 3, h.f.ListCalls()-before, "two pages of active jobs, one (short) of ended ones")
 	assert.Equal(t, map[string]backends.Status{done: {State: backends.Done, Raw: "Completed", SubmitTime: got[done].SubmitTime}}, got)
 	st, err := h.b.Status(ctx, old)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Running, st.State)
 
-	before = h.f.listCalls()
+	before = h.f.ListCalls()
 	got, err = h.b.StatusMany(ctx, []string{newer[60]}) // the 60th newest
 	require.NoError(t, err)
-	assert.Equal(t, 2, h.f.listCalls()-before)
+	assert.Equal(t, 2, h.f.ListCalls()-before)
 	assert.Equal(t, backends.Pending, got[newer[60]].State)
-	h.f.mu.Lock()
-	assert.Equal(t, "50", h.f.lists[len(h.f.lists)-1].Get("offset"))
-	h.f.mu.Unlock()
+	h.f.Mu.Lock()
+	assert.Equal(t, "50", h.f.Lists[len(h.f.Lists)-1].Get("offset"))
+	h.f.Mu.Unlock()
 
 	for range 150 {
-		h.f.addJob("Failed", "", nil)
+		h.f.AddJob("Failed", "", nil)
 	}
-	before = h.f.listCalls()
+	before = h.f.ListCalls()
 	got, err = h.b.StatusMany(ctx, []string{old, "cnosuchjob0000000000"})
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	assert.Equal(t, 2*listPages, h.f.listCalls()-before, "the bound")
+	assert.Equal(t, 2*listPages, h.f.ListCalls()-before, "the bound")
 }
 
 func TestStatusManyErrors(t *testing.T) {
 	h := newHarness(t)
-	id := h.f.addJob("Running", "", nil)
-	h.f.addFault(&fault{method: "GET", path: "/api/v1/jobs", status: 503, body: "upstream secret-ish text", retryAfter: "7", times: 1})
+	id := h.f.AddJob("Running", "", nil)
+	h.f.AddFault(&fakequantum.Fault{Method: "GET", Path: "/api/v1/jobs", Status: 503, Body: "upstream secret-ish text", RetryAfter: "7", Times: 1})
 	_, err := h.b.StatusMany(ctx, []string{id})
 	require.ErrorIs(t, err, backends.ErrTransient)
 	assert.NotContains(t, err.Error(), "secret-ish")
 	assert.Contains(t, err.Error(), "GET /jobs: HTTP 503 from IBM Quantum")
 
-	h.f.addFault(&fault{method: "GET", path: "/api/v1/jobs", status: 429, body: `{"errors":[{"code":1008,"message":"Too many requests"}],"trace":"0f3c1a2b-1111-2222-3333-444455556666"}`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "GET", Path: "/api/v1/jobs", Status: 429, Body: `{"errors":[{"code":1008,"message":"Too many requests"}],"trace":"0f3c1a2b-1111-2222-3333-444455556666"}`, Times: 1})
 	_, err = h.b.StatusMany(ctx, []string{id})
 	require.ErrorIs(t, err, backends.ErrTransient)
 	assert.Contains(t, err.Error(), "Too many requests")
 
-	h.f.addFault(&fault{method: "GET", path: "/api/v1/jobs", status: 200, body: `{"jobs":"secret-ish`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "GET", Path: "/api/v1/jobs", Status: 200, Body: `{"jobs":"secret-ish`, Times: 1})
 	_, err = h.b.StatusMany(ctx, []string{id})
 	require.Error(t, err)
 	assert.Equal(t, "GET /jobs: cannot read the answer: not the documented job list (body not in the documented error shape, not shown)", err.Error())
 
 	// An expired token is replaced once; a CRN refused is ErrAuth.
-	h.f.expireTokens()
+	h.f.ExpireTokens()
 	got, err := h.b.StatusMany(ctx, []string{id})
 	require.NoError(t, err)
 	assert.Equal(t, backends.Running, got[id].State)
-	h.f.mu.Lock()
-	h.f.crn = "crn:v1:other"
-	h.f.mu.Unlock()
+	h.f.Mu.Lock()
+	h.f.CRN = "crn:v1:other"
+	h.f.Mu.Unlock()
 	_, err = h.b.StatusMany(ctx, []string{id})
 	require.ErrorIs(t, err, backends.ErrAuth)
 
 	// A bare array is read too.
-	h.f.addFault(&fault{method: "GET", path: "/api/v1/jobs", status: http.StatusOK, body: `[{"id":"` + id + `","state":{"status":"Completed"}}]`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "GET", Path: "/api/v1/jobs", Status: http.StatusOK, Body: `[{"id":"` + id + `","state":{"status":"Completed"}}]`, Times: 1})
 	got, err = h.b.StatusMany(ctx, []string{id})
 	require.NoError(t, err)
 	assert.Equal(t, backends.Done, got[id].State)

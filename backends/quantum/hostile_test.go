@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
@@ -35,10 +36,10 @@ var quantumShapes = map[string]func(string) (string, string){
 // submit answer without an id), and message, solution, detail and trace
 // were copied as the server wrote them.
 func TestHostileBodiesStayOutOfMessages(t *testing.T) {
-	f := newFakeIQP(t)
-	f.apikey = hostileSecret
+	f := fakequantum.New(t)
+	f.APIKey = hostileSecret
 	rd := testutil.NewRedirector(t, f.URL, true)
-	creds := testutil.NewCreds(map[string]string{"crn": f.crn, "apikey": hostileSecret, "iam_url": rd.Front.URL + "/identity/token"})
+	creds := testutil.NewCreds(map[string]string{"crn": f.CRN, "apikey": hostileSecret, "iam_url": rd.Front.URL + "/identity/token"})
 	newBE := func() *Backend {
 		be, err := New(backends.Config{URL: rd.Front.URL + "/api/v1", HTTPClient: rd.Front.Client(), Credentials: creds})
 		require.NoError(t, err)
@@ -76,10 +77,10 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 }
 
 func TestFailedAnswerWording(t *testing.T) {
-	f := newFakeIQP(t)
+	f := fakequantum.New(t)
 	rd := testutil.NewRedirector(t, f.URL, true)
 	be, err := New(backends.Config{URL: rd.Front.URL + "/api/v1", HTTPClient: rd.Front.Client(),
-		Credentials: testutil.NewCreds(map[string]string{"crn": f.crn, "apikey": f.apikey, "iam_url": rd.Front.URL + "/identity/token"})})
+		Credentials: testutil.NewCreds(map[string]string{"crn": f.CRN, "apikey": f.APIKey, "iam_url": rd.Front.URL + "/identity/token"})})
 	require.NoError(t, err)
 	rd.Answer(func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/v1/jobs") }, http.StatusOK, "application/json", `{"no":"id"}`)
 	_, err = be.Submit(ctx, samplerJob())

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 	"github.com/bridge-runner/bridge-runner/internal/testbin"
 	"github.com/bridge-runner/bridge-runner/internal/testibm"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
@@ -33,12 +34,12 @@ func TestMain(m *testing.M) {
 }
 
 func TestIBMOperatorDrivesQuantum(t *testing.T) {
-	f := newFakeIQP(t)
+	f := fakequantum.New(t)
 	endpoint, _, _, s3Creds := tests3.Env(t)
 	bucket := tests3.Bucket(t, "quantum")
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.Certificate().Raw}), 0o600))
-	creds := testibm.CredentialsDir(t, map[string]string{"username": f.crn + "\n", "password": f.apikey + "\n"})
+	creds := testibm.CredentialsDir(t, map[string]string{"username": f.CRN + "\n", "password": f.APIKey + "\n"})
 
 	// The keys of IBM's Quantum sample with a remote program (samples/test/
 	// quantum): the program is a primitive today, its parameters keep IBM's
@@ -70,25 +71,25 @@ func TestIBMOperatorDrivesQuantum(t *testing.T) {
 		"BRIDGE_CREDENTIALS_DIR="+creds, "BRIDGE_S3_CREDENTIALS_DIR="+s3Creds, "BRIDGE_CA_FILE="+ca)
 	var id string
 	require.Eventually(t, func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for k := range f.jobs {
+		f.Mu.Lock()
+		defer f.Mu.Unlock()
+		for k := range f.Jobs {
 			id = k
 		}
 		return id != ""
 	}, 30*time.Second, 20*time.Millisecond, "no submit: %s", pod.Output())
-	f.set(id, func(j *iqpJob) { j.status = "Running" })
+	f.Set(id, func(j *fakequantum.Job) { j.Status = "Running" })
 	require.Eventually(t, func() bool { return pod.Data(t)["status.jobStatus"] == "RUNNING" }, 20*time.Second, 50*time.Millisecond, pod.Output())
-	f.set(id, func(j *iqpJob) { j.status = "Completed" })
+	f.Set(id, func(j *fakequantum.Job) { j.Status = "Completed" })
 	code, out := pod.Wait(t, time.Minute)
 	require.Equal(t, 0, code, out)
 
 	d := pod.Data(t)
 	testibm.AssertOperatorReads(t, d, "DONE")
 	assert.Equal(t, "quantum", d["backend"], "BRIDGE_BACKEND fills the record's missing key")
-	f.mu.Lock()
-	assert.JSONEq(t, `{"pubs":[["`+strings.ReplaceAll(bell, `"`, `\"`)+`",[],64]],"version":2}`, string(f.jobs[id].params), "the params wrapper is unwrapped")
-	f.mu.Unlock()
+	f.Mu.Lock()
+	assert.JSONEq(t, `{"pubs":[["`+strings.ReplaceAll(bell, `"`, `\"`)+`",[],64]],"version":2}`, string(f.Jobs[id].Params), "the params wrapper is unwrapped")
+	f.Mu.Unlock()
 	var objects []string
 	for o := range tests3.Client(t).ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
 		require.NoError(t, o.Err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
@@ -22,27 +23,27 @@ var _ backends.LoadProber = (*Backend)(nil)
 // no backend named is invalid; a service nobody answers is transient.
 func TestProbeLoad(t *testing.T) {
 	h := newHarness(t)
-	h.f.queued = map[string]int{"ibm_torino": 7}
+	h.f.Queued = map[string]int{"ibm_torino": 7}
 	job := samplerJob()
 	load, err := h.b.ProbeLoad(ctx, job, nil)
 	require.NoError(t, err)
 	want := backends.UnknownLoad("ibm_torino")
 	want.PendingJobs = 7
 	assert.Equal(t, want, load)
-	assert.Equal(t, 1, h.f.count("POST /identity/token"))
-	assert.Equal(t, ProbeRequests, h.f.count("GET /api/v1/backends/ibm_torino/status"))
+	assert.Equal(t, 1, h.f.Count("POST /identity/token"))
+	assert.Equal(t, ProbeRequests, h.f.Count("GET /api/v1/backends/ibm_torino/status"))
 
 	for range 2 {
 		_, err := h.b.Submit(ctx, job)
 		require.NoError(t, err)
 	}
-	before := len(h.f.requests)
+	before := len(h.f.Requests)
 	load, err = h.b.ProbeLoad(ctx, job, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 9, load.PendingJobs, "two more queued")
-	assert.Equal(t, ProbeRequests, len(h.f.requests)-before, "requests of one probe with a token kept")
+	assert.Equal(t, ProbeRequests, len(h.f.Requests)-before, "requests of one probe with a token kept")
 
-	h.f.paused = map[string]bool{"ibm_torino": true}
+	h.f.Paused = map[string]bool{"ibm_torino": true}
 	load, err = h.b.ProbeLoad(ctx, job, nil)
 	require.NoError(t, err)
 	assert.False(t, load.Fits)
@@ -70,10 +71,10 @@ func TestProbeLoad(t *testing.T) {
 // API key in any encoding, as text, HTML or the error shapes, or a huge
 // body), the probe's error quotes none of it.
 func TestProbeLoadHostile(t *testing.T) {
-	f := newFakeIQP(t)
-	f.apikey = hostileSecret
+	f := fakequantum.New(t)
+	f.APIKey = hostileSecret
 	rd := testutil.NewRedirector(t, f.URL, true)
-	creds := testutil.NewCreds(map[string]string{"crn": f.crn, "apikey": hostileSecret, "iam_url": rd.Front.URL + "/identity/token"})
+	creds := testutil.NewCreds(map[string]string{"crn": f.CRN, "apikey": hostileSecret, "iam_url": rd.Front.URL + "/identity/token"})
 	bodies := testutil.HostileBodies(hostileSecret, quantumShapes)
 	bodies = append(bodies, testutil.HostileBody{Name: "huge", ContentType: "application/json", Body: `{"state":true,"pad":"` + strings.Repeat(hostileSecret, 1<<20) + `"}`})
 	seen := 0

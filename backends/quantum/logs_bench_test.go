@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -28,16 +29,16 @@ func (h *harness) logStamped(n int, period time.Duration) {
 	id := ""
 	for id == "" {
 		time.Sleep(10 * time.Millisecond)
-		h.f.mu.Lock()
-		for k := range h.f.jobs {
+		h.f.Mu.Lock()
+		for k := range h.f.Jobs {
 			id = k
 		}
-		h.f.mu.Unlock()
+		h.f.Mu.Unlock()
 	}
-	h.f.set(id, func(j *iqpJob) { j.status = "Running" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status = "Running" })
 	for range n {
-		h.f.set(id, func(j *iqpJob) { j.logs += fmt.Sprintf("BRLAT %d\n", time.Now().UnixNano()) })
+		h.f.Set(id, func(j *fakequantum.Job) { j.Logs += fmt.Sprintf("BRLAT %d\n", time.Now().UnixNano()) })
 		time.Sleep(period)
 	}
-	h.f.set(id, func(j *iqpJob) { j.status = "Completed" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status = "Completed" })
 }

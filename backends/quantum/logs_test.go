@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 )
 
 // TestReadLogsFromOffset: GET /jobs/{id}/logs while the job runs; each read
@@ -20,10 +22,10 @@ func TestReadLogsFromOffset(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, off, "a queued job has no log yet")
 
-	h.f.set(id, func(j *iqpJob) { j.status, j.logs = "Running", "2026-01-01T00:00:00Z INFO job started\n" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status, j.Logs = "Running", "2026-01-01T00:00:00Z INFO job started\n" })
 	off, err = h.b.ReadLogs(ctx, id, off, &out)
 	require.NoError(t, err)
-	h.f.set(id, func(j *iqpJob) { j.logs += "2026-01-01T00:00:01Z INFO transpiled ü\n" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Logs += "2026-01-01T00:00:01Z INFO transpiled ü\n" })
 	off, err = h.b.ReadLogs(ctx, id, off, &out)
 	require.NoError(t, err)
 	want := "2026-01-01T00:00:00Z INFO job started\n2026-01-01T00:00:01Z INFO transpiled ü\n"
@@ -35,7 +37,7 @@ func TestReadLogsFromOffset(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want[10:], again.String())
 	assert.Equal(t, off, next)
-	assert.Equal(t, 4, h.f.count("GET /api/v1/jobs/"+id+"/logs"), "one request per read")
+	assert.Equal(t, 4, h.f.Count("GET /api/v1/jobs/"+id+"/logs"), "one request per read")
 
 	_, err = h.b.ReadLogs(ctx, "nope!", 0, &again)
 	assert.Error(t, err, "a malformed id is no job")

@@ -85,7 +85,7 @@
 // # Unverified
 //
 // IBM Quantum cannot be reached from here: this backend is tested against a
-// fake (fake_test.go) that follows the reference's description. Not confirmed:
+// fake (internal/fakequantum) that follows the reference's description. Not confirmed:
 // the tags filter of GET /jobs and the shape of its answer ({"jobs":[…],
 // "count"} as qiskit-ibm-runtime reads it, or a bare array, both read); its
 // pending, limit and offset parameters (as qiskit-ibm-runtime sends them;

@@ -17,11 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 type harness struct {
-	f     *fakeIQP
+	f     *fakequantum.Server
 	b     *Backend
 	creds *testutil.Creds
 	logs  *testutil.SyncBuffer
@@ -29,9 +30,9 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	f := newFakeIQP(t)
+	f := fakequantum.New(t)
 	h := &harness{f: f, logs: &testutil.SyncBuffer{}, creds: testutil.NewCreds(map[string]string{
-		"username": f.crn + "\n", "password": f.apikey + "\n", "iam_url": f.URL + "/identity/token"})}
+		"username": f.CRN + "\n", "password": f.APIKey + "\n", "iam_url": f.URL + "/identity/token"})}
 	h.b = h.newBackend(t)
 	return h
 }
@@ -60,16 +61,16 @@ func TestHappyPath(t *testing.T) {
 	require.NoError(t, h.b.Validate(job))
 	id, err := h.b.Submit(ctx, job)
 	require.NoError(t, err)
-	j := h.f.jobs[id]
+	j := h.f.Jobs[id]
 	require.NotNil(t, j)
-	assert.Equal(t, "sampler", j.program)
-	assert.Equal(t, "ibm_torino", j.backend)
-	assert.Equal(t, []string{key}, j.tags)
-	assert.JSONEq(t, string(job.Parameters), string(j.params))
+	assert.Equal(t, "sampler", j.Program)
+	assert.Equal(t, "ibm_torino", j.Backend)
+	assert.Equal(t, []string{key}, j.Tags)
+	assert.JSONEq(t, string(job.Parameters), string(j.Params))
 
-	hd := h.f.headers[len(h.f.headers)-1]
+	hd := h.f.Headers[len(h.f.Headers)-1]
 	assert.True(t, strings.HasPrefix(hd.Get("Authorization"), "Bearer "))
-	assert.Equal(t, h.f.crn, hd.Get("Service-CRN"))
+	assert.Equal(t, h.f.CRN, hd.Get("Service-CRN"))
 	assert.Equal(t, DefaultAPIVersion, hd.Get("IBM-API-Version"))
 
 	st, err := h.b.Status(ctx, id)
@@ -78,12 +79,12 @@ func TestHappyPath(t *testing.T) {
 	assert.Equal(t, "Queued", st.Raw)
 	assert.False(t, st.SubmitTime.IsZero())
 
-	h.f.set(id, func(j *iqpJob) { j.status = "Running" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status = "Running" })
 	st, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Running, st.State)
 
-	h.f.set(id, func(j *iqpJob) { j.status, j.logs = "Completed", "2026-01-01T00:00:00Z INFO job started\n" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status, j.Logs = "Completed", "2026-01-01T00:00:00Z INFO job started\n" })
 	st, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Done, st.State)
@@ -104,8 +105,8 @@ func TestHappyPath(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "s3upload.files", fe.Field)
 
-	assert.Equal(t, 1, h.f.iamCalls, "one IAM token serves every request")
-	assert.NotContains(t, h.logs.String(), h.f.apikey)
+	assert.Equal(t, 1, h.f.IAMCalls, "one IAM token serves every request")
+	assert.NotContains(t, h.logs.String(), h.f.APIKey)
 }
 
 func TestInlineCircuitAndLegacyParams(t *testing.T) {
@@ -113,12 +114,12 @@ func TestInlineCircuitAndLegacyParams(t *testing.T) {
 	job := backends.Job{Key: key, Script: bell, Properties: []byte(`{"program":"sampler","backend_name":"ibm_kyiv","shots":100,"tags":["team-a"],"cost":600,"log_level":"INFO","private":true}`)}
 	id, err := h.b.Submit(ctx, job)
 	require.NoError(t, err)
-	j := h.f.jobs[id]
-	assert.JSONEq(t, `{"pubs":[["`+strings.ReplaceAll(bell, `"`, `\"`)+`",[],100]],"version":2}`, string(j.params))
-	assert.Equal(t, []string{key, "team-a"}, j.tags)
-	assert.JSONEq(t, `600`, string(j.body["cost"]))
-	assert.JSONEq(t, `"INFO"`, string(j.body["log_level"]))
-	assert.JSONEq(t, `true`, string(j.body["private"]))
+	j := h.f.Jobs[id]
+	assert.JSONEq(t, `{"pubs":[["`+strings.ReplaceAll(bell, `"`, `\"`)+`",[],100]],"version":2}`, string(j.Params))
+	assert.Equal(t, []string{key, "team-a"}, j.Tags)
+	assert.JSONEq(t, `600`, string(j.Body["cost"]))
+	assert.JSONEq(t, `"INFO"`, string(j.Body["log_level"]))
+	assert.JSONEq(t, `true`, string(j.Body["private"]))
 
 	// The Bridge Operator's {"params":{…}} wrapper, and the program named by
 	// a remote script.
@@ -126,8 +127,8 @@ func TestInlineCircuitAndLegacyParams(t *testing.T) {
 		Parameters: []byte(`{"params":{"pubs":[["c","ZZ"]],"version":2}}`)}
 	id, err = h.b.Submit(ctx, job)
 	require.NoError(t, err)
-	assert.Equal(t, "estimator", h.f.jobs[id].program)
-	assert.JSONEq(t, `{"pubs":[["c","ZZ"]],"version":2}`, string(h.f.jobs[id].params))
+	assert.Equal(t, "estimator", h.f.Jobs[id].Program)
+	assert.JSONEq(t, `{"pubs":[["c","ZZ"]],"version":2}`, string(h.f.Jobs[id].Params))
 }
 
 func TestPropertiesRefused(t *testing.T) {
@@ -160,7 +161,7 @@ func TestPropertiesRefused(t *testing.T) {
 		_, err = h.b.Submit(ctx, job)
 		assert.ErrorIs(t, err, backends.ErrInvalid)
 	}
-	assert.Empty(t, h.f.jobs)
+	assert.Empty(t, h.f.Jobs)
 }
 
 func TestStateMapping(t *testing.T) {
@@ -183,7 +184,7 @@ func TestStateMapping(t *testing.T) {
 		{"Cancelled - Ran too long", "", nil, backends.Failed, "1305"},
 		{"CANCELLED", "", nil, backends.Killed, ""},
 	} {
-		h.f.set(id, func(j *iqpJob) { j.status, j.reason, j.reasonCode = c.status, c.reason, c.code })
+		h.f.Set(id, func(j *fakequantum.Job) { j.Status, j.Reason, j.ReasonCode = c.status, c.reason, c.code })
 		st, err := h.b.Status(ctx, id)
 		require.NoError(t, err, c.status)
 		assert.Equal(t, c.want, st.State, "%+v", c)
@@ -193,7 +194,7 @@ func TestStateMapping(t *testing.T) {
 			assert.Contains(t, st.Message, c.reason)
 		}
 	}
-	h.f.set(id, func(j *iqpJob) { j.status = "Teleported" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status = "Teleported" })
 	_, err = h.b.Status(ctx, id)
 	assert.ErrorContains(t, err, "Teleported")
 
@@ -225,36 +226,36 @@ func TestTokenExpiryAndRefresh(t *testing.T) {
 	h := newHarness(t)
 	id, err := h.b.Submit(ctx, samplerJob())
 	require.NoError(t, err)
-	require.Equal(t, 1, h.f.iamCalls)
+	require.Equal(t, 1, h.f.IAMCalls)
 
 	// Refreshed before it expires.
 	h.b.now = func() time.Time { return time.Now().Add(56 * time.Minute) }
 	_, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, 2, h.f.iamCalls)
-	assert.Zero(t, h.f.count("401"))
+	assert.Equal(t, 2, h.f.IAMCalls)
+	assert.Zero(t, h.f.Count("401"))
 	h.b.now = time.Now
 
 	// Refused by the service (revoked early): a new token, the request again.
-	before := h.f.count("GET /api/v1/jobs/" + id)
-	h.f.expireTokens()
+	before := h.f.Count("GET /api/v1/jobs/" + id)
+	h.f.ExpireTokens()
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, backends.Pending, st.State)
-	assert.Equal(t, 3, h.f.iamCalls)
-	assert.Equal(t, before+2, h.f.count("GET /api/v1/jobs/"+id))
+	assert.Equal(t, 3, h.f.IAMCalls)
+	assert.Equal(t, before+2, h.f.Count("GET /api/v1/jobs/"+id))
 
 	// A rotated API key gets a new token at once.
-	h.f.mu.Lock()
-	h.f.apikey = "rotated-key-abcdefgh"
-	h.f.mu.Unlock()
+	h.f.Mu.Lock()
+	h.f.APIKey = "rotated-key-abcdefgh"
+	h.f.Mu.Unlock()
 	h.creds.Set("password", "rotated-key-abcdefgh")
 	_, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, 4, h.f.iamCalls)
+	assert.Equal(t, 4, h.f.IAMCalls)
 
 	// A refusal of a fresh token is ErrAuth.
-	h.f.addFault(&fault{method: "GET", path: "/jobs/" + id, status: 401, body: `{"errors":[{"code":1010,"message":"Invalid token"}],"trace":"t"}`})
+	h.f.AddFault(&fakequantum.Fault{Method: "GET", Path: "/jobs/" + id, Status: 401, Body: `{"errors":[{"code":1010,"message":"Invalid token"}],"trace":"t"}`})
 	_, err = h.b.Status(ctx, id)
 	assert.ErrorIs(t, err, backends.ErrAuth)
 }
@@ -267,21 +268,21 @@ func TestBadCredentials(t *testing.T) {
 	assert.Contains(t, err.Error(), "BXNIM0415E")
 	assert.NotContains(t, err.Error(), "wrong-key-123456")
 
-	h.creds.Set("password", h.f.apikey)
+	h.creds.Set("password", h.f.APIKey)
 	h.creds.Set("username", "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:other::")
 	_, err = h.b.Submit(ctx, samplerJob())
 	assert.ErrorIs(t, err, backends.ErrAuth, "a wrong Service-CRN")
 
 	h.creds.Set("username", "not-a-crn")
 	assert.ErrorIs(t, h.b.Validate(samplerJob()), backends.ErrInvalid)
-	assert.Empty(t, h.f.jobs)
+	assert.Empty(t, h.f.Jobs)
 }
 
 func TestKill(t *testing.T) {
 	h := newHarness(t)
 	id, err := h.b.Submit(ctx, samplerJob())
 	require.NoError(t, err)
-	h.f.set(id, func(j *iqpJob) { j.status = "Running" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status = "Running" })
 	require.NoError(t, h.b.Cancel(ctx, id))
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
@@ -289,7 +290,7 @@ func TestKill(t *testing.T) {
 	// Already ended: not an error.
 	require.NoError(t, h.b.Cancel(ctx, id))
 	assert.ErrorIs(t, h.b.Cancel(ctx, "cnosuchjob0000000000"), backends.ErrNotFound)
-	h.f.addFault(&fault{path: "/cancel", status: 503, body: `oops`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Path: "/cancel", Status: 503, Body: `oops`, Times: 1})
 	assert.ErrorIs(t, h.b.Cancel(ctx, id), backends.ErrTransient)
 }
 
@@ -306,15 +307,15 @@ func TestFindByKeyAdoptsWithoutResubmitting(t *testing.T) {
 	found, err := b2.FindByKey(ctx, key)
 	require.NoError(t, err)
 	assert.Equal(t, id, found)
-	assert.Len(t, h.f.jobs, 2, "nothing resubmitted")
-	assert.Contains(t, h.f.requests, "GET /api/v1/jobs")
+	assert.Len(t, h.f.Jobs, 2, "nothing resubmitted")
+	assert.Contains(t, h.f.Requests, "GET /api/v1/jobs")
 
 	found, err = b2.FindByKey(ctx, "br-00000000000000000000")
 	require.NoError(t, err)
 	assert.Empty(t, found)
 
 	// A server that ignores the filter cannot make it adopt a stranger.
-	h.f.ignoreTags = true
+	h.f.IgnoreTags = true
 	found, err = b2.FindByKey(ctx, "br-00000000000000000000")
 	require.NoError(t, err)
 	assert.Empty(t, found)
@@ -322,7 +323,7 @@ func TestFindByKeyAdoptsWithoutResubmitting(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, id, found)
 
-	h.f.addFault(&fault{method: "GET", path: "/jobs", status: 500, body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"x"}`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "GET", Path: "/jobs", Status: 500, Body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"x"}`, Times: 1})
 	_, err = b2.FindByKey(ctx, key)
 	assert.ErrorIs(t, err, backends.ErrTransient)
 }
@@ -348,31 +349,31 @@ func TestRateLimit(t *testing.T) {
 func TestTransientAndErrorAnswers(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		fault fault
+		fault fakequantum.Fault
 		want  error
 		text  string
 	}{
-		{"500", fault{status: 500, body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"}`}, backends.ErrTransient,
+		{"500", fakequantum.Fault{Status: 500, Body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"}`}, backends.ErrTransient,
 			"HTTP 500 from IBM Quantum: Internal error (code 5000) [trace 0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0; IBM support can look it up]"},
-		{"500 odd trace", fault{status: 500, body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"abc"}`}, backends.ErrTransient, "Internal error (code 5000)"},
-		{"502 text", fault{status: 502, body: `Bad Gateway`}, backends.ErrTransient, "HTTP 502 from IBM Quantum (body not in the documented error shape, not shown)"},
-		{"503", fault{status: 503, body: ``}, backends.ErrTransient, "HTTP 503 from IBM Quantum (body not in the documented error shape, not shown)"},
-		{"429 date", fault{status: 429, body: `{"errors":[{"code":"rate_limited","message":"Too many requests"}]}`, retryAfter: "7"}, backends.ErrTransient, "Retry-After: 7s"},
-		{"dropped", fault{drop: true}, backends.ErrTransient, ""},
+		{"500 odd trace", fakequantum.Fault{Status: 500, Body: `{"errors":[{"code":5000,"message":"Internal error"}],"trace":"abc"}`}, backends.ErrTransient, "Internal error (code 5000)"},
+		{"502 text", fakequantum.Fault{Status: 502, Body: `Bad Gateway`}, backends.ErrTransient, "HTTP 502 from IBM Quantum (body not in the documented error shape, not shown)"},
+		{"503", fakequantum.Fault{Status: 503, Body: ``}, backends.ErrTransient, "HTTP 503 from IBM Quantum (body not in the documented error shape, not shown)"},
+		{"429 date", fakequantum.Fault{Status: 429, Body: `{"errors":[{"code":"rate_limited","message":"Too many requests"}]}`, RetryAfter: "7"}, backends.ErrTransient, "Retry-After: 7s"},
+		{"dropped", fakequantum.Fault{Drop: true}, backends.ErrTransient, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
 			id, err := h.b.Submit(ctx, samplerJob())
 			require.NoError(t, err)
 			fl := c.fault
-			fl.method, fl.path = "GET", "/jobs/"+id
-			h.f.addFault(&fl)
+			fl.Method, fl.Path = "GET", "/jobs/"+id
+			h.f.AddFault(&fl)
 			_, err = h.b.Status(ctx, id)
 			require.ErrorIs(t, err, c.want)
 			assert.ErrorContains(t, err, c.text)
 			fl2 := c.fault
-			fl2.method, fl2.path = "POST", "/api/v1/jobs"
-			h.f.addFault(&fl2)
+			fl2.Method, fl2.Path = "POST", "/api/v1/jobs"
+			h.f.AddFault(&fl2)
 			job := samplerJob()
 			job.Key = "br-22222222222222222222"
 			_, err = h.b.Submit(ctx, job)
@@ -389,29 +390,29 @@ func TestTransientAndErrorAnswers(t *testing.T) {
 	assert.Equal(t, "jobproperties", fe.Field)
 	assert.Contains(t, fe.Msg, "code not_found", "string codes are reported")
 
-	h.f.addFault(&fault{method: "POST", path: "/api/v1/jobs", status: 400, body: `{"errors":[{"code":1104,"message":"Invalid params: bad pub"}],"trace":"t"}`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "POST", Path: "/api/v1/jobs", Status: 400, Body: `{"errors":[{"code":1104,"message":"Invalid params: bad pub"}],"trace":"t"}`, Times: 1})
 	_, err = h.b.Submit(ctx, samplerJob())
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "jobdata.jobParameters", fe.Field)
 
-	h.f.addFault(&fault{method: "POST", path: "/api/v1/jobs", status: 409, body: `{"errors":[{"code":1352,"message":"Usage exceeds instance limit"}],"trace":"t"}`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "POST", Path: "/api/v1/jobs", Status: 409, Body: `{"errors":[{"code":1352,"message":"Usage exceeds instance limit"}],"trace":"t"}`, Times: 1})
 	_, err = h.b.Submit(ctx, samplerJob())
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, backends.ErrTransient)
 	assert.NotErrorIs(t, err, backends.ErrInvalid)
 	assert.Contains(t, err.Error(), "Usage exceeds instance limit")
 
-	h.f.addFault(&fault{method: "POST", path: "/api/v1/jobs", status: 200, body: `{"backend":"ibm_torino"}`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "POST", Path: "/api/v1/jobs", Status: 200, Body: `{"backend":"ibm_torino"}`, Times: 1})
 	_, err = h.b.Submit(ctx, samplerJob())
 	assert.ErrorContains(t, err, "without a job id")
 
 	id, err := h.b.Submit(ctx, samplerJob())
 	require.NoError(t, err)
-	h.f.addFault(&fault{method: "GET", path: "/jobs/" + id, status: 200, body: `{"id":`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Method: "GET", Path: "/jobs/" + id, Status: 200, Body: `{"id":`, Times: 1})
 	_, err = h.b.Status(ctx, id)
 	assert.ErrorContains(t, err, "cannot read")
 
-	h.f.addFault(&fault{path: "/identity/token", status: 503, body: `{"errorCode":"BXNIM0001E","errorMessage":"down"}`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Path: "/identity/token", Status: 503, Body: `{"errorCode":"BXNIM0001E","errorMessage":"down"}`, Times: 1})
 	h.b.mu.Lock()
 	h.b.token = ""
 	h.b.mu.Unlock()
@@ -461,7 +462,7 @@ func TestIAMURLAndAPIVersionFromProperties(t *testing.T) {
 	require.NoError(t, h.b.Validate(job))
 	_, err := h.b.Submit(ctx, job)
 	require.NoError(t, err)
-	assert.Equal(t, "2026-04-15", h.f.headers[len(h.f.headers)-1].Get("IBM-API-Version"))
+	assert.Equal(t, "2026-04-15", h.f.Headers[len(h.f.Headers)-1].Get("IBM-API-Version"))
 
 	job.Key = "br-33333333333333333333"
 	job.Properties = []byte(`{"program_id":"sampler","backend":"ibm_torino","api_version":"2020-01-01"}`)
@@ -483,7 +484,7 @@ func TestReferenceExamples(t *testing.T) {
 // refIAMToken: IAM request accepted by the fake, answer read by the client.
 func refIAMToken(t *testing.T, h *harness) {
 	resp, err := h.f.Client().Post(h.f.URL+"/identity/token", "application/x-www-form-urlencoded",
-		strings.NewReader("grant_type=urn:ibm:params:oauth:grant-type:apikey&apikey="+h.f.apikey))
+		strings.NewReader("grant_type=urn:ibm:params:oauth:grant-type:apikey&apikey="+h.f.APIKey))
 	require.NoError(t, err)
 	var tok map[string]any
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
@@ -499,14 +500,14 @@ func refIAMToken(t *testing.T, h *harness) {
 
 // refSubmitExample: submit example accepted by the fake.
 func refSubmitExample(t *testing.T, h *harness) {
-	b, err := h.b.bearer(ctx, h.f.apikey)
+	b, err := h.b.bearer(ctx, h.f.APIKey)
 	require.NoError(t, err)
 	body := `{"program_id":"sampler","backend":"ibm_torino",
  "params":{"pubs":[["OPENQASM 3.0; include \"stdgates.inc\"; bit[2] c; h $0; cx $0,$1; c[0]=measure $0; c[1]=measure $1;",[],1024]],
            "options":{},"version":2}}`
 	req, _ := http.NewRequest("POST", h.f.URL+"/api/v1/jobs", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+b)
-	req.Header.Set("Service-CRN", h.f.crn)
+	req.Header.Set("Service-CRN", h.f.CRN)
 	req.Header.Set("IBM-API-Version", "2025-05-01")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.f.Client().Do(req)
@@ -520,7 +521,7 @@ func refSubmitExample(t *testing.T, h *harness) {
 	// Without the optional IBM-API-Version the latest is used.
 	req, _ = http.NewRequest("GET", h.f.URL+"/api/v1/jobs/"+out["id"], nil)
 	req.Header.Set("Authorization", "Bearer "+b)
-	req.Header.Set("Service-CRN", h.f.crn)
+	req.Header.Set("Service-CRN", h.f.CRN)
 	resp, err = h.f.Client().Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -572,12 +573,12 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestSecretsStayOut(t *testing.T) {
 	h := newHarness(t)
-	h.f.addFault(&fault{path: "/identity/token", status: 400, body: `{"errorCode":"BXNIM0415E","errorMessage":"Provided API key could not be found."}`, times: 1})
+	h.f.AddFault(&fakequantum.Fault{Path: "/identity/token", Status: 400, Body: `{"errorCode":"BXNIM0415E","errorMessage":"Provided API key could not be found."}`, Times: 1})
 	_, err := h.b.Submit(ctx, samplerJob())
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, backends.ErrAuth))
-	assert.NotContains(t, err.Error(), h.f.apikey)
-	assert.NotContains(t, h.logs.String(), h.f.apikey)
+	assert.NotContains(t, err.Error(), h.f.APIKey)
+	assert.NotContains(t, h.logs.String(), h.f.APIKey)
 }
 
 // TestIBMPythonProgramIsToldToUsePrimitives: IBM's Quantum samples upload a

@@ -10,16 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
 // redirectHarness is a backend whose service and IAM sit behind a
 // Redirector.
-func redirectHarness(t *testing.T, tls bool) (*fakeIQP, *testutil.Redirector, *Backend) {
-	f := newFakeIQP(t)
+func redirectHarness(t *testing.T, tls bool) (*fakequantum.Server, *testutil.Redirector, *Backend) {
+	f := fakequantum.New(t)
 	rd := testutil.NewRedirector(t, f.URL, tls)
 	be, err := New(backends.Config{URL: rd.Front.URL + "/api/v1", HTTPClient: rd.Front.Client(),
-		Credentials: testutil.NewCreds(map[string]string{"crn": f.crn, "apikey": f.apikey, "iam_url": rd.Front.URL + "/identity/token"})})
+		Credentials: testutil.NewCreds(map[string]string{"crn": f.CRN, "apikey": f.APIKey, "iam_url": rd.Front.URL + "/identity/token"})})
 	require.NoError(t, err)
 	return f, rd, be.(*Backend)
 }
@@ -52,7 +53,7 @@ func TestRedirectNeverCarriesTheAPIKey(t *testing.T) {
 						_, err = be.Status(ctx, "j1")
 					}
 					testutil.RequireRefusedRedirect(t, err, rd, c, o.server, o.path, o.field)
-					assert.Zero(t, f.count("POST /api/v1/jobs"), "nothing was submitted")
+					assert.Zero(t, f.Count("POST /api/v1/jobs"), "nothing was submitted")
 				})
 			}
 		}
@@ -78,5 +79,5 @@ func TestRedirectWithinTheOriginIsFollowed(t *testing.T) {
 	_, err = be.Status(ctx, id)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, rd.Redirected(), 3, "IAM, submit and status were redirected")
-	assert.Equal(t, 1, f.count("POST /api/v1/jobs"))
+	assert.Equal(t, 1, f.Count("POST /api/v1/jobs"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/fakequantum"
 )
 
 // day is a moment of date d (YYYY-MM-DD), noon UTC.
@@ -27,13 +28,13 @@ func TestDefaultAPIVersionIsTheLiveOne(t *testing.T) {
 	h := newHarness(t)
 	id, err := h.b.Submit(ctx, samplerJob())
 	require.NoError(t, err)
-	h.f.set(id, func(j *iqpJob) { j.status = "Completed" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status = "Completed" })
 	_, err = h.b.Status(ctx, id) // GET /jobs/{id} and /metrics
 	require.NoError(t, err)
 	require.NoError(t, h.b.FetchOutput(ctx, id, "results", io.Discard))
-	for i, hd := range h.f.headers {
-		if h.f.requests[i] != "POST /identity/token" {
-			assert.Equal(t, "2026-04-15", hd.Get("IBM-API-Version"), h.f.requests[i])
+	for i, hd := range h.f.Headers {
+		if h.f.Requests[i] != "POST /identity/token" {
+			assert.Equal(t, "2026-04-15", hd.Get("IBM-API-Version"), h.f.Requests[i])
 		}
 	}
 	assert.NotContains(t, h.logs.String(), "sunset")
@@ -49,7 +50,7 @@ func TestPinnedVersionNearItsSunsetIsWarnedAbout(t *testing.T) {
 	require.NoError(t, h.b.Validate(job))
 	id, err := h.b.Submit(ctx, job)
 	require.NoError(t, err, "a deprecated version is no reason to fail")
-	assert.Equal(t, "2025-05-01", h.f.headers[len(h.f.headers)-1].Get("IBM-API-Version"), "the override is kept")
+	assert.Equal(t, "2025-05-01", h.f.Headers[len(h.f.Headers)-1].Get("IBM-API-Version"), "the override is kept")
 	assert.Equal(t, 1, strings.Count(h.logs.String(), "level=WARN"), h.logs.String())
 	assert.Contains(t, h.logs.String(), "IBM-API-Version 2025-05-01 (jobproperties' api_version) is deprecated and reaches its sunset on 2027-01-01 (in 37 days): remove api_version from jobproperties to use 2026-04-15")
 
@@ -57,7 +58,7 @@ func TestPinnedVersionNearItsSunsetIsWarnedAbout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, backends.Pending, st.State)
 	assert.Equal(t, "IBM Quantum job "+id+" is Queued; note: IBM-API-Version 2025-05-01 (jobproperties' api_version) is deprecated and reaches its sunset on 2027-01-01 (in 37 days): remove api_version from jobproperties to use 2026-04-15", st.Message)
-	h.f.set(id, func(j *iqpJob) { j.status, j.reason, j.reasonCode = "Failed", "Error in transpilation", 1517 })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status, j.Reason, j.ReasonCode = "Failed", "Error in transpilation", 1517 })
 	st, err = h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(st.Message, "Error in transpilation; note: IBM-API-Version 2025-05-01"), st.Message)
@@ -69,7 +70,7 @@ func TestPinnedVersionPastItsSunset(t *testing.T) {
 	h := newHarness(t)
 	after := day(t, "2027-01-02")
 	h.b.now = func() time.Time { return after }
-	h.f.now = func() time.Time { return after }
+	h.f.Now = func() time.Time { return after }
 	job := samplerJob()
 	job.Properties = []byte(`{"program_id":"sampler","backend":"ibm_torino","api_version":"2025-05-01"}`)
 	_, err := h.b.Submit(ctx, job)
@@ -106,18 +107,18 @@ func TestWireShape20260415(t *testing.T) {
 	h := newHarness(t)
 	id, err := h.b.Submit(ctx, samplerJob())
 	require.NoError(t, err)
-	h.f.set(id, func(j *iqpJob) { j.status = "Completed" })
+	h.f.Set(id, func(j *fakequantum.Job) { j.Status = "Completed" })
 	st, err := h.b.Status(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, st.SubmitTime.Add(2*time.Second), st.StartTime)
 	assert.Equal(t, st.SubmitTime.Add(5*time.Second), st.EndTime)
 
 	get := func(path string) (int, map[string]json.RawMessage) {
-		tok, err := h.b.bearer(ctx, h.f.apikey)
+		tok, err := h.b.bearer(ctx, h.f.APIKey)
 		require.NoError(t, err)
 		req, _ := http.NewRequest(http.MethodGet, h.f.URL+"/api/v1"+path, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Service-CRN", h.f.crn)
+		req.Header.Set("Service-CRN", h.f.CRN)
 		req.Header.Set("IBM-API-Version", "2026-04-15")
 		resp, err := h.f.Client().Do(req)
 		require.NoError(t, err)

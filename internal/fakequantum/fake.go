@@ -1,4 +1,9 @@
-package quantum
+// Package fakequantum is a fake IBM Quantum Compute service (IAM and the
+// Qiskit Runtime REST API, as the reference describes them) for the
+// quantum backend's tests (New) and for a person trying that backend
+// without an IBM account (Listen, started by hack/fakes). It is never
+// linked into bridge-runner.
+package fakequantum
 
 import (
 	"bytes"
@@ -8,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,7 +25,7 @@ import (
 	"time"
 )
 
-// fakeIQP is an httptest IBM Quantum Compute service: IAM's token endpoint
+// Server is an httptest IBM Quantum Compute service: IAM's token endpoint
 // at /identity/token and the Qiskit Runtime REST API at /api/v1, as
 // backend-apis.md §4 describes them, in the wire shape of API version
 // 2026-04-15 (current-apis.md, checked 2026-11-25): bearer tokens that
@@ -33,62 +39,107 @@ import (
 // usage, and circuits_execution_time_ns is at the root of /metrics.
 // GET /backends/{name}/status answers state, status and length_queue. Faults
 // can be injected per request.
-type fakeIQP struct {
+type Server struct {
 	*httptest.Server
 	t testing.TB
 
-	mu          sync.Mutex
-	apikey, crn string
-	tokens      map[string]time.Time
-	tokenTTL    time.Duration
-	iamCalls    int
-	versions    map[string]time.Time // accepted IBM-API-Version → sunset (zero: live)
-	now         func() time.Time
-	backendsOK  map[string]bool
-	paused      map[string]bool // backends answering state false, status "paused"
-	queued      map[string]int  // other users' jobs waiting for a backend
-	jobs        map[string]*iqpJob
-	order       []string
-	submitTimes []time.Time
-	rateLimit   int // jobs a minute; 0 = none
-	ignoreTags  bool
-	lists       []url.Values // the queries of GET /jobs
-	faults      []*fault
-	requests    []string
-	headers     []http.Header
+	Mu          sync.Mutex
+	APIKey, CRN string
+	Tokens      map[string]time.Time
+	TokenTTL    time.Duration
+	IAMCalls    int
+	Versions    map[string]time.Time // accepted IBM-API-Version → sunset (zero: live)
+	Now         func() time.Time
+	BackendsOK  map[string]bool
+	Paused      map[string]bool // backends answering state false, status "paused"
+	Queued      map[string]int  // other users' jobs waiting for a backend
+	Jobs        map[string]*Job
+	Order       []string
+	SubmitTimes []time.Time
+	RateLimit   int // jobs a minute; 0 = none
+	IgnoreTags  bool
+	Lists       []url.Values // the queries of GET /jobs
+	Faults      []*Fault
+	Requests    []string
+	Headers     []http.Header
+	RunFor      time.Duration // Listen's: how long a job runs; 0: jobs keep the state set
 }
 
-type iqpJob struct {
-	id, program, backend string
-	params               json.RawMessage
-	tags                 []string
-	status               string
-	reason               string
-	reasonCode           any
-	created              time.Time
-	body                 map[string]json.RawMessage
-	logs                 string // GET /jobs/{id}/logs: the text so far
+type Job struct {
+	ID, Program, Backend string
+	Params               json.RawMessage
+	Tags                 []string
+	Status               string
+	Reason               string
+	ReasonCode           any
+	Created              time.Time
+	Body                 map[string]json.RawMessage
+	Logs                 string // GET /jobs/{id}/logs: the text so far
 }
 
-type fault struct {
-	method, path string
-	status       int
-	body         string
-	retryAfter   string
-	drop         bool
-	times        int
+type Fault struct {
+	Method, Path string
+	Status       int
+	Body         string
+	RetryAfter   string
+	Drop         bool
+	Times        int
 }
 
-func newFakeIQP(t testing.TB) *fakeIQP {
-	f := &fakeIQP{t: t, apikey: "test-api-key-0123456789",
-		crn:    "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::",
-		tokens: map[string]time.Time{}, tokenTTL: time.Hour,
-		versions: map[string]time.Time{"2025-05-01": sunset("2027-01-01"), "2026-02-01": sunset("2027-02-01"),
-			"2026-02-15": sunset("2027-02-15"), "2026-03-15": sunset("2027-03-15"), "2026-04-15": {}}, now: time.Now, backendsOK: map[string]bool{"ibm_torino": true, "ibm_kyiv": true},
-		jobs: map[string]*iqpJob{}, rateLimit: 5}
+// New starts the fake for a test (TLS, closed when the test ends): jobs
+// stay as submitted until the test changes them.
+func New(t testing.TB) *Server {
+	f := newServer()
+	f.t = t
 	f.Server = httptest.NewTLSServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// Listen starts the fake for a person trying the quantum backend
+// (hack/fakes): plain HTTP on addr, which should be a loopback address,
+// and jobs that run as on the service: Running once submitted, Completed
+// runFor after their submit.
+func Listen(addr string, runFor time.Duration) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	f := newServer()
+	f.RunFor = runFor
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.Server.Listener.Close()
+	f.Server.Listener = l
+	f.Server.Start()
+	return f, nil
+}
+
+func newServer() *Server {
+	return &Server{APIKey: "test-api-key-0123456789",
+		CRN:    "crn:v1:bluemix:public:quantum-computing:us-east:a/acct:inst::",
+		Tokens: map[string]time.Time{}, TokenTTL: time.Hour,
+		Versions: map[string]time.Time{"2025-05-01": sunset("2027-01-01"), "2026-02-01": sunset("2027-02-01"),
+			"2026-02-15": sunset("2027-02-15"), "2026-03-15": sunset("2027-03-15"), "2026-04-15": {}}, Now: time.Now, BackendsOK: map[string]bool{"ibm_torino": true, "ibm_kyiv": true},
+		Jobs: map[string]*Job{}, RateLimit: 5}
+}
+
+// advance moves the jobs of a fake started with Listen on (a test's fake
+// has RunFor 0 and sets its jobs' states itself).
+func (f *Server) advance() {
+	if f.RunFor <= 0 {
+		return
+	}
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	for _, j := range f.Jobs {
+		switch {
+		case j.Status != "Queued" && j.Status != "Running":
+		case time.Since(j.Created) >= f.RunFor:
+			j.Status = "Completed"
+		default:
+			j.Status = "Running"
+		}
+	}
 }
 
 // sunset is a version's sunset date as GET /v1/versions gives it.
@@ -100,23 +151,23 @@ func sunset(d string) time.Time {
 	return t
 }
 
-func (f *fakeIQP) addFault(fl *fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faults = append(f.faults, fl)
+func (f *Server) AddFault(fl *Fault) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Faults = append(f.Faults, fl)
 }
 
-func (f *fakeIQP) set(id string, fn func(j *iqpJob)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn(f.jobs[id])
+func (f *Server) Set(id string, fn func(j *Job)) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	fn(f.Jobs[id])
 }
 
-func (f *fakeIQP) count(prefix string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *Server) Count(prefix string) int {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	n := 0
-	for _, r := range f.requests {
+	for _, r := range f.Requests {
 		if strings.HasPrefix(r, prefix) {
 			n++
 		}
@@ -124,11 +175,11 @@ func (f *fakeIQP) count(prefix string) int {
 	return n
 }
 
-func (f *fakeIQP) expireTokens() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for k := range f.tokens {
-		f.tokens[k] = time.Now().Add(-time.Second)
+func (f *Server) ExpireTokens() {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	for k := range f.Tokens {
+		f.Tokens[k] = time.Now().Add(-time.Second)
 	}
 }
 
@@ -142,7 +193,7 @@ func apiErr(w http.ResponseWriter, status int, code any, msg string) {
 		"trace": "0f3c1a2b-trace"})
 }
 
-func (f *fakeIQP) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.injectFault(w, r) {
 		return
 	}
@@ -162,7 +213,8 @@ func (f *fakeIQP) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // route serves an authorized request for /api/v1/<parts>.
-func (f *fakeIQP) route(w http.ResponseWriter, r *http.Request, parts []string) {
+func (f *Server) route(w http.ResponseWriter, r *http.Request, parts []string) {
+	f.advance()
 	if len(parts) == 3 && parts[0] == "backends" && parts[2] == "status" && r.Method == http.MethodGet {
 		f.backendStatus(w, parts[1])
 		return
@@ -179,9 +231,9 @@ func (f *fakeIQP) route(w http.ResponseWriter, r *http.Request, parts []string) 
 	case len(parts) == 2 && r.Method == http.MethodGet:
 		f.get(w, r, parts[1])
 	case len(parts) == 2 && r.Method == http.MethodDelete:
-		f.mu.Lock()
-		delete(f.jobs, parts[1])
-		f.mu.Unlock()
+		f.Mu.Lock()
+		delete(f.Jobs, parts[1])
+		f.Mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	case len(parts) == 3 && parts[2] == "cancel" && r.Method == http.MethodPost:
 		f.cancel(w, r, parts[1])
@@ -192,43 +244,43 @@ func (f *fakeIQP) route(w http.ResponseWriter, r *http.Request, parts []string) 
 	}
 }
 
-// injectFault records r and answers it with the first matching fault, if
+// injectFault records r and answers it with the first matching Fault, if
 // any.
-func (f *fakeIQP) injectFault(w http.ResponseWriter, r *http.Request) bool {
-	f.mu.Lock()
-	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-	f.headers = append(f.headers, r.Header.Clone())
-	var fl *fault
-	for _, c := range f.faults {
-		if c.times >= 0 && (c.method == "" || c.method == r.Method) && strings.HasSuffix(r.URL.Path, c.path) {
+func (f *Server) injectFault(w http.ResponseWriter, r *http.Request) bool {
+	f.Mu.Lock()
+	f.Requests = append(f.Requests, r.Method+" "+r.URL.Path)
+	f.Headers = append(f.Headers, r.Header.Clone())
+	var fl *Fault
+	for _, c := range f.Faults {
+		if c.Times >= 0 && (c.Method == "" || c.Method == r.Method) && strings.HasSuffix(r.URL.Path, c.Path) {
 			fl = c
-			if fl.times > 0 {
-				if fl.times--; fl.times == 0 {
-					fl.times = -1
+			if fl.Times > 0 {
+				if fl.Times--; fl.Times == 0 {
+					fl.Times = -1
 				}
 			}
 			break
 		}
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if fl == nil {
 		return false
 	}
-	if fl.drop {
+	if fl.Drop {
 		conn, _, _ := w.(http.Hijacker).Hijack()
 		conn.Close()
 		return true
 	}
-	if fl.retryAfter != "" {
-		w.Header().Set("Retry-After", fl.retryAfter)
+	if fl.RetryAfter != "" {
+		w.Header().Set("Retry-After", fl.RetryAfter)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(fl.status)
-	io.WriteString(w, fl.body)
+	w.WriteHeader(fl.Status)
+	io.WriteString(w, fl.Body)
 	return true
 }
 
-func (f *fakeIQP) iam(w http.ResponseWriter, r *http.Request) {
+func (f *Server) iam(w http.ResponseWriter, r *http.Request) {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	body, _ := io.ReadAll(r.Body)
 	form, err := url.ParseQuery(string(body))
@@ -245,32 +297,32 @@ func (f *fakeIQP) iam(w http.ResponseWriter, r *http.Request) {
 		iamErr(400, "BXNIM0109E", "Unsupported grant_type.")
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.iamCalls++
-	if form.Get("apikey") != f.apikey {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.IAMCalls++
+	if form.Get("apikey") != f.APIKey {
 		iamErr(400, "BXNIM0415E", "Provided API key could not be found.")
 		return
 	}
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	tok := "eyJ" + hex.EncodeToString(b)
-	exp := time.Now().Add(f.tokenTTL)
-	f.tokens[tok] = exp
+	exp := time.Now().Add(f.TokenTTL)
+	f.Tokens[tok] = exp
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "refresh_token": "not_supported", "token_type": "Bearer",
-		"expires_in": int(f.tokenTTL.Seconds()), "expiration": exp.Unix(), "scope": "ibm_openid"})
+		"expires_in": int(f.TokenTTL.Seconds()), "expiration": exp.Unix(), "scope": "ibm_openid"})
 }
 
-func (f *fakeIQP) authorized(w http.ResponseWriter, r *http.Request) bool {
+func (f *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	f.mu.Lock()
-	exp, known := f.tokens[tok]
-	crnOK := r.Header.Get("Service-CRN") == f.crn
+	f.Mu.Lock()
+	exp, known := f.Tokens[tok]
+	crnOK := r.Header.Get("Service-CRN") == f.CRN
 	v := r.Header.Get("IBM-API-Version")
-	end, listed := f.versions[v]
-	vOK := v == "" || listed && (end.IsZero() || f.now().Before(end))
-	f.mu.Unlock()
+	end, listed := f.Versions[v]
+	vOK := v == "" || listed && (end.IsZero() || f.Now().Before(end))
+	f.Mu.Unlock()
 	switch {
 	case !ok || !known || time.Now().After(exp):
 		apiErr(w, http.StatusUnauthorized, 1010, "Invalid or expired token.")
@@ -287,7 +339,7 @@ func (f *fakeIQP) authorized(w http.ResponseWriter, r *http.Request) bool {
 var submitKeys = map[string]bool{"program_id": true, "backend": true, "params": true, "tags": true, "log_level": true, "cost": true,
 	"session_id": true, "private": true, "calibration_id": true, "start_session": true, "session_time": true}
 
-func (f *fakeIQP) submit(w http.ResponseWriter, r *http.Request) {
+func (f *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		apiErr(w, 400, 1100, "Content-Type must be application/json")
 		return
@@ -322,51 +374,51 @@ func (f *fakeIQP) submit(w http.ResponseWriter, r *http.Request) {
 		apiErr(w, 400, 1105, "program_id must be sampler or estimator")
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.backendsOK[backend] {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if !f.BackendsOK[backend] {
 		apiErr(w, 404, "not_found", "Backend "+backend+" not found.")
 		return
 	}
 	now := time.Now()
-	if f.rateLimit > 0 {
+	if f.RateLimit > 0 {
 		var recent []time.Time
-		for _, t := range f.submitTimes {
+		for _, t := range f.SubmitTimes {
 			if now.Sub(t) < time.Minute {
 				recent = append(recent, t)
 			}
 		}
-		f.submitTimes = recent
-		if len(recent) >= f.rateLimit {
+		f.SubmitTimes = recent
+		if len(recent) >= f.RateLimit {
 			w.Header().Set("Retry-After", fmt.Sprint(int(time.Minute-now.Sub(recent[0]))/int(time.Second)+1))
 			apiErr(w, http.StatusTooManyRequests, 1008, "Rate limit exceeded: 5 jobs per minute.")
 			return
 		}
-		f.submitTimes = append(f.submitTimes, now)
+		f.SubmitTimes = append(f.SubmitTimes, now)
 	}
 	b := make([]byte, 10)
 	_, _ = rand.Read(b)
 	id := "c" + hex.EncodeToString(b)[:19]
-	f.jobs[id] = &iqpJob{id: id, program: program, backend: backend, params: body["params"], tags: tags, status: "Queued",
-		created: now.UTC(), body: body}
-	f.order = append(f.order, id)
+	f.Jobs[id] = &Job{ID: id, Program: program, Backend: backend, Params: body["params"], Tags: tags, Status: "Queued",
+		Created: now.UTC(), Body: body}
+	f.Order = append(f.Order, id)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "backend": backend})
 }
 
-func (f *fakeIQP) jobJSON(j *iqpJob, withParams bool) map[string]any {
-	state := map[string]any{"status": j.status}
-	if j.reason != "" {
-		state["reason"] = j.reason
+func (f *Server) jobJSON(j *Job, withParams bool) map[string]any {
+	state := map[string]any{"status": j.Status}
+	if j.Reason != "" {
+		state["reason"] = j.Reason
 	}
-	if j.reasonCode != nil {
-		state["reason_code"] = j.reasonCode
+	if j.ReasonCode != nil {
+		state["reason_code"] = j.ReasonCode
 	}
-	m := map[string]any{"id": j.id, "backend": j.backend, "state": state, "status": j.status,
-		"program": map[string]string{"id": j.program}, "created": j.created.Format(time.RFC3339Nano),
-		"tags": j.tags, "private": false} // no bss, no usage since 2026-03-15
+	m := map[string]any{"id": j.ID, "backend": j.Backend, "state": state, "status": j.Status,
+		"program": map[string]string{"id": j.Program}, "created": j.Created.Format(time.RFC3339Nano),
+		"tags": j.Tags, "private": false} // no bss, no usage since 2026-03-15
 	if withParams {
-		m["params"] = j.params
+		m["params"] = j.Params
 	}
 	return m
 }
@@ -378,23 +430,23 @@ func (f *fakeIQP) jobJSON(j *iqpJob, withParams bool) map[string]any {
 // number of matching jobs before paging. There is no filter by id. Without
 // a limit every matching job is listed (the server's default page size is
 // not documented).
-func (f *fakeIQP) list(w http.ResponseWriter, r *http.Request) {
+func (f *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, offset, ok := pageParams(q)
 	if !ok {
 		apiErr(w, http.StatusBadRequest, 1106, "limit and offset must be non-negative integers")
 		return
 	}
-	f.mu.Lock()
-	f.lists = append(f.lists, q)
+	f.Mu.Lock()
+	f.Lists = append(f.Lists, q)
 	var out []any
-	for i := len(f.order) - 1; i >= 0; i-- { // newest first
-		j := f.jobs[f.order[i]]
+	for i := len(f.Order) - 1; i >= 0; i-- { // newest first
+		j := f.Jobs[f.Order[i]]
 		if j != nil && f.listed(j, q) {
 			out = append(out, f.jobJSON(j, q.Get("exclude_params") != "true"))
 		}
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	count := len(out)
 	out = out[min(offset, count):]
 	if limit >= 0 {
@@ -423,13 +475,13 @@ func pageParams(q url.Values) (limit, offset int, ok bool) {
 }
 
 // listed reports whether j matches the tags and pending filters of q.
-func (f *fakeIQP) listed(j *iqpJob, q url.Values) bool {
+func (f *Server) listed(j *Job, q url.Values) bool {
 	for _, t := range q["tags"] {
-		if !slices.Contains(j.tags, t) && !f.ignoreTags {
+		if !slices.Contains(j.Tags, t) && !f.IgnoreTags {
 			return false
 		}
 	}
-	active := j.status == "Queued" || j.status == "Running"
+	active := j.Status == "Queued" || j.Status == "Running"
 	switch q.Get("pending") {
 	case "true":
 		return active
@@ -439,14 +491,14 @@ func (f *fakeIQP) listed(j *iqpJob, q url.Values) bool {
 	return true
 }
 
-func (f *fakeIQP) get(w http.ResponseWriter, r *http.Request, id string) {
-	f.mu.Lock()
-	j := f.jobs[id]
+func (f *Server) get(w http.ResponseWriter, r *http.Request, id string) {
+	f.Mu.Lock()
+	j := f.Jobs[id]
 	var m map[string]any
 	if j != nil {
 		m = f.jobJSON(j, r.URL.Query().Get("exclude_params") != "true")
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if j == nil {
 		apiErr(w, http.StatusNotFound, 1291, "Job not found. Job ID: "+id)
 		return
@@ -455,30 +507,30 @@ func (f *fakeIQP) get(w http.ResponseWriter, r *http.Request, id string) {
 	_ = json.NewEncoder(w).Encode(m)
 }
 
-func (f *fakeIQP) cancel(w http.ResponseWriter, r *http.Request, id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	j := f.jobs[id]
+func (f *Server) cancel(w http.ResponseWriter, r *http.Request, id string) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	j := f.Jobs[id]
 	switch {
 	case j == nil:
 		apiErr(w, http.StatusNotFound, 1291, "Job not found. Job ID: "+id)
-	case j.status != "Queued" && j.status != "Running":
+	case j.Status != "Queued" && j.Status != "Running":
 		apiErr(w, http.StatusConflict, 1209, "Job "+id+" is in a final state and cannot be cancelled.")
 	default:
-		j.status, j.reason = "Cancelled", "Job was cancelled by the user"
+		j.Status, j.Reason = "Cancelled", "Job was cancelled by the user"
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
-func (f *fakeIQP) output(w http.ResponseWriter, r *http.Request, id, what string) {
-	f.mu.Lock()
-	j := f.jobs[id]
+func (f *Server) output(w http.ResponseWriter, r *http.Request, id, what string) {
+	f.Mu.Lock()
+	j := f.Jobs[id]
 	var status string
 	var created time.Time
 	if j != nil {
-		status, created = j.status, j.created
+		status, created = j.Status, j.Created
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if j == nil {
 		apiErr(w, http.StatusNotFound, 1291, "Job not found. Job ID: "+id)
 		return
@@ -496,9 +548,9 @@ func (f *fakeIQP) output(w http.ResponseWriter, r *http.Request, id, what string
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"__type__":"PrimitiveResult","__value__":{"pub_results":[{"__type__":"SamplerPubResult","__value__":{"data":{"c":{"__type__":"BitArray","__value__":{"array":{"__type__":"ndarray","__value__":"AAE="},"num_bits":2}}}}}],"metadata":{"version":2}}}`)
 	case "logs":
-		f.mu.Lock()
-		logs := j.logs
-		f.mu.Unlock()
+		f.Mu.Lock()
+		logs := j.Logs
+		f.Mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, logs)
 	case "metrics":
@@ -527,24 +579,42 @@ func (f *fakeIQP) output(w http.ResponseWriter, r *http.Request, id, what string
 // status, message, length_queue (the jobs waiting: ours Queued on that
 // backend and other users'), backend_version; an unknown backend is 404
 // with the string code not_found, as for a submit to it.
-func (f *fakeIQP) backendStatus(w http.ResponseWriter, name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.backendsOK[name] {
+func (f *Server) backendStatus(w http.ResponseWriter, name string) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if !f.BackendsOK[name] {
 		apiErr(w, 404, "not_found", "Backend "+name+" not found.")
 		return
 	}
-	queue := f.queued[name]
-	for _, j := range f.jobs {
-		if j.backend == name && j.status == "Queued" {
+	queue := f.Queued[name]
+	for _, j := range f.Jobs {
+		if j.Backend == name && j.Status == "Queued" {
 			queue++
 		}
 	}
 	state, status, msg := true, "active", "available"
-	if f.paused[name] {
+	if f.Paused[name] {
 		state, status, msg = false, "paused", "paused for calibration"
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"state": state, "status": status, "message": msg,
 		"length_queue": queue, "backend_version": "1.3.7"})
+}
+
+// AddJob puts a job into the fake as if submitted now (no rate limit).
+func (f *Server) AddJob(status, reason string, code any) string {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	id := fmt.Sprintf("c%019d", len(f.Order)+1)
+	f.Jobs[id] = &Job{ID: id, Program: "sampler", Backend: "ibm_torino", Params: []byte(`{}`), Status: status,
+		Reason: reason, ReasonCode: code, Created: time.Now().UTC()}
+	f.Order = append(f.Order, id)
+	return id
+}
+
+// ListCalls counts GET /jobs (not /jobs/{id}).
+func (f *Server) ListCalls() int {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return len(f.Lists)
 }

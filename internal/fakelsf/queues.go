@@ -1,7 +1,8 @@
-package lsf
+package fakelsf
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -22,7 +23,7 @@ import (
 // {"@total","queue"} in JSON (one queue an object, several an array) or
 // <queues total><queue>… in XML. numPend and numRun count the fake's jobs
 // in the queue (a job without QUEUE is in the default queue, normal).
-func (f *fakePAC) queueInfo(w http.ResponseWriter, r *http.Request) {
+func (f *Server) queueInfo(w http.ResponseWriter, r *http.Request) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
 		fail(w, r, 400, "The names parameter is mandatory.")
 		return
@@ -34,12 +35,12 @@ func (f *fakePAC) queueInfo(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, 400, "The names parameter is mandatory.")
 		return
 	}
-	f.mu.Lock()
+	f.Mu.Lock()
 	var qs []map[string]string
 	for _, name := range f.queueNames(names) {
 		qs = append(qs, f.queueFields(name))
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if len(qs) == 0 {
 		fail(w, r, 404, "No queues that match the specified criteria were found.")
 		return
@@ -73,14 +74,14 @@ var queueFieldOrder = []string{"queueDescription", "queueName", "priority", "nic
 
 // queueNames are the known queues among names ("all": every one), sorted
 // (f.mu held).
-func (f *fakePAC) queueNames(names string) []string {
+func (f *Server) queueNames(names string) []string {
 	var out []string
 	for _, n := range strings.Split(names, ",") {
-		if _, ok := f.queueStatus[n]; ok {
+		if _, ok := f.QueueStatus[n]; ok {
 			out = append(out, n)
 		}
 		if n == "all" {
-			for q := range f.queueStatus {
+			for q := range f.QueueStatus {
 				out = append(out, q)
 			}
 		}
@@ -90,13 +91,13 @@ func (f *fakePAC) queueNames(names string) []string {
 }
 
 // queueFields are a queue's detailed fields (f.mu held).
-func (f *fakePAC) queueFields(name string) map[string]string {
+func (f *Server) queueFields(name string) map[string]string {
 	pend, run, susp := 0, 0, 0
-	for _, j := range f.jobs {
-		if orText(j.params["QUEUE"], "normal") != name || j.left {
+	for _, j := range f.Jobs {
+		if cmp.Or(j.Params["QUEUE"], "normal") != name || j.Left {
 			continue
 		}
-		switch j.status {
+		switch j.Status {
 		case "PEND":
 			pend++
 		case "RUN":
@@ -109,5 +110,5 @@ func (f *fakePAC) queueFields(name string) map[string]string {
 		"maxNumJobSlots": "-", "jlPerUser": "-", "jlPerProcessor": "-", "jlPerHost": "-",
 		"numJob": strconv.Itoa(pend + run + susp), "numPend": strconv.Itoa(pend), "numRun": strconv.Itoa(run),
 		"numSsusp": "0", "numUsusp": strconv.Itoa(susp), "numReserve": "0", "acceptInterval": "0",
-		"users": "all", "hosts": "all", "status": f.queueStatus[name]}
+		"users": "all", "hosts": "all", "status": f.QueueStatus[name]}
 }

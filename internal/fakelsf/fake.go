@@ -1,7 +1,12 @@
-package lsf
+// Package fakelsf is a fake IBM Spectrum LSF Application Center (its web
+// services, as the reference describes them) for the lsf backend's tests
+// (New) and for a person trying that backend without a cluster (Listen,
+// started by hack/fakes). It is never linked into bridge-runner.
+package fakelsf
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -10,6 +15,7 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
@@ -24,89 +30,91 @@ import (
 	"time"
 )
 
-// fakePAC is an httptest LSF Application Center that speaks the web
+// Server is an httptest LSF Application Center that speaks the web
 // services as backend-apis.md §2 describes them: XML logon, the
 // platform_token cookie with #quote#, multipart/mixed submit with a nested
 // data part of <AppParam> XML, JSON (the XML mapping, "@" attributes) or XML
 // answers chosen by Accept, 404 once a job has left mbatchd with the
 // jobhistory fallback, both kill calls, file download, and the detailed
-// queue information (fake_queues_test.go). Faults can be injected per
+// queue information (queues.go). Faults can be injected per
 // request.
-type fakePAC struct {
+type Server struct {
 	*httptest.Server
 	t testing.TB
 
-	mu          sync.Mutex
-	user, pass  string
-	tokens      map[string]time.Time // cookie form (#quote#) -> expiry
-	tokenTTL    time.Duration
-	jobs        map[int]*pacJob
-	nextID      int
-	faults      []*fault
-	requests    []string
-	logons      int
-	jacsKill    bool   // serve POST ws/jobs/kill
-	userCmdKill bool   // serve POST ws/userCmd
-	idAsString  bool   // submit answers {"id":"N"} instead of {"id":N}
-	jobKey      string // JSON key of job elements: "job" or "Job"
-	arrays      bool   // JSON: one job as an array of one
-	killInfo    string // exitInfo of a killed job
-	submits     []*pacSubmit
-	queueStatus map[string]string // queue -> status as bqueues writes it (fake_queues_test.go)
+	Mu          sync.Mutex
+	User, Pass  string
+	Tokens      map[string]time.Time // cookie form (#quote#) -> expiry
+	TokenTTL    time.Duration
+	Jobs        map[int]*Job
+	NextID      int
+	Faults      []*Fault
+	Requests    []string
+	Logons      int
+	JacsKill    bool   // serve POST ws/jobs/kill
+	UserCmdKill bool   // serve POST ws/userCmd
+	IDAsString  bool   // submit answers {"id":"N"} instead of {"id":N}
+	JobKey      string // JSON key of job elements: "job" or "Job"
+	Arrays      bool   // JSON: one job as an array of one
+	KillInfo    string // exitInfo of a killed job
+	Submits     []*Submit
+	RunFor      time.Duration     // Listen's: how long a job runs; 0: jobs keep the state set
+	QueueStatus map[string]string // queue -> status as bqueues writes it (queues.go)
 }
 
-type pacJob struct {
-	id                 int
-	app, name, cmd     string
-	params             map[string]string
-	files              map[string][]byte
-	status             string
-	exitStatus         *int
-	exitInfo           string
-	pendReason         string
-	cwd                string
-	outputs            map[string][]byte // absolute path -> content
-	left, forgotten    bool              // left mbatchd (history only); gone from history too
-	killedByOwner      bool
-	submit, start, end time.Time
-	index              int       // an array's element: its LSF index (from 1)
-	elems              []*pacJob // an array: its elements
-	maxParallel        int       // an array's %M
+type Job struct {
+	ID                 int
+	App, Name, Cmd     string
+	Params             map[string]string
+	Files              map[string][]byte
+	Status             string
+	ExitStatus         *int
+	ExitInfo           string
+	PendReason         string
+	Cwd                string
+	Outputs            map[string][]byte // absolute path -> content
+	Left, Forgotten    bool              // left mbatchd (history only); gone from history too
+	KilledByOwner      bool
+	Submit, Start, End time.Time
+	Index              int    // an array's element: its LSF index (from 1)
+	Elems              []*Job // an array: its elements
+	MaxParallel        int    // an array's %M
 }
 
 // idStr is the job's id as LSF writes it: "<id>[<index>]" for an element.
-func (j *pacJob) idStr() string {
-	if j.index > 0 {
-		return fmt.Sprintf("%d[%d]", j.id, j.index)
+func (j *Job) IDStr() string {
+	if j.Index > 0 {
+		return fmt.Sprintf("%d[%d]", j.ID, j.Index)
 	}
-	return strconv.Itoa(j.id)
+	return strconv.Itoa(j.ID)
 }
 
-type pacSubmit struct {
-	app    string
-	params map[string]pacParam
-	order  []string
-	files  map[string][]byte
+type Submit struct {
+	App    string
+	Params map[string]Param
+	Order  []string
+	Files  map[string][]byte
 }
 
-type pacParam struct{ value, typ string }
+type Param struct{ Value, Typ string }
 
-type fault struct {
-	method, path string // path suffix; "" = any
-	status       int
-	body         string
-	contentType  string
-	retryAfter   string
-	drop         bool
-	delay        time.Duration
-	times        int // 0 = always
+type Fault struct {
+	Method, Path string // path suffix; "" = any
+	Status       int
+	Body         string
+	ContentType  string
+	RetryAfter   string
+	Drop         bool
+	Delay        time.Duration
+	Times        int // 0 = always
 }
 
-func newFakePAC(t testing.TB, tls bool) *fakePAC {
+// New starts the fake for a test (closed when the test ends): jobs stay as
+// submitted until the test changes them.
+func New(t testing.TB, tls bool) *Server {
 	t.Helper()
-	f := &fakePAC{t: t, user: "lsfuser", pass: `p&ss<"word>`, tokens: map[string]time.Time{}, tokenTTL: time.Hour,
-		jobs: map[int]*pacJob{}, nextID: 1234, jacsKill: true, userCmdKill: true, jobKey: "job", killInfo: "TERM_OWNER",
-		queueStatus: map[string]string{"normal": "Open:Active", "night": "Open:Inact", "retired": "Closed:Inact"}}
+	f := newServer()
+	f.t = t
 	if tls {
 		f.Server = httptest.NewTLSServer(http.HandlerFunc(f.serve))
 	} else {
@@ -116,37 +124,90 @@ func newFakePAC(t testing.TB, tls bool) *fakePAC {
 	return f
 }
 
-func (f *fakePAC) addFault(fl *fault) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.faults = append(f.faults, fl)
+// Listen starts the fake for a person trying the lsf backend (hack/fakes):
+// plain HTTP on addr, which should be a loopback address, and jobs that
+// go PEND, RUN, then DONE runFor after their submit, with a line in their
+// OUTPUT_FILE (the fake runs no command).
+func Listen(addr string, runFor time.Duration) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	f := newServer()
+	f.RunFor = runFor
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.Server.Listener.Close()
+	f.Server.Listener = l
+	f.Server.Start()
+	return f, nil
 }
 
-func (f *fakePAC) job(id int) *pacJob {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.jobs[id]
+func newServer() *Server {
+	return &Server{User: "lsfuser", Pass: `p&ss<"word>`, Tokens: map[string]time.Time{}, TokenTTL: time.Hour,
+		Jobs: map[int]*Job{}, NextID: 1234, JacsKill: true, UserCmdKill: true, JobKey: "job", KillInfo: "TERM_OWNER",
+		QueueStatus: map[string]string{"normal": "Open:Active", "night": "Open:Inact", "retired": "Closed:Inact"}}
 }
 
-func (f *fakePAC) set(id int, fn func(j *pacJob)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn(f.jobs[id])
-}
-
-func (f *fakePAC) expireTokens() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for k := range f.tokens {
-		f.tokens[k] = time.Now().Add(-time.Second)
+// advance moves the jobs of a fake started with Listen on (a test's fake
+// has RunFor 0 and sets its jobs' states itself).
+func (f *Server) advance() {
+	if f.RunFor <= 0 {
+		return
+	}
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, j := range f.Jobs {
+		for _, e := range append([]*Job{j}, j.Elems...) {
+			switch {
+			case e.Status != "PEND" && e.Status != "RUN":
+			case now.Sub(e.Submit) >= f.RunFor:
+				zero := 0
+				e.Status, e.ExitStatus, e.End, e.PendReason = "DONE", &zero, now, ""
+				if e.Start.IsZero() {
+					e.Start = now
+				}
+				if out := e.Params["OUTPUT_FILE"]; out != "" && e.Outputs != nil {
+					e.Outputs[e.Cwd+"/"+out] = []byte("fake LSF: job " + e.IDStr() + " is DONE (the fake runs no command)\n")
+				}
+			case e.Status == "PEND":
+				e.Status, e.Start, e.PendReason = "RUN", now, ""
+			}
+		}
 	}
 }
 
-func (f *fakePAC) count(prefix string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *Server) AddFault(fl *Fault) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Faults = append(f.Faults, fl)
+}
+
+func (f *Server) JobByID(id int) *Job {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	return f.Jobs[id]
+}
+
+func (f *Server) Set(id int, fn func(j *Job)) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	fn(f.Jobs[id])
+}
+
+func (f *Server) ExpireTokens() {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	for k := range f.Tokens {
+		f.Tokens[k] = time.Now().Add(-time.Second)
+	}
+}
+
+func (f *Server) Count(prefix string) int {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	n := 0
-	for _, r := range f.requests {
+	for _, r := range f.Requests {
 		if strings.HasPrefix(r, prefix) {
 			n++
 		}
@@ -177,7 +238,7 @@ func fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 // which bounds the request line of GET ws/jobs/{id,id,…}.
 const maxRequestLine = 8192
 
-func (f *fakePAC) serve(w http.ResponseWriter, r *http.Request) {
+func (f *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if f.injectFault(w, r) {
 		return
 	}
@@ -203,13 +264,14 @@ func (f *fakePAC) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // route serves an authorized request for ws/<p>.
-func (f *fakePAC) route(w http.ResponseWriter, r *http.Request, p string) {
+func (f *Server) route(w http.ResponseWriter, r *http.Request, p string) {
+	f.advance()
 	switch {
 	case p == "jobs/submit" && r.Method == http.MethodPost:
 		f.submit(w, r)
-	case p == "jobs/kill" && r.Method == http.MethodPost && f.jacsKill:
+	case p == "jobs/kill" && r.Method == http.MethodPost && f.JacsKill:
 		f.jobsKill(w, r)
-	case p == "userCmd" && r.Method == http.MethodPost && f.userCmdKill:
+	case p == "userCmd" && r.Method == http.MethodPost && f.UserCmdKill:
 		f.userCmd(w, r)
 	case p == "jobs" && r.Method == http.MethodGet:
 		f.list(w, r)
@@ -232,51 +294,51 @@ func notFoundPage(w http.ResponseWriter) {
 	io.WriteString(w, "<html><body>Not Found</body></html>")
 }
 
-// injectFault answers r with the first matching fault, if any.
-func (f *fakePAC) injectFault(w http.ResponseWriter, r *http.Request) bool {
-	f.mu.Lock()
-	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
-	var fl *fault
-	for _, c := range f.faults {
-		if c.times >= 0 && (c.method == "" || c.method == r.Method) && strings.HasSuffix(r.URL.Path, c.path) {
+// injectFault answers r with the first matching Fault, if any.
+func (f *Server) injectFault(w http.ResponseWriter, r *http.Request) bool {
+	f.Mu.Lock()
+	f.Requests = append(f.Requests, r.Method+" "+r.URL.Path)
+	var fl *Fault
+	for _, c := range f.Faults {
+		if c.Times >= 0 && (c.Method == "" || c.Method == r.Method) && strings.HasSuffix(r.URL.Path, c.Path) {
 			fl = c
-			if fl.times > 0 {
-				fl.times--
-				if fl.times == 0 {
-					fl.times = -1
+			if fl.Times > 0 {
+				fl.Times--
+				if fl.Times == 0 {
+					fl.Times = -1
 				}
 			}
 			break
 		}
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if fl == nil {
 		return false
 	}
-	if fl.delay > 0 {
+	if fl.Delay > 0 {
 		select {
-		case <-time.After(fl.delay):
+		case <-time.After(fl.Delay):
 		case <-r.Context().Done():
 			return true
 		}
 	}
-	if fl.drop {
+	if fl.Drop {
 		hj, _ := w.(http.Hijacker)
 		conn, _, _ := hj.Hijack()
 		conn.Close()
 		return true
 	}
-	if fl.retryAfter != "" {
-		w.Header().Set("Retry-After", fl.retryAfter)
+	if fl.RetryAfter != "" {
+		w.Header().Set("Retry-After", fl.RetryAfter)
 	}
-	w.Header().Set("Content-Type", orText(fl.contentType, "application/json"))
-	w.WriteHeader(fl.status)
-	io.WriteString(w, fl.body)
+	w.Header().Set("Content-Type", cmp.Or(fl.ContentType, "application/json"))
+	w.WriteHeader(fl.Status)
+	io.WriteString(w, fl.Body)
 	return true
 }
 
 // jobsKill serves POST ws/jobs/kill (ids=... form).
-func (f *fakePAC) jobsKill(w http.ResponseWriter, r *http.Request) {
+func (f *Server) jobsKill(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	q, err := url.ParseQuery(string(body))
 	if err != nil || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
@@ -287,7 +349,7 @@ func (f *fakePAC) jobsKill(w http.ResponseWriter, r *http.Request) {
 }
 
 // userCmd serves POST ws/userCmd with <UserCmd><cmd>bkill ID</cmd>.
-func (f *fakePAC) userCmd(w http.ResponseWriter, r *http.Request) {
+func (f *Server) userCmd(w http.ResponseWriter, r *http.Request) {
 	var uc struct {
 		XMLName xml.Name `xml:"UserCmd"`
 		Cmd     string   `xml:"cmd"`
@@ -304,7 +366,7 @@ func (f *fakePAC) userCmd(w http.ResponseWriter, r *http.Request) {
 	f.kill(w, r, id)
 }
 
-func (f *fakePAC) logon(w http.ResponseWriter, r *http.Request) {
+func (f *Server) logon(w http.ResponseWriter, r *http.Request) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/xml" {
 		fail(w, r, 415, "Content-Type must be application/xml")
 		return
@@ -324,18 +386,18 @@ func (f *fakePAC) logon(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, 400, "User name is empty.")
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logons++
-	if u.Name != f.user || u.Pass != f.pass {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	f.Logons++
+	if u.Name != f.User || u.Pass != f.Pass {
 		fail(w, r, 403, "Logon failed: wrong user name or password.")
 		return
 	}
 	rnd := make([]byte, 24)
 	_, _ = rand.Read(rnd)
-	exp := time.Now().Add(f.tokenTTL).UTC().Truncate(time.Second)
+	exp := time.Now().Add(f.TokenTTL).UTC().Truncate(time.Second)
 	tok := fmt.Sprintf(`%s"%s"%s`, u.Name, exp.Format(time.RFC3339), base64.StdEncoding.EncodeToString(rnd))
-	f.tokens[strings.ReplaceAll(tok, `"`, "#quote#")] = exp
+	f.Tokens[strings.ReplaceAll(tok, `"`, "#quote#")] = exp
 	if wantsJSON(r) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"token": tok})
@@ -347,16 +409,16 @@ func (f *fakePAC) logon(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "<User><token>%s</token></User>", b.String())
 }
 
-func (f *fakePAC) authorized(w http.ResponseWriter, r *http.Request) bool {
+func (f *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	raw := r.Header.Get("Cookie")
 	c, err := r.Cookie("platform_token")
 	if err != nil || strings.Contains(raw, `"`) {
 		fail(w, r, 401, "You are not logged on: missing or malformed platform_token.")
 		return false
 	}
-	f.mu.Lock()
-	exp, ok := f.tokens[c.Value]
-	f.mu.Unlock()
+	f.Mu.Lock()
+	exp, ok := f.Tokens[c.Value]
+	f.Mu.Unlock()
 	if !ok {
 		fail(w, r, 401, "Invalid token.")
 		return false
@@ -369,19 +431,19 @@ func (f *fakePAC) authorized(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // parseSubmit reads the multipart/mixed submit strictly.
-func parseSubmit(r *http.Request) (*pacSubmit, error) {
+func ParseSubmit(r *http.Request) (*Submit, error) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/mixed" || params["boundary"] == "" {
 		return nil, fmt.Errorf("Content-Type must be multipart/mixed with a boundary, not %q", r.Header.Get("Content-Type"))
 	}
 	mr := multipart.NewReader(r.Body, params["boundary"])
-	s := &pacSubmit{params: map[string]pacParam{}, files: map[string][]byte{}}
+	s := &Submit{Params: map[string]Param{}, Files: map[string][]byte{}}
 	part, err := mr.NextPart()
 	if err != nil || part.FormName() != "AppName" || part.Header.Get("Content-ID") != "<AppName>" {
 		return nil, fmt.Errorf("the first part must be AppName with Content-ID <AppName>")
 	}
 	app, _ := io.ReadAll(part)
-	s.app = string(app)
+	s.App = string(app)
 	part, err = mr.NextPart()
 	if err != nil || part.FormName() != "data" {
 		return nil, fmt.Errorf("the second part must be data")
@@ -400,7 +462,7 @@ func parseSubmit(r *http.Request) (*pacSubmit, error) {
 }
 
 // readParams reads the data part: one <AppParam> per part.
-func (s *pacSubmit) readParams(dr *multipart.Reader) error {
+func (s *Submit) readParams(dr *multipart.Reader) error {
 	for {
 		sub, err := dr.NextPart()
 		if err == io.EOF {
@@ -426,13 +488,13 @@ func (s *pacSubmit) readParams(dr *multipart.Reader) error {
 		if ap.ID != sub.FormName() || ap.Type == nil {
 			return fmt.Errorf("parameter %s: id %q and a <type> element are required", sub.FormName(), ap.ID)
 		}
-		s.params[ap.ID] = pacParam{value: ap.Value, typ: *ap.Type}
-		s.order = append(s.order, ap.ID)
+		s.Params[ap.ID] = Param{Value: ap.Value, Typ: *ap.Type}
+		s.Order = append(s.Order, ap.ID)
 	}
 }
 
 // readFiles reads the file parts, each declared by a file parameter.
-func (s *pacSubmit) readFiles(mr *multipart.Reader) error {
+func (s *Submit) readFiles(mr *multipart.Reader) error {
 	for {
 		fp, err := mr.NextPart()
 		if err == io.EOF {
@@ -442,18 +504,18 @@ func (s *pacSubmit) readFiles(mr *multipart.Reader) error {
 			return err
 		}
 		name := fp.FormName()
-		decl, ok := s.params[name]
-		if !ok || decl.typ != "file" || decl.value != name+",upload" {
+		decl, ok := s.Params[name]
+		if !ok || decl.Typ != "file" || decl.Value != name+",upload" {
 			return fmt.Errorf("file part %q has no file parameter %q", name, name+",upload")
 		}
 		if fp.Header.Get("Content-Type") != "application/octet-stream" || fp.Header.Get("Content-ID") != "<"+name+">" {
 			return fmt.Errorf("file part %q: needs application/octet-stream and Content-ID <%s>", name, name)
 		}
-		s.files[name], _ = io.ReadAll(fp)
+		s.Files[name], _ = io.ReadAll(fp)
 	}
-	for id, p := range s.params {
-		if p.typ == "file" {
-			if _, ok := s.files[id]; !ok {
+	for id, p := range s.Params {
+		if p.Typ == "file" {
+			if _, ok := s.Files[id]; !ok {
 				return fmt.Errorf("file parameter %s without a file part", id)
 			}
 		}
@@ -461,42 +523,42 @@ func (s *pacSubmit) readFiles(mr *multipart.Reader) error {
 	return nil
 }
 
-func (f *fakePAC) submit(w http.ResponseWriter, r *http.Request) {
-	s, err := parseSubmit(r)
+func (f *Server) submit(w http.ResponseWriter, r *http.Request) {
+	s, err := ParseSubmit(r)
 	if err != nil {
 		fail(w, r, 400, err.Error())
 		return
 	}
-	if s.app != "generic" {
-		fail(w, r, 400, "Application "+s.app+" does not exist.")
+	if s.App != "generic" {
+		fail(w, r, 400, "Application "+s.App+" does not exist.")
 		return
 	}
-	if s.params["COMMANDTORUN"].value == "" {
+	if s.Params["COMMANDTORUN"].Value == "" {
 		fail(w, r, 400, "COMMANDTORUN is required.")
 		return
 	}
-	f.mu.Lock()
-	f.submits = append(f.submits, s)
-	id := f.nextID
-	f.nextID++
-	j := &pacJob{id: id, app: s.app, name: s.params["JOB_NAME"].value, cmd: s.params["COMMANDTORUN"].value,
-		params: map[string]string{}, files: s.files, status: "PEND", pendReason: "New job is waiting for scheduling;",
-		cwd: "/home/" + f.user + "/pac/" + strconv.Itoa(id), outputs: map[string][]byte{}, submit: time.Now().UTC().Truncate(time.Second)}
-	if j.name == "" {
-		j.name = strconv.Itoa(id)
+	f.Mu.Lock()
+	f.Submits = append(f.Submits, s)
+	id := f.NextID
+	f.NextID++
+	j := &Job{ID: id, App: s.App, Name: s.Params["JOB_NAME"].Value, Cmd: s.Params["COMMANDTORUN"].Value,
+		Params: map[string]string{}, Files: s.Files, Status: "PEND", PendReason: "New job is waiting for scheduling;",
+		Cwd: "/home/" + f.User + "/pac/" + strconv.Itoa(id), Outputs: map[string][]byte{}, Submit: time.Now().UTC().Truncate(time.Second)}
+	if j.Name == "" {
+		j.Name = strconv.Itoa(id)
 	}
-	if err := j.makeArray(); err != nil {
-		f.nextID--
-		f.mu.Unlock()
+	if err := j.MakeArray(); err != nil {
+		f.NextID--
+		f.Mu.Unlock()
 		fail(w, r, 400, err.Error())
 		return
 	}
-	for k, v := range s.params {
-		j.params[k] = v.value
+	for k, v := range s.Params {
+		j.Params[k] = v.Value
 	}
-	f.jobs[id] = j
-	asString := f.idAsString
-	f.mu.Unlock()
+	f.Jobs[id] = j
+	asString := f.IDAsString
+	f.Mu.Unlock()
 	if !wantsJSON(r) {
 		w.Header().Set("Content-Type", "application/xml")
 		fmt.Fprintf(w, "<job><id>%d</id></job>", id)
@@ -510,28 +572,28 @@ func (f *fakePAC) submit(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *fakePAC) kill(w http.ResponseWriter, r *http.Request, ids string) {
+func (f *Server) kill(w http.ResponseWriter, r *http.Request, ids string) {
 	id, err := strconv.Atoi(strings.TrimSpace(ids))
-	f.mu.Lock()
-	j := f.jobs[id]
-	if err != nil || j == nil || j.left {
-		f.mu.Unlock()
+	f.Mu.Lock()
+	j := f.Jobs[id]
+	if err != nil || j == nil || j.Left {
+		f.Mu.Unlock()
 		fail(w, r, 404, fmt.Sprintf("Job <%s>: No matching job found", ids))
 		return
 	}
 	// bkill of an array's id kills every element still going.
 	killed := 0
-	for _, e := range append([]*pacJob{j}, j.elems...) {
-		if e.status == "DONE" || e.status == "EXIT" || (e == j && j.elems != nil) {
+	for _, e := range append([]*Job{j}, j.Elems...) {
+		if e.Status == "DONE" || e.Status == "EXIT" || (e == j && j.Elems != nil) {
 			continue
 		}
-		e.status, e.exitInfo, e.killedByOwner = "EXIT", f.killInfo, true
+		e.Status, e.ExitInfo, e.KilledByOwner = "EXIT", f.KillInfo, true
 		code := 130
-		e.exitStatus = &code
-		e.end = time.Now().UTC().Truncate(time.Second)
+		e.ExitStatus = &code
+		e.End = time.Now().UTC().Truncate(time.Second)
 		killed++
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if killed == 0 {
 		fail(w, r, 500, fmt.Sprintf("Job <%d>: Job has already finished", id))
 		return
@@ -540,21 +602,21 @@ func (f *fakePAC) kill(w http.ResponseWriter, r *http.Request, ids string) {
 	fmt.Fprintf(w, `{"message":"Job <%d> is being terminated"}`, id)
 }
 
-func (f *fakePAC) jobJSON(j *pacJob) map[string]any {
-	m := map[string]any{"jobId": j.idStr(), "jobName": j.name, "jobStatus": j.status, "cwd": j.cwd, "outfile": j.params["OUTPUT_FILE"],
-		"command": j.cmd, "queue": orText(j.params["QUEUE"], "normal"), "user": f.user,
-		"submitTimeGMT": j.submit.Format(time.RFC3339), "pendReason": j.pendReason}
-	if !j.start.IsZero() {
-		m["startTime"] = j.start.Format("2006-01-02 15:04:05")
+func (f *Server) jobJSON(j *Job) map[string]any {
+	m := map[string]any{"jobId": j.IDStr(), "jobName": j.Name, "jobStatus": j.Status, "cwd": j.Cwd, "outfile": j.Params["OUTPUT_FILE"],
+		"command": j.Cmd, "queue": cmp.Or(j.Params["QUEUE"], "normal"), "user": f.User,
+		"submitTimeGMT": j.Submit.Format(time.RFC3339), "pendReason": j.PendReason}
+	if !j.Start.IsZero() {
+		m["startTime"] = j.Start.Format("2006-01-02 15:04:05")
 	}
-	if !j.end.IsZero() {
-		m["endTime"] = j.end.Format("2006-01-02 15:04:05")
+	if !j.End.IsZero() {
+		m["endTime"] = j.End.Format("2006-01-02 15:04:05")
 	}
-	if j.exitStatus != nil {
-		m["exitStatus"] = strconv.Itoa(*j.exitStatus)
+	if j.ExitStatus != nil {
+		m["exitStatus"] = strconv.Itoa(*j.ExitStatus)
 	}
-	if j.exitInfo != "" {
-		m["exitInfo"] = j.exitInfo
+	if j.ExitInfo != "" {
+		m["exitInfo"] = j.ExitInfo
 	}
 	return m
 }
@@ -575,7 +637,7 @@ type xmlJob struct {
 }
 
 // writeJobs answers a jobs document: {"@total":"N","job":…} or <jobs total="N"><job>…
-func (f *fakePAC) writeJobs(w http.ResponseWriter, r *http.Request, elem string, jobs []*pacJob) {
+func (f *Server) writeJobs(w http.ResponseWriter, r *http.Request, elem string, jobs []*Job) {
 	if wantsJSON(r) {
 		w.Header().Set("Content-Type", "application/json")
 		doc := map[string]any{"@total": strconv.Itoa(len(jobs))}
@@ -589,10 +651,10 @@ func (f *fakePAC) writeJobs(w http.ResponseWriter, r *http.Request, elem string,
 		}
 		key := elem
 		if elem == "job" {
-			key = f.jobKey
+			key = f.JobKey
 		}
 		switch {
-		case len(list) == 1 && !f.arrays:
+		case len(list) == 1 && !f.Arrays:
 			doc[key] = list[0]
 		case len(list) > 0:
 			doc[key] = list
@@ -604,19 +666,19 @@ func (f *fakePAC) writeJobs(w http.ResponseWriter, r *http.Request, elem string,
 	fmt.Fprintf(w, `<jobs total="%d"><atom:link rel="self" href="%s"/>`, len(jobs), r.URL.String())
 	for _, j := range jobs {
 		if elem == "pseudoJob" {
-			fmt.Fprintf(w, "<pseudoJob><id>%s</id><name>%s</name><status>%s</status></pseudoJob>", j.idStr(), j.name, j.status)
+			fmt.Fprintf(w, "<pseudoJob><id>%s</id><name>%s</name><status>%s</status></pseudoJob>", j.IDStr(), j.Name, j.Status)
 			continue
 		}
-		x := xmlJob{JobID: j.idStr(), JobName: j.name, JobStatus: j.status, ExitInfo: j.exitInfo, Cwd: j.cwd, Outfile: j.params["OUTPUT_FILE"], PendReason: j.pendReason,
-			SubmitTimeGMT: j.submit.Format(time.RFC3339)}
-		if j.exitStatus != nil {
-			x.ExitStatus = strconv.Itoa(*j.exitStatus)
+		x := xmlJob{JobID: j.IDStr(), JobName: j.Name, JobStatus: j.Status, ExitInfo: j.ExitInfo, Cwd: j.Cwd, Outfile: j.Params["OUTPUT_FILE"], PendReason: j.PendReason,
+			SubmitTimeGMT: j.Submit.Format(time.RFC3339)}
+		if j.ExitStatus != nil {
+			x.ExitStatus = strconv.Itoa(*j.ExitStatus)
 		}
-		if !j.start.IsZero() {
-			x.StartTime = j.start.Format("2006-01-02 15:04:05")
+		if !j.Start.IsZero() {
+			x.StartTime = j.Start.Format("2006-01-02 15:04:05")
 		}
-		if !j.end.IsZero() {
-			x.EndTime = j.end.Format("2006-01-02 15:04:05")
+		if !j.End.IsZero() {
+			x.EndTime = j.End.Format("2006-01-02 15:04:05")
 		}
 		b, _ := xml.Marshal(x)
 		w.Write(b)
@@ -627,21 +689,21 @@ func (f *fakePAC) writeJobs(w http.ResponseWriter, r *http.Request, elem string,
 // get serves "Get detailed job information by job ID": GET ws/jobs/{jobIds},
 // ids separated by commas, none 0 (else 400); the jobs found are listed,
 // and 404 when none is.
-func (f *fakePAC) get(w http.ResponseWriter, r *http.Request, ids string) {
-	var jobs []*pacJob
-	f.mu.Lock()
+func (f *Server) get(w http.ResponseWriter, r *http.Request, ids string) {
+	var jobs []*Job
+	f.Mu.Lock()
 	for _, s := range strings.Split(ids, ",") {
 		id, err := strconv.Atoi(s)
 		if err != nil || id == 0 {
-			f.mu.Unlock()
+			f.Mu.Unlock()
 			fail(w, r, 400, "The job ID cannot be 0 or non-numeric.")
 			return
 		}
-		if j := f.jobs[id]; j != nil && !j.left {
-			jobs = append(jobs, j.listed()...)
+		if j := f.Jobs[id]; j != nil && !j.Left {
+			jobs = append(jobs, j.Listed()...)
 		}
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if len(jobs) == 0 {
 		fail(w, r, 404, "No jobs that match the specified criteria were found.")
 		return
@@ -649,22 +711,22 @@ func (f *fakePAC) get(w http.ResponseWriter, r *http.Request, ids string) {
 	f.writeJobs(w, r, "job", jobs)
 }
 
-func (f *fakePAC) list(w http.ResponseWriter, r *http.Request) {
+func (f *Server) list(w http.ResponseWriter, r *http.Request) {
 	pat := r.URL.Query().Get("jobname")
-	var jobs []*pacJob
-	f.mu.Lock()
-	for _, j := range f.jobs {
-		if j.left {
+	var jobs []*Job
+	f.Mu.Lock()
+	for _, j := range f.Jobs {
+		if j.Left {
 			continue
 		}
-		for _, e := range j.listed() {
-			if ok, _ := path.Match(pat, e.name); pat == "" || ok {
+		for _, e := range j.Listed() {
+			if ok, _ := path.Match(pat, e.Name); pat == "" || ok {
 				jobs = append(jobs, e)
 			}
 		}
 	}
-	f.mu.Unlock()
-	sort.Slice(jobs, func(a, b int) bool { return jobs[a].id < jobs[b].id })
+	f.Mu.Unlock()
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].ID < jobs[b].ID })
 	if len(jobs) == 0 {
 		fail(w, r, 404, "No jobs that match the specified criteria were found.")
 		return
@@ -672,29 +734,29 @@ func (f *fakePAC) list(w http.ResponseWriter, r *http.Request) {
 	f.writeJobs(w, r, "pseudoJob", jobs)
 }
 
-func (f *fakePAC) history(w http.ResponseWriter, r *http.Request) {
+func (f *Server) history(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.Atoi(r.URL.Query().Get("ids"))
-	f.mu.Lock()
-	j := f.jobs[id]
+	f.Mu.Lock()
+	j := f.Jobs[id]
 	var text string
-	if j != nil && !j.forgotten {
+	if j != nil && !j.Forgotten {
 		text = fmt.Sprintf("Job <%d>, Job Name <%s>, User <%s>, Project <default>, Command <%s>; %s: Submitted from host <pac>, to Queue <normal>;",
-			j.id, j.name, f.user, j.cmd, j.submit.Format("Mon Jan _2 15:04:05"))
-		switch j.status {
+			j.ID, j.Name, f.User, j.Cmd, j.Submit.Format("Mon Jan _2 15:04:05"))
+		switch j.Status {
 		case "DONE":
 			text += " Done successfully. The CPU time used is 0.1 seconds;"
 		case "EXIT":
-			if j.killedByOwner {
-				text += " Signal <KILL> requested by user or administrator <" + f.user + ">;"
+			if j.KilledByOwner {
+				text += " Signal <KILL> requested by user or administrator <" + f.User + ">;"
 			}
 			code := 1
-			if j.exitStatus != nil {
-				code = *j.exitStatus
+			if j.ExitStatus != nil {
+				code = *j.ExitStatus
 			}
 			text += fmt.Sprintf(" Exited with exit code %d. The CPU time used is 0.1 seconds; Completed <exit>;", code)
 		}
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	w.Header().Set("Content-Type", "application/xml")
 	if text == "" {
 		io.WriteString(w, "<jobHistory/>")
@@ -706,7 +768,7 @@ func (f *fakePAC) history(w http.ResponseWriter, r *http.Request) {
 		b.String(), time.Now().UTC().Format(time.RFC3339))
 }
 
-func (f *fakePAC) download(w http.ResponseWriter, r *http.Request, ids string) {
+func (f *Server) download(w http.ResponseWriter, r *http.Request, ids string) {
 	id, _ := strconv.Atoi(ids)
 	body, _ := io.ReadAll(r.Body)
 	q, _ := url.ParseQuery(string(body))
@@ -715,13 +777,13 @@ func (f *fakePAC) download(w http.ResponseWriter, r *http.Request, ids string) {
 		fail(w, r, 400, "dir and job ID must not be empty.")
 		return
 	}
-	f.mu.Lock()
+	f.Mu.Lock()
 	var data []byte
 	ok := false
-	if j := f.jobs[id]; j != nil {
-		data, ok = j.outputs[dir]
+	if j := f.Jobs[id]; j != nil {
+		data, ok = j.Outputs[dir]
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if !ok {
 		fail(w, r, 404, "File "+dir+" does not exist.")
 		return
@@ -745,12 +807,12 @@ var arrayName = regexp.MustCompile(`^(.*)\[([0-9,-]+)\](?:%([0-9]+))?$`)
 // rules: indexes from 1 to MAX_JOB_ARRAY_SIZE's default 1000 (bsub refuses
 // others with "Bad job name"), a specification of at most 255 characters, each
 // element named "<name>[<index>]", listed as "<id>[<index>]".
-func (j *pacJob) makeArray() error {
-	m := arrayName.FindStringSubmatch(j.name)
+func (j *Job) MakeArray() error {
+	m := arrayName.FindStringSubmatch(j.Name)
 	if m == nil {
 		return nil
 	}
-	j.maxParallel, _ = strconv.Atoi(m[3])
+	j.MaxParallel, _ = strconv.Atoi(m[3])
 	if len(m[1])+len(m[2])+2 > 255 { // the documented longest array specification
 		return fmt.Errorf("Bad job name. Job not submitted.")
 	}
@@ -767,28 +829,28 @@ func (j *pacJob) makeArray() error {
 		}
 		for i := first; i <= last; i++ {
 			e := *j
-			e.index, e.name, e.params = i, fmt.Sprintf("%s[%d]", m[1], i), j.params
-			e.cwd = j.cwd
-			j.elems = append(j.elems, &e)
+			e.Index, e.Name, e.Params = i, fmt.Sprintf("%s[%d]", m[1], i), j.Params
+			e.Cwd = j.Cwd
+			j.Elems = append(j.Elems, &e)
 		}
 	}
 	return nil
 }
 
 // listed are the entries GET ws/jobs shows for j: an array's elements.
-func (j *pacJob) listed() []*pacJob {
-	if j.elems != nil {
-		return j.elems
+func (j *Job) Listed() []*Job {
+	if j.Elems != nil {
+		return j.Elems
 	}
-	return []*pacJob{j}
+	return []*Job{j}
 }
 
 // setElem changes the element index (LSF's) of the array id.
-func (f *fakePAC) setElem(id, index int, fn func(j *pacJob)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, e := range f.jobs[id].elems {
-		if e.index == index {
+func (f *Server) SetElem(id, index int, fn func(j *Job)) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	for _, e := range f.Jobs[id].Elems {
+		if e.Index == index {
 			fn(e)
 			return
 		}
