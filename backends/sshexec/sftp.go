@@ -40,8 +40,8 @@ func (c *Client) sftpClient(ctx context.Context) (*sftp.Client, *ssh.Client, err
 	case err != nil && (ctx.Err() != nil || errors.Is(err, backends.ErrTransient)):
 		return nil, nil, err
 	case err != nil:
-		c.drop(conn, "opening SFTP failed: "+err.Error())
-		return nil, nil, backends.Transient(fmt.Errorf("sftp on %s: %w", c.target.Addr(), err))
+		c.drop(conn, "opening SFTP failed: "+errorKind(err))
+		return nil, nil, backends.Transient(fmt.Errorf("sftp on %s: %w", c.target.Addr(), quiet(err)))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,10 +93,10 @@ func (c *Client) withSFTP(ctx context.Context, what string, fn func(*sftp.Client
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%s: permission denied on the login node", what)
 	case isConnectionError(err):
-		c.drop(conn, "sftp failed: "+err.Error())
-		return backends.Transient(fmt.Errorf("%s: %w", what, err))
+		c.drop(conn, "sftp failed: "+errorKind(err))
+		return backends.Transient(fmt.Errorf("%s: %w", what, quiet(err)))
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, quiet(err))
 }
 
 // progress is when an SFTP call last heard from the server. Time spent in
