@@ -35,7 +35,7 @@ func TestArraySubmitStatusAndKey(t *testing.T) {
 	n := jobID(t, id)
 	assert.Equal(t, key+"-hello[1-5]%2", s.params["JOB_NAME"].value)
 	assert.Equal(t, "/bin/sh ./"+key+"-task.sh", s.params["COMMANDTORUN"].value)
-	assert.Contains(t, string(s.files[key+"-task.sh"]), "chmod 755 ./"+key+".sh && ./"+key+".sh\n")
+	assert.Contains(t, string(s.files[key+"-task.sh"]), "umask 077 && chmod 700 ./"+key+".sh && ./"+key+".sh\n")
 	require.Len(t, h.f.job(n).elems, 5)
 	assert.Equal(t, 2, h.f.job(n).maxParallel)
 

@@ -76,7 +76,7 @@ func TestHappyPath(t *testing.T) {
 	id, s := h.submit(t, job)
 	assert.Equal(t, "1234", id)
 	assert.Equal(t, "generic", s.app)
-	assert.Equal(t, "chmod 755 ./"+key+".sh && ./"+key+".sh", s.params["COMMANDTORUN"].value)
+	assert.Equal(t, "umask 077 && chmod 700 ./"+key+".sh && ./"+key+".sh", s.params["COMMANDTORUN"].value, "the job's files are its owner's only")
 	assert.Equal(t, key+"-hello", s.params["JOB_NAME"].value)
 	assert.Equal(t, "normal", s.params["QUEUE"].value)
 	assert.Equal(t, "out.txt", s.params["OUTPUT_FILE"].value)
@@ -127,11 +127,11 @@ func TestHappyPath(t *testing.T) {
 func TestScriptWithoutShebangAndRemoteScript(t *testing.T) {
 	h := newHarness(t)
 	_, s := h.submit(t, testJob("echo hi\n"))
-	assert.Equal(t, "/bin/sh ./"+key+".sh", s.params["COMMANDTORUN"].value)
+	assert.Equal(t, "umask 077 && /bin/sh ./"+key+".sh", s.params["COMMANDTORUN"].value)
 
 	job := backends.Job{Key: key, ScriptPath: "/home/u/run.sh --fast"}
 	_, s = h.submit(t, job)
-	assert.Equal(t, "/home/u/run.sh --fast", s.params["COMMANDTORUN"].value)
+	assert.Equal(t, "umask 077 && /home/u/run.sh --fast", s.params["COMMANDTORUN"].value)
 	assert.Equal(t, key, s.params["JOB_NAME"].value)
 	assert.Empty(t, s.files)
 }
