@@ -22,6 +22,23 @@ const (
 	taskErr   = "task-$(" + taskMacro + ").err"
 )
 
+// outputs are the files HTCondor writes in the job's directory: the output
+// and error of the job (a nil) or of each of the array a's tasks, and the
+// event log.
+func outputs(a *backends.Array) []string {
+	if a == nil {
+		return []string{outFile, errFile, logFile}
+	}
+	names := []string{logFile}
+	for _, r := range a.Ranges {
+		for i := r.First; i <= r.Last; i++ {
+			n := "$(" + taskMacro + ")"
+			names = append(names, strings.ReplaceAll(taskOut, n, strconv.Itoa(i)), strings.ReplaceAll(taskErr, n, strconv.Itoa(i)))
+		}
+	}
+	return names
+}
+
 var _ backends.ArraySubmitter = (*Backend)(nil)
 
 var clusterID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\d+$`) })
@@ -53,7 +70,7 @@ func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.
 	if a.Count() == 0 {
 		return "", backends.Invalid("array", "no index given: write indexes as 0-999 or 1,3,8-15")
 	}
-	out, dir, err := b.condorSubmit(ctx, job, func(spec *submitSpec, dir string) string { return spec.arrayDescription(dir, job.Key, &a) })
+	out, dir, err := b.condorSubmit(ctx, job, &a)
 	if err != nil {
 		return "", err
 	}

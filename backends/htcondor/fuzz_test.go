@@ -29,7 +29,7 @@ func FuzzSubmitDescription(f *testing.F) {
 		if strings.Count(d, "BridgeRunnerKey") != 1 || !strings.Contains(d, "+BridgeRunnerKey = \"key\"\n") {
 			t.Fatalf("key attribute: %q", d)
 		}
-		if want := 7 + len(s.commands) + 2; len(lines) != want { // fixed lines, commands, key, queue
+		if want := 8 + len(s.commands) + 2; len(lines) != want { // fixed lines, commands, key, queue
 			t.Fatalf("%d lines, want %d: %q", len(lines), want, d)
 		}
 	})

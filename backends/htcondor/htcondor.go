@@ -121,7 +121,7 @@ var submitted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 
 // Submit writes the job's files and submits it with condor_submit.
 func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
-	out, dir, err := b.condorSubmit(ctx, job, func(spec *submitSpec, dir string) string { return spec.description(dir, job.Key) })
+	out, dir, err := b.condorSubmit(ctx, job, nil)
 	if err != nil {
 		return "", err
 	}
@@ -135,9 +135,9 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 }
 
 // condorSubmit writes the job's files into its directory and runs
-// condor_submit -terse on the description describe makes of them; it
-// returns what condor_submit printed, trimmed, and the directory.
-func (b *Backend) condorSubmit(ctx context.Context, job backends.Job, describe func(spec *submitSpec, dir string) string) (string, string, error) {
+// condor_submit -terse on the job's description (the array a's, if not
+// nil); it returns what condor_submit printed, trimmed, and the directory.
+func (b *Backend) condorSubmit(ctx context.Context, job backends.Job, a *backends.Array) (string, string, error) {
 	spec, err := buildSubmit(job)
 	if err != nil {
 		return "", "", err
@@ -149,7 +149,10 @@ func (b *Backend) condorSubmit(ctx context.Context, job backends.Job, describe f
 	if err := b.upload(ctx, dir, spec, job.Inputs); err != nil {
 		return "", "", err
 	}
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_submit", "-terse", "-"}, Stdin: strings.NewReader(describe(spec, dir))})
+	if err := b.createOutputs(ctx, dir, outputs(a)); err != nil {
+		return "", "", err
+	}
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"condor_submit", "-terse", "-"}, Stdin: strings.NewReader(spec.arrayDescription(dir, job.Key, a))})
 	if err != nil {
 		return "", "", err
 	}
@@ -171,6 +174,9 @@ func (b *Backend) upload(ctx context.Context, dir string, spec *submitSpec, inpu
 			return err
 		}
 	}
+	if err := b.ssh.WriteFile(ctx, path.Join(dir, runFile), strings.NewReader(spec.run()), 0o700); err != nil {
+		return err
+	}
 	for _, f := range spec.files {
 		if err := b.ssh.WriteFile(ctx, path.Join(dir, f.name), bytes.NewReader(f.data), 0o600); err != nil {
 			return err
@@ -186,6 +192,24 @@ func (b *Backend) upload(ctx context.Context, dir string, spec *submitSpec, inpu
 		if err != nil {
 			return fmt.Errorf("input %s: %w", in.Name, err)
 		}
+	}
+	return nil
+}
+
+// createOutputs creates the files HTCondor will write in dir (the job's
+// output, error and event log), empty and its owner's only: the shadow
+// creates a missing one with its own umask (0644, whatever condor_submit's
+// was), and keeps the mode of one that exists (the job's directory is
+// new, or a retry's, whose files were made here). One command for all, the
+// names on its standard input: an array's may be thousands.
+func (b *Backend) createOutputs(ctx context.Context, dir string, names []string) error {
+	script := `umask 077 && cd "$1" && while IFS= read -r f; do : >>"$f" || exit 1; done`
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"sh", "-c", script, "sh", dir}, Stdin: strings.NewReader(strings.Join(names, "\n") + "\n")})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("creating the job's output files in %s on the submit host failed (exit %d; %d bytes of output, not shown)", dir, res.ExitCode, len(res.Stderr)+len(res.Stdout))
 	}
 	return nil
 }

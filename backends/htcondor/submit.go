@@ -12,11 +12,13 @@ import (
 	"sync"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 )
 
 // Files in the job's directory on the login node.
 const (
 	scriptFile = "job.sh"
+	runFile    = "job.run"
 	outFile    = "job.out"
 	errFile    = "job.err"
 	logFile    = "job.log"
@@ -205,13 +207,10 @@ func (s *submitSpec) arrayDescription(dir, key string, a *backends.Array) string
 	var b strings.Builder
 	w := func(k, v string) { fmt.Fprintf(&b, "%s = %s\n", k, v) }
 	w("initialdir", dir)
-	if s.script != "" {
-		w("executable", path.Join(dir, scriptFile))
-		w("transfer_executable", "true")
-	} else {
-		w("executable", s.exe)
-		w("transfer_executable", "false")
-	}
+	// The executable is bridge-runner's runFile, which runs the job's script
+	// under umask 077 (see run).
+	w("executable", path.Join(dir, runFile))
+	w("transfer_executable", "true")
 	env := s.env
 	if a != nil {
 		// Each task writes its own output; the event log is shared.
@@ -224,6 +223,9 @@ func (s *submitSpec) arrayDescription(dir, key string, a *backends.Array) string
 	}
 	w("log", logFile)
 	transfer := append([]string{}, s.inputs...)
+	if s.script != "" {
+		transfer = append(transfer, scriptFile)
+	}
 	for _, f := range s.files {
 		transfer = append(transfer, f.name)
 	}
@@ -243,6 +245,19 @@ func (s *submitSpec) arrayDescription(dir, key string, a *backends.Array) string
 	return b.String()
 }
 
+// run is the job's executable: it runs the script (transferred beside it,
+// or the remote one) with umask 077. The starter gives a job umask 022, and
+// HTCondor transfers the files a job writes back with the modes they had:
+// without it, what the job writes would be readable by every user of the
+// submit host.
+func (s *submitSpec) run() string {
+	exe := "./" + scriptFile
+	if s.script == "" {
+		exe = sshexec.Quote(s.exe)
+	}
+	return "#!/bin/sh\numask 077\nexec " + exe + " \"$@\"\n"
+}
+
 // condorEnv writes the environment in HTCondor's quoted syntax: the whole
 // in double quotes (a " inside doubled), each value in single quotes (a '
 // inside doubled).
@@ -258,7 +273,7 @@ func condorEnv(env [][2]string) string {
 // description and does not collide with bridge-runner's own files.
 func safeName(n string) bool {
 	switch n {
-	case "", ".", "..", scriptFile, paramsFile, metaFile, outFile, errFile, logFile:
+	case "", ".", "..", scriptFile, runFile, paramsFile, metaFile, outFile, errFile, logFile:
 		return false
 	}
 	return safeWord().MatchString(n)

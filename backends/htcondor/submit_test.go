@@ -19,11 +19,11 @@ func TestDescription(t *testing.T) {
 	d := s.description("/home/u/bridge-runner/k-1", "k-1")
 	for _, line := range []string{
 		"initialdir = /home/u/bridge-runner/k-1\n",
-		"executable = /home/u/bridge-runner/k-1/job.sh\n",
+		"executable = /home/u/bridge-runner/k-1/job.run\n",
 		"request_memory = 2GB\n", "request_cpus = 2\n",
 		`+Project = "a \"b\" \\c"` + "\n", "MY.Flag = true\n",
 		"should_transfer_files = IF_NEEDED\n", "universe = vanilla\n", "stream_output = true\n",
-		"transfer_input_files = parameters.json\n",
+		"transfer_input_files = job.sh,parameters.json\n",
 		`environment = "BRIDGE_JOB_NAME='n' BRIDGE_JOB_KEY='k-1' BRIDGE_JOB_PARAMETERS_FILE='parameters.json'"` + "\n",
 		`+BridgeRunnerKey = "k-1"` + "\n",
 	} {
@@ -33,6 +33,27 @@ func TestDescription(t *testing.T) {
 	}
 	if strings.Count(d, "should_transfer_files") != 1 || !strings.HasSuffix(d, "queue 1\n") {
 		t.Errorf("a default was written beside the user's value, or queue is not last:\n%s", d)
+	}
+}
+
+// TestRunWrapper: the job's executable runs its script, transferred or
+// remote, with umask 077, so that what the job writes (and HTCondor
+// transfers back with its mode) is its owner's only.
+func TestRunWrapper(t *testing.T) {
+	for _, c := range []struct {
+		job  backends.Job
+		exec string
+	}{
+		{backends.Job{Name: "n", Key: "k", Script: "#!/bin/sh\n"}, "exec ./job.sh \"$@\"\n"},
+		{backends.Job{Name: "n", Key: "k", ScriptPath: "/opt/my job's.sh"}, `exec '/opt/my job'\''s.sh' "$@"` + "\n"},
+	} {
+		s, err := buildSubmit(c.job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "#!/bin/sh\numask 077\n" + c.exec; s.run() != want {
+			t.Errorf("run() = %q, want %q", s.run(), want)
+		}
 	}
 }
 

@@ -166,7 +166,8 @@ func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) 
 		if err := os.WriteFile(filepath.Join(stage, "script"), []byte(job.Script), 0o700); err != nil {
 			return "", err
 		}
-		sp.Command = scriptCommand("script", []byte(job.Script))
+		// By its full path: the job may run in a workdir of its own.
+		sp.Command = scriptCommand(filepath.Join(dst, "script"), []byte(job.Script))
 	}
 	sp.Command = append(sp.Command, p.Args...)
 	sp.Env = []string{"BRIDGE_JOB_NAME=" + job.Name, "BRIDGE_JOB_KEY=" + job.Key}

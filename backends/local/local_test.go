@@ -274,3 +274,37 @@ func TestReservedEndIsRead(t *testing.T) {
 	require.NotNil(t, st.Ended)
 	assert.Equal(t, 7, *st.ExitCode)
 }
+
+// TestJobFilesAreOwnerOnly: whatever the umask of the process that runs
+// invoke (022 here), every file of a local job is its user's only: the
+// records, the output, and what the job itself writes, in its directory
+// or in a workdir of its own choosing.
+func TestJobFilesAreOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	b := newBackend(t)
+	work := t.TempDir()
+	require.NoError(t, os.Chmod(work, 0o755))
+	props, err := json.Marshal(map[string]any{"workdir": work})
+	require.NoError(t, err)
+	id, err := b.Submit(context.Background(), backends.Job{Key: "modes", Script: `echo out; echo own > "$BRIDGE_JOB_DIR/own.txt"; mkdir sub; echo w > sub/w.txt`,
+		Properties: props, Parameters: []byte(`{"a":1}`)})
+	require.NoError(t, err)
+	if st := waitFinal(t, b, id); st.State != backends.Done {
+		var out bytes.Buffer
+		_, _ = b.ReadLogs(context.Background(), id, 0, &out)
+		t.Fatalf("the job ended %s: %s", st.State, out.String())
+	}
+	seen := 0
+	for _, top := range []string{b.root, filepath.Join(work, "sub")} {
+		require.NoError(t, filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+			require.NoError(t, err)
+			fi, err := d.Info()
+			require.NoError(t, err)
+			seen++
+			assert.Zero(t, fi.Mode().Perm()&0o077, "%s is %v: another user may read it", p, fi.Mode().Perm())
+			return nil
+		}))
+	}
+	assert.Greater(t, seen, 6, "the walk found the job's files")
+}

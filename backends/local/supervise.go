@@ -37,6 +37,9 @@ func RunSupervisorIfRequested() {
 // while it lives, and a state.json present means some supervisor already
 // started the job.
 func supervise(dir string) int {
+	// The job inherits this umask: what it writes is its user's only,
+	// whatever umask the process that ran invoke had (often 022).
+	syscall.Umask(0o077)
 	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return 1

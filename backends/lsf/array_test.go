@@ -36,7 +36,7 @@ func TestArraySubmitStatusAndKey(t *testing.T) {
 	n := jobID(t, id)
 	assert.Equal(t, key+"-hello[1-5]%2", s.Params["JOB_NAME"].Value)
 	assert.Equal(t, "/bin/sh ./"+key+"-task.sh", s.Params["COMMANDTORUN"].Value)
-	assert.Contains(t, string(s.Files[key+"-task.sh"]), "chmod 755 ./"+key+".sh && ./"+key+".sh\n")
+	assert.Contains(t, string(s.Files[key+"-task.sh"]), "umask 077 && chmod 700 ./"+key+".sh && ./"+key+".sh\n")
 	require.Len(t, h.f.JobByID(n).Elems, 5)
 	assert.Equal(t, 2, h.f.JobByID(n).MaxParallel)
 

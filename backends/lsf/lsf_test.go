@@ -77,7 +77,7 @@ func TestHappyPath(t *testing.T) {
 	id, s := h.submit(t, job)
 	assert.Equal(t, "1234", id)
 	assert.Equal(t, "generic", s.App)
-	assert.Equal(t, "chmod 755 ./"+key+".sh && ./"+key+".sh", s.Params["COMMANDTORUN"].Value)
+	assert.Equal(t, "umask 077 && chmod 700 ./"+key+".sh && ./"+key+".sh", s.Params["COMMANDTORUN"].Value, "the job's files are its owner's only")
 	assert.Equal(t, key+"-hello", s.Params["JOB_NAME"].Value)
 	assert.Equal(t, "normal", s.Params["QUEUE"].Value)
 	assert.Equal(t, "out.txt", s.Params["OUTPUT_FILE"].Value)
@@ -128,11 +128,11 @@ func TestHappyPath(t *testing.T) {
 func TestScriptWithoutShebangAndRemoteScript(t *testing.T) {
 	h := newHarness(t)
 	_, s := h.submit(t, testJob("echo hi\n"))
-	assert.Equal(t, "/bin/sh ./"+key+".sh", s.Params["COMMANDTORUN"].Value)
+	assert.Equal(t, "umask 077 && /bin/sh ./"+key+".sh", s.Params["COMMANDTORUN"].Value)
 
 	job := backends.Job{Key: key, ScriptPath: "/home/u/run.sh --fast"}
 	_, s = h.submit(t, job)
-	assert.Equal(t, "/home/u/run.sh --fast", s.Params["COMMANDTORUN"].Value)
+	assert.Equal(t, "umask 077 && /home/u/run.sh --fast", s.Params["COMMANDTORUN"].Value)
 	assert.Equal(t, key, s.Params["JOB_NAME"].Value)
 	assert.Empty(t, s.Files)
 }

@@ -234,21 +234,24 @@ func checkNumber(param, k, s string) (string, error) {
 }
 
 // addScript adds the job script (when it is sent along) and returns the
-// command that runs it.
+// command that runs it. The command sets umask 077 first: what the job
+// writes is its owner's only, and the script it was sent is made 0700, not
+// readable by the other users of the execution host.
 func (sp *spec) addScript(job backends.Job) (string, error) {
+	const private = "umask 077 && "
 	switch {
 	case job.ScriptPath != "":
 		if strings.ContainsAny(job.ScriptPath, "\r\n") {
 			return "", backends.Invalid("jobdata.jobScript", "a remote script path must be one line")
 		}
-		return job.ScriptPath, nil
+		return private + job.ScriptPath, nil
 	case job.Script != "":
 		name := job.Key + ".sh"
 		sp.files = append(sp.files, file{name: name, data: []byte(job.Script)})
 		if strings.HasPrefix(job.Script, "#!") {
-			return "chmod 755 ./" + name + " && ./" + name, nil
+			return private + "chmod 700 ./" + name + " && ./" + name, nil
 		}
-		return "/bin/sh ./" + name, nil
+		return private + "/bin/sh ./" + name, nil
 	}
 	return "", backends.Invalid("jobdata.jobScript", "the lsf backend needs a script (inline or s3) or a remote path to run")
 }

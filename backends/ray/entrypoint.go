@@ -16,9 +16,9 @@ import (
 //
 // So no text that comes from the job description is ever put into the
 // entrypoint. The entrypoint is constant text plus the interpreter's name,
-// each shell-quoted:
+// each shell-quoted, under umask 077 (the job's files are its owner's):
 //
-//	'python' -u -c 'import os;exec(os.environ.pop("BRIDGE_BOOTSTRAP"))'
+//	umask 077 && 'python' -u -c 'import os;exec(os.environ.pop("BRIDGE_BOOTSTRAP"))'
 //
 // and everything else travels as runtime_env.env_vars, which Ray hands to
 // the driver as plain environment variables (no shell, no parsing):
@@ -111,16 +111,21 @@ func shellQuote(s string) string {
 }
 
 // entrypoint builds the command line for the job: the bootstrap run by
-// python, or the user's own command.
+// python, or the user's own command. Either runs with umask 077: Ray's job
+// supervisor gives the driver its raylet's umask (022), so what the job
+// writes would be readable by every user of the node. (Ray's own files,
+// the driver's log among them, are Ray's: written server side, not ours
+// to set.)
 func entrypoint(p Properties) string {
+	const private = "umask 077 && "
 	if p.Entrypoint != "" {
-		return p.Entrypoint
+		return private + p.Entrypoint
 	}
 	py := p.Python
 	if py == "" {
 		py = "python"
 	}
-	return shellQuote(py) + " -u -c " + shellQuote(`import os;exec(os.environ.pop("`+envBootstrap+`"))`)
+	return private + shellQuote(py) + " -u -c " + shellQuote(`import os;exec(os.environ.pop("`+envBootstrap+`"))`)
 }
 
 // envVars returns the variables that carry the job to the bootstrap.

@@ -75,7 +75,7 @@ func TestSubmitRequest(t *testing.T) {
 
 	req := f.job(testKey).req
 	assert.Equal(t, testKey, req["submission_id"])
-	assert.Equal(t, `'python' -u -c 'import os;exec(os.environ.pop("BRIDGE_BOOTSTRAP"))'`, req["entrypoint"],
+	assert.Equal(t, `umask 077 && 'python' -u -c 'import os;exec(os.environ.pop("BRIDGE_BOOTSTRAP"))'`, req["entrypoint"],
 		"the entrypoint is constant text: nothing of the job is pasted into it")
 	rt := req["runtime_env"].(map[string]any)
 	assert.Equal(t, "s3://bucket/code.zip", rt["working_dir"])
@@ -105,7 +105,7 @@ func TestSubmitRemoteScriptAndOwnEntrypoint(t *testing.T) {
 	_, err := be.Submit(context.Background(), job)
 	require.NoError(t, err)
 	req := f.job(testKey).req
-	assert.Equal(t, `'/opt/conda/bin/python3' -u -c 'import os;exec(os.environ.pop("BRIDGE_BOOTSTRAP"))'`, req["entrypoint"])
+	assert.Equal(t, `umask 077 && '/opt/conda/bin/python3' -u -c 'import os;exec(os.environ.pop("BRIDGE_BOOTSTRAP"))'`, req["entrypoint"])
 	env := req["runtime_env"].(map[string]any)["env_vars"].(map[string]any)
 	assert.Equal(t, "/shared/it's here.py", env["BRIDGE_SCRIPT_PATH"])
 	assert.NotContains(t, env, "BRIDGE_SCRIPT")
@@ -114,7 +114,7 @@ func TestSubmitRemoteScriptAndOwnEntrypoint(t *testing.T) {
 		Properties: json.RawMessage(`{"entrypoint": "bash -c \"$BRIDGE_SCRIPT\""}`)}
 	_, err = be.Submit(context.Background(), job)
 	require.NoError(t, err)
-	assert.Equal(t, `bash -c "$BRIDGE_SCRIPT"`, f.job("br-other").req["entrypoint"])
+	assert.Equal(t, `umask 077 && bash -c "$BRIDGE_SCRIPT"`, f.job("br-other").req["entrypoint"])
 }
 
 func TestValidate(t *testing.T) {
@@ -427,6 +427,36 @@ func TestShellQuote(t *testing.T) {
 		out, err := exec.Command(sh, "-c", "printf %s "+shellQuote(s)).Output()
 		require.NoError(t, err, s)
 		assert.Equal(t, s, string(out))
+	}
+}
+
+// TestEntrypointFilesOwnerOnly: what the job writes, through the
+// bootstrap or the user's own entrypoint, is its owner's only, though the
+// driver is started with umask 022.
+func TestEntrypointFilesOwnerOnly(t *testing.T) {
+	py := filepath.Join(os.Getenv("BRIDGE_RAY_VENV"), "bin", "python")
+	if _, err := os.Stat(py); err != nil {
+		if py, err = exec.LookPath("python3"); err != nil {
+			t.Fatal("no python3 to run the bootstrap with")
+		}
+	}
+	dir := t.TempDir()
+	env, err := envVars("n", testKey, "open('boot.txt', 'w').write('x')\n", "", nil, nil, nil)
+	require.NoError(t, err)
+	for _, p := range []Properties{{Python: py}, {Entrypoint: "echo x > own.txt"}} {
+		cmd := exec.Command("sh", "-c", "umask 022 && "+entrypoint(p))
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	for _, name := range []string{"boot.txt", "own.txt"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Zero(t, fi.Mode().Perm()&0o077, "%s is %v: another user may read it", name, fi.Mode().Perm())
 	}
 }
 

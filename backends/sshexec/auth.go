@@ -225,7 +225,7 @@ func hostKeyError(h *hop, key ssh.PublicKey, err error) error {
 	case errors.As(err, &re):
 		return refuseHostKey("the host key of %s (%s) is marked @revoked in known_hosts", h.name(), got)
 	}
-	return refuseHostKey("checking the host key of %s: %v", h.name(), err)
+	return refuseHostKey("checking the host key of %s: %v", h.name(), quiet(err))
 }
 
 // jumpNote names, for jump host n, the key it may have of its own.

@@ -226,13 +226,13 @@ func connectError(prev, h *hop, err error) error {
 	var oc *ssh.OpenChannelError
 	switch {
 	case prev == nil:
-		return backends.Transient(fmt.Errorf("ssh: connecting to %s: %w", h.name(), err))
+		return backends.Transient(fmt.Errorf("ssh: connecting to %s: %w", h.name(), quiet(err)))
 	case errors.As(err, &oc) && oc.Reason == ssh.Prohibited:
 		return backends.Invalid("resourceURL", "%s may not forward connections to %s (administratively prohibited: its sshd has AllowTcpForwarding no, or a PermitOpen that leaves it out); ask the site which jump host leads to it", prev.name(), h.name())
 	case errors.As(err, &oc):
-		return backends.Transient(fmt.Errorf("ssh: %s could not connect to %s (%s)", prev.name(), h.name(), oc.Reason))
+		return backends.Transient(fmt.Errorf("ssh: %s could not connect to %s (%s)", prev.name(), h.name(), rejection(oc.Reason)))
 	}
-	return backends.Transient(fmt.Errorf("ssh: connecting to %s through %s: %w", h.name(), prev.name(), err))
+	return backends.Transient(fmt.Errorf("ssh: connecting to %s through %s: %w", h.name(), prev.name(), quiet(err)))
 }
 
 // handshakeError classifies a failed handshake: a refused host key or an
@@ -245,20 +245,20 @@ func (c *Client) handshakeError(h *hop, user string, ag *agentConn, lg *login, e
 	case lg.refusal != nil:
 		return lg.refusal
 	case isAuthFailure(err) && !slices.Contains(lg.allowed, "publickey") && len(lg.allowed) > 0:
-		return backends.Invalid("credentials", "%s accepts no SSH key for %s (it offers only %s); ask the site for key or certificate logins", h.name(), user, strings.Join(lg.allowed, ", "))
+		return backends.Invalid("credentials", "%s accepts no SSH key for %s (it offers only %s); ask the site for key or certificate logins", h.name(), user, knownMethods(lg.allowed))
 	case isAuthFailure(err):
 		where := "the login node"
 		if h.n > 0 {
 			where = h.name()
 		}
 		return fmt.Errorf("%w: %s@%s refused %s (%v); check that its public key is in the user's authorized_keys on %s",
-			backends.ErrAuth, user, h.addr(), c.offered(h, ag), err, where)
+			backends.ErrAuth, user, h.addr(), c.offered(h, ag), quiet(err), where)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return backends.Transient(fmt.Errorf("ssh: handshake with %s: no answer for %s", h.name(), c.opts.DialTimeout))
 	}
-	return backends.Transient(fmt.Errorf("ssh: handshake with %s: %w", h.name(), err))
+	return backends.Transient(fmt.Errorf("ssh: handshake with %s: %w", h.name(), quiet(err)))
 }
 
 // offered says which keys were offered to h, for a refusal.

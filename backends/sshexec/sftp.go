@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -40,8 +41,8 @@ func (c *Client) sftpClient(ctx context.Context) (*sftp.Client, *ssh.Client, err
 	case err != nil && (ctx.Err() != nil || errors.Is(err, backends.ErrTransient)):
 		return nil, nil, err
 	case err != nil:
-		c.drop(conn, "opening SFTP failed: "+err.Error())
-		return nil, nil, backends.Transient(fmt.Errorf("sftp on %s: %w", c.target.Addr(), err))
+		c.drop(conn, "opening SFTP failed: "+errorKind(err))
+		return nil, nil, backends.Transient(fmt.Errorf("sftp on %s: %w", c.target.Addr(), quiet(err)))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,10 +94,10 @@ func (c *Client) withSFTP(ctx context.Context, what string, fn func(*sftp.Client
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%s: permission denied on the login node", what)
 	case isConnectionError(err):
-		c.drop(conn, "sftp failed: "+err.Error())
-		return backends.Transient(fmt.Errorf("%s: %w", what, err))
+		c.drop(conn, "sftp failed: "+errorKind(err))
+		return backends.Transient(fmt.Errorf("%s: %w", what, quiet(err)))
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, quiet(err))
 }
 
 // progress is when an SFTP call last heard from the server. Time spent in
@@ -191,15 +192,17 @@ func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.W
 	return next, err
 }
 
-// WriteFile writes r to the remote file name (its directory is made),
-// through a temporary name and a rename, so a reader never sees half a file.
-// The file has mode from its creation on, before any byte is written.
+// WriteFile writes r to the remote file name (its missing directories are
+// made, 0700), through a temporary name and a rename, so a reader never
+// sees half a file. The file has mode before any byte is written. SFTP
+// (as pkg/sftp speaks it) cannot give a mode at creation: the file exists
+// for a moment with the server's default, so name's directory must be one
+// other users cannot enter (a job's directory, made by MkdirAll 0700), or
+// another user could open it then and read what follows.
 func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode os.FileMode) error {
 	return c.withSFTP(ctx, "writing "+name, func(sc *sftp.Client, p *progress) error {
-		if dir := path.Dir(name); dir != "." && dir != "/" {
-			if err := sc.MkdirAll(dir); err != nil {
-				return err
-			}
+		if err := mkdirPrivate(sc, path.Dir(name)); err != nil {
+			return err
 		}
 		tmp := name + ".part"
 		f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
@@ -222,15 +225,44 @@ func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode o
 	})
 }
 
-// MkdirAll makes the remote directory dir and its parents, and gives dir
-// (not its parents, which may be shared) mode perm.
+// MkdirAll makes the remote directory dir and its missing parents (0700,
+// see mkdirPrivate), and gives dir (not its existing parents, which may be
+// shared) mode perm.
 func (c *Client) MkdirAll(ctx context.Context, dir string, perm os.FileMode) error {
 	return c.withSFTP(ctx, "making "+dir, func(sc *sftp.Client, _ *progress) error {
-		if err := sc.MkdirAll(dir); err != nil {
+		if err := mkdirPrivate(sc, dir); err != nil {
 			return err
 		}
 		return sc.Chmod(dir, perm|os.ModeDir)
 	})
+}
+
+// mkdirPrivate makes dir and its missing parents, each made 0700 before
+// the next is made in it (sftp's MkdirAll leaves them the server's
+// default, often 0755: every user of the node could list a job's files).
+// A directory that exists is left as it is.
+func mkdirPrivate(sc *sftp.Client, dir string) error {
+	fi, err := sc.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if parent := path.Dir(dir); parent != dir && parent != "." {
+		if err := mkdirPrivate(sc, parent); err != nil {
+			return err
+		}
+	}
+	if err := sc.Mkdir(dir); err != nil {
+		if fi, serr := sc.Stat(dir); serr == nil && fi.IsDir() {
+			return nil // made meanwhile by another writer
+		}
+		return err
+	}
+	return sc.Chmod(dir, 0o700|os.ModeDir)
 }
 
 // RealPath resolves p on the login node ("." is the user's home).

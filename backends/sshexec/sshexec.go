@@ -225,7 +225,7 @@ func (c *Client) watch(conn *ssh.Client) {
 		select {
 		case err := <-reply:
 			if err != nil {
-				c.drop(conn, "keepalive failed: "+err.Error())
+				c.drop(conn, "keepalive failed: "+errorKind(err))
 				return
 			}
 			silentSince = time.Time{}
@@ -375,7 +375,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 			return Result{}, err
 		}
 		c.drop(conn, "starting a command failed")
-		return Result{}, backends.Transient(fmt.Errorf("ssh: starting %s on %s: %w", cmd.Args[0], c.target.Addr(), err))
+		return Result{}, backends.Transient(fmt.Errorf("ssh: starting %s on %s: %w", cmd.Args[0], c.target.Addr(), quiet(err)))
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- sess.Wait() }()
@@ -400,7 +400,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 		res.ExitCode = exit.ExitStatus() // 128+n for signal n
 	default: // ExitMissingError or a broken connection: the outcome is unknown
 		c.drop(conn, "a command lost its connection")
-		return res, backends.Transient(fmt.Errorf("ssh: %s on %s: connection lost before the command ended: %w", cmd.Args[0], c.target.Addr(), err))
+		return res, backends.Transient(fmt.Errorf("ssh: %s on %s: connection lost before the command ended: %w", cmd.Args[0], c.target.Addr(), quiet(err)))
 	}
 	return res, nil
 }
@@ -445,9 +445,9 @@ func (c *Client) session(ctx context.Context) (*ssh.Session, *ssh.Client, error)
 			return nil, nil, err
 		}
 		last = err
-		c.drop(conn, "opening a session failed: "+err.Error())
+		c.drop(conn, "opening a session failed: "+errorKind(err))
 	}
-	return nil, nil, backends.Transient(fmt.Errorf("ssh: opening a session on %s: %w", c.target.Addr(), last))
+	return nil, nil, backends.Transient(fmt.Errorf("ssh: opening a session on %s: %w", c.target.Addr(), quiet(last)))
 }
 
 // capture keeps the first maxCapture bytes written to it.

@@ -348,6 +348,12 @@ func TestSFTPReadWrite(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "640" {
 		t.Fatalf("mode: %v %q %s", err, res.Stdout, res.Stderr)
 	}
+	// The directories WriteFile made are the user's only, from before the
+	// file was in them: another user of the node cannot list or enter them.
+	res, err = c.Run(ctx, sshexec.Cmd{Args: []string{"stat", "-c", "%a", dir, dir + "/sub dir"}})
+	if err != nil || strings.Fields(string(res.Stdout))[0] != "700" || strings.Fields(string(res.Stdout))[1] != "700" {
+		t.Fatalf("the directories WriteFile made: %v %q %s, want 700 700", err, res.Stdout, res.Stderr)
+	}
 	if _, err := c.ReadFrom(ctx, dir+"/missing", 0, &buf); !errors.Is(err, backends.ErrNotFound) {
 		t.Fatalf("a missing file: want ErrNotFound, got %v", err)
 	}

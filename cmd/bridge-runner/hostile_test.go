@@ -17,7 +17,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +34,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -901,4 +904,67 @@ func TestHostileInputS3UploadKeyRefusedUpFront(t *testing.T) {
 		"--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-credentials-dir", s3Creds, "--additional-data", out+":no/such/object.csv",
 		"--retry-budget", "5s")
 	refused(t, r, state, "jobdata.additionalData", false)
+}
+
+// TestHostileLoginNodeOutput: a Slurm login node whose sbatch (a private
+// sshd whose ForceCommand stands in for every command) prints a banner and
+// a line of the SSH key in every encoding the scrubber misses, on stderr
+// and stdout, and exits 1. The refusal (exit 2) and everything invoke
+// writes hold none of it: only the reason of a line in sbatch's documented
+// error shape, as words, or the output's size. Before, up to 2,000 bytes of
+// stderr were quoted.
+func TestHostileLoginNodeOutput(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Default(t)
+	u, err := user.Lookup(srv.User)
+	require.NoError(t, err, "the sshd's user must be local")
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	key, err := os.ReadFile(filepath.Join(srv.CredsDir, "ssh-privatekey"))
+	require.NoError(t, err)
+	keyLine := strings.Split(strings.TrimSpace(string(key)), "\n")[1]
+	var forms []string
+	for _, f := range testutil.HostileForms(keyLine) {
+		forms = append(forms, f.Text)
+	}
+	const banner = "Welcome-to-the-hostile-login-node"
+	echo := banner + "\n" + strings.Join(forms, "\n")
+	for name, c := range map[string]struct{ stderr, want string }{
+		"documented": {echo + "\nsbatch: error: Batch job submission failed: Invalid account " + forms[0] + "\n",
+			"sbatch refused the job (exit 1): Batch job submission failed: Invalid account …"},
+		"undocumented": {echo, "sbatch refused the job (exit 1): sbatch wrote "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// The script and what it prints are the sshd user's only: they
+			// hold a line of its key.
+			dir, err := os.MkdirTemp("", "bridge-hostile-node-")
+			require.NoError(t, err)
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			script := "#!/bin/sh\ncase \"$SSH_ORIGINAL_COMMAND\" in\n" +
+				"internal-sftp|*sftp-server*) exec /usr/lib/openssh/sftp-server ;;\n" +
+				"*sbatch*) cat " + dir + "/stderr >&2; cat " + dir + "/stdout; exit 1 ;;\nesac\n"
+			for name, text := range map[string]string{"node.sh": script, "stderr": c.stderr, "stdout": echo} {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o700))
+				require.NoError(t, os.Chown(filepath.Join(dir, name), uid, gid))
+			}
+			require.NoError(t, os.Chown(dir, uid, gid))
+			d := testssh.StartCustom(t, srv, testssh.Config{Set: map[string]string{"ForceCommand": filepath.Join(dir, "node.sh")}})
+			creds := t.TempDir()
+			for _, name := range []string{"ssh-privatekey", "known_hosts"} {
+				b, err := os.ReadFile(filepath.Join(srv.CredsDir, name))
+				require.NoError(t, err)
+				if name == "known_hosts" {
+					_, port, _ := strings.Cut(srv.Addr, ":")
+					b = []byte(strings.Replace(string(b), "]:"+port+" ", "]:"+strconv.Itoa(d.Port)+" ", 1))
+				}
+				require.NoError(t, os.WriteFile(filepath.Join(creds, name), b, 0o600))
+			}
+			r, text := invokeScanned(t, "--backend", "slurm", "--resource-url", "ssh://"+srv.User+"@"+d.Addr()+"/"+dir+"/jobs",
+				"--credentials-dir", creds, "--script", "#!/bin/sh\necho hi\n")
+			assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
+			assert.Contains(t, text, c.want)
+			assert.NotContains(t, text, banner)
+			assert.Empty(t, testutil.Leaks(text, keyLine), "%s", text)
+		})
+	}
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -250,4 +252,53 @@ func testOtherUserRESTOutput(t *testing.T, url, creds, root string) {
 			t.Errorf("another user read %s: %q", f, got)
 		}
 	}
+}
+
+// TestSSHJobFilesAreOwnerOnly: after a job ends on the HTCondor pool or the
+// Slurm login node (over SSH), every file in its directory (what invoke
+// wrote, what the scheduler wrote: output, error, event log, and what the
+// job wrote itself) is its owner's only, even if the directory were opened
+// to others; and another user reads none of them.
+func TestSSHJobFilesAreOwnerOnly(t *testing.T) {
+	for _, sys := range sshSystems {
+		t.Run(sys.backend, func(t *testing.T) { testSSHJobFileModes(t, sys) })
+	}
+}
+
+func testSSHJobFileModes(t *testing.T, sys sshSystem) {
+	clearEnv(t)
+	otherUser(t)
+	srv := sys.srv(t)
+	top := fmt.Sprintf("/tmp/bridge-modes-%d", time.Now().UnixNano())
+	state := t.TempDir()
+	marker := fmt.Sprintf("modes-%d", time.Now().UnixNano())
+	t.Cleanup(func() { os.RemoveAll(srv.Root + top) })
+	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "modes", "--backend", sys.backend,
+		"--resource-url", srv.URL+"/"+top, "--credentials-dir", srv.CredsDir, "--update-interval", "1",
+		"--script", "#!/bin/sh\necho "+marker+"\necho "+marker+" >&2\necho "+marker+" > own.txt\n")
+	require.Equal(t, 0, exitOf(cmd.Wait()), out.String())
+	rec, err := record.NewFileStore(state, "modes").Get(context.Background())
+	require.NoError(t, err)
+	dir := path.Join(top, rec.Data[record.KeyKey])
+	var seen []string
+	err = filepath.WalkDir(srv.Root+dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		seen = append(seen, d.Name())
+		assert.Zero(t, fi.Mode().Perm()&0o077, "%s is %v: another user may read it", strings.TrimPrefix(p, srv.Root), fi.Mode().Perm())
+		if !d.IsDir() {
+			if got, err := asOther(t, srv.Root, "cat "+strings.TrimPrefix(p, srv.Root)); err == nil || strings.Contains(got, marker) {
+				t.Errorf("another user read %s: %q", p, got)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Contains(t, seen, "own.txt", "the job's own file is not in its directory: %v", seen)
+	assert.Contains(t, seen, "job.out", "no output in the job's directory: %v", seen)
 }
