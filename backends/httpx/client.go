@@ -115,7 +115,8 @@ func newTransport(o Options) *http.Transport {
 		// Measured with 200 steps on slurmrestd 22.05
 		// (bench/conns_test.go): keep-alive connections closed after
 		// 0.5 s idle left up to 149 open and 47 in CLOSE-WAIT; one per
-		// exchange, 121 for one second of the burst of submits, then 0-6.
+		// exchange, 68-121 for a second or two of the burst of submits,
+		// then 0-12.
 		tr.DisableKeepAlives = true
 		tr.MaxConnsPerHost = ServerMaxConns
 	case Objects:
