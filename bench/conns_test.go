@@ -17,8 +17,9 @@ import (
 )
 
 // BenchmarkRESTConnections: N invoke processes at once (default 200,
-// BRIDGE_BENCH_CONNS), each following its own Slurm job with a file
-// record, against one slurmrestd (BRIDGE_TEST_SLURM_URL: run it on a
+// BRIDGE_BENCH_CONNS), each following its own Slurm job of 10 s (the
+// single node runs 8 at once: the others wait PENDING, their steps
+// polling) with a file record, against one slurmrestd (BRIDGE_TEST_SLURM_URL: run it on a
 // private Slurm, hack/slurm-up.sh with another BRIDGE_SLURM_DIR, since a
 // build that swamps the daemon can wedge it for everyone). Every second it
 // counts the connections on the daemon's port (ss: ESTABLISHED and
@@ -55,6 +56,7 @@ func connsOnce(b *testing.B, n int, u *url.URL, creds string) {
 	defer cancel()
 	var mu sync.Mutex
 	var maxEst, maxCW, stalled, samples int
+	var series []string // "seconds:established/close-wait", for the log
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
@@ -70,6 +72,7 @@ func connsOnce(b *testing.B, n int, u *url.URL, creds string) {
 			}
 			mu.Lock()
 			maxEst, maxCW, samples = max(maxEst, est), max(maxCW, cw), samples+1
+			series = append(series, fmt.Sprintf("%d:%d/%d", samples-1, est, cw))
 			if !ok {
 				stalled++
 			}
@@ -86,7 +89,7 @@ func connsOnce(b *testing.B, n int, u *url.URL, creds string) {
 	start := time.Now()
 	for i := range cmds {
 		cmds[i] = exec.CommandContext(ctx, binary, "invoke", "--state-dir", b.TempDir(), "--job-name", fmt.Sprintf("bench-conns-%d", i),
-			"--backend", "slurm", "--resource-url", u.String(), "--credentials-dir", creds, "--script", "#!/bin/sh\ntrue\n",
+			"--backend", "slurm", "--resource-url", u.String(), "--credentials-dir", creds, "--script", "#!/bin/sh\nsleep 10\n",
 			"--update-interval", "5", "--follow-logs=false", "--retry-budget", "3m")
 		cmds[i].Stderr = &errs[i]
 		if err := cmds[i].Start(); err != nil {
@@ -118,6 +121,7 @@ func connsOnce(b *testing.B, n int, u *url.URL, creds string) {
 	defer mu.Unlock()
 	b.Logf("steps=%d wall=%.0fs exit codes=%v samples=%d max established=%d max close-wait=%d stalled=%ds close-wait 10 s after=%d",
 		n, wall.Seconds(), codes, samples, maxEst, maxCW, stalled, leftCW)
+	b.Logf("connections each second (s:established/close-wait): %s", strings.Join(series, " "))
 	b.ReportMetric(float64(maxEst), "max-established")
 	b.ReportMetric(float64(maxCW), "max-close-wait")
 	b.ReportMetric(float64(stalled), "stalled-s")

@@ -27,8 +27,10 @@ const (
 	// Center, a Ray dashboard, IBM Quantum). Many steps share one daemon,
 	// which serves a bounded number of connections at once (slurmrestd
 	// 22.05: 124; past that a new connection waits unanswered in the
-	// kernel's queue). A step polls seconds apart, so it keeps no idle
-	// connection between polls (ServerIdleTimeout), holds at most
+	// kernel's queue, and idle keep-alive connections of 200 steps wedged
+	// it). A step's requests are seconds apart, so each exchange has a
+	// connection of its own, closed after it: the daemon's slots are
+	// always working, never held idle by us. A process holds at most
 	// ServerMaxConns at once, and after a connect or first-byte timeout it
 	// waits (coolDown) rather than opening a fresh connection at once.
 	Server Use = iota
@@ -41,17 +43,10 @@ const (
 	Kubernetes
 )
 
-// The connection policy toward a cluster's REST daemon (Use Server).
-const (
-	// ServerIdleTimeout closes a connection left idle this long: requests
-	// of one exchange (a submit and its lookup, a page of a log) reuse it,
-	// polls seconds apart do not hold it open in between.
-	ServerIdleTimeout = 500 * time.Millisecond
-	// ServerMaxConns caps the connections one process holds to one
-	// daemon at once (a poll, a watcher's batched query, a cancel and a
-	// download may overlap); further requests wait for one to free.
-	ServerMaxConns = 4
-)
+// ServerMaxConns caps the connections one process holds to one daemon at
+// once (a poll, a watcher's batched query, a cancel and a download may
+// overlap); further requests wait for one to free.
+const ServerMaxConns = 4
 
 // Options configure a transport.
 type Options struct {
@@ -117,9 +112,13 @@ func newTransport(o Options) *http.Transport {
 	}
 	switch o.Use {
 	case Server:
-		tr.IdleConnTimeout = ServerIdleTimeout
+		// Measured with 200 steps on slurmrestd 22.05
+		// (bench/conns_test.go): keep-alive connections closed after
+		// 0.5 s idle left up to 149 open and 47 in CLOSE-WAIT; one per
+		// exchange, 68-121 for a second or two of the burst of submits,
+		// then 0-12.
+		tr.DisableKeepAlives = true
 		tr.MaxConnsPerHost = ServerMaxConns
-		tr.MaxIdleConnsPerHost = ServerMaxConns
 	case Objects:
 		// Go would otherwise ask for gzip and transparently unpack it,
 		// making object sizes and checksums disagree.
