@@ -28,7 +28,8 @@ type FileStore struct {
 	// it changed). A local stat is cheap; inotify would add a dependency for
 	// nothing a user could notice.
 	PollEvery time.Duration
-	mu        sync.Mutex
+
+	mu sync.Mutex // guards created
 	// created is the UID of the record this store created (CreatedUID).
 	created string
 }

@@ -55,7 +55,7 @@ func TestPlacementOnTwoRealSlurms(t *testing.T) {
 	assert.Empty(t, jobWithKey(t, old, rec), "nothing was submitted to 22.05")
 	assert.Equal(t, rec.Data[record.KeyID], jobWithKey(t, young, rec), "the recorded job is 24.11's")
 
-	st := run(t, "status", "--state-dir", state)
+	st := run(t, "status", "--state-dir", state, "-o", "wide")
 	assert.Contains(t, st.stdout, "young="+strings.TrimPrefix(young.url, "http://"), st.stdout)
 
 	// A dead first target (nothing listens there) under the ordered policy.

@@ -162,7 +162,12 @@ func TestRayWrongTokenIsInvalid(t *testing.T) {
 	secret := "wrong-ray-token-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
 	require.NoError(t, os.WriteFile(filepath.Join(wrong, "token"), []byte(secret+"\n"), 0o600))
 	state := t.TempDir()
-	code, out := runBinary(t, "invoke", "--state-dir", state, "--job-name", "ray-auth", "--backend", "ray",
+	// A record made first (as create-configmap does) stays to be read; one
+	// invoke made itself would go with the refusal.
+	code, out := runBinary(t, "create-configmap", "--state-dir", state, "--job-name", "ray-auth", "--backend", "ray",
+		"--resource-url", url, "--script", "print('never')")
+	require.Equal(t, ExitDone, code, out)
+	code, out = runBinary(t, "invoke", "--state-dir", state, "--job-name", "ray-auth", "--backend", "ray",
 		"--resource-url", url, "--credentials-dir", wrong, "--script", "print('never')")
 	assert.Equal(t, ExitInvalid, code, out)
 	assert.Contains(t, strings.ToLower(out), "token", "the message says what is wrong")
