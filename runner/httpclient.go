@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -64,10 +65,15 @@ type countingTransport struct {
 	next    http.RoundTripper
 	n       atomic.Int64
 	classes [6]atomic.Int64 // in the order of record.RequestClasses
+	// conns counts the requests that got a connection: only those can have
+	// reached the server (see notSubmitted).
+	conns atomic.Int64
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { c.conns.Add(1) }}))
 	resp, err := c.next.RoundTrip(r)
 	i := len(c.classes) - 1 // error: no answer
 	if err == nil && resp.StatusCode >= 100 && resp.StatusCode <= 599 {
@@ -97,8 +103,23 @@ func RequestCounter(rt http.RoundTripper) func() int64 {
 // RequestCount returns the number of requests sent through a client made by
 // NewHTTPClient (0 for any other client).
 func RequestCount(c *http.Client) int64 {
+	if c == nil {
+		return 0
+	}
 	if ct, ok := c.Transport.(*countingTransport); ok {
 		return ct.n.Load()
+	}
+	return 0
+}
+
+// connectedCount returns how many requests sent through a client made by
+// NewHTTPClient got a connection (0 for any other client).
+func connectedCount(c *http.Client) int64 {
+	if c == nil {
+		return 0
+	}
+	if ct, ok := c.Transport.(*countingTransport); ok {
+		return ct.conns.Load()
 	}
 	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -141,13 +142,15 @@ func (iv *Invoker) Run(ctx context.Context) error {
 // status.message and shows nothing of a record without it.
 func (r *run) noteFailure(d map[string]string, err error) bool {
 	c := record.Set(d, record.KeyMessage, r.result.Message)
-	if !errors.Is(err, backends.ErrInvalid) || d[record.KeyID] != "" {
+	invalid := errors.Is(err, backends.ErrInvalid)
+	var ns *notSubmitted
+	if !invalid && !errors.As(err, &ns) || d[record.KeyID] != "" {
 		return c
 	}
 	if cur, ok := parseIntent(d[record.KeyIntent]); ok && cur.holder == r.Holder {
 		c = record.Set(d, record.KeyIntent, "") || c
 	}
-	if record.IBMMode(r.Store) && d[record.KeyJobStatus] == "" {
+	if invalid && record.IBMMode(r.Store) && d[record.KeyJobStatus] == "" {
 		c = record.Set(d, record.KeyJobStatus, string(backends.Failed)) || c
 		c = record.Set(d, record.KeyEnd, time.Now().UTC().Format(time.RFC3339)) || c
 	}
@@ -601,13 +604,34 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 	lastLook := total / 5
 	sctx, cancel := context.WithTimeout(ctx, total-lastLook)
 	defer cancel()
-	giveUp := func(err error) (string, error) { return r.lookBeforeGivingUp(ctx, job.Key, find, lastLook, err, log) }
+	// Whether some attempt may have got a request to the backend: while
+	// none did, nothing was submitted, provably, and giving up lets go of
+	// the intent (notSubmitted). Over HTTP that is exact: no request of the
+	// process got a connection; otherwise (SSH), every attempt failed to
+	// connect.
+	hc := r.Backend.HTTPClient
+	reqs0, conns0 := RequestCount(hc), connectedCount(hc)
+	otherThanDial := false
+	reached := func() bool {
+		if RequestCount(hc) > reqs0 {
+			return connectedCount(hc) > conns0
+		}
+		return otherThanDial
+	}
+	giveUp := func(err error) (string, error) {
+		id, gerr := r.lookBeforeGivingUp(ctx, job.Key, find, lastLook, err, log)
+		if gerr != nil && !reached() {
+			gerr = &notSubmitted{gerr}
+		}
+		return id, gerr
+	}
 	b := record.Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
 	start := time.Now()
 	var cause error // the last failure that says more than "deadline exceeded"
 	for attempt := 1; ; attempt++ {
 		id, err := be.Submit(sctx, job)
 		cause = telling(cause, err)
+		otherThanDial = otherThanDial || (err != nil && !neverConnected(err))
 		switch {
 		case err == nil:
 			log.Info("submitted", "job_id", id, "key", job.Key, "took", time.Since(start).Round(time.Millisecond))
@@ -660,6 +684,22 @@ func (r *run) lookBeforeGivingUp(ctx context.Context, key string, find func(cont
 		return id, nil
 	}
 	return "", giveUp
+}
+
+// notSubmitted is a submit that gave up without any of its requests
+// reaching the backend: nothing can have been submitted, so the record's
+// intent is let go of (noteFailure), and cleanup deletes the record at once
+// instead of looking for a job on a URL that never answered.
+type notSubmitted struct{ error }
+
+func (e *notSubmitted) Unwrap() error { return e.error }
+
+// neverConnected reports whether err is a failure to open a connection
+// (refused, unreachable, no route, a connect timeout): no byte of the
+// request was sent. Anything else may have reached the backend.
+func neverConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // telling keeps the failure that says most: err, unless it is only

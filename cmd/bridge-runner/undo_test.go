@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,4 +122,34 @@ func TestScriptThatNamesAFile(t *testing.T) {
 		r := run(t, append([]string{"create-configmap", "--job-name", "text", "--state-dir", t.TempDir(), "--backend", "local"}, args...)...)
 		assert.Equal(t, ExitDone, r.code, "%v: %s", args, r.stderr)
 	}
+}
+
+// TestCleanupAfterASubmitThatNeverConnected: an invoke whose every submit
+// attempt failed to connect (a wrong or dead URL) gives up with exit 75 and
+// lets go of its submit intent, since provably nothing was submitted; the
+// cleanup that follows deletes the record at once instead of looking for a
+// job by key on that URL for its whole budget (1 min 51 s, then exit 75
+// with the record kept, before).
+func TestCleanupAfterASubmitThatNeverConnected(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	creds := filepath.Join(t.TempDir(), "creds")
+	require.NoError(t, os.MkdirAll(creds, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(creds, "token"), []byte("a-token-for-nobody"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(creds, "user"), []byte("bridge"), 0o600))
+	r := run(t, "create-configmap", "--job-name", "dead-url", "--state-dir", dir, "--backend", "slurm",
+		"--resource-url", "http://127.0.0.1:9", "--script", "#!/bin/bash\necho hi")
+	require.Equal(t, ExitDone, r.code, r.stderr)
+	r = run(t, "invoke", "--job-name", "dead-url", "--state-dir", dir, "--credentials-dir", creds, "--retry-budget", "3s")
+	require.Equal(t, ExitTempFail, r.code, r.stderr)
+	b, err := os.ReadFile(filepath.Join(dir, "dead-url-bridge-cm.json"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), `status.submitIntent": "`, "no submit intent is left by a submit that never connected")
+
+	start := time.Now()
+	r = run(t, "cleanup", "--job-name", "dead-url", "--state-dir", dir, "--credentials-dir", creds, "--retry-budget", "30s")
+	require.Equal(t, ExitDone, r.code, r.stderr)
+	assert.Equal(t, true, r.summary["deleted"], r.stdout)
+	assert.Less(t, time.Since(start), 20*time.Second, "cleanup does not wait out its budget on the dead URL")
+	assert.Empty(t, stateFiles(t, dir))
 }
