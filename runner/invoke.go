@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -604,23 +605,10 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 	lastLook := total / 5
 	sctx, cancel := context.WithTimeout(ctx, total-lastLook)
 	defer cancel()
-	// Whether some attempt may have got a request to the backend: while
-	// none did, nothing was submitted, provably, and giving up lets go of
-	// the intent (notSubmitted). Over HTTP that is exact: no request of the
-	// process got a connection; otherwise (SSH), every attempt failed to
-	// connect.
-	hc := r.Backend.HTTPClient
-	reqs0, conns0 := RequestCount(hc), connectedCount(hc)
-	otherThanDial := false
-	reached := func() bool {
-		if RequestCount(hc) > reqs0 {
-			return connectedCount(hc) > conns0
-		}
-		return otherThanDial
-	}
+	sent := newSendTracker(r.Backend.HTTPClient)
 	giveUp := func(err error) (string, error) {
 		id, gerr := r.lookBeforeGivingUp(ctx, job.Key, find, lastLook, err, log)
-		if gerr != nil && !reached() {
+		if gerr != nil && !sent.reached() {
 			gerr = &notSubmitted{gerr}
 		}
 		return id, gerr
@@ -631,7 +619,7 @@ func (r *run) submit(ctx context.Context, be backends.Backend, job backends.Job,
 	for attempt := 1; ; attempt++ {
 		id, err := be.Submit(sctx, job)
 		cause = telling(cause, err)
-		otherThanDial = otherThanDial || (err != nil && !neverConnected(err))
+		sent.saw(err)
 		switch {
 		case err == nil:
 			log.Info("submitted", "job_id", id, "key", job.Key, "took", time.Since(start).Round(time.Millisecond))
@@ -693,6 +681,33 @@ func (r *run) lookBeforeGivingUp(ctx context.Context, key string, find func(cont
 type notSubmitted struct{ error }
 
 func (e *notSubmitted) Unwrap() error { return e.error }
+
+// sendTracker tells whether a submit's attempts may have got a request to
+// the backend: while none did, nothing was submitted, provably, and giving
+// up lets go of the intent (notSubmitted). Over HTTP that is exact: no
+// request of the process got a connection; otherwise (SSH), every attempt
+// failed to connect.
+type sendTracker struct {
+	hc            *http.Client
+	reqs0, conns0 int64
+	otherThanDial bool
+}
+
+func newSendTracker(hc *http.Client) *sendTracker {
+	return &sendTracker{hc: hc, reqs0: RequestCount(hc), conns0: connectedCount(hc)}
+}
+
+// saw notes an attempt's failure.
+func (s *sendTracker) saw(err error) {
+	s.otherThanDial = s.otherThanDial || err != nil && !neverConnected(err)
+}
+
+func (s *sendTracker) reached() bool {
+	if RequestCount(s.hc) > s.reqs0 {
+		return connectedCount(s.hc) > s.conns0
+	}
+	return s.otherThanDial
+}
 
 // neverConnected reports whether err is a failure to open a connection
 // (refused, unreachable, no route, a connect timeout): no byte of the
