@@ -20,6 +20,12 @@ const pendingHeartbeat = time.Minute
 // noReason is the reason logged for a wait the scheduler gives none for.
 const noReason = "none given"
 
+// pendingQuiet is how long a wait the scheduler gives no reason for goes
+// unsaid: a job started at once (the local backend's first poll, a free
+// cluster) is no news; one still waiting after it is. A job with a
+// pendingLimit has its wait said from the start.
+const pendingQuiet = 10 * time.Second
+
 // pendingWatch follows how long the job has waited to start, says so in
 // the log, and ends the wait at the job's pendingLimit.
 type pendingWatch struct {
@@ -61,7 +67,11 @@ func (p *pendingWatch) observe(st backends.Status, id string, now time.Time, log
 	}
 	waited := now.Sub(p.since).Round(time.Second)
 	reason := cmp.Or(st.Reason, noReason)
-	if reason != p.reason || now.Sub(p.said) >= pendingHeartbeat {
+	due := now.Sub(p.said) >= pendingHeartbeat
+	if p.said.IsZero() && p.limit == 0 {
+		due = waited >= pendingQuiet
+	}
+	if reason != p.reason && st.Reason != "" || due {
 		p.reason, p.said = reason, now
 		args := []any{"reason", reason, "waited", waited.String(), "message", st.Message}
 		if p.limit > 0 {

@@ -3,8 +3,11 @@ package runner
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -45,4 +48,19 @@ func TestPendingLimitKeepsTheWaitsReason(t *testing.T) {
 	if p.cause != "no match found" {
 		t.Fatalf("the wait's reason after the cancel: %q, want the scheduler's %q", p.cause, "no match found")
 	}
+}
+
+// TestPendingQuietThenHeartbeat: a wait with no reason is said once it
+// lasts past pendingQuiet, then at the heartbeat; a reason at once.
+func TestPendingQuietThenHeartbeat(t *testing.T) {
+	var p pendingWatch
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	t0 := time.Now()
+	for s := 0; s <= 30; s++ {
+		p.observe(backends.Status{State: backends.Pending}, "j", t0.Add(time.Duration(s)*time.Second), log)
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), "job pending: it has not started"), "said once past pendingQuiet, then at the heartbeat")
+	p.observe(backends.Status{State: backends.Pending, Reason: "Resources"}, "j", t0.Add(31*time.Second), log)
+	assert.Equal(t, 2, strings.Count(logs.String(), "job pending: it has not started"), "a reason given is said at once")
 }
