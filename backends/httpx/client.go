@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // This file is the one place where the binary builds an http.Client or an
@@ -212,4 +214,37 @@ func isTimeout(ctx context.Context, err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// NewWebSocketDialer is the dialer of a WebSocket to a server that client
+// c talks to (Ray's log stream): it takes c's TLS settings (CA bundle,
+// verification) and proxy, found by unwrapping c's transport. The dialer
+// follows no redirect; its caller follows one CheckRedirectURL allows.
+func NewWebSocketDialer(c *http.Client, handshake time.Duration, readBuffer int) *websocket.Dialer {
+	d := &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: handshake, ReadBufferSize: readBuffer}
+	if t := baseTransport(c); t != nil {
+		d.TLSClientConfig = t.TLSClientConfig
+		d.Proxy = t.Proxy
+	}
+	return d
+}
+
+// baseTransport is the *http.Transport under c's wrappers (each with an
+// Unwrap() http.RoundTripper), or nil.
+func baseTransport(c *http.Client) *http.Transport {
+	if c == nil {
+		return nil
+	}
+	rt := c.Transport
+	for rt != nil {
+		if t, ok := rt.(*http.Transport); ok {
+			return t
+		}
+		u, ok := rt.(interface{ Unwrap() http.RoundTripper })
+		if !ok {
+			return nil
+		}
+		rt = u.Unwrap()
+	}
+	return nil
 }

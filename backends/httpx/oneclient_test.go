@@ -86,6 +86,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/dynamic"
+	"github.com/gorilla/websocket"
 )
 
 type s struct{ c h.Client }
@@ -111,6 +112,10 @@ func f(cfg *rest.Config) {
 	var ok *h.Client
 	_ = ok
 	rest.UnversionedRESTClientForConfigAndClient(cfg, ok)
+	_ = websocket.Dialer{}
+	_ = websocket.DefaultDialer
+	var d *websocket.Dialer
+	_ = d
 }
 `
 	path := filepath.Join(t.TempDir(), "p.go")
@@ -118,11 +123,11 @@ func f(cfg *rest.Config) {
 		t.Fatal(err)
 	}
 	got := violations(t, path, "p/p.go")
-	if want := 17; len(got) != want {
+	if want := 19; len(got) != want {
 		t.Fatalf("found %d forms, want %d:\n%s", len(got), want, strings.Join(got, "\n"))
 	}
-	if got := violations(t, path, constructorFile); len(got) != 12 {
-		t.Fatalf("in %s only http.Client and http.Transport values are allowed; found %d:\n%s", constructorFile, len(got), strings.Join(got, "\n"))
+	if got := violations(t, path, constructorFile); len(got) != 13 {
+		t.Fatalf("in %s only http.Client, http.Transport and websocket.Dialer values are allowed; found %d:\n%s", constructorFile, len(got), strings.Join(got, "\n"))
 	}
 }
 
@@ -177,6 +182,12 @@ func violations(t *testing.T, path, rel string) []string {
 			}
 		case path == "net/http" && slices.Contains([]string{"DefaultClient", "DefaultTransport", "Get", "Head", "Post", "PostForm"}, name):
 			report(n, "http."+name+" (Go's default client, without the redirect, TLS and connection policy)")
+		case path == "github.com/gorilla/websocket" && name == "Dialer":
+			if _, isPtr := parent.(*ast.StarExpr); !isPtr && rel != constructorFile {
+				report(n, "a websocket.Dialer built outside "+constructorFile+" (use httpx.NewWebSocketDialer: the client's TLS and proxy)")
+			}
+		case path == "github.com/gorilla/websocket" && name == "DefaultDialer":
+			report(n, "websocket.DefaultDialer (without the client's TLS settings)")
 		case strings.HasPrefix(path, "k8s.io/client-go/") && (slices.Contains(clientGoBuilders[path], name) || clientGoNewForConfig.MatchString(name)):
 			report(n, pkg.Name+"."+name+" (client-go builds its own HTTP client; use the ...ForConfigAndClient form with one of httpx's)")
 		}

@@ -3,10 +3,8 @@ package ray
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -502,18 +500,6 @@ func TestBootstrapRunsScript(t *testing.T) {
 	assert.Equal(t, 0, code, out)
 	assert.Equal(t, "True imported arg\n", out, "a remote script imports from its own directory")
 }
-
-func TestTailUsesTheClientsTLSSettings(t *testing.T) {
-	inner := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "ray.example"}}
-	c := &http.Client{Transport: unwrapper{inner}}
-	assert.Same(t, inner, transportOf(c), "found under a wrapper (the runner counts requests)")
-	assert.Nil(t, transportOf(&http.Client{}))
-}
-
-type unwrapper struct{ next http.RoundTripper }
-
-func (u unwrapper) RoundTrip(r *http.Request) (*http.Response, error) { return u.next.RoundTrip(r) }
-func (u unwrapper) Unwrap() http.RoundTripper                         { return u.next }
 
 // TestIBMScriptMetadataBecomesRuntimeEnv: IBM's Ray samples carry pip and
 // env in scriptMetadata; they reach Ray's runtime_env as IBM's pod sent

@@ -55,12 +55,8 @@ func (b *Backend) openTail(ctx context.Context, id string, offset int64) (*tail,
 	u := *b.base
 	u.Path = b.base.Path + "/api/jobs/" + url.PathEscape(id) + "/logs/tail"
 	u.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
-	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 30 * time.Second, ReadBufferSize: 64 << 10}
-	if t := transportOf(b.client); t != nil { // the user's TLS settings (CA bundle, verification)
-		d.TLSClientConfig = t.TLSClientConfig
-		d.Proxy = t.Proxy
-	}
-	conn, err := b.dialTail(ctx, &d, &u, id)
+	d := httpx.NewWebSocketDialer(b.client, 30*time.Second, 64<<10) // the user's TLS settings (CA bundle, verification)
+	conn, err := b.dialTail(ctx, d, &u, id)
 	if err != nil {
 		return nil, err
 	}
@@ -122,23 +118,6 @@ func redirectTarget(resp *http.Response) *url.URL {
 	}
 	resp.Body.Close()
 	return loc
-}
-
-// transportOf finds the *http.Transport under c's transport (wrappers that
-// count requests unwrap to it), or nil.
-func transportOf(c *http.Client) *http.Transport {
-	rt := c.Transport
-	for rt != nil {
-		if t, ok := rt.(*http.Transport); ok {
-			return t
-		}
-		u, ok := rt.(interface{ Unwrap() http.RoundTripper })
-		if !ok {
-			return nil
-		}
-		rt = u.Unwrap()
-	}
-	return nil
 }
 
 // tailError explains a failed handshake.
