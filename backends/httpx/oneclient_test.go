@@ -173,27 +173,37 @@ func violations(t *testing.T, path, rel string) []string {
 		if !ok {
 			return true
 		}
-		switch path, name := imports[pkg.Name], sel.Sel.Name; {
-		case path == "net/http" && (name == "Client" || name == "Transport"):
-			// A pointer to one is how clients are passed around; a
-			// value of the type is a new one.
-			if _, isPtr := parent.(*ast.StarExpr); !isPtr && rel != constructorFile {
-				report(n, "an http."+name+" built outside "+constructorFile)
-			}
-		case path == "net/http" && slices.Contains([]string{"DefaultClient", "DefaultTransport", "Get", "Head", "Post", "PostForm"}, name):
-			report(n, "http."+name+" (Go's default client, without the redirect, TLS and connection policy)")
-		case path == "github.com/gorilla/websocket" && name == "Dialer":
-			if _, isPtr := parent.(*ast.StarExpr); !isPtr && rel != constructorFile {
-				report(n, "a websocket.Dialer built outside "+constructorFile+" (use httpx.NewWebSocketDialer: the client's TLS and proxy)")
-			}
-		case path == "github.com/gorilla/websocket" && name == "DefaultDialer":
-			report(n, "websocket.DefaultDialer (without the client's TLS settings)")
-		case strings.HasPrefix(path, "k8s.io/client-go/") && (slices.Contains(clientGoBuilders[path], name) || clientGoNewForConfig.MatchString(name)):
-			report(n, pkg.Name+"."+name+" (client-go builds its own HTTP client; use the ...ForConfigAndClient form with one of httpx's)")
+		if what := misuse(imports[pkg.Name], pkg.Name, sel.Sel.Name, parent, rel); what != "" {
+			report(n, what)
 		}
 		return true
 	})
 	return out
+}
+
+// misuse says how the selector pkg.name (pkg imported from path), under
+// parent in the file rel, builds a client outside the constructor ("" if
+// it does not).
+func misuse(path, pkg, name string, parent ast.Node, rel string) string {
+	switch {
+	case path == "net/http" && (name == "Client" || name == "Transport"):
+		// A pointer to one is how clients are passed around; a
+		// value of the type is a new one.
+		if _, isPtr := parent.(*ast.StarExpr); !isPtr && rel != constructorFile {
+			return "an http." + name + " built outside " + constructorFile
+		}
+	case path == "net/http" && slices.Contains([]string{"DefaultClient", "DefaultTransport", "Get", "Head", "Post", "PostForm"}, name):
+		return "http." + name + " (Go's default client, without the redirect, TLS and connection policy)"
+	case path == "github.com/gorilla/websocket" && name == "Dialer":
+		if _, isPtr := parent.(*ast.StarExpr); !isPtr && rel != constructorFile {
+			return "a websocket.Dialer built outside " + constructorFile + " (use httpx.NewWebSocketDialer: the client's TLS and proxy)"
+		}
+	case path == "github.com/gorilla/websocket" && name == "DefaultDialer":
+		return "websocket.DefaultDialer (without the client's TLS settings)"
+	case strings.HasPrefix(path, "k8s.io/client-go/") && (slices.Contains(clientGoBuilders[path], name) || clientGoNewForConfig.MatchString(name)):
+		return pkg + "." + name + " (client-go builds its own HTTP client; use the ...ForConfigAndClient form with one of httpx's)"
+	}
+	return ""
 }
 
 func moduleRoot(t *testing.T) string {
