@@ -221,9 +221,28 @@ func (f *follower) pollFailed(err error, started time.Time) phase {
 		return f.finish(f.last, fmt.Errorf("%w; the server asked to wait %s before trying again (Retry-After), longer than the retry budget (%s) left",
 			err, ra, f.r.RetryBudget))
 	}
-	f.pollAt = time.Now().Add(max(ra, f.poll.Next(), f.faults.Next()))
+	f.pollAt = f.retryAt(time.Now(), max(ra, f.poll.Next(), f.faults.Next()), ra)
 	f.log.Warn("status request failed; will try again", "err", err)
 	return phaseCancel
+}
+
+// retryAt is when a failed poll is tried again, d from now: the back-off,
+// but never so late that the budget ends without a last try (a tenth of
+// the budget is kept for it), and never sooner than faultRetryFirst (nor
+// the server's Retry-After, ra).
+func (f *follower) retryAt(now time.Time, d, ra time.Duration) time.Time {
+	at := now.Add(d)
+	if last := f.failingSince.Add(f.r.RetryBudget - f.r.RetryBudget/10); at.After(last) {
+		at = last
+	}
+	return maxTime(at, now.Add(max(faultRetryFirst, ra)))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // requestCtx is the context of one request of the loop (a poll, a read of

@@ -25,10 +25,14 @@ func TestSlurmJobThatCannotStart(t *testing.T) {
 	for _, c := range slurmClusters(t) {
 		t.Run(c.release, func(t *testing.T) {
 			state := t.TempDir()
-			start := time.Now()
-			res := run(t, "invoke", "--state-dir", state, "--job-name", "cannot-start", "--backend", "slurm",
-				"--resource-url", c.url, "--credentials-dir", c.creds, "--watcher=false", "--update-interval", "2",
+			// The record is made first, as a workflow's create-configmap
+			// step does: a refused invoke removes only a record it made.
+			res := run(t, "create-configmap", "--state-dir", state, "--job-name", "cannot-start", "--backend", "slurm",
+				"--resource-url", c.url, "--update-interval", "2",
 				"--pending-limit", "20s", "--script", "#!/bin/sh\n#SBATCH --cpus-per-task=56\n#SBATCH -p debug\n#SBATCH -t 5\nhostname\n")
+			require.Equal(t, ExitDone, res.code, res.stderr)
+			start := time.Now()
+			res = run(t, "invoke", "--state-dir", state, "--job-name", "cannot-start", "--credentials-dir", c.creds, "--watcher=false")
 			took := time.Since(start)
 			require.Equal(t, ExitInvalid, res.code, "%s\n%s", res.stdout, res.stderr)
 			assert.Less(t, took, 20*time.Second+60*time.Second, "the limit is a ceiling (within limit + polls + the cancel's wait)")
