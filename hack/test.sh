@@ -26,7 +26,9 @@ need_cmd tmux
 
 # shellcheck disable=SC2086
 # bridgetest: the test hooks (crash points), absent from release builds.
-go test -tags bridgetest -count=1 -timeout 30m ${GO_TEST_FLAGS:-} ./...
+# 45m per package: cmd/bridge-runner's fault tests against the real services
+# (grace periods, retry budgets, black holes) wait out real time, ~20 min in all.
+go test -tags bridgetest -count=1 -timeout 45m ${GO_TEST_FLAGS:-} ./...
 # Alone, once nothing else uses the Slurm clusters: a node set down ends or
 # requeues every job on it, so this test would fail other tests' jobs.
 [ -n "${GO_TEST_FLAGS:-}" ] || BRIDGE_TEST_NODE_DOWN=1 go test -tags bridgetest -count=1 -timeout 10m -run '^TestRealNodeDownIsInfrastructure$' ./backends/slurm
