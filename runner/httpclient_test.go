@@ -103,9 +103,13 @@ func TestBackendClientHoldsFewConnectionsAndNoneIdle(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond) // let the burst queue up
+	// Counted while every request is under way: once they are answered,
+	// the server sees a closed connection's end only after the client's
+	// next one is open, so the churn that follows can count one more.
+	most := cc.most.Load()
 	close(release)
 	wg.Wait()
-	assert.LessOrEqual(t, cc.most.Load(), int64(httpx.ServerMaxConns), "connections at once from %d concurrent requests", burst)
+	assert.LessOrEqual(t, most, int64(httpx.ServerMaxConns), "connections at once from %d concurrent requests", burst)
 
 	// A poll later: its connection is gone well before the next poll
 	// (generous ceiling: it is closed after the exchange).
