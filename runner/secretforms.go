@@ -165,6 +165,13 @@ type lazyRegexps struct {
 
 func (l *lazyRegexps) get() []*regexp.Regexp {
 	l.once.Do(func() {
+		// A regular expression reads every byte that is no UTF-8 as
+		// U+FFFD, so one built from such a value would match any other
+		// such bytes ("\xe9..." for a secret "\xeb..."): that value is
+		// found byte for byte only (Scrub's plain search).
+		if !utf8.ValidString(l.value) {
+			return
+		}
 		for _, c := range chunks(l.value) {
 			l.res = append(l.res, regexp.MustCompile(l.build(c)))
 		}

@@ -104,10 +104,17 @@ func (s *Secrets) add(v string, cores bool) {
 	sort.Slice(s.values, func(i, j int) bool { return len(s.values[i].value) > len(s.values[j].value) })
 }
 
+// reversed is s written backwards, rune by rune; a byte that is no UTF-8
+// stays itself (a conversion to []rune would make it U+FFFD, which every
+// such byte of a text then matched).
 func reversed(s string) string {
-	r := []rune(s)
-	slices.Reverse(r)
-	return string(r)
+	b := make([]byte, 0, len(s))
+	for i := len(s); i > 0; {
+		_, n := utf8.DecodeLastRuneInString(s[:i])
+		b = append(b, s[i-n:i]...)
+		i -= n
+	}
+	return string(b)
 }
 
 // Scrub replaces every registered secret in text with "[redacted]", in any
