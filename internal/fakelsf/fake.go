@@ -15,7 +15,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
@@ -28,6 +27,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bridge-runner/bridge-runner/internal/fakeserve"
 )
 
 // Server is an httptest LSF Application Center that speaks the web
@@ -129,16 +130,13 @@ func New(t testing.TB, tls bool) *Server {
 // go PEND, RUN, then DONE runFor after their submit, with a line in their
 // OUTPUT_FILE (the fake runs no command).
 func Listen(addr string, runFor time.Duration) (*Server, error) {
-	l, err := net.Listen("tcp", addr)
+	f := newServer()
+	f.RunFor = runFor
+	srv, err := fakeserve.Listen(addr, http.HandlerFunc(f.serve))
 	if err != nil {
 		return nil, err
 	}
-	f := newServer()
-	f.RunFor = runFor
-	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
-	f.Server.Listener.Close()
-	f.Server.Listener = l
-	f.Server.Start()
+	f.Server = srv
 	return f, nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -23,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bridge-runner/bridge-runner/internal/fakeserve"
 )
 
 // Server is an httptest IBM Quantum Compute service: IAM's token endpoint
@@ -101,16 +102,13 @@ func New(t testing.TB) *Server {
 // and jobs that run as on the service: Running once submitted, Completed
 // runFor after their submit.
 func Listen(addr string, runFor time.Duration) (*Server, error) {
-	l, err := net.Listen("tcp", addr)
+	f := newServer()
+	f.RunFor = runFor
+	srv, err := fakeserve.Listen(addr, http.HandlerFunc(f.serve))
 	if err != nil {
 		return nil, err
 	}
-	f := newServer()
-	f.RunFor = runFor
-	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
-	f.Server.Listener.Close()
-	f.Server.Listener = l
-	f.Server.Start()
+	f.Server = srv
 	return f, nil
 }
 
