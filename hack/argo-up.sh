@@ -6,10 +6,10 @@
 # the cluster (Kubernetes, containerd, the project's image, the templates) stays as it is,
 # so the e2e suite can run against a second Argo line for seconds instead of a new cluster.
 #
-#   ARGO_VERSION=v4.0.2 bash hack/argo-up.sh   # binaries built and cached by build-cluster.sh
+#   ARGO_VERSION=v3.7.18 bash hack/argo-up.sh  # binaries built and cached by build-cluster.sh
 #
 # Environment: BRIDGE_CLUSTER_DIR (default /tmp/bridge-runner-cluster), ARGO_VERSION
-# (default v3.7.18), BRIDGE_CLUSTER_TIMEOUT (default 120), BRIDGE_CACHE.
+# (default ARGO_DEFAULT_VERSION of hack/lib.sh), BRIDGE_CLUSTER_TIMEOUT (default 120), BRIDGE_CACHE.
 set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/lib.sh

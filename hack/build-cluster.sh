@@ -7,7 +7,7 @@
 #              kubelet, kubectl (KUBE_VERSION, default v1.32.4)
 #              -> $BRIDGE_CACHE/kube/<version>/  (the same directory hack/build-kube.sh
 #                 uses, so its kube-apiserver is shared)
-#              Argo workflow-controller and argoexec (ARGO_VERSION, default v3.7.18;
+#              Argo workflow-controller and argoexec (ARGO_VERSION, default ARGO_DEFAULT_VERSION of lib.sh;
 #              v4.x builds from the module's /v4 path)
 #              -> $BRIDGE_CACHE/argo/<version>/
 #   e2e/:      the pause binary and the image builder (e2e/cmd/pause, e2e/cmd/mkimage),

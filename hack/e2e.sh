@@ -9,11 +9,11 @@
 #   make e2e                     # what CI runs (CI=true: a missing service fails)
 #   KEEP_E2E=1 bash hack/e2e.sh  # leave everything up afterwards, for re-runs
 #   E2E_TEST_FLAGS='-run Stop' bash hack/e2e.sh
-#   ARGO_VERSION=v4.0.2 E2E_ARGO_ALSO= bash hack/e2e.sh  # the whole suite on Argo 4 only
+#   ARGO_VERSION=v3.7.18 E2E_ARGO_ALSO= bash hack/e2e.sh  # the whole suite on Argo 3.7 only
 #
-# After the suite has run against ARGO_VERSION (default v3.7.18), the same cluster
+# After the suite has run against ARGO_VERSION (default v4.0.7, hack/lib.sh), the same cluster
 # swaps its workflow-controller and argoexec for each version in E2E_ARGO_ALSO
-# (default v4.0.2; empty: none) with hack/argo-up.sh and runs the tests that exercise
+# (default v3.7.18; empty: none) with hack/argo-up.sh and runs the tests that exercise
 # the Argo controller again (E2E_ARGO_ALSO_FLAGS; default E2E_TEST_FLAGS if set, else
 # the ARGO_SUBSET below).
 #
@@ -158,8 +158,8 @@ mark "tests" "$ts"
 # What depends on the controller: outputs and exit handlers, failure, shutdown=Stop,
 # retry after the pod was deleted, when-branches, activeDeadlineSeconds (about 2.5 min).
 # Left out: the plain Job tests (no Argo), the local examples, the outage test (the same
-# retryStrategy as the pod-deleted one) and the loop (withItems); all passed on v4.0.2
-# in a whole run (ARGO_VERSION=v4.0.2 E2E_ARGO_ALSO= bash hack/e2e.sh).
+# retryStrategy as the pod-deleted one) and the loop (withItems); all passed on v3.7.18
+# in whole runs while it was the default (until 2026-11-29).
 ARGO_SUBSET='^(TestWorkflowSlurmS3Succeeds|TestWorkflowSlurmFails|TestWorkflowStopCancelsSlurmJob|TestWorkflowInvokePodDeleted|TestExampleBranchingSlurm|TestWorkflowDeadlineKilled)$'
 also_flags=${E2E_ARGO_ALSO_FLAGS:-${E2E_TEST_FLAGS:--run $ARGO_SUBSET}}
 for v in "${ALSO[@]}"; do

@@ -216,8 +216,12 @@ debian_mirror() {
   echo "${m:-http://deb.debian.org/debian}"
 }
 
-# The Argo release the e2e cluster starts with, and the releases hack/e2e.sh swaps
-# in afterwards (E2E_ARGO_ALSO overrides the latter). v4.0.2: the newest Argo 4 that
-# the Go module proxy serves here.
-ARGO_DEFAULT_VERSION=v3.7.18
-ARGO_ALSO_DEFAULT=v4.0.2
+# The Argo release the e2e cluster starts with (the whole suite runs on it), and the
+# releases hack/e2e.sh swaps in afterwards for the controller-decided subset
+# (E2E_ARGO_ALSO overrides the latter). Argo 4 is the default: 3.7 is out of
+# upstream support and KFP 3.0 drops Argo 3.x. v4.0.7: the newest Argo 4 the Go
+# module proxy serves here on 2026-11-29 (v4.0.3, .4, .6 and .8 on are refused;
+# v4.0.5 is served but reported with security flaws, so not it); v3.7.18: the
+# newest 3.7.
+ARGO_DEFAULT_VERSION=v4.0.7
+ARGO_ALSO_DEFAULT=v3.7.18
