@@ -191,23 +191,51 @@ func shellQuote(args []string) string {
 func TestInvokeHelpOnScreen(t *testing.T) {
 	for _, width := range []int{80, 120} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
-			want := strings.Split(strings.TrimRight(helpScreen(t, width, "invoke", "--help"), "\n"), "\n")
-			screen := tmuxScreen(t, width, 50, nil, "invoke", "--help")
-			// The history holds the help from its first line on.
-			start := 0
-			for start < len(screen) && !strings.HasPrefix(screen[start], "Submit the job") {
-				start++
-			}
-			require.Less(t, start, len(screen), "the screen:\n%s", strings.Join(screen, "\n"))
-			got := screen[start:]
-			for len(got) > 0 && strings.TrimSpace(got[len(got)-1]) == "" {
-				got = got[:len(got)-1]
-			}
-			for i := range want {
-				want[i] = strings.TrimRight(want[i], " ")
-			}
-			assert.Equal(t, want, got, "the screen shows the help's lines unwrapped")
+			got := helpOnScreen(t, width, "Submit the job", "invoke", "--help")
 			checkHelp(t, strings.Join(got, "\n"), width)
 		})
 	}
+}
+
+// TestRootHelpOnScreen: the root's help, its list of commands too, fits a
+// real terminal of 80 and 120 columns (cobra's list ran to 103 columns),
+// and names every exit code.
+func TestRootHelpOnScreen(t *testing.T) {
+	for _, width := range []int{80, 120} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			got := strings.Join(helpOnScreen(t, width, "Run a workflow step's job", "--help"), "\n")
+			for _, code := range []string{"0 DONE", "1 FAILED", "2 invalid input", "3 KILLED", "4 UNKNOWN", "5 FAILED by the infrastructure", "75 temporary failure"} {
+				assert.Contains(t, got, code)
+			}
+			assert.Contains(t, got, "Commands:\n  cleanup ")
+		})
+	}
+}
+
+// helpOnScreen runs args (a --help) in tmux at width columns and returns
+// the screen's lines from the one that starts with first: they must be
+// exactly the lines the help wrote (none wrapped by the terminal), and
+// none wider than the screen.
+func helpOnScreen(t *testing.T, width int, first string, args ...string) []string {
+	t.Helper()
+	want := strings.Split(strings.TrimRight(helpScreen(t, width, args...), "\n"), "\n")
+	screen := tmuxScreen(t, width, 50, nil, args...)
+	// The history holds the help from its first line on.
+	start := 0
+	for start < len(screen) && !strings.HasPrefix(screen[start], first) {
+		start++
+	}
+	require.Less(t, start, len(screen), "the screen:\n%s", strings.Join(screen, "\n"))
+	got := screen[start:]
+	for len(got) > 0 && strings.TrimSpace(got[len(got)-1]) == "" {
+		got = got[:len(got)-1]
+	}
+	for i := range want {
+		want[i] = strings.TrimRight(want[i], " ")
+	}
+	assert.Equal(t, want, got, "the screen shows the help's lines unwrapped")
+	for i, line := range got {
+		assert.LessOrEqual(t, len([]rune(line)), width, "line %d is wider than %d columns: %q", i+1, width, line)
+	}
+	return got
 }
