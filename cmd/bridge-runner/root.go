@@ -177,7 +177,7 @@ func (a *app) setupLogging() error {
 	var h slog.Handler
 	switch a.logFormat {
 	case "text":
-		h = slog.NewTextHandler(a.stderr, opts)
+		h = slog.NewTextHandler(terminalLog(a.stderr, opts))
 	case "json":
 		h = slog.NewJSONHandler(a.stderr, opts)
 	default:
