@@ -62,7 +62,7 @@ func TestPendingJobOnScreen(t *testing.T) {
 	screen := tmuxCapture(t, tmuxRun{width: 80, height: 50, joined: true, timeout: 3 * time.Minute},
 		"invoke", "--state-dir", state, "--job-name", "pend-screen", "--backend", "slurm",
 		"--resource-url", c.url, "--credentials-dir", c.creds, "--watcher=false", "--update-interval", "2",
-		"--pending-limit", "65s", "--script", "#!/bin/sh\n#SBATCH --begin=now+3600\n#SBATCH -p debug\nhostname\n")
+		"--pending-limit", "75s", "--script", "#!/bin/sh\n#SBATCH --begin=now+3600\n#SBATCH -p debug\nhostname\n")
 	var logLines []string
 	for i, l := range screen {
 		if strings.HasPrefix(l, "{") {
@@ -91,7 +91,7 @@ func TestPendingJobOnScreen(t *testing.T) {
 			pending = append(pending, r)
 		}
 	}
-	want := `time=AGE level=INFO msg="job pending: it has not started" job=pend-screen backend=slurm job_id=ID reason=BeginTime waited=AGE message="Slurm job ID is PENDING (BeginTime)" pending_limit=1m5s`
+	want := `time=AGE level=INFO msg="job pending: it has not started" job=pend-screen backend=slurm job_id=ID reason=BeginTime waited=AGE message="Slurm job ID is PENDING (BeginTime)" pending_limit=1m15s`
 	require.Len(t, pending, 2, "said at once, then a heartbeat a minute later:\n%s", strings.Join(recs, "\n"))
 	assert.Equal(t, []string{want, want}, pending)
 	assert.Subset(t, msgs, []string{"the job's record", "submitted", "job state", "job pending: it has not started",
@@ -110,5 +110,5 @@ func TestPendingJobOnScreen(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, waited(raw[1])-waited(raw[0]), 55*time.Second, "the heartbeat says the wait grew")
-	assert.Contains(t, strings.Join(recs, "\n"), "(the scheduler's reason: BeginTime), over its pendingLimit of 1m5s")
+	assert.Contains(t, strings.Join(recs, "\n"), "(the scheduler's reason: BeginTime), over its pendingLimit of 1m15s")
 }
