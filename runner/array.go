@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -26,6 +28,8 @@ type arrayBackend struct {
 
 	mu   sync.Mutex
 	last arraySummary // the latest fold, for the record and the outputs
+
+	progress taskProgress // what the step's log last said of the tasks
 }
 
 // asArray wraps be, an ArraySubmitter, for the array arr (newBackend
@@ -240,4 +244,46 @@ func (s arraySummary) describe() string {
 		}
 	}
 	return msg
+}
+
+// arrayHeartbeat is how often the step's log repeats an array's tasks by
+// state while they stay as they are: a long array is never silent, and a
+// quiet one costs one line a minute.
+const arrayHeartbeat = time.Minute
+
+// taskProgress says an array's tasks by state in the step's log ("3 done,
+// 2 running, 5 pending"): when the counts change, else at most every
+// arrayHeartbeat.
+type taskProgress struct {
+	text string    // the counts last said
+	said time.Time // when
+}
+
+// sayTasks logs the array's tasks by state as its latest poll found them
+// (see taskProgress); it says nothing of a job that is no array.
+func (f *follower) sayTasks() {
+	if a := f.r.arr; a != nil {
+		a.progress.observe(a.summary(), time.Now(), f.log)
+	}
+}
+
+func (p *taskProgress) observe(sum arraySummary, now time.Time, log *slog.Logger) {
+	text := sum.progressText()
+	if text == "" || text == p.text && now.Sub(p.said) < arrayHeartbeat {
+		return
+	}
+	p.text, p.said = text, now
+	log.Info("array tasks", "tasks", text, "of", sum.Total)
+}
+
+// progressText is the counts as a person reads them, ended tasks first:
+// "3 done, 2 running, 5 pending".
+func (s arraySummary) progressText() string {
+	var parts []string
+	for _, st := range []backends.State{backends.Done, backends.Failed, backends.Killed, backends.Unknown, backends.Running, backends.Suspended, backends.Pending} {
+		if n := s.Counts[st]; n > 0 {
+			parts = append(parts, strconv.Itoa(n)+" "+strings.ToLower(string(st)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,27 @@ func TestArrayRefusedWhereThereAreNone(t *testing.T) {
 		assert.Contains(t, err.Error(), c.field)
 	}
 	assert.Zero(t, h.fake.Count("submit"), "nothing submitted")
+}
+
+// The step's log says an array's tasks by state as they change, and the
+// last count (every task ended) before the line of the array's end.
+func TestArrayTasksInTheStepLog(t *testing.T) {
+	h := newHarness(t, nil)
+	spec := h.spec(`{"pending":"100ms","run":"300ms","failIndexes":[2]}`)
+	spec.Array = "0-5%2"
+	iv := h.invoker(spec)
+	require.NoError(t, iv.Run(context.Background()))
+	logs := h.logs.String()
+	var tasks []string
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `msg="array tasks"`) {
+			tasks = append(tasks, line)
+		}
+	}
+	require.GreaterOrEqual(t, len(tasks), 2, "a line when the counts change:\n%s", logs)
+	assert.Contains(t, tasks[0], "pending", "at first tasks wait")
+	assert.Contains(t, tasks[len(tasks)-1], `tasks="5 done, 1 failed" of=6`)
+	last := strings.Index(logs, `tasks="5 done, 1 failed"`)
+	end := strings.LastIndex(logs, `msg="job state"`)
+	assert.Less(t, last, end, "the final count comes before the final state's line:\n%s", logs)
 }

@@ -176,6 +176,7 @@ func (f *follower) pollStatus() phase {
 	}
 	f.failingSince, f.failCause, f.watcherHeard = time.Time{}, nil, time.Time{}
 	f.faults.Reset()
+	f.catchUp(st)
 	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
 		f.log.Info("job state", "state", st.State, "backend_state", st.Raw, "reason", st.Reason)
 		f.poll.Reset()

@@ -221,7 +221,9 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.claim(ctx); err != nil {
 		return err
 	}
-	log := r.Log.With("backend", desc.Backend, "record", r.Store.Describe())
+	// The record's full name is said once, at start (the command's "the
+	// job's record" line); each line names the job by its short name.
+	log := r.Log.With("backend", desc.Backend)
 	if err := r.newAttempt(ctx, r.Resubmit, log); err != nil {
 		return err
 	}

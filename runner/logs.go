@@ -45,6 +45,9 @@ type jobOutput struct {
 	every  *record.Backoff
 	due    time.Time // the next read on the cadence
 	errMsg string    // the last read error, so a persistent one is logged once
+	// ended: the output was read to its end after the job's final state
+	// (see catchUp); there is nothing more to read.
+	ended bool
 }
 
 func (r *run) newJobOutput(src backends.LogReader, maxPoll time.Duration) *jobOutput {
@@ -60,6 +63,9 @@ func (r *run) newJobOutput(src backends.LogReader, maxPoll time.Duration) *jobOu
 // readNew copies what the job printed since the last read and schedules the
 // next read: soon while the job prints, later while it is quiet.
 func (o *jobOutput) readNew(ctx context.Context, id string, log *slog.Logger) {
+	if o.ended {
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, logReadTimeout)
 	next, err := o.src.ReadLogs(rctx, id, o.read, o.out)
 	cancel()
@@ -79,6 +85,18 @@ func (o *jobOutput) readNew(ctx context.Context, id string, log *slog.Logger) {
 		log.Warn("reading the job's output failed; will try again", "err", err)
 	default:
 		log.Debug("reading the job's output", "err", err)
+	}
+}
+
+// catchUp brings the step's log up to the job's state st before the line
+// that says it: an array's tasks by state and, at a final state, the job's
+// last output. A person reads a job's lines, then its end; read after the
+// state line, the last lines came after it.
+func (f *follower) catchUp(st backends.Status) {
+	f.sayTasks()
+	if f.out != nil && st.State.Final() {
+		f.readLogs()
+		f.out.ended = true
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,4 +145,27 @@ func TestJobOutputNotFollowedWithoutLogOut(t *testing.T) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	assert.Empty(t, p.reads, "--follow-logs=false reads nothing")
+}
+
+// TestJobOutputBeforeTheFinalStateLine: the output a job printed up to its
+// end is in the step's log before the line that says its final state
+// (invoke's log and the job's output going to one stream, as in a pod).
+// Reads every 5 s and polls every 0.2 s make the final read the one that
+// brings most of it. Before, that read came after the state line.
+func TestJobOutputBeforeTheFinalStateLine(t *testing.T) {
+	p := &printingBackend{Backend: fake.New(), full: printedOutput(20), run: 600 * time.Millisecond, chunk: 1 << 20}
+	var stream *syncWriter
+	iv, out := runPrinting(t, p, nil, func(iv *runner.Invoker) {
+		stream = iv.LogOut.(*syncWriter)
+		iv.Log = slog.New(slog.NewTextHandler(stream, nil))
+		iv.LogInterval = 5 * time.Second
+		iv.Spec.UpdateInterval = "0.2"
+	})
+	assert.Equal(t, "DONE", iv.Result().Status)
+	last := strings.LastIndex(out, "line 019 of the job's output")
+	end := strings.LastIndex(out, `msg="job state"`)
+	require.Positive(t, last, out)
+	require.Positive(t, end, out)
+	assert.Contains(t, out[end:], "state=DONE")
+	assert.Less(t, last, end, "the job's last line before its final state's:\n%s", out)
 }

@@ -87,7 +87,13 @@ func terminalWidth() int {
 // does, how to call it, examples, then the flags by group, the
 // credential files each backend reads and the exit codes.
 func writeHelp(w io.Writer, c *cobra.Command, width int) {
-	fmt.Fprintf(w, "%s\n\nUsage:\n  %s\n", wrap(c.Short, width, ""), c.UseLine())
+	fmt.Fprintf(w, "%s\n\nUsage:\n", wrap(c.Short, width, ""))
+	if c.Runnable() {
+		fmt.Fprintf(w, "  %s\n", c.UseLine())
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(w, "  %s [command]\n", c.CommandPath())
+	}
 	if len(c.Aliases) > 0 {
 		fmt.Fprintf(w, "\nAliases:\n  %s\n", strings.Join(append([]string{c.Name()}, c.Aliases...), ", "))
 	}
@@ -96,6 +102,9 @@ func writeHelp(w io.Writer, c *cobra.Command, width int) {
 	}
 	if c.Long != "" {
 		fmt.Fprintf(w, "\n%s\n", wrap(c.Long, width, ""))
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(w, "\nCommands:\n%s", commandList(c, width))
 	}
 	grouped := false
 	for _, g := range flagGroups {
@@ -124,9 +133,15 @@ func writeHelp(w io.Writer, c *cobra.Command, width int) {
 	fmt.Fprintf(w, "\n%s:\n%s", title, other.FlagUsagesWrapped(width-1))
 	if c.Annotations[helpCredentials] != "" {
 		fmt.Fprintf(w, "\n%s", credentialsHelp)
+		if c.Flags().Lookup("s3-credentials-dir") != nil {
+			fmt.Fprint(w, s3CredentialsHelp)
+		}
 	}
 	if c.Annotations[helpExitCodes] != "" {
 		fmt.Fprintf(w, "\n%s\n", exitCodesHelp)
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(w, "\n%s\n", wrap(fmt.Sprintf("Use \"%s [command] --help\" for more information about a command.", c.CommandPath()), width, ""))
 	}
 	if !grouped {
 		return
@@ -152,7 +167,11 @@ mounts the Secret), one file per key:
   ray             token, only when the dashboard wants one
   quantum         crn, apikey; optional iam_url
   local           none
-  S3 staging      accesskey, secretkey in --s3-credentials-dir (/s3credentials)
+`
+
+// s3CredentialsHelp ends credentialsHelp for the commands that stage
+// through S3 (cleanup does not: it names no S3 flag).
+const s3CredentialsHelp = `  S3 staging      accesskey, secretkey in --s3-credentials-dir (/s3credentials)
 `
 
 const exitCodesHelp = `Exit codes:
@@ -164,6 +183,26 @@ const exitCodesHelp = `Exit codes:
   5   FAILED by the infrastructure (node failure, preemption); a retry
       submits a new attempt
   75  temporary failure after the retry budget; a retry re-attaches`
+
+// commandList is c's commands, one a line, each with its description
+// wrapped under itself (cobra's list ran past 100 columns).
+func commandList(c *cobra.Command, width int) string {
+	var subs []*cobra.Command
+	pad := 0
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() || sub.Name() == "help" {
+			subs = append(subs, sub)
+			pad = max(pad, len(sub.Name()))
+		}
+	}
+	var b strings.Builder
+	hang := strings.Repeat(" ", 2+pad+1)
+	for _, sub := range subs {
+		short := strings.ReplaceAll(wrap(sub.Short, width-len(hang), ""), "\n", "\n"+hang)
+		fmt.Fprintf(&b, "  %-*s %s\n", pad, sub.Name(), short)
+	}
+	return b.String()
+}
 
 // wrap fills text's paragraphs to width, keeping lines that start with a
 // space (examples, tables) as they are.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -124,17 +125,26 @@ func TestRootHelpNamesEveryExitCode(t *testing.T) {
 // CI=true a missing tmux fails the test.
 func tmuxScreen(t *testing.T, width, height int, env []string, args ...string) []string {
 	t.Helper()
-	return tmuxCapture(t, width, height, env, false, args...)
+	return tmuxCapture(t, tmuxRun{width: width, height: height, env: env}, args...)
 }
 
 // tmuxScreenEscapes is tmuxScreen with the screen's colours as escape
 // sequences, joined.
 func tmuxScreenEscapes(t *testing.T, width, height int, env []string, args ...string) string {
 	t.Helper()
-	return strings.Join(tmuxCapture(t, width, height, env, true, args...), "\n")
+	return strings.Join(tmuxCapture(t, tmuxRun{width: width, height: height, env: env, escapes: true}, args...), "\n")
 }
 
-func tmuxCapture(t *testing.T, width, height int, env []string, escapes bool, args ...string) []string {
+// tmuxRun is how tmuxCapture runs a command and reads its screen.
+type tmuxRun struct {
+	width, height int
+	env           []string
+	escapes       bool          // the colours as escape sequences
+	joined        bool          // lines the terminal wrapped joined again (tmux -J): a line wider than the screen was wrapped by it
+	timeout       time.Duration // for the command to end; 0: 30 s
+}
+
+func tmuxCapture(t *testing.T, o tmuxRun, args ...string) []string {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -147,7 +157,7 @@ func tmuxCapture(t *testing.T, width, height int, env []string, escapes bool, ar
 	script := filepath.Join(t.TempDir(), "run.sh")
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\nunset COLUMNS LINES\n")
-	for _, kv := range env {
+	for _, kv := range o.env {
 		fmt.Fprintf(&b, "export %q\n", kv)
 	}
 	b.WriteString(shellQuote(append([]string{binary}, args...)))
@@ -156,11 +166,11 @@ func tmuxCapture(t *testing.T, width, height int, env []string, escapes bool, ar
 	tmux := func(a ...string) *exec.Cmd {
 		return exec.Command("tmux", append([]string{"-S", sock, "-f", "/dev/null"}, a...)...)
 	}
-	out, err := tmux("new-session", "-d", "-x", fmt.Sprint(width), "-y", fmt.Sprint(height), script).CombinedOutput()
+	out, err := tmux("new-session", "-d", "-x", fmt.Sprint(o.width), "-y", fmt.Sprint(o.height), script).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	_ = tmux("set-option", "-g", "history-limit", "5000").Run()
 	t.Cleanup(func() { _ = tmux("kill-server").Run() })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(cmp.Or(o.timeout, 30*time.Second))
 	for {
 		if _, err := os.Stat(done); err == nil {
 			break
@@ -169,8 +179,11 @@ func tmuxCapture(t *testing.T, width, height int, env []string, escapes bool, ar
 		time.Sleep(50 * time.Millisecond)
 	}
 	capture := []string{"capture-pane", "-p", "-S", "-", "-E", "-"}
-	if escapes {
+	if o.escapes {
 		capture = append(capture, "-e")
+	}
+	if o.joined {
+		capture = append(capture, "-J")
 	}
 	out, err = tmux(capture...).Output()
 	require.NoError(t, err)
@@ -191,23 +204,51 @@ func shellQuote(args []string) string {
 func TestInvokeHelpOnScreen(t *testing.T) {
 	for _, width := range []int{80, 120} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
-			want := strings.Split(strings.TrimRight(helpScreen(t, width, "invoke", "--help"), "\n"), "\n")
-			screen := tmuxScreen(t, width, 50, nil, "invoke", "--help")
-			// The history holds the help from its first line on.
-			start := 0
-			for start < len(screen) && !strings.HasPrefix(screen[start], "Submit the job") {
-				start++
-			}
-			require.Less(t, start, len(screen), "the screen:\n%s", strings.Join(screen, "\n"))
-			got := screen[start:]
-			for len(got) > 0 && strings.TrimSpace(got[len(got)-1]) == "" {
-				got = got[:len(got)-1]
-			}
-			for i := range want {
-				want[i] = strings.TrimRight(want[i], " ")
-			}
-			assert.Equal(t, want, got, "the screen shows the help's lines unwrapped")
+			got := helpOnScreen(t, width, "Submit the job", "invoke", "--help")
 			checkHelp(t, strings.Join(got, "\n"), width)
 		})
 	}
+}
+
+// TestRootHelpOnScreen: the root's help, its list of commands too, fits a
+// real terminal of 80 and 120 columns (cobra's list ran to 103 columns),
+// and names every exit code.
+func TestRootHelpOnScreen(t *testing.T) {
+	for _, width := range []int{80, 120} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			got := strings.Join(helpOnScreen(t, width, "Run a workflow step's job", "--help"), "\n")
+			for _, code := range []string{"0 DONE", "1 FAILED", "2 invalid input", "3 KILLED", "4 UNKNOWN", "5 FAILED by the infrastructure", "75 temporary failure"} {
+				assert.Contains(t, got, code)
+			}
+			assert.Contains(t, got, "Commands:\n  cleanup ")
+		})
+	}
+}
+
+// helpOnScreen runs args (a --help) in tmux at width columns and returns
+// the screen's lines from the one that starts with first: they must be
+// exactly the lines the help wrote (none wrapped by the terminal), and
+// none wider than the screen.
+func helpOnScreen(t *testing.T, width int, first string, args ...string) []string {
+	t.Helper()
+	want := strings.Split(strings.TrimRight(helpScreen(t, width, args...), "\n"), "\n")
+	screen := tmuxScreen(t, width, 50, nil, args...)
+	// The history holds the help from its first line on.
+	start := 0
+	for start < len(screen) && !strings.HasPrefix(screen[start], first) {
+		start++
+	}
+	require.Less(t, start, len(screen), "the screen:\n%s", strings.Join(screen, "\n"))
+	got := screen[start:]
+	for len(got) > 0 && strings.TrimSpace(got[len(got)-1]) == "" {
+		got = got[:len(got)-1]
+	}
+	for i := range want {
+		want[i] = strings.TrimRight(want[i], " ")
+	}
+	assert.Equal(t, want, got, "the screen shows the help's lines unwrapped")
+	for i, line := range got {
+		assert.LessOrEqual(t, len([]rune(line)), width, "line %d is wider than %d columns: %q", i+1, width, line)
+	}
+	return got
 }

@@ -47,7 +47,8 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
   bridge-runner operator --job-image ghcr.io/bridge-runner/bridge-runner:v0.1.0
 
   # From a laptop, for one namespace, without leader election:
-  bridge-runner operator --kubeconfig ~/.kube/config --namespace dev --leader-elect=false --job-image my/bridge-runner:dev --allow-local`,
+  bridge-runner operator --kubeconfig ~/.kube/config --namespace dev \
+    --leader-elect=false --job-image my/bridge-runner:dev --allow-local`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := record.ParseStatusKeys(o.StatusKeys); err != nil {

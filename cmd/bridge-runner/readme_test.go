@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -218,5 +219,75 @@ func TestREADMECommandsAreRunOrAccountedFor(t *testing.T) {
 			text = read(r.ranBy)
 		}
 		assert.Contains(t, text, r.want, "the README's %q is said to be run by %s", c, r.ranBy)
+	}
+}
+
+// readmeBlock is the text of the README's first ``` block after marker.
+func readmeBlock(t *testing.T, readme, marker string) string {
+	t.Helper()
+	i := strings.Index(readme, marker)
+	require.GreaterOrEqual(t, i, 0, "the README has no %q", marker)
+	blocks := strings.SplitN(readme[i:], "```", 3)
+	require.Len(t, blocks, 3, marker)
+	_, body, _ := strings.Cut(blocks[1], "\n")
+	return body
+}
+
+// shownLines splits a step's stderr and stdout, masked of what changes
+// from run to run (times, ids, the home directory), into its log records
+// and the job's output lines. A local job's PENDING is seen only when the
+// first poll comes before its supervisor starts it: that line is left out.
+func shownLines(text, home string) (records, output []string) {
+	mask := []struct{ re, with string }{
+		{`time=\S+`, "time=…"}, {`br-[0-9a-f]{20}`, "br-ID"}, {`took=\S+`, "took=…"},
+		{`"(submit|start|end)Time":"[^"]*"`, `"${1}Time":"…"`},
+	}
+	if home != "" {
+		text = strings.ReplaceAll(text, home, "~")
+	}
+	for _, m := range mask {
+		text = regexp.MustCompile(m.re).ReplaceAllString(text, m.with)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		switch {
+		case strings.Contains(l, "state=PENDING"):
+		case strings.HasPrefix(l, "time=") || strings.HasPrefix(l, "{"):
+			records = append(records, l)
+		default:
+			output = append(output, l)
+		}
+	}
+	return records, output
+}
+
+// TestQuickStartShowsWhatTheREADMESays runs the Quick Start's command and
+// compares what it prints with the README's "What you will see" block:
+// the same log records, in order (times, ids and the home directory
+// masked), the same job output, before the line of the job's end.
+func TestQuickStartShowsWhatTheREADMESays(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	quick := readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
+	line := ""
+	for _, l := range strings.Split(quick, "\n") {
+		if strings.HasPrefix(l, "go run ./cmd/bridge-runner invoke ") {
+			line = strings.TrimPrefix(l, "go run ./cmd/bridge-runner ")
+		}
+	}
+	require.NotEmpty(t, line)
+	home := t.TempDir()
+	cmd := exec.Command("sh", "-c", `exec "$BIN" `+line+" 2>&1")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "BIN=" + binary}
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", out)
+	gotRecs, gotOut := shownLines(string(out), home)
+	wantRecs, wantOut := shownLines(readmeBlock(t, quick, "What you will see"), "")
+	assert.Equal(t, wantRecs, gotRecs, "the README shows the log records a run prints:\n%s", out)
+	assert.Equal(t, wantOut, gotOut, "and the job's output")
+	end := strings.Index(string(out), "state=DONE")
+	require.Positive(t, end, "%s", out)
+	for _, l := range gotOut {
+		assert.Less(t, strings.Index(string(out), l+"\n"), end, "%q before the job's end:\n%s", l, out)
 	}
 }

@@ -164,6 +164,7 @@ name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL).`,
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.AddCommand(a.newCreateCmd(), a.newInvokeCmd(), a.newCleanupCmd(), a.newOperatorCmd(), a.newStatusCmd(), a.newVersionCmd())
+	wrappedHelp(root) // every command's help, the root's too, fits the terminal
 	return root
 }
 
@@ -176,7 +177,7 @@ func (a *app) setupLogging() error {
 	var h slog.Handler
 	switch a.logFormat {
 	case "text":
-		h = slog.NewTextHandler(a.stderr, opts)
+		h = slog.NewTextHandler(terminalLog(a.stderr, opts))
 	case "json":
 		h = slog.NewJSONHandler(a.stderr, opts)
 	default:
