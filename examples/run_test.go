@@ -34,6 +34,7 @@ var runLedger = map[string]string{
 	"ray/kfp_pipeline.py":       "hack/kfp_local.py",
 	"lsf/kfp_pipeline.py":       "hack/kfp_local.py",
 	"quantum/kfp_pipeline.py":   "hack/kfp_local.py",
+	"placement/kfp_pipeline.py": "hack/kfp_local.py",
 	"lsf/job.yaml":              "TestExampleLSFJobAgainstFake",
 	"quantum/job.yaml":          "TestExampleQuantumJobAgainstFake",
 }
@@ -41,21 +42,20 @@ var runLedger = map[string]string{
 // owed are the examples no test runs end to end yet (issue 40), each with
 // what it would take; the list only shrinks.
 var owed = map[string]string{
-	"array/workflow.yaml":       "an Argo run on the e2e cluster",
-	"htcondor/bridgejob.yaml":   "the operator in the e2e cluster against the suite's HTCondor",
-	"htcondor/job.yaml":         "a Job in the e2e cluster against the suite's HTCondor",
-	"htcondor/workflow.yaml":    "an Argo run on the e2e cluster",
-	"lsf/bridgejob.yaml":        "the operator in the e2e cluster against the LSF fake (hack/fakes lsf)",
-	"lsf/workflow.yaml":         "an Argo run on the e2e cluster against the LSF fake (hack/fakes lsf)",
-	"placement/bridgejob.yaml":  "the operator in the e2e cluster with two BridgeClusters",
-	"placement/kfp_pipeline.py": "a KFP run under kfp.local against both Slurms",
-	"quantum/bridgejob.yaml":    "the operator in the e2e cluster against the Quantum fake (hack/fakes quantum)",
-	"quantum/workflow.yaml":     "an Argo run on the e2e cluster against the Quantum fake (hack/fakes quantum)",
-	"ray/job.yaml":              "a Job in the e2e cluster against the suite's Ray",
-	"retry/workflow.yaml":       "an Argo run on the e2e cluster",
-	"slurm/bridgejob.yaml":      "the operator in the e2e cluster as shipped (TestOperatorSlurmBridgeJob builds its own)",
-	"slurm/job.yaml":            "a Job in the e2e cluster against the suite's Slurm",
-	"slurm/workflow.yaml":       "an Argo run on the e2e cluster",
+	"array/workflow.yaml":      "an Argo run on the e2e cluster",
+	"htcondor/bridgejob.yaml":  "the operator in the e2e cluster against the suite's HTCondor",
+	"htcondor/job.yaml":        "a Job in the e2e cluster against the suite's HTCondor",
+	"htcondor/workflow.yaml":   "an Argo run on the e2e cluster",
+	"lsf/bridgejob.yaml":       "the operator in the e2e cluster against the LSF fake (hack/fakes lsf)",
+	"lsf/workflow.yaml":        "an Argo run on the e2e cluster against the LSF fake (hack/fakes lsf)",
+	"placement/bridgejob.yaml": "the operator in the e2e cluster with two BridgeClusters",
+	"quantum/bridgejob.yaml":   "the operator in the e2e cluster against the Quantum fake (hack/fakes quantum)",
+	"quantum/workflow.yaml":    "an Argo run on the e2e cluster against the Quantum fake (hack/fakes quantum)",
+	"ray/job.yaml":             "a Job in the e2e cluster against the suite's Ray",
+	"retry/workflow.yaml":      "an Argo run on the e2e cluster",
+	"slurm/bridgejob.yaml":     "the operator in the e2e cluster as shipped (TestOperatorSlurmBridgeJob builds its own)",
+	"slurm/job.yaml":           "a Job in the e2e cluster against the suite's Slurm",
+	"slurm/workflow.yaml":      "an Argo run on the e2e cluster",
 }
 
 func TestEveryExampleIsRunOrOwed(t *testing.T) {

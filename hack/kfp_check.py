@@ -234,7 +234,9 @@ def _():
     for dag in [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]:
         tasks.update(dag.get("tasks", {}))
     params = tasks["bridge-job"]["inputs"]["parameters"]
-    targets = json.loads(params["targets"]["runtimeValue"]["constant"])
+    # targets: a pipeline parameter (the site's clusters) whose default is the example's.
+    require("componentInputParameter" in params["targets"], f"targets is {params['targets']}, want the pipeline's parameter")
+    targets = json.loads(ir["root"]["inputDefinitions"]["parameters"]["targets"]["defaultValue"])
     require([t["name"] for t in targets] == ["hpc-a", "hpc-b"], f"targets are {targets}")
     require(params["placement"]["runtimeValue"]["constant"] == "earliest-start", f"placement is {params['placement']}")
     for name in ("exec-bridge-job", "exec-bridge-cleanup"):

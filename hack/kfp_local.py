@@ -6,7 +6,8 @@ cluster pipeline mounts its Secrets (examples/kfp-local's docker_runner, as the
 README shows it); the backends are the suite's services (hack/services.sh's env
 files, sourced by hack/kfp-local.sh) and the LSF and Quantum fakes (hack/fakes,
 built by hack/kfp-local.sh as BRIDGE_FAKES), all on loopback.
-Usage: kfp_local.py ROOT WORKDIR. Prints "kfp-local: N passed, M failed, K skipped".
+Usage: kfp_local.py ROOT WORKDIR (KFP_LOCAL_ONLY=text: only the checks whose
+name contains text). Prints "kfp-local: N passed, M failed, K skipped".
 A check whose service is missing is skipped, and fails under CI=true."""
 import contextlib
 import datetime
@@ -39,6 +40,8 @@ def say(line):
 
 def check(name):
     def wrap(fn):
+        if os.environ.get("KFP_LOCAL_ONLY", "") not in name:
+            return fn  # another check was asked for
         t0 = time.monotonic()
         try:
             fn()
@@ -78,12 +81,13 @@ def load(rel, name):
     return mod
 
 
-def outputs_of(root, task="bridge-job"):
+def outputs_of(root, task="bridge-job", output="status"):
     """The outputs of every run of task under root (loop iterations and
-    sub-pipelines nest it deeper), one dict per task directory, in order."""
+    sub-pipelines nest it deeper), one dict per task directory that holds
+    output, in order."""
     found = []
     for d, _, files in sorted(os.walk(root)):
-        if os.path.basename(d) == task and "status" in files:
+        if os.path.basename(d) == task and output in files:
             found.append({f: open(os.path.join(d, f)).read() for f in files})
     return found
 
@@ -392,6 +396,22 @@ def _():
                            job_properties=json.dumps({"entrypoint_num_cpus": 1}))
     require_done(out, "the Ray job")
     require(out["backend_state"] == "SUCCEEDED", f"the Ray job's outputs {out}")
+
+
+@check("examples/placement/kfp_pipeline.py on the suite's Slurm 22.05 (hpc-a) and 24.11 (hpc-b): DONE, report says where")
+def _():
+    url_a, creds_a, url_b, creds_b = env("BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS",
+                                         "BRIDGE_TEST_SLURM2411_URL", "BRIDGE_TEST_SLURM2411_CREDS")
+    # The site's values: the clusters' URLs and partitions that exist on the suite's Slurms.
+    targets = json.loads(load("examples/placement/kfp_pipeline.py", "placement_targets").TARGETS)
+    targets[0]["jobproperties"]["partition"] = "short"
+    targets[1]["resourceURL"], targets[1]["jobproperties"]["partition"] = url_b, "debug"
+    mounts = {"/credentials": creds_a, targets[1]["credentials"]: creds_b}
+    root, [out] = run_example("placement", "placement", mounts, resource_url=url_a, targets=json.dumps(targets))
+    require_done(out, "the placed job")
+    require(out["target"] in ("hpc-a", "hpc-b"), f"target {out['target']!r}, want hpc-a or hpc-b ({out})")
+    [said] = outputs_of(root, "report", "ran_on")
+    require(said["ran_on"] == out["target"], f"report says {said['ran_on']!r}, the job's target is {out['target']!r}")
 
 
 @contextlib.contextmanager

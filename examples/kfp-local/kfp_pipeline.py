@@ -70,12 +70,15 @@ def docker_runner(mounts: Optional[Dict[str, str]] = None) -> local.DockerRunner
     read-only, e.g. {"/credentials": "/home/you/slurm-credentials"} where a
     cluster pipeline mounts a Secret with kfp-kubernetes (which kfp.local
     leaves out). DockerRunner refuses `volumes=`: it sets those itself.
+    entrypoint=[]: a component's command replaces the image's ENTRYPOINT, as
+    on a cluster (kfp.local would pass it to the ENTRYPOINT as arguments,
+    which a container component on the components' image, /bin/sh, needs).
     """
     import docker  # kfp.local's DockerRunner needs it installed anyway
 
     binds = [docker.types.Mount(target=target, source=os.path.abspath(source), type="bind", read_only=True)
              for target, source in (mounts or {}).items()]
-    return local.DockerRunner(user=f"{os.getuid()}:{os.getgid()}", network_mode="host", mounts=binds)
+    return local.DockerRunner(user=f"{os.getuid()}:{os.getgid()}", network_mode="host", mounts=binds, entrypoint=[])
 
 
 def run(pipeline_root: str, **arguments) -> dict:
