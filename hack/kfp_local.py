@@ -111,6 +111,23 @@ def world_writable(root):
     return bad
 
 
+def slurm_get(url, creds, path):
+    """GET path of a slurmrestd with the token of the credentials directory creds (loopback, no proxy)."""
+    read = lambda name: open(os.path.join(creds, name)).read().strip()  # noqa: E731
+    req = urllib.request.Request(url + path, headers={"X-SLURM-USER-NAME": read("username"),
+                                                      "X-SLURM-USER-TOKEN": read("token")})
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=30) as r:
+        return json.load(r)
+
+
+def require_slurm_completed(url, creds, version, job_id):
+    """The Slurm at url says job_id is COMPLETED (not only invoke's outputs)."""
+    [job] = slurm_get(url, creds, f"/slurm/{version}/job/{job_id}")["jobs"]
+    state = job["job_state"]  # a string in v0.0.38, a list from v0.0.40
+    require(state in ("COMPLETED", ["COMPLETED"]), f"Slurm says job {job_id} is {state}, want COMPLETED")
+    return job
+
+
 example = load("examples/kfp-local/kfp_pipeline.py", "kfp_local_example")
 
 
@@ -352,6 +369,7 @@ def _():
     [out] = outputs_of(root)
     require_done(out, "the Slurm job")
     require(out["job_id"].isdigit() and out["backend_state"] == "COMPLETED", f"the Slurm job's outputs {out}")
+    require_slurm_completed(url, creds, "v0.0.38", out["job_id"])
     require(not world_writable(root), f"world-writable under the pipeline root: {world_writable(root)}")
 
 
@@ -369,6 +387,7 @@ def _():
     _, [out] = run_example("retry", "retry", {"/credentials": creds}, resource_url=url)
     require_done(out, "the Slurm job")
     require(out["attempt"] == "1" and out["backend_state"] == "COMPLETED", f"the Slurm job's outputs {out}")
+    require_slurm_completed(url, creds, "v0.0.40", out["job_id"])
 
 
 @check("examples/array/kfp_pipeline.py on the suite's Slurm 22.05: 100 tasks DONE, no retry")
@@ -412,6 +431,12 @@ def _():
     require(out["target"] in ("hpc-a", "hpc-b"), f"target {out['target']!r}, want hpc-a or hpc-b ({out})")
     [said] = outputs_of(root, "report", "ran_on")
     require(said["ran_on"] == out["target"], f"report says {said['ran_on']!r}, the job's target is {out['target']!r}")
+    # The job is the chosen cluster's, in that target's partition.
+    url, creds, version, partition = {"hpc-a": (url_a, creds_a, "v0.0.38", "short"),
+                                      "hpc-b": (url_b, creds_b, "v0.0.40", "debug")}[out["target"]]
+    job = require_slurm_completed(url, creds, version, out["job_id"])
+    require(job["partition"] == partition, f"{out['target']}'s job {out['job_id']} ran in {job['partition']!r}, want {partition!r}")
+
 
 
 @contextlib.contextmanager
