@@ -181,8 +181,9 @@ def _():
     body = comps[loops[0]["componentRef"]["name"]]["dag"]["tasks"]
     require(len(body) == 1, f"the loop body has tasks {sorted(body)}, want the sub-pipeline alone")
     [(_, sub)] = body.items()
-    name = sub["inputs"]["parameters"]["job_name"]["runtimeValue"]["constant"]
-    require("{{$.pipeline_job_uuid}}" in name and "loop-item" in name, f"the item's job name is {name!r}: not per item")
+    # The sub-pipeline gets the item, and names the job after the run and it.
+    ins = sub["inputs"]["parameters"]
+    require("loop-item" in ins["item"].get("componentInputParameter", ""), f"the sub-pipeline gets {ins}: not the item")
     sub_dag = comps[sub["componentRef"]["name"]]["dag"]["tasks"]
     exits = [t for t, task in sub_dag.items() if task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"]
     require(exits == ["bridge-cleanup"], f"the sub-pipeline's exit tasks are {exits}, want [bridge-cleanup]")
@@ -190,6 +191,8 @@ def _():
     require(len(handler) == 1, "the sub-pipeline has no exit handler group")
     inner = comps[handler[0]["componentRef"]["name"]]["dag"]["tasks"]
     require("bridge-job" in inner, f"the exit handler holds {sorted(inner)}, not the bridge job")
+    name = inner["bridge-job"]["inputs"]["parameters"]["job_name"]["runtimeValue"]["constant"]
+    require("{{$.pipeline_job_uuid}}-" in name and "item']}}" in name, f"the item's job name is {name!r}: not per item")
 
 
 # 5b. The array example: the array's task exits 0 (exit_zero) so that its

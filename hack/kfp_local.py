@@ -133,13 +133,17 @@ example = load("examples/kfp-local/kfp_pipeline.py", "kfp_local_example")
 
 def run_example(ex, name, mounts=None, **arguments):
     """Runs examples/<ex>/kfp_pipeline.py's pipeline as shipped under
-    kfp.local, with docker_runner(mounts), in a new pipeline root; returns the
-    root and the bridge-job tasks' outputs."""
+    kfp.local, with docker_runner(mounts) and a state directory of its own,
+    in a new pipeline root; returns the root and the bridge-job tasks'
+    outputs. The records are shared by the tasks as a cluster's ConfigMaps
+    are: each cleanup must have found its job's record and deleted it."""
     mod = load(f"examples/{ex}/kfp_pipeline.py", f"example_{ex}")
-    root = new_root(name)
-    local.init(runner=example.docker_runner(mounts), pipeline_root=root)
+    root, state = new_root(name), new_root(name + "-state")
+    local.init(runner=example.docker_runner(mounts, state_dir=state), pipeline_root=root)
     mod.pipeline(**arguments)
     require(not world_writable(root), f"world-writable under the pipeline root: {world_writable(root)}")
+    left = [f for _, _, files in os.walk(state) for f in files if f.endswith("-bridge-cm.json")]
+    require(not left, f"records left in the state directory (cleanup did not find them?): {left}")
     return root, outputs_of(root)
 
 
@@ -359,10 +363,10 @@ def readme_exec(code, namespace):
 @check("examples/slurm/kfp_pipeline.py as the README runs it, on the suite's Slurm 22.05 over REST: DONE, COMPLETED")
 def _():
     url, creds = env("BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS")
-    root = os.path.join(WORK, "readme-slurm")
+    root, state = os.path.join(WORK, "readme-slurm"), new_root("readme-slurm-state")
     code = readme_python('load("examples/slurm/kfp_pipeline.py")')
     for placeholder, value in (('"/home/you/slurm-credentials"', repr(creds)), ('"http://127.0.0.1:6820"', repr(url)),
-                               ('"kfp-root"', repr(root))):
+                               ('"kfp-root"', repr(root)), ('"kfp-state"', repr(state))):
         require(placeholder in code, f"the README's slurm snippet has no {placeholder}")
         code = code.replace(placeholder, value)
     readme_exec(code, {})
@@ -371,6 +375,9 @@ def _():
     require(out["job_id"].isdigit() and out["backend_state"] == "COMPLETED", f"the Slurm job's outputs {out}")
     require_slurm_completed(url, creds, "v0.0.38", out["job_id"])
     require(not world_writable(root), f"world-writable under the pipeline root: {world_writable(root)}")
+    left = [f for _, _, files in os.walk(state) for f in files]
+    require(os.path.isdir(os.path.join(state, "bridge-runner")) and not left,
+            f"the state directory has {left or 'no bridge-runner directory'}: the record was not kept there, or cleanup left it")
 
 
 @check("the README's Python branch on status sees the FAILED job kfp.local's dsl.If would skip")

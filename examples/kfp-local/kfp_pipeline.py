@@ -55,7 +55,7 @@ def pipeline(script: str = SCRIPT) -> Outputs:
     )
 
 
-def docker_runner(mounts: Optional[Dict[str, str]] = None) -> local.DockerRunner:
+def docker_runner(mounts: Optional[Dict[str, str]] = None, state_dir: Optional[str] = None) -> local.DockerRunner:
     """kfp.local's DockerRunner as a bridge pipeline needs it on your machine.
 
     user: the tasks run as you, not as the image's user (uid 65532). They
@@ -73,12 +73,25 @@ def docker_runner(mounts: Optional[Dict[str, str]] = None) -> local.DockerRunner
     entrypoint=[]: a component's command replaces the image's ENTRYPOINT, as
     on a cluster (kfp.local would pass it to the ENTRYPOINT as arguments,
     which a container component on the components' image, /bin/sh, needs).
+    state_dir: a directory of yours where the tasks keep the jobs' records
+    (XDG_STATE_HOME), as a cluster keeps them in ConfigMaps: cleanup then
+    finds the job's record (cancels an unfinished job, deletes the record),
+    and a retried task re-attaches to its job instead of submitting again.
+    Without it each task's record is in its own container, gone with it.
     """
     import docker  # kfp.local's DockerRunner needs it installed anyway
 
     binds = [docker.types.Mount(target=target, source=os.path.abspath(source), type="bind", read_only=True)
              for target, source in (mounts or {}).items()]
-    return local.DockerRunner(user=f"{os.getuid()}:{os.getgid()}", network_mode="host", mounts=binds, entrypoint=[])
+    environment = {}
+    if state_dir:
+        binds.append(docker.types.Mount(target=STATE, source=os.path.abspath(state_dir), type="bind"))
+        environment["XDG_STATE_HOME"] = STATE
+    return local.DockerRunner(user=f"{os.getuid()}:{os.getgid()}", network_mode="host", mounts=binds,
+                              entrypoint=[], environment=environment)
+
+
+STATE = "/bridge-state"  # where docker_runner mounts state_dir in the containers
 
 
 def run(pipeline_root: str, **arguments) -> dict:
