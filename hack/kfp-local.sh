@@ -116,11 +116,13 @@ log "image $image built and loaded in $(elapsed_s "$ti")s"
 grep -q "image: $image\$" "$ROOT/components/bridge-job.yaml" || die "components/bridge-job.yaml does not pin $image"
 
 # ------------------------------------------------------------ the backends
-# The suite's services, as hack/services.sh exports them (the Ray without
-# token authentication last: both Rays write BRIDGE_TEST_RAY_URL).
-for d in /tmp/bridge-runner-{s3,slurm,slurm2411,htcondor,ray}; do
-  # shellcheck disable=SC1091
-  if [ -f "$d/env" ]; then source "$d/env"; fi
+# The suite's services as hack/services.sh exports them (make test sources
+# it first); run alone, from the env files it leaves in their default places.
+for svc in s3:BRIDGE_TEST_S3_ENDPOINT slurm:BRIDGE_TEST_SLURM_URL slurm2411:BRIDGE_TEST_SLURM2411_URL \
+  htcondor:BRIDGE_TEST_CONDOR_SSH_URL ray:BRIDGE_TEST_RAY_URL; do
+  f=/tmp/bridge-runner-${svc%%:*}/env var=${svc#*:}
+  # shellcheck disable=SC1090
+  if [ -z "${!var:-}" ] && [ -f "$f" ]; then source "$f"; fi
 done
 (cd "$ROOT" && go build -o "$work/fakes" ./hack/fakes)
 export BRIDGE_FAKES=$work/fakes

@@ -75,8 +75,7 @@ def docker_runner(mounts: Optional[Dict[str, str]] = None, state_dir: Optional[s
     which a container component on the components' image, /bin/sh, needs).
     state_dir: a directory of yours where the tasks keep the jobs' records
     (XDG_STATE_HOME), as a cluster keeps them in ConfigMaps: cleanup then
-    finds the job's record (cancels an unfinished job, deletes the record),
-    and a retried task re-attaches to its job instead of submitting again.
+    finds the job's record (cancels an unfinished job, deletes the record).
     Without it each task's record is in its own container, gone with it.
     """
     import docker  # kfp.local's DockerRunner needs it installed anyway
