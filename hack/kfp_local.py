@@ -140,11 +140,15 @@ def run_example(ex, name, mounts=None, **arguments):
     mod = load(f"examples/{ex}/kfp_pipeline.py", f"example_{ex}")
     root, state = new_root(name), new_root(name + "-state")
     local.init(runner=example.docker_runner(mounts, state_dir=state), pipeline_root=root)
+    ran.add(f"examples/{ex}/kfp_pipeline.py")  # its check reports how it went
     mod.pipeline(**arguments)
     require(not world_writable(root), f"world-writable under the pipeline root: {world_writable(root)}")
     left = [f for _, _, files in os.walk(state) for f in files if f.endswith("-bridge-cm.json")]
     require(not left, f"records left in the state directory (cleanup did not find them?): {left}")
     return root, outputs_of(root)
+
+
+ran = {"examples/kfp-local/kfp_pipeline.py"}  # the pipelines run by a check (run_example adds to it)
 
 
 def require_done(out, what):
@@ -369,6 +373,7 @@ def _():
                                ('"kfp-root"', repr(root)), ('"kfp-state"', repr(state))):
         require(placeholder in code, f"the README's slurm snippet has no {placeholder}")
         code = code.replace(placeholder, value)
+    ran.add("examples/slurm/kfp_pipeline.py")  # as the README's snippet loads it
     readme_exec(code, {})
     [out] = outputs_of(root)
     require_done(out, "the Slurm job")
@@ -528,6 +533,19 @@ def _():
     [d] = [d for d, _, _ in os.walk(root) if os.path.basename(d) == "bridge-job"]
     st = os.stat(os.path.join(d, "job_id"))
     require(st.st_uid == 4242, f"job_id written by uid {st.st_uid}, want 4242")
+
+
+# 5. Every shipped pipeline ran here (a new one without a check fails; the
+#    ledger of examples/run_test.go names this file for each).
+@check("every examples/*/kfp_pipeline.py ran under kfp.local")
+def _():
+    import glob
+    shipped = {os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "examples", "*", "kfp_pipeline.py"))}
+    skipped = [n for n, e in results if isinstance(e, Skip)]
+    require(shipped, "no examples/*/kfp_pipeline.py found")
+    if os.environ.get("KFP_LOCAL_ONLY") or skipped:
+        raise Skip("some checks were not run")
+    require(shipped <= ran, f"no check runs {sorted(shipped - ran)}: add one to hack/kfp_local.py")
 
 
 passed = sum(1 for _, e in results if e is None)
