@@ -506,17 +506,25 @@ def _():
                                             "BRIDGE_TEST_S3_SECRET_KEY", "BRIDGE_TEST_S3_CREDS_DIR")
     bucket = "kfp-local-quantum-" + os.urandom(4).hex()
     s3_request("PUT", f"/{bucket}", endpoint, access, secret)
-    with fake("quantum") as (url, creds):
-        _, [out] = run_example("quantum", "quantum", {"/credentials": creds, "/s3credentials": s3creds},
-                               resource_url=url, s3_endpoint=endpoint, s3_secure=False, s3_upload_bucket=bucket)
-    require_done(out, "the Quantum job")
-    locations = out["outputs"].split()
-    require(len(locations) >= 2, f"outputs {out['outputs']!r}: want results and metrics in {bucket}")
-    for loc in locations:
-        b, _, key = loc.removeprefix("s3://").partition("/")
-        require(b == bucket, f"output {loc} is not in {bucket}")
-        require(s3_request("HEAD", f"/{bucket}/{key}", endpoint, access, secret) == 200, f"{loc} is not in S3")
-
+    keys = []
+    try:
+        with fake("quantum") as (url, creds):
+            _, [out] = run_example("quantum", "quantum", {"/credentials": creds, "/s3credentials": s3creds},
+                                   resource_url=url, s3_endpoint=endpoint, s3_secure=False, s3_upload_bucket=bucket)
+        require_done(out, "the Quantum job")
+        locations = out["outputs"].split()
+        require(len(locations) >= 2, f"outputs {out['outputs']!r}: want results and metrics in {bucket}")
+        for loc in locations:
+            b, _, key = loc.removeprefix("s3://").partition("/")
+            require(b == bucket, f"output {loc} is not in {bucket}")
+            keys.append(key)
+            require(s3_request("HEAD", f"/{bucket}/{key}", endpoint, access, secret) == 200, f"{loc} is not in S3")
+    finally:
+        # The suite's S3 is shared: leave no bucket behind (best effort).
+        with contextlib.suppress(OSError):
+            for key in keys:
+                s3_request("DELETE", f"/{bucket}/{key}", endpoint, access, secret)
+            s3_request("DELETE", f"/{bucket}", endpoint, access, secret)
 
 # 4. One component called alone, as another user than the caller and the
 #    image (DockerRunner(user=...)): its home is not its own, so the record
