@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Runs the shipped KFP components under KFP's own local runner (kfp.local's
+# Runs the shipped KFP pipelines under KFP's own local runner (kfp.local's
 # DockerRunner, the pinned SDK of hack/kfp-requirements.txt) with a real Docker
-# daemon: examples/kfp-local and the unchanged examples/local pipeline, as the
-# image's non-root user and as another user (hack/kfp_local.py says what is
-# checked). Prints "kfp-local: N passed, M failed" and the time each part took.
+# daemon: every examples/*/kfp_pipeline.py, as the calling user, on the host's
+# network with credentials bound read-only, against the suite's services (the
+# env files hack/services.sh writes: Slurm 22.05 and 24.11, HTCondor, Ray, S3)
+# and the LSF and Quantum fakes (hack/fakes), all on loopback; and from a
+# non-root user's 0700 folder (hack/kfp_local.py says what is checked). Prints
+# "kfp-local: N passed, M failed, K skipped" and the time each part took; a
+# pipeline whose service is missing is skipped, and fails under CI=true.
 #
 #   bash hack/kfp-local.sh          # part of make test (hack/test.sh)
 #
@@ -11,8 +15,9 @@
 # root), a dockerd of its own when none answers at DOCKER_HOST (or
 # /var/run/docker.sock), stopped again at the end, and the image built by
 # hack/build-image.sh, loaded into that daemon under the tag the components pin.
-# Its own dockerd touches no network: no bridge, no iptables rules, no
-# registry (the image is loaded, never pulled); containers have loopback only.
+# Its own dockerd makes no network: no bridge, no iptables rules, no registry
+# (the image is loaded, never pulled); containers use the host's network
+# (network_mode="host") and reach only the loopback services named above.
 # Without root and without a daemon it skips, except under CI=true (fails).
 #
 # Environment: BRIDGE_CACHE, DOCKER_HOST, KEEP_WORK=1 (keep the pipeline roots).
@@ -109,6 +114,18 @@ image=$(tail -1 "$work/image.out")
 docker load -q -i "$work/image.tar" >/dev/null
 log "image $image built and loaded in $(elapsed_s "$ti")s"
 grep -q "image: $image\$" "$ROOT/components/bridge-job.yaml" || die "components/bridge-job.yaml does not pin $image"
+
+# ------------------------------------------------------------ the backends
+# The suite's services as hack/services.sh exports them (make test sources
+# it first); run alone, from the env files it leaves in their default places.
+for svc in s3:BRIDGE_TEST_S3_ENDPOINT slurm:BRIDGE_TEST_SLURM_URL slurm2411:BRIDGE_TEST_SLURM2411_URL \
+  htcondor:BRIDGE_TEST_CONDOR_SSH_URL ray:BRIDGE_TEST_RAY_URL; do
+  f=/tmp/bridge-runner-${svc%%:*}/env var=${svc#*:}
+  # shellcheck disable=SC1090
+  if [ -z "${!var:-}" ] && [ -f "$f" ]; then source "$f"; fi
+done
+(cd "$ROOT" && go build -o "$work/fakes" ./hack/fakes)
+export BRIDGE_FAKES=$work/fakes
 
 # ------------------------------------------------------------------ kfp.local
 tv=$(now_ms)

@@ -122,7 +122,8 @@ for path in sorted(glob.glob(os.path.join(ROOT, "examples", "*", "kfp_pipeline.p
         require(not job.get("cachingOptions", {}).get("enableCache"), "bridge-job is cached: a cached step would not run the job")
         backend_value = job["inputs"]["parameters"]["backend"]["runtimeValue"]["constant"]
         require(backend_value == backend, f"backend is {backend_value!r}, want {backend!r}")
-        s3 = job["inputs"]["parameters"].get("s3_endpoint", {}).get("runtimeValue", {}).get("constant", "")
+        # A constant or a pipeline parameter (examples/quantum's, for kfp.local).
+        s3 = job["inputs"]["parameters"].get("s3_endpoint")
         if s3:
             mounts = {m["mountPath"] for m in platform.get(job["componentRef"]["name"].replace("comp-", "exec-", 1), {}).get("secretAsVolume", [])}
             require("/s3credentials" in mounts, f"the job uses S3 ({s3}) but no Secret is mounted at /s3credentials")
@@ -180,8 +181,9 @@ def _():
     body = comps[loops[0]["componentRef"]["name"]]["dag"]["tasks"]
     require(len(body) == 1, f"the loop body has tasks {sorted(body)}, want the sub-pipeline alone")
     [(_, sub)] = body.items()
-    name = sub["inputs"]["parameters"]["job_name"]["runtimeValue"]["constant"]
-    require("{{$.pipeline_job_uuid}}" in name and "loop-item" in name, f"the item's job name is {name!r}: not per item")
+    # The sub-pipeline gets the item, and names the job after the run and it.
+    ins = sub["inputs"]["parameters"]
+    require("loop-item" in ins["item"].get("componentInputParameter", ""), f"the sub-pipeline gets {ins}: not the item")
     sub_dag = comps[sub["componentRef"]["name"]]["dag"]["tasks"]
     exits = [t for t, task in sub_dag.items() if task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"]
     require(exits == ["bridge-cleanup"], f"the sub-pipeline's exit tasks are {exits}, want [bridge-cleanup]")
@@ -189,6 +191,8 @@ def _():
     require(len(handler) == 1, "the sub-pipeline has no exit handler group")
     inner = comps[handler[0]["componentRef"]["name"]]["dag"]["tasks"]
     require("bridge-job" in inner, f"the exit handler holds {sorted(inner)}, not the bridge job")
+    name = inner["bridge-job"]["inputs"]["parameters"]["job_name"]["runtimeValue"]["constant"]
+    require("{{$.pipeline_job_uuid}}-" in name and "item']}}" in name, f"the item's job name is {name!r}: not per item")
 
 
 # 5b. The array example: the array's task exits 0 (exit_zero) so that its
@@ -233,7 +237,9 @@ def _():
     for dag in [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]:
         tasks.update(dag.get("tasks", {}))
     params = tasks["bridge-job"]["inputs"]["parameters"]
-    targets = json.loads(params["targets"]["runtimeValue"]["constant"])
+    # targets: a pipeline parameter (the site's clusters) whose default is the example's.
+    require("componentInputParameter" in params["targets"], f"targets is {params['targets']}, want the pipeline's parameter")
+    targets = json.loads(ir["root"]["inputDefinitions"]["parameters"]["targets"]["defaultValue"])
     require([t["name"] for t in targets] == ["hpc-a", "hpc-b"], f"targets are {targets}")
     require(params["placement"]["runtimeValue"]["constant"] == "earliest-start", f"placement is {params['placement']}")
     for name in ("exec-bridge-job", "exec-bridge-cleanup"):

@@ -28,7 +28,7 @@ URL = 'https://slurm.example.org:6820'
 
 
 @dsl.pipeline(name="bridge-array-retry", description="Some tasks of an array again, cleaned up whatever happens.")
-def retry_tasks(job_name: str, array: str, credentials_secret: str):
+def retry_tasks(job_name: str, array: str, resource_url: str, credentials_secret: str):
     done = cleanup(job_name=job_name)
     done.set_caching_options(False)
     kubernetes.use_secret_as_volume(done, secret_name=credentials_secret, mount_path="/credentials")
@@ -36,7 +36,7 @@ def retry_tasks(job_name: str, array: str, credentials_secret: str):
         retry = bridge_job(
             job_name=job_name,
             backend='slurm',
-            resource_url=URL,
+            resource_url=resource_url,
             job_properties=PROPERTIES,
             script=SCRIPT,
             array=array,
@@ -46,7 +46,7 @@ def retry_tasks(job_name: str, array: str, credentials_secret: str):
 
 
 @dsl.pipeline(name="bridge-array", description="A Slurm job array, then a retry of its failed tasks.")
-def pipeline(credentials_secret: str = 'slurm-credentials'):
+def pipeline(resource_url: str = URL, credentials_secret: str = 'slurm-credentials'):
     job_name = dsl.PIPELINE_JOB_ID_PLACEHOLDER  # one record and one array per run
     done = cleanup(job_name=job_name)
     done.set_caching_options(False)
@@ -55,7 +55,7 @@ def pipeline(credentials_secret: str = 'slurm-credentials'):
         tasks = bridge_job(
             job_name=job_name,
             backend='slurm',
-            resource_url=URL,
+            resource_url=resource_url,
             job_properties=PROPERTIES,
             script=SCRIPT,
             array='0-99%10',
@@ -68,7 +68,7 @@ def pipeline(credentials_secret: str = 'slurm-credentials'):
         # per pipeline).
         with dsl.If(tasks.outputs['array_failed'] != ''):
             again = retry_tasks(job_name=f'{job_name}-retry', array=tasks.outputs['array_failed'],
-                                credentials_secret=credentials_secret)
+                                resource_url=resource_url, credentials_secret=credentials_secret)
             again.set_caching_options(False)
 
 

@@ -12,13 +12,15 @@ status, message, id and exit code) are printed as one JSON line at the end.
 
 The same pipeline compiles for a cluster (hack/kfp-check.sh compiles it), and
 hack/kfp-local.sh runs it here under a real Docker daemon in the tests. Any
-backend works the same way under kfp.local as long as the containers reach it.
+backend works the same way under kfp.local as long as the containers reach it
+and its credentials: docker_runner() below gives the host's network and mounts
+credential directories (hack/kfp-local.sh runs every shipped pipeline with it).
 """
 import json
 import os
 import pathlib
 import sys
-from typing import NamedTuple
+from typing import Dict, NamedTuple, Optional
 
 from kfp import components, dsl, local
 
@@ -53,21 +55,52 @@ def pipeline(script: str = SCRIPT) -> Outputs:
     )
 
 
-def open_pipeline_root(path: str) -> str:
-    """The image runs as its own non-root user (uid 65532), not as you, and
-    writes the task outputs into the pipeline root, which Docker mounts into
-    the container at the same path. So the pipeline root is opened to every
-    user; directories the tasks create beneath it take its permissions, so
-    that you can remove them. (Or run the image as yourself:
-    local.DockerRunner(user=f"{os.getuid()}:{os.getgid()}").)"""
-    root = os.path.abspath(path)
-    os.makedirs(root, exist_ok=True)
-    os.chmod(root, 0o777)
-    return root
+def docker_runner(mounts: Optional[Dict[str, str]] = None, state_dir: Optional[str] = None) -> local.DockerRunner:
+    """kfp.local's DockerRunner as a bridge pipeline needs it on your machine.
+
+    user: the tasks run as you, not as the image's user (uid 65532). They
+    write their outputs into the pipeline root, which Docker mounts at the
+    same path, and read your credentials: as you, your own 0700 folder
+    works, the outputs are yours, and nobody else needs any permission on
+    it. (The image's home is not yours, so invoke keeps the job's record in
+    the container's $TMPDIR, gone with the container.)
+    network_mode="host": a backend on your machine answers at 127.0.0.1,
+    which in a container's own network would be the container itself.
+    mounts: {path in the container: directory on your machine}, each bound
+    read-only, e.g. {"/credentials": "/home/you/slurm-credentials"} where a
+    cluster pipeline mounts a Secret with kfp-kubernetes (which kfp.local
+    leaves out). DockerRunner refuses `volumes=`: it sets those itself.
+    entrypoint=[]: a component's command replaces the image's ENTRYPOINT, as
+    on a cluster (kfp.local would pass it to the ENTRYPOINT as arguments,
+    which a container component on the components' image, /bin/sh, needs).
+    state_dir: a directory of yours where the tasks keep the jobs' records
+    (XDG_STATE_HOME), as a cluster keeps them in ConfigMaps: cleanup then
+    finds the job's record (cancels an unfinished job, deletes the record).
+    Without it each task's record is in its own container, gone with it.
+    """
+    import docker  # kfp.local's DockerRunner needs it installed anyway
+
+    binds = [docker.types.Mount(target=target, source=os.path.abspath(source), type="bind", read_only=True)
+             for target, source in (mounts or {}).items()]
+    environment = {}
+    if state_dir:
+        binds.append(docker.types.Mount(target=STATE, source=os.path.abspath(state_dir), type="bind"))
+        environment["XDG_STATE_HOME"] = STATE
+    return local.DockerRunner(user=f"{os.getuid()}:{os.getgid()}", network_mode="host", mounts=binds,
+                              entrypoint=[], environment=environment)
+
+
+STATE = "/bridge-state"  # where docker_runner mounts state_dir in the containers
+
+
+def run(pipeline_root: str, **arguments) -> dict:
+    """Runs the pipeline under kfp.local with its outputs under pipeline_root
+    (made yours alone if it does not exist) and returns its outputs."""
+    root = os.path.abspath(pipeline_root)
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    local.init(runner=docker_runner(), pipeline_root=root)
+    return dict(pipeline(**arguments).outputs)
 
 
 if __name__ == "__main__":
-    root = open_pipeline_root(sys.argv[1] if len(sys.argv) > 1 else "local_outputs")
-    local.init(runner=local.DockerRunner(), pipeline_root=root)
-    run = pipeline()
-    print(json.dumps(run.outputs, sort_keys=True))
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "local_outputs"), sort_keys=True))

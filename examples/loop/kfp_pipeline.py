@@ -10,7 +10,10 @@ ExitHandler inside it, and the loop calls that sub-pipeline: every item's
 record goes, and its unfinished job is cancelled, whatever happens to it.
 Every item needs its own job name: the run id is the same for all of them,
 so the item is added to it (invoke refuses a record that another task
-already invoked, exit 2). The jobs run on the local backend; for a real
+already invoked, exit 2). The name is made inside the sub-pipeline, from
+its input item: kfp.local (2.17) gives a loop item in an f-string of the
+loop's own body as "null" (one name for every item), and a run id passed
+into the sub-pipeline now and then unresolved. The jobs run on the local backend; for a real
 system pass backend, resource_url and job_properties as in examples/slurm.
 hack/kfp-check.sh compiles it in the tests.
 """
@@ -27,7 +30,8 @@ SCRIPT = 'echo "one job of the loop: $BRIDGE_JOB_NAME"'
 
 
 @dsl.pipeline(name="bridge-one-job", description="One bridge job, cleaned up whatever happens.")
-def one_job(job_name: str, script: str, credentials_secret: str):
+def one_job(item: str, script: str, credentials_secret: str):
+    job_name = f"{dsl.PIPELINE_JOB_ID_PLACEHOLDER}-{item}"
     done = cleanup(job_name=job_name)
     done.set_caching_options(False)
     kubernetes.use_secret_as_volume(done, secret_name=credentials_secret, mount_path="/credentials")
@@ -41,7 +45,7 @@ def one_job(job_name: str, script: str, credentials_secret: str):
 def pipeline(credentials_secret: str = "local-credentials", script: str = SCRIPT):
     with dsl.ParallelFor(items=["a", "b", "c", "d"]) as item:
         one = one_job(
-            job_name=f"{dsl.PIPELINE_JOB_ID_PLACEHOLDER}-{item}",
+            item=item,
             script=script,
             credentials_secret=credentials_secret,
         )

@@ -31,10 +31,17 @@ TARGETS = json.dumps([
 ])
 
 
-@dsl.component(base_image="python:3.12-slim")
-def report(target: str) -> str:
-    print(f"the job ran on {target}")
-    return target
+@dsl.container_component
+def report(target: str, ran_on: dsl.OutputPath(str)):
+    """Says where the job ran. It runs in the components' own image (its
+    /bin/sh): no other image to pull, no package index at run time, so it
+    runs wherever the bridge job does (kfp.local on a machine without
+    network access included)."""
+    return dsl.ContainerSpec(
+        image=bridge_job.component_spec.implementation.container.image,
+        command=["/bin/sh", "-c", 'echo "the job ran on $0"; mkdir -p "$(dirname "$1")"; printf %s "$0" >"$1"'],
+        args=[target, ran_on],
+    )
 
 
 def mount_credentials(task, secret_a: str, secret_b: str):
@@ -43,7 +50,12 @@ def mount_credentials(task, secret_a: str, secret_b: str):
 
 
 @dsl.pipeline(name="bridge-placement", description="A Slurm job on whichever of two clusters starts it first.")
-def pipeline(secret_a: str = 'slurm-credentials', secret_b: str = 'slurm-b-credentials'):
+def pipeline(
+    resource_url: str = 'https://slurm-a.example.org:6820',  # cluster A, the job's own
+    targets: str = TARGETS,
+    secret_a: str = 'slurm-credentials',
+    secret_b: str = 'slurm-b-credentials',
+):
     job_name = dsl.PIPELINE_JOB_ID_PLACEHOLDER
     done = cleanup(job_name=job_name)
     done.set_caching_options(False)
@@ -52,8 +64,8 @@ def pipeline(secret_a: str = 'slurm-credentials', secret_b: str = 'slurm-b-crede
         job = bridge_job(
             job_name=job_name,
             backend='slurm',
-            resource_url='https://slurm-a.example.org:6820',
-            targets=TARGETS,
+            resource_url=resource_url,
+            targets=targets,
             placement='earliest-start',
             job_properties='{"time_limit":10,"current_working_directory":"/tmp"}',
             script='#!/bin/sh\necho "running on $(hostname) in partition $SLURM_JOB_PARTITION"\n',

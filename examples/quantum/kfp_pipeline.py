@@ -27,6 +27,9 @@ def pipeline(
     resource_url: str = 'https://quantum.cloud.ibm.com/api/v1',
     credentials_secret: str = 'quantum-credentials',
     s3_credentials_secret: str = 'quantum-s3-credentials',
+    s3_endpoint: str = 's3.example.org:443',
+    s3_secure: bool = True,
+    s3_upload_bucket: str = 'quantum-results',
 ):
     # One record and one remote job per run: name the job after the run.
     job_name = dsl.PIPELINE_JOB_ID_PLACEHOLDER
@@ -39,8 +42,9 @@ def pipeline(
             resource_url=resource_url,
             script=SCRIPT,
             job_properties=json.dumps(JOB_PROPERTIES),
-            s3_endpoint='s3.example.org:443',
-            s3_upload_bucket='quantum-results',
+            s3_endpoint=s3_endpoint,
+            s3_secure=s3_secure,
+            s3_upload_bucket=s3_upload_bucket,
             s3_upload_files='results,metrics',
         )
         job.set_caching_options(False)  # a cached step would not run the job

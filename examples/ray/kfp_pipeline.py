@@ -26,6 +26,7 @@ JOB_PROPERTIES = {'entrypoint_num_cpus': 1, 'runtime_env': {'pip': ['numpy']}}
 def pipeline(
     resource_url: str = 'http://ray-head.ray.svc:8265',
     credentials_secret: str = 'ray-credentials',
+    job_properties: str = json.dumps(JOB_PROPERTIES),  # runtime_env's pip needs a package index the cluster reaches
 ):
     # One record and one remote job per run: name the job after the run.
     job_name = dsl.PIPELINE_JOB_ID_PLACEHOLDER
@@ -37,7 +38,7 @@ def pipeline(
             backend='ray',
             resource_url=resource_url,
             script=SCRIPT,
-            job_properties=json.dumps(JOB_PROPERTIES),
+            job_properties=job_properties,
         )
         job.set_caching_options(False)  # a cached step would not run the job
         kubernetes.use_secret_as_volume(job, secret_name=credentials_secret, mount_path="/credentials")

@@ -30,7 +30,7 @@ SCRIPT = '#!/bin/bash\nsrun hostname\n'
 
 
 @dsl.pipeline(name="bridge-retry", description="Retry a bridge job only after infrastructure failures.")
-def pipeline(credentials_secret: str = 'slurm-credentials'):
+def pipeline(resource_url: str = 'https://slurm.example.org:6820', credentials_secret: str = 'slurm-credentials'):
     job_name = dsl.PIPELINE_JOB_ID_PLACEHOLDER  # one record per run; attempts live in it
     done = cleanup(job_name=job_name)
     done.set_caching_options(False)
@@ -39,7 +39,7 @@ def pipeline(credentials_secret: str = 'slurm-credentials'):
         job = bridge_job(
             job_name=job_name,
             backend='slurm',
-            resource_url='https://slurm.example.org:6820',
+            resource_url=resource_url,
             job_properties='{"partition":"debug","nodes":1,"time_limit":30,"requeue":false}',
             script=SCRIPT,
             resubmit='infrastructure',

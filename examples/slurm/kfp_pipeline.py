@@ -26,6 +26,7 @@ JOB_PROPERTIES = {'partition': 'debug', 'nodes': 1, 'time_limit': 30, 'current_w
 def pipeline(
     resource_url: str = 'https://slurm.example.org:6820',
     credentials_secret: str = 'slurm-credentials',
+    job_properties: str = json.dumps(JOB_PROPERTIES),  # your partition and a directory that exists there
 ):
     # One record and one remote job per run: name the job after the run.
     job_name = dsl.PIPELINE_JOB_ID_PLACEHOLDER
@@ -37,7 +38,7 @@ def pipeline(
             backend='slurm',
             resource_url=resource_url,
             script=SCRIPT,
-            job_properties=json.dumps(JOB_PROPERTIES),
+            job_properties=job_properties,
         )
         job.set_caching_options(False)  # a cached step would not run the job
         kubernetes.use_secret_as_volume(job, secret_name=credentials_secret, mount_path="/credentials")
