@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -119,6 +120,9 @@ func TestAgentDeployment(t *testing.T) {
 	e.markReady(d)
 	if _, got = e.clusterCondition("hpc-a", CondAgentReady, "True", "Ready"); got.Status.Agent.ReadyReplicas != 1 {
 		t.Errorf("status.agent.readyReplicas %d, want 1", got.Status.Agent.ReadyReplicas)
+	}
+	if cols := e.wideColumns("hpc-a"); cols["Agent"] != "True" || cols["Interval"] != "2s" {
+		t.Errorf("kubectl get -o wide shows %v, want Agent True and Interval 2s", cols)
 	}
 
 	e.editCluster("hpc-a", func(bc *BridgeCluster) {
@@ -330,6 +334,7 @@ func TestAgentNamespaces(t *testing.T) {
 			t.Errorf("Roles in %s, which did not consent: %v %v", ns, roles, err)
 		}
 	}
+	e.withdraw(yes, name)
 	if err := e.c.Delete(ctx, BridgeClusters, e.ns, "hpc-a", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -338,6 +343,41 @@ func TestAgentNamespaces(t *testing.T) {
 		err2 := e.c.Get(ctx, kube.Roles, yes, name, &kube.Role{})
 		err3 := e.c.Get(ctx, BridgeClusters, e.ns, "hpc-a", &BridgeCluster{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2) && apierrors.IsNotFound(err3), errors.Join(err1, err2, err3)
+	})
+}
+
+// withdraw plays ns's admin taking the consent back: the agent's grant
+// there (name) goes, and comes back once the admin consents again.
+func (e *env) withdraw(ns, name string) {
+	e.t.Helper()
+	ctx := context.Background()
+	setConsent := func(v string) {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationAgentClusters, v)
+		if _, err := e.kc.RbacV1().RoleBindings(ns).Patch(ctx, "bridge-runner-operator", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		// Touch the BridgeCluster: the operator looks at consents again
+		// then (and every grantRetry anyway).
+		e.editCluster("hpc-a", func(bc *BridgeCluster) { bc.Annotations = map[string]string{"touched": v} })
+	}
+	setConsent(e.ns + "/other")
+	e.waitFor("the agent's grant in "+ns+" to go", func() (bool, error) {
+		err := e.c.Get(ctx, kube.RoleBindings, ns, name, &kube.RoleBinding{})
+		return apierrors.IsNotFound(err), err
+	})
+	e.waitFor("AgentNamespacesRefused to name "+ns, func() (bool, error) {
+		bc := e.getCluster("hpc-a")
+		for _, c := range bc.Status.Conditions {
+			if c.Type == CondAgentNamespacesRefused && c.Status == "True" && strings.Contains(c.Message, ns) {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("conditions %+v", bc.Status.Conditions)
+	})
+	setConsent(e.ns + "/*")
+	e.waitFor("the agent's grant in "+ns+" to come back", func() (bool, error) {
+		err := e.c.Get(ctx, kube.RoleBindings, ns, name, &kube.RoleBinding{})
+		return err == nil, err
 	})
 }
 
@@ -398,4 +438,27 @@ func TestAgentLeastPrivilege(t *testing.T) {
 		err2 := e.c.Get(context.Background(), kube.Roles, e.ns, AgentName("hpc-a"), &kube.Role{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2), errors.Join(err1, err2)
 	})
+}
+
+// wideColumns are the columns `kubectl get bridgecluster -o wide` shows
+// that plain `kubectl get` does not (priority 1), as the API server
+// prints them (a Table).
+func (e *env) wideColumns(name string) map[string]any {
+	e.t.Helper()
+	raw, err := e.c.REST().Get().AbsPath(BridgeClusters.Path(e.ns), name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var tab metav1.Table
+	if err := json.Unmarshal(raw, &tab); err != nil || len(tab.Rows) != 1 {
+		e.t.Fatalf("the Table %s: %v", raw, err)
+	}
+	out := map[string]any{}
+	for i, c := range tab.ColumnDefinitions {
+		if c.Priority == 1 && i < len(tab.Rows[0].Cells) {
+			out[c.Name] = tab.Rows[0].Cells[i]
+		}
+	}
+	return out
 }

@@ -54,8 +54,8 @@ func (r *reconciler) syncAgent(ctx context.Context, bc *BridgeCluster) (agentVie
 		return r.agentRefused(bc, err)
 	}
 	v := agentState(d, served, refused)
-	if len(refused) > 0 {
-		v.after = grantRetry // nothing announces a new consent
+	if len(extra) > 0 {
+		v.after = grantRetry // nothing announces a consent given or taken back
 	}
 	return v, nil
 }
@@ -186,7 +186,7 @@ func (r *reconciler) ensureAgentAccess(ctx context.Context, bc *BridgeCluster, s
 	if v, ok := r.agentAccess.Load(bc.Namespace + "/" + bc.Name); ok && v == memo {
 		return nil
 	}
-	if err := r.noteGrants(ctx, bc, served); err != nil {
+	if err := r.noteGrants(ctx, bc, append(agentGrants(bc), served...)); err != nil {
 		return err
 	}
 	name := AgentName(bc.Name)
@@ -388,52 +388,61 @@ func (r *reconciler) consented(ctx context.Context, bc *BridgeCluster, ns string
 	return false, nil
 }
 
-// agentGrantsKey, on a BridgeCluster, lists the other namespaces where its
-// agent may have a Role and RoleBinding; agentFinalizer keeps the
-// BridgeCluster until they are deleted (an owner reference cannot cross
-// namespaces). The list is written before a grant is made and shrunk
-// after one is deleted, so none is ever left unlisted.
-const (
-	agentGrantsKey = "bridgejob.ibm.com/agent-grants"
-	agentFinalizer = "bridgejob.ibm.com/agent-grants"
-)
+// agentFinalizer keeps a BridgeCluster whose agent has grants in other
+// namespaces until they are deleted (an owner reference cannot cross
+// namespaces). Those namespaces are status.agent.namespaces, which only the
+// operator writes: it lists a namespace there before it makes a grant in
+// it, and drops it after the grant is deleted, so none is left unlisted.
+const agentFinalizer = "bridgejob.ibm.com/agent-grants"
 
-// agentGrants are the other namespaces listed on the BridgeCluster.
+// agentGrants are the other namespaces where the agent may have grants.
 func agentGrants(bc *BridgeCluster) []string {
-	var out []string
-	for _, ns := range strings.Split(bc.Annotations[agentGrantsKey], ",") {
-		if ns = strings.TrimSpace(ns); ns != "" && ns != bc.Namespace {
-			out = append(out, ns)
-		}
+	if bc.Status.Agent == nil {
+		return nil
 	}
-	return out
+	return slices.DeleteFunc(slices.Clone(bc.Status.Agent.Namespaces), func(ns string) bool { return ns == bc.Namespace })
 }
 
-// noteGrants lists namespaces (the cluster's own left out) on the
-// BridgeCluster, with agentFinalizer while there are any; bc becomes the
+// noteGrants makes status.agent.namespaces the cluster's own and
+// namespaces, with agentFinalizer while there are others; bc becomes the
 // updated object.
 func (r *reconciler) noteGrants(ctx context.Context, bc *BridgeCluster, namespaces []string) error {
 	var want []string
-	for _, ns := range append(agentGrants(bc), namespaces...) {
-		if ns != bc.Namespace && !slices.Contains(want, ns) && (namespaces == nil || slices.Contains(namespaces, ns)) {
+	for _, ns := range namespaces {
+		if ns != bc.Namespace && !slices.Contains(want, ns) {
 			want = append(want, ns)
 		}
 	}
-	slices.Sort(want)
-	list := strings.Join(want, ",")
 	has := slices.Contains(bc.Finalizers, agentFinalizer)
-	if list == bc.Annotations[agentGrantsKey] && has == (list != "") {
-		return nil
+	if len(want) > 0 && !has {
+		if err := r.setAgentFinalizer(ctx, bc, true); err != nil {
+			return err
+		}
 	}
+	if !slices.Equal(agentGrants(bc), want) {
+		next := bc.DeepCopyObject().(*BridgeCluster)
+		next.APIVersion, next.Kind = GroupVersion.String(), "BridgeCluster"
+		if next.Status.Agent == nil {
+			next.Status.Agent = &AgentStatus{}
+		}
+		next.Status.Agent.Namespaces = append([]string{bc.Namespace}, want...)
+		out := &BridgeCluster{}
+		if err := r.c.Update(ctx, BridgeClusters, bc.Namespace, bc.Name, next, out, "status"); err != nil {
+			return err
+		}
+		*bc = *out
+	}
+	if len(want) == 0 && has {
+		return r.setAgentFinalizer(ctx, bc, false)
+	}
+	return nil
+}
+
+func (r *reconciler) setAgentFinalizer(ctx context.Context, bc *BridgeCluster, on bool) error {
 	next := bc.DeepCopyObject().(*BridgeCluster)
 	next.APIVersion, next.Kind = GroupVersion.String(), "BridgeCluster"
 	next.Finalizers = slices.DeleteFunc(next.Finalizers, func(f string) bool { return f == agentFinalizer })
-	if next.Annotations == nil {
-		next.Annotations = map[string]string{}
-	}
-	delete(next.Annotations, agentGrantsKey)
-	if list != "" {
-		next.Annotations[agentGrantsKey] = list
+	if on {
 		next.Finalizers = append(next.Finalizers, agentFinalizer)
 	}
 	out := &BridgeCluster{}
@@ -454,7 +463,7 @@ func (r *reconciler) finalizeCluster(ctx context.Context, bc *BridgeCluster) err
 		r.removeAgentGrant(ctx, bc, ns)
 	}
 	r.agentAccess.Delete(bc.Namespace + "/" + bc.Name)
-	err := r.noteGrants(ctx, bc, []string{})
+	err := r.noteGrants(ctx, bc, nil)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
