@@ -280,6 +280,29 @@ func TestAgentInterval(t *testing.T) {
 	}
 }
 
+// TestAgentSecretRule: the agent mounts the cluster's Secret only under
+// the rule of BridgeJobs' Secrets: opted in, and bound to the cluster's
+// origin. Otherwise AgentReady is False (SecretRefused) and there is no
+// agent.
+func TestAgentSecretRule(t *testing.T) {
+	e := newEnv(t)
+	e.secretIn(e.ns, "plain", nil)
+	e.secret("bound")
+	e.operator("a")
+	for _, c := range []struct{ name, url, secret, want string }{
+		{"not-opted-in", "https://slurm-a.example.org:6820", "plain", `spec.resourceSecret: the Secret "plain" of namespace ` + e.ns + " is not one BridgeJobs may use"},
+		{"elsewhere", "https://elsewhere.example.org:6820", "bound", `spec.resourceSecret: the Secret "bound" is bound to`},
+	} {
+		e.agentCluster(c.name, c.url, c.secret, nil)
+		if got, _ := e.clusterCondition(c.name, CondAgentReady, "False", "SecretRefused"); !strings.HasPrefix(got.Message, c.want) {
+			t.Errorf("%s: the condition says %q, want it to start %q", c.name, got.Message, c.want)
+		}
+		if err := e.c.Get(context.Background(), Deployments, e.ns, AgentName(c.name), &Deployment{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: an agent: %v, want none", c.name, err)
+		}
+	}
+}
+
 // clusterWarned: a Warning of reason whose message starts with prefix is
 // recorded on the BridgeCluster name.
 func (e *env) clusterWarned(name, reason, prefix string) bool {

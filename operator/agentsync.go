@@ -276,6 +276,9 @@ func agentOwns(bc *BridgeCluster, ns string, obj metav1.Object) bool {
 // so no agent runs without its grants), its ServiceAccount and its grants.
 func (r *reconciler) removeAgent(ctx context.Context, bc *BridgeCluster) error {
 	name := AgentName(bc.Name)
+	if bc.Status.Agent == nil && r.cached(r.deploys, bc.Namespace, name) == nil {
+		return nil // removed already: status.agent goes last
+	}
 	for _, o := range []struct {
 		res kube.Resource
 		out namedObject
