@@ -1,10 +1,8 @@
 package operator
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -40,10 +38,6 @@ const (
 	// (the records' is bridge-runner, which the operator's record watch
 	// selects by its own label).
 	managedByOperator = "bridge-runner-operator"
-	// agentSpecAnnotation is a digest of the Deployment's spec as the
-	// operator last wrote it: the API server fills in defaults, so the
-	// spec read back never equals the one written.
-	agentSpecAnnotation = "bridge-runner.io/agent-spec"
 	// agentCredentialsDir is where the agent finds the cluster's Secret.
 	agentCredentialsDir = "/var/run/bridge-runner/cluster"
 	// agentHealthPort serves /healthz and /readyz, agentMetricsPort
@@ -191,10 +185,22 @@ func (r *reconciler) agentDeployment(bc *BridgeCluster, backend string, interval
 		Containers:      []AgentContainer{c},
 		Volumes:         []AgentVolume{{Name: "cluster", Secret: &SecretVolumeSource{SecretName: bc.Spec.ResourceSecret, DefaultMode: &mode}}},
 	}
-	raw, _ := json.Marshal(d.Spec) // plain data always marshals
-	sum := sha256.Sum256(raw)
-	d.Annotations = map[string]string{agentSpecAnnotation: hex.EncodeToString(sum[:12])}
 	return d
+}
+
+// agentDrifted: the Deployment's spec, as far as the operator sets it,
+// differs from want's (the BridgeCluster's spec changed, or someone edited
+// the Deployment). What the API server fills in and the operator leaves
+// open (an image pull policy without --job-image-pull-policy) is no
+// difference; what the operator's types do not hold is not compared.
+func agentDrifted(cur, want *Deployment) bool {
+	got := kube.JSONCopy(&cur.Spec)
+	for i := range got.Template.Spec.Containers {
+		if i < len(want.Spec.Template.Spec.Containers) && want.Spec.Template.Spec.Containers[i].ImagePullPolicy == "" {
+			got.Template.Spec.Containers[i].ImagePullPolicy = ""
+		}
+	}
+	return !reflect.DeepEqual(got, kube.JSONCopy(&want.Spec))
 }
 
 func httpProbe(path string, period int32) *Probe {

@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
@@ -124,12 +126,16 @@ func TestAgentDeployment(t *testing.T) {
 	if cols := e.wideColumns("hpc-a"); cols["Agent"] != "True" || cols["Interval"] != "2s" {
 		t.Errorf("kubectl get -o wide shows %v, want Agent True and Interval 2s", cols)
 	}
+	if e.clusterEventCount("hpc-a", "AgentUpdated") != 0 {
+		t.Error("the operator updated a Deployment that it had just made as it is (what the API server fills in is no change)")
+	}
+	gen := e.revertsDrift(name)
 
 	e.editCluster("hpc-a", func(bc *BridgeCluster) {
 		bc.Spec.ResourceURL, bc.Spec.ResourceSecret = "https://slurm-b.example.org:6820", "creds-b"
 		bc.Spec.Agent = &AgentSpec{QueryInterval: "2m"}
 	})
-	d = e.deployment(name, func(d *Deployment) bool { return d.Generation > 1 })
+	d = e.deployment(name, func(d *Deployment) bool { return d.Generation > gen })
 	checkAgentShape(t, d, bc, "creds-b")
 	args := d.Spec.Template.Spec.Containers[0].Args
 	if args[6] != "https://slurm-b.example.org:6820" || args[len(args)-1] != "2m0s" {
@@ -155,6 +161,37 @@ func TestAgentDeployment(t *testing.T) {
 		}
 		return len(errs) == 0, errors.Join(errs...)
 	})
+}
+
+// revertsDrift edits the agent's Deployment by hand (an extra flag) and
+// waits for the operator to put its args back; it returns the generation.
+func (e *env) revertsDrift(name string) int64 {
+	e.t.Helper()
+	d := e.deployment(name, anyDeployment)
+	want := slices.Clone(d.Spec.Template.Spec.Containers[0].Args)
+	d.Spec.Template.Spec.Containers[0].Args = append(d.Spec.Template.Spec.Containers[0].Args, "--by-hand")
+	d.APIVersion, d.Kind = AppsV1.String(), "Deployment"
+	if err := e.c.Update(context.Background(), Deployments, e.ns, name, d, &Deployment{}); err != nil {
+		e.t.Fatal(err)
+	}
+	d = e.deployment(name, func(d *Deployment) bool { return slices.Equal(d.Spec.Template.Spec.Containers[0].Args, want) })
+	return d.Generation
+}
+
+// clusterEventCount counts the Events of reason on the BridgeCluster name.
+func (e *env) clusterEventCount(name, reason string) int {
+	e.t.Helper()
+	list, err := e.kc.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Kind == "BridgeCluster" && ev.InvolvedObject.Name == name && ev.Reason == reason {
+			n++
+		}
+	}
+	return n
 }
 
 // checkAgentShape checks everything of the Deployment but its args.
@@ -222,8 +259,9 @@ func (e *env) checkAgentAccess(bc *BridgeCluster) {
 	ctx, name := context.Background(), AgentName(bc.Name)
 	sa, ro, rb := &kube.ServiceAccount{}, &kube.Role{}, &kube.RoleBinding{}
 	e.waitFor("the agent's ServiceAccount, Role and RoleBinding", func() (bool, error) {
-		return true, errors.Join(e.c.Get(ctx, kube.ServiceAccounts, e.ns, name, sa), e.c.Get(ctx, kube.Roles, e.ns, name, ro),
+		err := errors.Join(e.c.Get(ctx, kube.ServiceAccounts, e.ns, name, sa), e.c.Get(ctx, kube.Roles, e.ns, name, ro),
 			e.c.Get(ctx, kube.RoleBindings, e.ns, name, rb))
+		return err == nil, err
 	})
 	checkAgentMeta(e.t, "ServiceAccount", &sa.ObjectMeta, bc)
 	checkAgentMeta(e.t, "Role", &ro.ObjectMeta, bc)
@@ -484,4 +522,52 @@ func (e *env) wideColumns(name string) map[string]any {
 		}
 	}
 	return out
+}
+
+// TestAgentAccessComesBack: the agent's Role, deleted by hand, is made
+// again (nothing watches Roles: the operator makes its agents' access
+// again once a resync period has passed).
+func TestAgentAccessComesBack(t *testing.T) {
+	e := newEnv(t)
+	e.secret("creds-a")
+	e.opts = func(o *Options) { o.Resync = 2 * time.Second }
+	e.operator("a")
+	bc := e.agentCluster("hpc-a", "https://slurm-a.example.org:6820", "creds-a", nil)
+	e.checkAgentAccess(bc)
+	if err := e.kc.RbacV1().Roles(e.ns).Delete(context.Background(), AgentName("hpc-a"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.checkAgentAccess(bc)
+}
+
+// TestAgentRefusedSaysWhy: what stops an agent's reconcile becomes its
+// condition, naming the fix: a refused grant names the verb, the resource,
+// the namespace and the grant to apply; a transient error is retried
+// (returned), never written as a condition.
+func TestAgentRefusedSaysWhy(t *testing.T) {
+	r := &reconciler{}
+	bc := &BridgeCluster{}
+	bc.Name, bc.Namespace = "hpc-a", "team-a"
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "bridge-runner-agent-hpc-a",
+		errors.New("x"))
+	forbidden.ErrStatus.Message = `deployments.apps "bridge-runner-agent-hpc-a" is forbidden: User "system:serviceaccount:bridge-runner-system:bridge-runner-operator" ` +
+		`cannot create resource "deployments" in API group "apps" in the namespace "team-a"`
+	for _, c := range []struct {
+		err            error
+		reason, prefix string
+	}{
+		{forbidden, CondGrantMissing, "the operator may not create deployments.apps in namespace team-a: the namespace's admin grants it with `kubectl apply -n team-a -f deploy/operator/namespace-grant.yaml`"},
+		{&fieldError{"spec.agent.queryInterval", "is wrong"}, "InvalidSpec", "spec.agent.queryInterval: is wrong"},
+		{secretFault{&fieldError{"spec.resourceSecret", "is not opted in"}}, "SecretRefused", "spec.resourceSecret: is not opted in"},
+		{&accessConflict{"Deployment", "bridge-runner-agent-hpc-a", "BridgeCluster"}, "AgentConflict", "the Deployment bridge-runner-agent-hpc-a exists and is not this BridgeCluster's"},
+	} {
+		v, err := r.agentRefused(bc, c.err)
+		if err != nil || len(v.conds) != 1 || v.conds[0].Type != CondAgentReady || v.conds[0].Status != "False" ||
+			v.conds[0].Reason != c.reason || !strings.HasPrefix(v.conds[0].Message, c.prefix) {
+			t.Errorf("%v: %+v, %v; want AgentReady False %s %q", c.err, v.conds, err, c.reason, c.prefix)
+		}
+	}
+	if _, err := r.agentRefused(bc, errors.New("connection reset")); err == nil {
+		t.Error("a transient error became a condition; it is to be retried")
+	}
 }

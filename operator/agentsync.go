@@ -145,7 +145,7 @@ func refusedMessage(refused []string) string {
 }
 
 // ensureAgentDeployment creates the agent's Deployment, or updates it when
-// the spec the operator would write changed (its digest).
+// its spec is not the one the operator would write.
 func (r *reconciler) ensureAgentDeployment(ctx context.Context, bc *BridgeCluster, want *Deployment) (*Deployment, error) {
 	cur, _ := r.cached(r.deploys, bc.Namespace, want.Name).(*Deployment)
 	if cur == nil {
@@ -165,7 +165,7 @@ func (r *reconciler) ensureAgentDeployment(ctx context.Context, bc *BridgeCluste
 	if !ownedByCluster(cur, bc) {
 		return nil, &accessConflict{"Deployment", cur.Name, "BridgeCluster"}
 	}
-	if cur.Annotations[agentSpecAnnotation] == want.Annotations[agentSpecAnnotation] {
+	if !agentDrifted(cur, want) {
 		return cur, nil
 	}
 	want.ResourceVersion = cur.ResourceVersion
@@ -183,7 +183,7 @@ func (r *reconciler) ensureAgentDeployment(ctx context.Context, bc *BridgeCluste
 // BridgeCluster's status is written on every placement).
 func (r *reconciler) ensureAgentAccess(ctx context.Context, bc *BridgeCluster, served []string) error {
 	memo := string(bc.UID) + "/" + strings.Join(served, ",")
-	if v, ok := r.agentAccess.Load(bc.Namespace + "/" + bc.Name); ok && v == memo {
+	if v, ok := r.agentAccess.Load(bc.Namespace + "/" + bc.Name); ok && v.(accessMemo).key == memo && time.Since(v.(accessMemo).at) < r.o.Resync {
 		return nil
 	}
 	if err := r.noteGrants(ctx, bc, append(agentGrants(bc), served...)); err != nil {
@@ -209,8 +209,16 @@ func (r *reconciler) ensureAgentAccess(ctx context.Context, bc *BridgeCluster, s
 	if err := r.noteGrants(ctx, bc, served); err != nil {
 		return err
 	}
-	r.agentAccess.Store(bc.Namespace+"/"+bc.Name, memo)
+	r.agentAccess.Store(bc.Namespace+"/"+bc.Name, accessMemo{memo, time.Now()})
 	return nil
+}
+
+// accessMemo: the agent's access was made for key (the cluster's UID and
+// namespaces) at at; it is made again after a resync period anyway, so an
+// object deleted by hand comes back (nothing watches them).
+type accessMemo struct {
+	key string
+	at  time.Time
 }
 
 // ensureAgentGrant makes the agent's Role and RoleBinding in ns.

@@ -34,7 +34,7 @@ type reconciler struct {
 	clusters         cache.SharedIndexInformer // BridgeClusters
 	deploys          cache.SharedIndexInformer // the clusters' agents (agent.go)
 	// agentAccess remembers, by cluster, for which UID and namespaces its
-	// agent's ServiceAccount and grants were made (agentsync.go).
+	// agent's ServiceAccount and grants were made, and when (accessMemo).
 	agentAccess sync.Map
 
 	retries atomic.Int64 // reconciles that failed (conflicts included)
