@@ -321,15 +321,29 @@ func TestAgentInterval(t *testing.T) {
 // TestAgentSecretRule: the agent mounts the cluster's Secret only under
 // the rule of BridgeJobs' Secrets: opted in, and bound to the cluster's
 // origin. Otherwise AgentReady is False (SecretRefused) and there is no
-// agent.
+// agent; one whose Secret's owner takes the opt-in back goes (within a
+// resync period: the operator does not watch Secrets).
 func TestAgentSecretRule(t *testing.T) {
 	e := newEnv(t)
 	e.secretIn(e.ns, "plain", nil)
 	e.secret("bound")
+	e.opts = func(o *Options) { o.Resync = 2 * time.Second }
 	e.operator("a")
+	e.agentCluster("taken-back", "https://slurm-a.example.org:6820", "bound", nil)
+	e.deployment(AgentName("taken-back"), anyDeployment)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, SecretOptInLabel)
+	if _, err := e.kc.CoreV1().Secrets(e.ns).Patch(context.Background(), "bound", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clusterCondition("taken-back", CondAgentReady, "False", "SecretRefused")
+	e.waitFor("the agent of a Secret taken back to go", func() (bool, error) {
+		err := e.c.Get(context.Background(), Deployments, e.ns, AgentName("taken-back"), &Deployment{})
+		return apierrors.IsNotFound(err), err
+	})
+	e.secretIn(e.ns, "bound-2", map[string]string{SecretOptInLabel: "true"})
 	for _, c := range []struct{ name, url, secret, want string }{
 		{"not-opted-in", "https://slurm-a.example.org:6820", "plain", `spec.resourceSecret: the Secret "plain" of namespace ` + e.ns + " is not one BridgeJobs may use"},
-		{"elsewhere", "https://elsewhere.example.org:6820", "bound", `spec.resourceSecret: the Secret "bound" is bound to`},
+		{"elsewhere", "https://elsewhere.example.org:6820", "bound-2", `spec.resourceSecret: the Secret "bound-2" is bound to`},
 	} {
 		e.agentCluster(c.name, c.url, c.secret, nil)
 		if got, _ := e.clusterCondition(c.name, CondAgentReady, "False", "SecretRefused"); !strings.HasPrefix(got.Message, c.want) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,6 +40,14 @@ func (r *reconciler) syncAgent(ctx context.Context, bc *BridgeCluster) (agentVie
 			Message: "spec.agent.enabled is false: the cluster has no agent"}}}, nil
 	}
 	backend, interval, extra, err := r.checkAgentSpec(ctx, bc)
+	if sf := (secretFault{}); errors.As(err, &sf) {
+		// The Secret's owner took it back (or never gave it): no agent
+		// keeps it mounted.
+		if err := r.removeAgent(ctx, bc); err != nil {
+			return agentView{}, err
+		}
+		bc.Status.Agent = nil
+	}
 	if err != nil {
 		return r.agentRefused(bc, err)
 	}
@@ -82,8 +91,15 @@ func (r *reconciler) checkAgentSpec(ctx context.Context, bc *BridgeCluster) (bac
 		return
 	}
 	t := record.Target{Name: bc.Name, Backend: backend, ResourceURL: strings.TrimSpace(bc.Spec.ResourceURL), Credentials: clusterCredentials(bc.Name)}
+	memo := strings.Join([]string{string(bc.UID), bc.Spec.ResourceSecret, backend, t.ResourceURL}, "\x00")
+	if r.fresh(&r.agentSecret, bc, memo) {
+		return
+	}
 	err = r.checkSecret(ctx, bc.Namespace, "spec.resourceSecret", bc.Spec.ResourceSecret,
 		sendsFrom(&record.Description{Targets: []record.Target{t}}, t.Credentials))
+	if err == nil {
+		remember(&r.agentSecret, bc, memo)
+	}
 	return
 }
 
@@ -183,7 +199,7 @@ func (r *reconciler) ensureAgentDeployment(ctx context.Context, bc *BridgeCluste
 // BridgeCluster's status is written on every placement).
 func (r *reconciler) ensureAgentAccess(ctx context.Context, bc *BridgeCluster, served []string) error {
 	memo := string(bc.UID) + "/" + strings.Join(served, ",")
-	if v, ok := r.agentAccess.Load(bc.Namespace + "/" + bc.Name); ok && v.(accessMemo).key == memo && time.Since(v.(accessMemo).at) < r.o.Resync {
+	if r.fresh(&r.agentAccess, bc, memo) {
 		return nil
 	}
 	if err := r.noteGrants(ctx, bc, append(agentGrants(bc), served...)); err != nil {
@@ -209,16 +225,33 @@ func (r *reconciler) ensureAgentAccess(ctx context.Context, bc *BridgeCluster, s
 	if err := r.noteGrants(ctx, bc, served); err != nil {
 		return err
 	}
-	r.agentAccess.Store(bc.Namespace+"/"+bc.Name, accessMemo{memo, time.Now()})
+	remember(&r.agentAccess, bc, memo)
 	return nil
 }
 
-// accessMemo: the agent's access was made for key (the cluster's UID and
-// namespaces) at at; it is made again after a resync period anyway, so an
-// object deleted by hand comes back (nothing watches them).
-type accessMemo struct {
+// agentMemo: what was checked or made for a cluster's agent, under key
+// (what it depended on), and when. It holds for a resync period: then it
+// is checked and made again anyway, since nothing announces a Secret's
+// change or an object deleted by hand (the operator watches neither).
+type agentMemo struct {
 	key string
 	at  time.Time
+}
+
+// fresh: m holds key for bc, younger than a resync period.
+func (r *reconciler) fresh(m *sync.Map, bc *BridgeCluster, key string) bool {
+	v, ok := m.Load(bc.Namespace + "/" + bc.Name)
+	return ok && v.(agentMemo).key == key && time.Since(v.(agentMemo).at) < r.o.Resync
+}
+
+func remember(m *sync.Map, bc *BridgeCluster, key string) {
+	m.Store(bc.Namespace+"/"+bc.Name, agentMemo{key, time.Now()})
+}
+
+// forget drops what is remembered for bc's agent.
+func (r *reconciler) forget(bc *BridgeCluster) {
+	r.agentAccess.Delete(bc.Namespace + "/" + bc.Name)
+	r.agentSecret.Delete(bc.Namespace + "/" + bc.Name)
 }
 
 // ensureAgentGrant makes the agent's Role and RoleBinding in ns.
@@ -250,8 +283,8 @@ type namedObject interface {
 	metav1.Object
 }
 
-// ensureAgentObject creates obj in ns unless it exists and is the
-// cluster's. In the cluster's namespace the BridgeCluster owns it (it goes
+// ensureAgentObject creates obj in ns unless it exists; one that is not
+// the cluster's is a conflict. In the cluster's namespace the BridgeCluster owns it (it goes
 // with it); in another an owner reference cannot cross namespaces, so its
 // labels say whose it is and the operator removes it (agentFinalizer).
 func (r *reconciler) ensureAgentObject(ctx context.Context, bc *BridgeCluster, ns string, res kube.Resource, obj namedObject, out runtime.Object) error {
@@ -262,11 +295,16 @@ func (r *reconciler) ensureAgentObject(ctx context.Context, bc *BridgeCluster, n
 	} else {
 		obj.GetLabels()[labelClusterNamespace] = bc.Namespace
 	}
-	err := r.c.Create(ctx, res, ns, obj, out)
-	if apierrors.IsAlreadyExists(err) {
-		if err = r.c.Get(ctx, res, ns, obj.GetName(), out); err == nil && !agentOwns(bc, ns, out.(metav1.Object)) {
-			return &accessConflict{obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName() + " in namespace " + ns, "BridgeCluster"}
+	// Read first: these are made once and looked at again every resync.
+	err := r.c.Get(ctx, res, ns, obj.GetName(), out)
+	if apierrors.IsNotFound(err) {
+		err = r.c.Create(ctx, res, ns, obj, out)
+		if apierrors.IsAlreadyExists(err) { // made meanwhile: whose?
+			err = r.c.Get(ctx, res, ns, obj.GetName(), out)
 		}
+	}
+	if err == nil && !agentOwns(bc, ns, out.(metav1.Object)) {
+		return &accessConflict{obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName() + " in namespace " + ns, "BridgeCluster"}
 	}
 	return err
 }
@@ -301,7 +339,7 @@ func (r *reconciler) removeAgent(ctx context.Context, bc *BridgeCluster) error {
 	for _, ns := range agentGrants(bc) {
 		r.removeAgentGrant(ctx, bc, ns)
 	}
-	r.agentAccess.Delete(bc.Namespace + "/" + bc.Name)
+	r.forget(bc)
 	return r.noteGrants(ctx, bc, nil)
 }
 
@@ -473,7 +511,7 @@ func (r *reconciler) finalizeCluster(ctx context.Context, bc *BridgeCluster) err
 	for _, ns := range agentGrants(bc) {
 		r.removeAgentGrant(ctx, bc, ns)
 	}
-	r.agentAccess.Delete(bc.Namespace + "/" + bc.Name)
+	r.forget(bc)
 	err := r.noteGrants(ctx, bc, nil)
 	if apierrors.IsNotFound(err) {
 		return nil

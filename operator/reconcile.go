@@ -33,9 +33,10 @@ type reconciler struct {
 	jobs, cms, kjobs cache.SharedIndexInformer
 	clusters         cache.SharedIndexInformer // BridgeClusters
 	deploys          cache.SharedIndexInformer // the clusters' agents (agent.go)
-	// agentAccess remembers, by cluster, for which UID and namespaces its
-	// agent's ServiceAccount and grants were made, and when (accessMemo).
-	agentAccess sync.Map
+	// agentAccess and agentSecret remember, by cluster, for what its
+	// agent's ServiceAccount and grants were made and its Secret was
+	// checked, and when (agentMemo).
+	agentAccess, agentSecret sync.Map
 
 	retries atomic.Int64 // reconciles that failed (conflicts included)
 	m       *opMetrics
