@@ -585,3 +585,38 @@ func TestAgentRefusedSaysWhy(t *testing.T) {
 		t.Error("a transient error became a condition; it is to be retried")
 	}
 }
+
+// TestAgentArgsAreTheContract: the agent's command line is exactly the
+// contract of `bridge-runner agent` (flag names, order, one value each),
+// for a backend read from the URL and an interval at each end of its
+// range, whose text parses back to the same duration.
+func TestAgentArgsAreTheContract(t *testing.T) {
+	r := &reconciler{o: Options{JobImage: testImage}}
+	bc := &BridgeCluster{Spec: BridgeClusterSpec{ResourceURL: " ssh://hpc@login.example.org ", ResourceSecret: "creds"}}
+	bc.Name, bc.Namespace = "hpc-a", "team-a"
+	for _, c := range []struct {
+		interval string
+		want     time.Duration
+	}{{"", 2 * time.Second}, {"100ms", 100 * time.Millisecond}, {"90s", 90 * time.Second}, {"30m", 30 * time.Minute}} {
+		bc.Spec.Agent = &AgentSpec{QueryInterval: c.interval}
+		d, err := agentInterval(bc)
+		if err != nil || d != c.want {
+			t.Fatalf("queryInterval %q: %v, %v; want %v", c.interval, d, err, c.want)
+		}
+		args := r.agentDeployment(bc, "htcondor", d, []string{"team-a", "team-b"}).Spec.Template.Spec.Containers[0].Args
+		want := []string{"agent", "--cluster", "hpc-a", "--backend", "htcondor", "--resource-url", "ssh://hpc@login.example.org",
+			"--credentials-dir", "/var/run/bridge-runner/cluster", "--namespaces", "team-a,team-b", "--query-interval", args[len(args)-1]}
+		if !slices.Equal(args, want) {
+			t.Errorf("args %q, want %q", args, want)
+		}
+		if back, err := time.ParseDuration(args[len(args)-1]); err != nil || back != c.want {
+			t.Errorf("--query-interval %q parses to %v, %v; want %v", args[len(args)-1], back, err, c.want)
+		}
+	}
+	for _, bad := range []string{"99ms", "30m1s", "-2s", "2", "two seconds"} {
+		bc.Spec.Agent = &AgentSpec{QueryInterval: bad}
+		if _, err := agentInterval(bc); err == nil || !strings.HasPrefix(err.Error(), "spec.agent.queryInterval: ") {
+			t.Errorf("queryInterval %q: %v, want an error naming spec.agent.queryInterval", bad, err)
+		}
+	}
+}
