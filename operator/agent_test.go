@@ -264,6 +264,9 @@ func (e *env) checkAgentAccess(bc *BridgeCluster) {
 		return err == nil, err
 	})
 	checkAgentMeta(e.t, "ServiceAccount", &sa.ObjectMeta, bc)
+	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		e.t.Errorf("the agent's ServiceAccount automounts its token into any pod (%v); only the agent's pod asks for it", sa.AutomountServiceAccountToken)
+	}
 	checkAgentMeta(e.t, "Role", &ro.ObjectMeta, bc)
 	checkAgentMeta(e.t, "RoleBinding", &rb.ObjectMeta, bc)
 	want := []kube.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}}}

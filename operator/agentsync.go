@@ -206,7 +206,10 @@ func (r *reconciler) ensureAgentAccess(ctx context.Context, bc *BridgeCluster, s
 		return err
 	}
 	name := AgentName(bc.Name)
-	sa := &kube.ServiceAccount{}
+	// Its token is mounted into the agent's pod only (the pod asks for it):
+	// another pod that names the ServiceAccount gets none by default.
+	no := false
+	sa := &kube.ServiceAccount{AutomountServiceAccountToken: &no}
 	sa.APIVersion, sa.Kind = "v1", "ServiceAccount"
 	sa.Name = name
 	if err := r.ensureAgentObject(ctx, bc, bc.Namespace, kube.ServiceAccounts, sa, &kube.ServiceAccount{}); err != nil {
