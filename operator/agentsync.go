@@ -221,8 +221,11 @@ func (r *reconciler) ensureAgentAccess(ctx context.Context, bc *BridgeCluster, s
 		}
 	}
 	for _, ns := range agentGrants(bc) {
-		if !slices.Contains(served, ns) {
-			r.removeAgentGrant(ctx, bc, ns)
+		if slices.Contains(served, ns) {
+			continue
+		}
+		if err := r.removeAgentGrant(ctx, bc, ns); err != nil {
+			return err
 		}
 	}
 	if err := r.noteGrants(ctx, bc, served); err != nil {
@@ -340,23 +343,26 @@ func (r *reconciler) removeAgent(ctx context.Context, bc *BridgeCluster) error {
 		return err
 	}
 	for _, ns := range agentGrants(bc) {
-		r.removeAgentGrant(ctx, bc, ns)
+		if err := r.removeAgentGrant(ctx, bc, ns); err != nil {
+			return err
+		}
 	}
 	r.forget(bc)
 	return r.noteGrants(ctx, bc, nil)
 }
 
-// removeAgentGrant deletes the agent's Role and RoleBinding in ns. In
-// another namespace a failure is only logged: a namespace that took back
-// the operator's grant also keeps what is left there (its admin deletes
-// it), and must not hold the cluster.
+// removeAgentGrant deletes the agent's Role and RoleBinding in ns. Another
+// namespace that took back the operator's grant (forbidden) keeps what is
+// left there, which its admin deletes: that is logged, not retried, or the
+// namespace would hold the cluster. Any other failure is returned, and the
+// namespace stays listed until it is done.
 func (r *reconciler) removeAgentGrant(ctx context.Context, bc *BridgeCluster, ns string) error {
 	name := agentGrantName(bc, ns)
 	err := r.deleteAgentObject(ctx, bc, ns, kube.RoleBindings, name, &kube.RoleBinding{})
 	if err == nil {
 		err = r.deleteAgentObject(ctx, bc, ns, kube.Roles, name, &kube.Role{})
 	}
-	if err != nil && ns != bc.Namespace {
+	if apierrors.IsForbidden(err) && ns != bc.Namespace {
 		r.log.Warn("removing the agent's grant failed; its namespace's admin may delete it", "bridgecluster", bc.Namespace+"/"+bc.Name,
 			"namespace", ns, "rolebinding", name, "err", err)
 		return nil
@@ -512,7 +518,9 @@ func (r *reconciler) finalizeCluster(ctx context.Context, bc *BridgeCluster) err
 		return nil
 	}
 	for _, ns := range agentGrants(bc) {
-		r.removeAgentGrant(ctx, bc, ns)
+		if err := r.removeAgentGrant(ctx, bc, ns); err != nil {
+			return err
+		}
 	}
 	r.forget(bc)
 	err := r.noteGrants(ctx, bc, nil)
