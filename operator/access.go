@@ -20,12 +20,13 @@ func AccessName(bridgeJob string) string { return bridgeJob + "-bridge-runner" }
 // recordVerbs are what invoke and cleanup do to their record.
 var recordVerbs = []string{"get", "watch", "update", "delete"}
 
-// accessConflict: an object the BridgeJob's pods would run as exists and is
-// not this BridgeJob's (its pods must never borrow another identity).
-type accessConflict struct{ kind, name string }
+// accessConflict: an object the pods of a BridgeJob (or a BridgeCluster's
+// agent) would run as exists and is not the owner's (its pods must never
+// borrow another identity).
+type accessConflict struct{ kind, name, owner string }
 
 func (e *accessConflict) Error() string {
-	return fmt.Sprintf("the %s %s exists and is not this BridgeJob's; delete it or rename the BridgeJob", e.kind, e.name)
+	return fmt.Sprintf("the %s %s exists and is not this %s's; delete it or rename the %s", e.kind, e.name, e.owner, e.owner)
 }
 
 // ensureAccess creates the BridgeJob's ServiceAccount, Role and RoleBinding
@@ -61,7 +62,7 @@ func (r *reconciler) ensureAccess(ctx context.Context, bj *BridgeJob) error {
 		err := r.c.Create(ctx, o.res, bj.Namespace, o.obj, o.out)
 		if apierrors.IsAlreadyExists(err) {
 			if err = r.c.Get(ctx, o.res, bj.Namespace, name, o.out); err == nil && !ownedBy(o.out.(metav1.Object), bj) {
-				return &accessConflict{o.obj.GetObjectKind().GroupVersionKind().Kind, name}
+				return &accessConflict{o.obj.GetObjectKind().GroupVersionKind().Kind, name, "BridgeJob"}
 			}
 		}
 		if err != nil {

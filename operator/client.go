@@ -17,13 +17,16 @@ var GroupVersion = schema.GroupVersion{Group: "bridgejob.ibm.com", Version: "v1a
 // BridgeJobs is the BridgeJob resource.
 var BridgeJobs = kube.Resource{GV: GroupVersion, Plural: "bridgejobs"}
 
-// bridgeJobKinds adds the BridgeJob and BridgeCluster kinds to the client's scheme.
+// bridgeJobKinds adds the BridgeJob and BridgeCluster kinds (and the agents'
+// Deployments) to the client's scheme.
 func bridgeJobKinds(s *runtime.Scheme) {
 	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeJob"), &BridgeJob{})
 	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeJobList"), &BridgeJobList{})
 	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeCluster"), &BridgeCluster{})
 	s.AddKnownTypeWithName(GroupVersion.WithKind("BridgeClusterList"), &BridgeClusterList{})
 	s.AddKnownTypeWithName(kube.CoreV1.WithKind("PodList"), &podList{})
+	s.AddKnownTypeWithName(AppsV1.WithKind("Deployment"), &Deployment{})
+	s.AddKnownTypeWithName(AppsV1.WithKind("DeploymentList"), &DeploymentList{})
 }
 
 // cannotStart are the reasons a container waits with that no wait mends:

@@ -85,15 +85,26 @@ func (r *reconciler) workClusters(ctx context.Context) {
 	}
 }
 
-// syncCluster writes the cluster's status if it differs from what the
-// records say.
+// syncCluster keeps the cluster's agent (agentsync.go) and writes the
+// cluster's status if it differs from what the records and the agent say.
 func (r *reconciler) syncCluster(ctx context.Context, key string) error {
 	o, ok, err := r.clusters.GetStore().GetByKey(key)
 	if err != nil || !ok {
 		return err
 	}
 	bc := o.(*BridgeCluster).DeepCopyObject().(*BridgeCluster)
+	if bc.DeletionTimestamp != nil {
+		return r.finalizeCluster(ctx, bc)
+	}
+	v, err := r.syncAgent(ctx, bc)
+	if err != nil {
+		return err
+	}
+	if v.after > 0 {
+		r.cqueue.AddAfter(key, v.after)
+	}
 	s := r.clusterStatus(bc)
+	s.Agent, s.Conditions = v.status, r.agentConditions(ctx, bc, v.conds)
 	if reflect.DeepEqual(kube.JSONCopy(&s), kube.JSONCopy(&bc.Status)) {
 		return nil
 	}

@@ -28,6 +28,22 @@ type BridgeClusterSpec struct {
 	// JobProperties are laid over a BridgeJob's own (a JSON object as a
 	// string, e.g. {"partition":"debug"}).
 	JobProperties string `json:"jobproperties,omitempty"`
+	// Agent is the cluster's long-lived agent (agent.go): one per
+	// BridgeCluster, started and kept by the operator.
+	Agent *AgentSpec `json:"agent,omitempty"`
+}
+
+// AgentSpec: whether the cluster has an agent, its budget, and the other
+// namespaces whose records it serves.
+type AgentSpec struct {
+	// Enabled: nil is true (the CRD's default).
+	Enabled *bool `json:"enabled,omitempty"`
+	// QueryInterval is the site's budget for the cluster, a Go duration:
+	// the least time between two batched queries, 100ms..30m ("": 2s).
+	QueryInterval string `json:"queryInterval,omitempty"`
+	// Namespaces are served besides the cluster's own, each only once its
+	// admin consented (agent.go).
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // BridgeClusterStatus is the cluster's load as the newest placement of a
@@ -42,6 +58,20 @@ type BridgeClusterStatus struct {
 	LastProbe     *metav1.MicroTime `json:"lastProbe,omitempty"`
 	LastPlacedJob string            `json:"lastPlacedJob,omitempty"`
 	Message       string            `json:"message,omitempty"`
+	// Agent and Conditions are the agent's (agent.go).
+	Agent      *AgentStatus `json:"agent,omitempty"`
+	Conditions []Condition  `json:"conditions,omitempty"`
+}
+
+// AgentStatus is the agent's Deployment as the operator last saw it.
+type AgentStatus struct {
+	Deployment       string `json:"deployment,omitempty"`
+	ReadyReplicas    int32  `json:"readyReplicas"`
+	ObservedInterval string `json:"observedInterval,omitempty"`
+	// Namespaces are those it serves (its own first); Refused those listed
+	// in spec.agent.namespaces that did not consent.
+	Namespaces []string `json:"namespaces,omitempty"`
+	Refused    []string `json:"refused,omitempty"`
 }
 
 // BridgeClusterList is a list of BridgeClusters.

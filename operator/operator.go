@@ -30,6 +30,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Options configure the operator.
@@ -166,14 +167,15 @@ func (r *reconciler) run(ctx context.Context) {
 	r.cms = r.informer(kube.ConfigMaps, sel, func() runtime.Object { return &kube.ConfigMapList{} }, &kube.ConfigMap{}, r.enqueueOwner)
 	r.kjobs = r.informer(kube.Jobs, sel, func() runtime.Object { return &kube.JobList{} }, &kube.Job{}, r.enqueueOwner)
 	r.clusters = r.informer(BridgeClusters, "", func() runtime.Object { return &BridgeClusterList{} }, &BridgeCluster{}, r.clusterChanged)
+	r.deploys = r.informer(Deployments, record.LabelManagedBy+"="+managedByOperator, func() runtime.Object { return &DeploymentList{} }, &Deployment{}, r.enqueueCluster)
 	r.m.records.watch(r.cms)
 	r.watchPlacements(r.cms)
 	var wg sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs, r.clusters} {
+	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs, r.clusters, r.deploys} {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), r.jobs.HasSynced, r.cms.HasSynced, r.kjobs.HasSynced, r.clusters.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), r.jobs.HasSynced, r.cms.HasSynced, r.kjobs.HasSynced, r.clusters.HasSynced, r.deploys.HasSynced) {
 		r.queue.ShutDown()
 		r.cqueue.ShutDown()
 		wg.Wait()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,11 @@ type reconciler struct {
 
 	jobs, cms, kjobs cache.SharedIndexInformer
 	clusters         cache.SharedIndexInformer // BridgeClusters
+	deploys          cache.SharedIndexInformer // the clusters' agents (agent.go)
+	// agentAccess and agentSecret remember, by cluster, for what its
+	// agent's ServiceAccount and grants were made and its Secret was
+	// checked, and when (agentMemo).
+	agentAccess, agentSecret sync.Map
 
 	retries atomic.Int64 // reconciles that failed (conflicts included)
 	m       *opMetrics
@@ -133,6 +139,13 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*kube.Con
 	cm.Name, cm.Namespace = name, bj.Namespace
 	cm.Labels = childLabels(bj)
 	cm.OwnerReferences = []metav1.OwnerReference{ownerRef(bj)}
+	// A BridgeJob on one cluster is that cluster's: its agent serves the
+	// records labelled with it. One placed among several is not labelled
+	// (the place is chosen by invoke, after the record is made).
+	if len(bj.Spec.Clusters) == 1 {
+		cm.Labels[LabelCluster] = bj.Spec.Clusters[0]
+		cm.Data[recordKeyCluster] = bj.Spec.Clusters[0]
+	}
 	if len(secrets) > 0 {
 		raw, _ := json.Marshal(secrets) // a map of strings always marshals
 		cm.Annotations = map[string]string{AnnotationClusterSecrets: string(raw)}

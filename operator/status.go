@@ -164,19 +164,26 @@ func (r *reconciler) mirror(ctx context.Context, bj *BridgeJob, s BridgeJobStatu
 
 // event records an Event on bj; a failure to record is only logged.
 func (r *reconciler) event(ctx context.Context, bj *BridgeJob, typ, reason, msg string) {
+	r.eventOn(ctx, kube.ObjectReference{APIVersion: GroupVersion.String(), Kind: "BridgeJob", Namespace: bj.Namespace,
+		Name: bj.Name, UID: string(bj.UID), ResourceVersion: bj.ResourceVersion}, typ, reason, msg)
+}
+
+// eventOn records an Event on the object ref (a BridgeJob or a
+// BridgeCluster); a failure to record is only logged.
+func (r *reconciler) eventOn(ctx context.Context, ref kube.ObjectReference, typ, reason, msg string) {
 	now := metav1.NewTime(time.Now())
 	e := &kube.Event{Reason: reason, Message: msg, Type: typ, FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: "bridge-runner-operator", ReportingInstance: r.o.Identity}
 	e.APIVersion, e.Kind = "v1", "Event"
-	e.Name = fmt.Sprintf("%s.%x", bj.Name, time.Now().UnixNano())
-	e.Namespace = bj.Namespace
+	e.Name = fmt.Sprintf("%s.%x", ref.Name, time.Now().UnixNano())
+	e.Namespace = ref.Namespace
 	e.Source.Component = "bridge-runner-operator"
-	e.InvolvedObject = kube.ObjectReference{APIVersion: GroupVersion.String(), Kind: "BridgeJob", Namespace: bj.Namespace,
-		Name: bj.Name, UID: string(bj.UID), ResourceVersion: bj.ResourceVersion}
-	if err := r.c.Create(ctx, kube.Events, bj.Namespace, e, &kube.Event{}); err != nil {
-		r.log.Warn("recording an event failed", "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason, "err", err)
+	e.InvolvedObject = ref
+	kind := strings.ToLower(ref.Kind)
+	if err := r.c.Create(ctx, kube.Events, ref.Namespace, e, &kube.Event{}); err != nil {
+		r.log.Warn("recording an event failed", kind, ref.Namespace+"/"+ref.Name, "reason", reason, "err", err)
 	}
-	r.log.Info(msg, "bridgejob", bj.Namespace+"/"+bj.Name, "reason", reason)
+	r.log.Info(msg, kind, ref.Namespace+"/"+ref.Name, "reason", reason)
 }
 
 // checkStart looks, now and then, at the pods of a Job whose record has no

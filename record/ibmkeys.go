@@ -117,7 +117,8 @@ func isOurKey(k string) bool {
 	if _, ok := FieldByKey(k); ok {
 		return true
 	}
-	if strings.HasPrefix(k, "status.") || k == KeyID || k == KeyKill {
+	// cluster: the BridgeCluster the operator's record is on (its agent's).
+	if strings.HasPrefix(k, "status.") || k == KeyID || k == KeyKill || k == "cluster" {
 		return true
 	}
 	for _, s := range ibmStateKeys {
