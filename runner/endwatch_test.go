@@ -14,6 +14,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/htcondor"
 	"github.com/bridge-runner/bridge-runner/backends/slurm"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
@@ -248,4 +249,38 @@ func TestAnnouncedEndReasksAreBounded(t *testing.T) {
 	assert.LessOrEqual(t, len(reasks), 16, "re-asks after the announcement: want them bounded")
 	assert.Greater(t, end.Sub(reasks[len(reasks)-1]), 4*time.Second, "the re-asks went on to the ceiling")
 	t.Logf("%d re-asks over %s", len(reasks), reasks[len(reasks)-1].Sub(reasks[0]).Round(time.Millisecond))
+}
+
+// TestCleanupRemovesTheEndMarker: cleanup removes the end marker the
+// wrapper left in the job's directory on the login node, with the record.
+func TestCleanupRemovesTheEndMarker(t *testing.T) {
+	target := sshTargets(t)[0]
+	iv, _ := endInvoker(t, target, "#!/bin/sh\ntrue\n", "2", time.Second)
+	ctx := testssh.Ctx(t, 90*time.Second)
+	require.NoError(t, iv.Run(ctx))
+	require.Equal(t, "DONE", iv.Result().Status, iv.Result().Message)
+	rec, err := iv.Store.Get(ctx)
+	require.NoError(t, err)
+	marker := "bridge-runner/" + runner.IdempotencyKey(rec.UID) + "/job.end"
+	c := newSSHClient(t, target.srv)
+	exists := func() bool {
+		res, err := c.Run(ctx, sshexec.Cmd{Args: []string{"test", "-e", marker}})
+		require.NoError(t, err)
+		return res.ExitCode == 0
+	}
+	require.True(t, exists(), "the job left no end marker at %s", marker)
+	plain := backends.NewRegistry() // the backend itself, not the probe
+	require.NoError(t, plain.Register(target.backend, target.new))
+	res, err := (&runner.Cleaner{Store: iv.Store, Registry: plain, Backend: iv.Backend, RetryBudget: 10 * time.Second, Wait: 5 * time.Second}).Run(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Deleted)
+	assert.False(t, exists(), "the end marker stays after cleanup")
+}
+
+func newSSHClient(t *testing.T, srv testssh.Server) *sshexec.Client {
+	target, err := sshexec.ParseURL(srv.URL)
+	require.NoError(t, err)
+	c := sshexec.New(target, testssh.Creds(t, srv.CredsDir), nil, sshexec.Options{})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
