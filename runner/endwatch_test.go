@@ -85,7 +85,7 @@ type sshTarget struct {
 	new     backends.Factory
 }
 
-func sshTargets(t *testing.T) []sshTarget {
+func sshTargets(t testing.TB) []sshTarget {
 	return []sshTarget{{slurm.Name, testssh.Default(t), slurm.New}, {htcondor.Name, testssh.Condor(t), htcondor.New}}
 }
 
