@@ -96,6 +96,21 @@ type Forgetter interface {
 	Forget(ctx context.Context, id string) error
 }
 
+// EndWatcher is implemented by backends whose jobs announce their own end:
+// a wrapper around the job's script leaves an end marker (Slurm over SSH),
+// or the scheduler writes a job event log (HTCondor), where the backend can
+// see it without asking the scheduler. WaitEnd returns nil once the job's
+// end is announced, ctx's error when ctx ends first (it must then leave
+// nothing running, here or remotely), and any other error when it cannot
+// watch this job (the runner then relies on its polls alone). An end
+// announced is only a hint to ask the scheduler at once: its answer stays
+// the source of truth for the final state, and a job that never announces
+// its end (its wrapper killed) is still found by the polls. WaitEnd runs
+// in a goroutine of its own beside Status and Cancel.
+type EndWatcher interface {
+	WaitEnd(ctx context.Context, id string) error
+}
+
 // Validator is implemented by backends that can check a job before anything
 // is submitted. Errors should wrap ErrInvalid and name the field.
 type Validator interface {

@@ -85,6 +85,7 @@ type follower struct {
 	failCause    error           // the failure of that run that says most (not just the budget's deadline)
 	cancel       cancellation
 	pending      pendingWatch // how long the job waits to start (pending.go)
+	end          endWatch     // the job's own announcement of its end (endwatch.go)
 
 	result backends.Status
 	err    error
@@ -107,6 +108,7 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		if f.out != nil {
 			f.out.finish()
 		}
+		f.end.stopWatching()
 		f.stopGrace()
 	}()
 	if killRequested(r.rec.Data) && f.cancel.kill(time.Now()) {
@@ -411,6 +413,8 @@ func (f *follower) wait() phase {
 				f.force = true // the backend's own answer decides
 				return phasePoll
 			}
+		case <-f.endAnnounced():
+			return f.onEndAnnounced()
 		case <-f.r.w.leaseChanges():
 			if f.deferred && !f.served() {
 				return phasePoll // the watcher serves this job no longer
@@ -426,6 +430,9 @@ func (f *follower) wait() phase {
 func (f *follower) schedulePoll() {
 	if f.pollAt.IsZero() {
 		f.pollAt = time.Now().Add(f.poll.Next())
+		if at, ok := f.end.recheckAt(time.Now()); ok && at.Before(f.pollAt) {
+			f.pollAt, f.force = at, true // an announced end the backend did not confirm yet
+		}
 	}
 	if f.cancel.requested() && !f.cancel.accepted && f.cancelAt.Before(f.pollAt) {
 		f.pollAt = f.cancelAt // ask again when the next cancel request is due

@@ -3,3 +3,6 @@ package htcondor
 // Queries is the number of condor_q and condor_history commands the
 // backend has run.
 func (b *Backend) Queries() int64 { return b.queries.Load() }
+
+// EndEvent is the event log's pattern of job id's end.
+var EndEvent = endEvent

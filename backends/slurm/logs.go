@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 )
 
 // slurmrestd cannot read files, so the job's output reaches the step's log
@@ -108,6 +109,14 @@ type wrapping struct {
 	// output, since every task would write the same object.
 	taskIndex bool
 	shipTask  int
+	// end is the absolute path of the job's end marker (Slurm over SSH):
+	// on its way out, whatever the script's outcome, the wrapper writes the
+	// script's exit status there, owner-only and atomically (a temporary
+	// file beside it, renamed), for WaitEnd to see without asking
+	// slurmctld. A signal the wrapper traps (scancel's SIGTERM) still gets
+	// there: it is passed on, and the wrapper ends as usual once the script
+	// has; SIGKILL leaves no marker, and the polls find the end.
+	end string
 }
 
 // wrapScript wraps script in a POSIX sh batch script that keeps its
@@ -160,7 +169,12 @@ while kill -0 $br_job 2>/dev/null; do wait $br_job; br_rc=$?; done
 	if w.ship {
 		b.WriteString("kill $br_loop 2>/dev/null\nwait $br_loop\nbr_ship\n")
 	}
-	b.WriteString("rm -rf \"$br_dir\"\nexit $br_rc\n")
+	b.WriteString("rm -rf \"$br_dir\"\n")
+	if w.end != "" {
+		b.WriteString("br_end=" + sshexec.Quote(w.end) + "\n" +
+			`( umask 077 && printf '%s\n' "$br_rc" > "$br_end.$$" && mv -f "$br_end.$$" "$br_end" )` + "\n")
+	}
+	b.WriteString("exit $br_rc\n")
 	return b.String()
 }
 

@@ -13,6 +13,7 @@ package slurm
 // Credentials are those of package sshexec.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -38,7 +39,12 @@ type SSHBackend struct {
 	noSacct  bool                // sacct said accounting is off
 }
 
-type jobFiles struct{ workDir, stdout string }
+// jobFiles is what the backend knows of where a job's files are; a field
+// not known is "".
+type jobFiles struct {
+	workDir, stdout string
+	end             string // the end marker's path (ssh_end.go); not for an array
+}
 
 func newSSH(cfg backends.Config) (backends.Backend, error) {
 	c, log, err := sshexec.FromConfig(cfg)
@@ -70,7 +76,10 @@ func (b *SSHBackend) Submit(ctx context.Context, job backends.Job) (string, erro
 	if err != nil {
 		return "", err
 	}
-	id, _, err := b.sbatch(ctx, job, sj, "job.out")
+	id, dir, err := b.sbatch(ctx, job, sj, "job.out")
+	if err == nil {
+		b.remember(id, jobFiles{end: path.Join(dir, endFile)})
+	}
 	return id, err
 }
 
@@ -84,6 +93,9 @@ func (b *SSHBackend) sbatch(ctx context.Context, job backends.Job, sj *sshJob, o
 	}
 	if err := b.stageInputs(ctx, dir, job.Inputs); err != nil {
 		return "", "", err
+	}
+	if sj.array == "" { // an array's wrapper (SubmitArray) leaves no marker
+		sj.script = wrapScript(sj.script, wrapping{end: path.Join(dir, endFile)})
 	}
 	// The job's variables (its parameters among them) go in a file only its
 	// user can read, not on sbatch's command line, which every user of the
@@ -181,7 +193,7 @@ func (b *SSHBackend) Status(ctx context.Context, id string) (backends.Status, er
 	switch {
 	case res.ExitCode == 0:
 		f := parseScontrol(string(res.Stdout))
-		b.remember(id, jobFiles{workDir: f["WorkDir"], stdout: f["StdOut"]})
+		b.remember(id, jobFiles{workDir: f["WorkDir"], stdout: f["StdOut"], end: b.endOf(ctx, f)})
 		return scontrolStatus(id, f), nil
 	case res.Says("Invalid job id"):
 		return b.sacctStatus(ctx, id)
@@ -265,7 +277,9 @@ func slurmTime(s string) time.Time {
 func (b *SSHBackend) remember(id string, f jobFiles) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if f.workDir != "" || f.stdout != "" {
-		b.files[id] = f
+	if f == (jobFiles{}) {
+		return
 	}
+	old := b.files[id]
+	b.files[id] = jobFiles{workDir: cmp.Or(f.workDir, old.workDir), stdout: cmp.Or(f.stdout, old.stdout), end: cmp.Or(f.end, old.end)}
 }

@@ -105,6 +105,8 @@ type Client struct {
 	closed  bool
 	dials   int // connections made, for tests and logs
 	runs    int // commands started, for tests (a batch query's cost)
+
+	waiters chan struct{} // a slot per WaitFor under way (MaxWaiters)
 }
 
 // New returns a client for target; it connects on first use.
@@ -112,7 +114,8 @@ func New(target Target, creds backends.Credentials, log *slog.Logger, opts Optio
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Client{target: target, creds: creds, log: log, opts: opts.withDefaults(), envAgent: os.Getenv("SSH_AUTH_SOCK")}
+	c := &Client{target: target, creds: creds, log: log, opts: opts.withDefaults(), envAgent: os.Getenv("SSH_AUTH_SOCK"),
+		waiters: make(chan struct{}, MaxWaiters)}
 	for i, j := range target.Jump {
 		c.hops = append(c.hops, &hop{user: j.User, host: j.Host, port: j.Port, n: i + 1})
 	}
