@@ -564,7 +564,9 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 		if !ok || (l.holder != handedTo(m.own) && !l.free(m.now())) {
 			return // someone took it
 		}
-		items, _, err := record.NewConfigMapLister(m.lease.c, m.lease.ns).List(ctx)
+		// Every ConfigMap: a record of any origin (IBM's operator's,
+		// kubectl's: no managed-by label) may be of the group.
+		items, _, err := record.NewSelectedLister(m.lease.c, m.lease.ns, "").List(ctx)
 		if err != nil {
 			return
 		}
