@@ -121,6 +121,9 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 		}, OwnerReferences: s.Owners},
 		Data: stampRun(data, s.Run),
 	}
+	if c := data[KeyCluster]; c != "" && CheckCluster(c) == nil {
+		cm.Labels[LabelCluster] = c // the cluster's agent lists its records by it
+	}
 	out := &kube.ConfigMap{}
 	err := s.Client.Create(ctx, kube.ConfigMaps, s.Namespace, cm, out)
 	s.heard(ctx, err)
