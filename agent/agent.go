@@ -154,6 +154,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.awaitListed(ctx)
 	a.loop(ctx)
+	// The Kubernetes requests it sent, for the benchmarks (bench/).
+	a.cfg.Log.Info("agent stopped", "kubernetes_requests", a.cfg.Kube.Requests())
 	return nil
 }
 

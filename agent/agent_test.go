@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,4 +191,53 @@ func TestStepsFollowTheAgentAcrossNamespaces(t *testing.T) {
 	assert.LessOrEqual(t, perJob, 4.0, "a step polls only to confirm what the agent told it")
 	assert.Zero(t, e.leases(), "no step elected an in-step watcher")
 	assert.Equal(t, n, e.fake.Count("submit"))
+}
+
+// While the cluster's queries fail the heartbeat's sequence stands still
+// (so steps stop trusting it); it advances again once they answer. The
+// agent writes an observation only when a job's state changed: at most
+// one per state the job went through.
+func TestAgentHeartbeatStandsStillWhileQueriesFail(t *testing.T) {
+	e := newEnv(t, 1)
+	ns := e.nss[0]
+	ag, _ := e.startAgent(200 * time.Millisecond)
+	// A record of a running job, as an invoke leaves it.
+	iv := e.invoker(ns, "job-0", `{"run":"1h"}`, cluster, 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = iv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	e.awaitBeat(ns, 3)
+	require.Eventually(t, func() bool { return ag.Ready() }, 10*time.Second, 20*time.Millisecond)
+	e.fake.SetBatch(backends.Transient(fmt.Errorf("401 unauthorized")), false)
+	time.Sleep(time.Second) // the failing query after the last answer
+	stuck, ok := e.heartbeat(ns)
+	require.True(t, ok)
+	failedFrom := e.fake.Count("statusmany")
+	time.Sleep(3 * time.Second)
+	now, ok := e.heartbeat(ns)
+	require.True(t, ok)
+	assert.Equal(t, stuck.Seq, now.Seq, "no advance while the queries fail")
+	failed := e.fake.Count("statusmany") - failedFrom
+	// Backing off from the interval (200 ms, doubling, jittered): far
+	// fewer than one query per interval.
+	assert.Less(t, failed, 15, "the failing queries back off (15 intervals passed)")
+	e.fake.SetBatch(nil, false)
+	e.awaitBeat(ns, now.Seq)
+	assert.LessOrEqual(t, int(counterValue(t, ag, "bridge_runner_agent_observations_total")), 2, "one observation per state seen (PENDING or RUNNING)")
+}
+
+// counterValue reads one unlabelled series of the agent's metrics.
+func counterValue(t *testing.T, ag *agent.Agent, name string) float64 {
+	var b strings.Builder
+	require.NoError(t, ag.Metrics().Registry.Write(&b))
+	for _, line := range strings.Split(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	t.Fatalf("no %s in\n%s", name, b.String())
+	return 0
 }
