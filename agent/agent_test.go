@@ -31,7 +31,7 @@ import (
 
 const (
 	cluster = "hpc-1"
-	url     = "http://127.0.0.1:9/fake" // never reached: the fake answers
+	fakeURL = "http://127.0.0.1:9/fake" // never reached: the fake answers
 )
 
 // env is one cluster (the fake), its credentials and the namespaces of
@@ -54,7 +54,7 @@ func newEnv(t *testing.T, namespaces int) *env {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte("fake-token"), 0o600))
 	e := &env{t: t, fake: f, reg: reg, kube: testkube.KubeClient(t, testkube.Config(t)),
-		creds: runner.DirCredentials{Dir: dir, Secrets: &runner.Secrets{}}, key: runner.ClusterKey("fake", url, dir), logs: &syncBuffer{}}
+		creds: runner.DirCredentials{Dir: dir, Secrets: &runner.Secrets{}}, key: runner.ClusterKey("fake", fakeURL, dir), logs: &syncBuffer{}}
 	for range namespaces {
 		e.nss = append(e.nss, testkube.Namespace(t, testkube.Client(t)))
 	}
@@ -64,7 +64,7 @@ func newEnv(t *testing.T, namespaces int) *env {
 // startAgent runs the cluster's agent until the returned stop (also at
 // the test's end); stop leaves nothing behind, as a SIGKILL would.
 func (e *env) startAgent(interval time.Duration) (*agent.Agent, func()) {
-	ag, err := agent.New(agent.Config{Cluster: cluster, Backend: "fake", ResourceURL: url, Key: e.key, Namespaces: e.nss,
+	ag, err := agent.New(agent.Config{Cluster: cluster, Backend: "fake", ResourceURL: fakeURL, Key: e.key, Namespaces: e.nss,
 		Interval: interval, Kube: e.kube, Batcher: e.fake, ID: "agent-test", Log: slog.New(slog.NewTextHandler(e.logs, nil))})
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,7 +79,7 @@ func (e *env) startAgent(interval time.Duration) (*agent.Agent, func()) {
 // invoker is the invoke of job in namespace ns, its record naming cluster
 // c ("" for none).
 func (e *env) invoker(ns, job, props, c string, retryBudget time.Duration) *runner.Invoker {
-	spec := &record.Spec{Backend: "fake", ResourceURL: url, JobScript: "#!/bin/sh\ntrue\n", JobProperties: props, UpdateInterval: "5", Cluster: c}
+	spec := &record.Spec{Backend: "fake", ResourceURL: fakeURL, JobScript: "#!/bin/sh\ntrue\n", JobProperties: props, UpdateInterval: "5", Cluster: c}
 	return &runner.Invoker{
 		JobName: job, Registry: e.reg, Spec: spec, Holder: ns + "/" + job,
 		Store:   &record.ConfigMapStore{Client: e.kube, Namespace: ns, Name: record.ConfigMapName(job)},
