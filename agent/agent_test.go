@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/agent"
@@ -240,4 +241,27 @@ func counterValue(t *testing.T, ag *agent.Agent, name string) float64 {
 	}
 	t.Fatalf("no %s in\n%s", name, b.String())
 	return 0
+}
+
+// A record of another origin (kubectl's: no labels) that names the
+// cluster is labelled by its invoke and served by the agent.
+func TestAgentServesARecordOfAnyOrigin(t *testing.T) {
+	e := newEnv(t, 1)
+	ns := e.nss[0]
+	ag, _ := e.startAgent(200 * time.Millisecond)
+	e.awaitBeat(ns, 1)
+	iv := e.invoker(ns, "kubectl-job", `{"pending":"1s","run":"1s"}`, cluster, 30*time.Second)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record.ConfigMapName("kubectl-job")}, Data: iv.Spec.WithDefaults().Data()}
+	_, err := testkube.Client(t).CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, iv.Run(ctx))
+	assert.Equal(t, "DONE", iv.Result().Status)
+	got, err := testkube.Client(t).CoreV1().ConfigMaps(ns).Get(context.Background(), cm.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, cluster, got.Labels[record.LabelCluster])
+	assert.NotContains(t, got.Labels, record.LabelManagedBy, "otherwise as kubectl made it")
+	assert.Positive(t, counterValue(t, ag, "bridge_runner_agent_observations_total"), "the agent told the record what it saw")
+	assert.NotContains(t, e.logs.String(), inStepWatcher)
 }

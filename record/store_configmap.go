@@ -178,6 +178,26 @@ func (s *ConfigMapStore) written(ctx context.Context, out *kube.ConfigMap, err e
 	return s.seen(out), nil
 }
 
+// EnsureLabel puts the label key=value on the record's ConfigMap when the
+// copy this store last read lacks it, in one merge patch: a record that
+// IBM's operator or kubectl made may name its cluster in its data but
+// carry no label, by which the cluster's agent lists its records.
+func (s *ConfigMapStore) EnsureLabel(ctx context.Context, key, value string) error {
+	s.mu.Lock()
+	last := s.last
+	s.mu.Unlock()
+	if last != nil && last.Labels[key] == value {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	out := &kube.ConfigMap{}
+	_, err = s.written(ctx, out, s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out))
+	return err
+}
+
 // PatchData sets the data keys of keys in the record as it was at rec's
 // version, in one request that leaves every other field as it is: a
 // writer that holds the record from a list or watch, not from this store

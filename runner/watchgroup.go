@@ -193,7 +193,14 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	m.covered, m.joined = m.covers(m.own, r.rec.Data, id), time.Now()
 	if c := desc.Cluster; c != "" {
 		// The record names a cluster: its agent serves it while its
-		// heartbeat advances, and the lease is left alone meanwhile.
+		// heartbeat advances, and the lease is left alone meanwhile. A
+		// record made without the cluster's label (IBM's operator,
+		// kubectl) gets it, for the agent to list it.
+		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := cs.EnsureLabel(lctx, record.LabelCluster, c); err != nil {
+			r.Log.Warn("could not label the record with its cluster; the cluster's agent does not see it, and this job is watched as without an agent", "label", record.LabelCluster, "err", err)
+		}
+		cancel()
 		m.agent = newAgentTrust(m.now, r.RetryBudget)
 		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, key, m.agent)
 		m.log = m.log.With("cluster", c)
