@@ -16,7 +16,7 @@ import (
 // BenchmarkAgent: issue 39's one agent per cluster beside issue 27's
 // in-step watcher and polling alone, side by side in one run (the same
 // services, minutes apart), as BenchmarkWatcher runs them (its figures,
-// with the prefix agent-, on- or off-). In the agent half, a `bridge-runner
+// with the prefix agent-, watcher- or poll-). In the agent half, a `bridge-runner
 // agent` process serves the records' namespace with the query interval
 // BRIDGE_BENCH_AGENT_INTERVAL (default 1s: the in-step watcher's default
 // budget), and every invoke names its cluster (--cluster); kube-req/job
@@ -49,8 +49,9 @@ func BenchmarkAgent(b *testing.B) {
 							}
 							on := watchOnce(b, cl, n, secs, true)
 							off := watchOnce(b, cl, n, secs, false)
-							on.report(b, "on-")
-							off.report(b, "off-")
+							// Not on- and off-: BenchmarkWatcher guards those.
+							on.report(b, "watcher-")
+							off.report(b, "poll-")
 						}
 						b.ReportMetric(0, "ns/op")
 					})
