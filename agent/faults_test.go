@@ -3,14 +3,19 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
@@ -110,4 +115,34 @@ func (e *env) keepWriting(ctx context.Context, ns string, write func(*env, strin
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// A step whose Role names only its own record (the operator's per-job
+// Role) may not read the agent's heartbeat: it polls its job alone, ends
+// in its true state, and does not ask for the heartbeat again and again.
+func TestStepForbiddenTheHeartbeatPollsAlone(t *testing.T) {
+	e := newEnv(t, 1)
+	ns := e.nss[0]
+	_, _ = e.startAgent(200 * time.Millisecond)
+	e.awaitBeat(ns, 1)
+	name := record.ConfigMapName("own-record")
+	cfg := testkube.ServiceAccountWithRules(t, testkube.Client(t), ns, "own-record",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{name}, Verbs: []string{"get", "watch", "update", "patch", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
+	iv := e.invoker(ns, "own-record", `{"run":"12s"}`, cluster, 30*time.Second)
+	sa := testkube.KubeClient(t, cfg)
+	iv.Store = &record.ConfigMapStore{Client: sa, Namespace: ns, Name: name}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, iv.Run(ctx))
+	assert.Equal(t, "DONE", iv.Result().Status)
+	assert.GreaterOrEqual(t, e.fake.Count("status"), 2, "it polled its job itself")
+	// Reads: its record's, the lease's one denied read and the
+	// heartbeat's one denied list (a list is counted as a get), not one
+	// every few seconds for as long as the job runs.
+	gets := regexp.MustCompile(`get=(\d+)`).FindStringSubmatch(sa.RequestsByVerb())
+	require.NotNil(t, gets, sa.RequestsByVerb())
+	n, _ := strconv.Atoi(gets[1])
+	assert.LessOrEqual(t, n, 4, sa.RequestsByVerb())
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -251,6 +252,13 @@ func (v *heartbeatView) run(ctx context.Context) {
 		list := &kube.ConfigMapList{}
 		opts := &metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
 		if err := v.c.List(ctx, kube.ConfigMaps, v.ns, opts, list); err != nil {
+			if apierrors.IsForbidden(err) {
+				// A Role that names only the record: no agent to follow, for
+				// good (asking again every few seconds would cost the
+				// apiserver a request per step for as long as its job runs).
+				v.see(nil)
+				return
+			}
 			record.SleepCtx(ctx, back.Next())
 			continue
 		}
