@@ -99,6 +99,7 @@ func (cl watchCluster) agent(b *testing.B, interval string) func(ns, url string)
 				return 0
 			}
 			n, _ := strconv.Atoi(m[1])
+			b.Logf("the agent sent %d Kubernetes requests", n)
 			return n
 		}
 		return []string{"--cluster", cluster}, stop
