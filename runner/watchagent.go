@@ -166,13 +166,13 @@ func (t *agentTrust) saw(hb Heartbeat, verified bool) {
 		return
 	}
 	prev, known := t.maxSeq[hb.Agent]
-	if known && hb.Seq > prev {
+	if known && hb.Seq <= prev {
+		return // replayed: its period must not stretch the window either
+	}
+	if known {
 		t.advancedAt = t.now()
 	}
-	if !known || hb.Seq > prev {
-		t.maxSeq[hb.Agent] = hb.Seq
-	}
-	t.period = hb.Period()
+	t.maxSeq[hb.Agent], t.period = hb.Seq, hb.Period()
 }
 
 // window is how long an advance is trusted.

@@ -67,9 +67,18 @@ func TestAgentTrustIgnoresReplays(t *testing.T) {
 		tr.saw(beat("b", 3), true)
 	}
 	assert.Equal(t, agentStale, stateOf(tr), "replays never advanced")
-	tr.saw(beat("c", 100), true)
+	tr.saw(beat("c", 1), true)
+	tr.saw(beat("c", 2), true)
+	_, until := tr.state()
+	long := beat("c", 2)
+	long.Interval = time.Hour
+	tr.saw(long, true)
+	_, still := tr.state()
+	assert.Equal(t, until, still, "a replay's period does not stretch the window")
+	tr.saw(beat("d", 100), true)
+	c.add(7 * time.Second)
 	assert.Equal(t, agentStale, stateOf(tr), "a new agent's first heartbeat is no advance")
-	tr.saw(beat("c", 101), true)
+	tr.saw(beat("d", 101), true)
 	assert.Equal(t, agentFresh, stateOf(tr))
 }
 
