@@ -330,8 +330,17 @@ type watchRun struct {
 }
 
 func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFigures {
+	return watchMode(b, cl, n, secs, watcher, nil)
+}
+
+// watchMode is watchOnce, with the invokes' extra arguments and what runs
+// beside them (the cluster's agent: see BenchmarkAgent) given by side,
+// which is called with the namespace and the cluster's URL as the invokes
+// reach it, and returns the invokes' extra arguments and a stop that
+// returns the Kubernetes requests it sent.
+func watchMode(b *testing.B, cl watchCluster, n, secs int, watcher bool, side func(ns, url string) ([]string, func() int)) watchFigures {
 	logs := os.Getenv("BRIDGE_BENCH_WATCH_LOGS") // a directory for the timelines
-	tag := fmt.Sprintf("%s-n%d-%ds-watcher=%v", strings.ReplaceAll(b.Name(), "/", "_"), n, secs, watcher)
+	tag := fmt.Sprintf("%s-n%d-%ds-watcher=%v-side=%v", strings.ReplaceAll(b.Name(), "/", "_"), n, secs, watcher, side != nil)
 	resourceURL, cp, ssh := cl.url, (*kindProxy)(nil), (*sshCounter)(nil)
 	if cl.kind != nil {
 		cp = &kindProxy{kind: cl.kind, kinds: map[string]int{}}
@@ -341,12 +350,17 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 	}
 	ns := testkube.Namespace(b, testkube.Client(b))
 	dir, stampDir := stampDirs(b, cl.root)
+	extra, stopSide := []string(nil), func() int { return 0 }
+	if side != nil {
+		extra, stopSide = side(ns, resourceURL)
+	}
 	start := time.Now()
 	wr := startInvokes(b, n, func(name string) []string {
 		args := []string{"invoke", "--kubeconfig", cl.kubeconfig, "--namespace", ns,
 			"--job-name", name, "--backend", cl.backend, "--resource-url", resourceURL, "--credentials-dir", cl.creds,
 			"--script", cl.script(secs, filepath.Join(dir, name)), "--update-interval", "5", "--follow-logs=false",
 			"--watcher=" + strconv.FormatBool(watcher)}
+		args = append(args, extra...)
 		if rps := os.Getenv("BRIDGE_BENCH_WATCH_RPS"); rps != "" && watcher {
 			args = append(args, "--max-requests-per-second", rps)
 		}
@@ -354,7 +368,9 @@ func watchOnce(b *testing.B, cl watchCluster, n, secs int, watcher bool) watchFi
 	}, ssh)
 	wr.wait(b, watcher)
 	f := watchFigures{n: n, wall: time.Since(start).Seconds()}
+	sideKube := stopSide()
 	delays := wr.figures(b, &f, stampDir)
+	f.kubePerJ += float64(sideKube) / float64(n)
 	if logs != "" { // the invokes' own logs, and each job's delay
 		wr.writeLogs(b, filepath.Join(logs, tag+"-invokes.log"), delays)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // Every BridgeCluster with its agent enabled (the default) has one
@@ -24,11 +25,7 @@ import (
 
 // LabelCluster names the cluster on the records of a BridgeJob placed on it
 // (and on the agent's objects): the agent serves the records labelled so.
-const LabelCluster = "bridge-runner.io/cluster"
-
-// recordKeyCluster is the record's key naming its cluster (the agent's
-// side of the record contract reads it with the label).
-const recordKeyCluster = "cluster"
+const LabelCluster = record.LabelCluster
 
 const (
 	// labelClusterNamespace marks the agent's grants in another namespace

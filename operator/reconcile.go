@@ -141,10 +141,13 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*kube.Con
 	cm.OwnerReferences = []metav1.OwnerReference{ownerRef(bj)}
 	// A BridgeJob on one cluster is that cluster's: its agent serves the
 	// records labelled with it. One placed among several is not labelled
-	// (the place is chosen by invoke, after the record is made).
-	if len(bj.Spec.Clusters) == 1 {
-		cm.Labels[LabelCluster] = bj.Spec.Clusters[0]
-		cm.Data[recordKeyCluster] = bj.Spec.Clusters[0]
+	// (the place is chosen by invoke, after the record is made) unless
+	// spec.cluster names the agent that follows it.
+	if cm.Data[record.KeyCluster] == "" && len(bj.Spec.Clusters) == 1 {
+		cm.Data[record.KeyCluster] = bj.Spec.Clusters[0]
+	}
+	if c := cm.Data[record.KeyCluster]; c != "" {
+		cm.Labels[LabelCluster] = c
 	}
 	if len(secrets) > 0 {
 		raw, _ := json.Marshal(secrets) // a map of strings always marshals

@@ -36,7 +36,10 @@ type BridgeJobSpec struct {
 	// Array is bridge-runner's job array key; IBM's resource has none.
 	Array string `json:"array,omitempty"`
 	// PendingLimit is bridge-runner's; IBM's resource has none.
-	PendingLimit  string  `json:"pendingLimit,omitempty"`
+	PendingLimit string `json:"pendingLimit,omitempty"`
+	// Cluster names the cluster whose agent follows the job (record key
+	// cluster); bridge-runner's, IBM's resource has none.
+	Cluster       string  `json:"cluster,omitempty"`
 	Kill          bool    `json:"kill,omitempty"`
 	JobProperties string  `json:"jobproperties,omitempty"`
 	JobData       JobData `json:"jobdata"`

@@ -117,8 +117,7 @@ func isOurKey(k string) bool {
 	if _, ok := FieldByKey(k); ok {
 		return true
 	}
-	// cluster: the BridgeCluster the operator's record is on (its agent's).
-	if strings.HasPrefix(k, "status.") || k == KeyID || k == KeyKill || k == "cluster" {
+	if strings.HasPrefix(k, "status.") || k == KeyID || k == KeyKill {
 		return true
 	}
 	for _, s := range ibmStateKeys {

@@ -76,21 +76,32 @@ func (o *StoreOptions) OpenLister(allNamespaces bool) (RecordLister, error) {
 		} else if err := ValidateNamespace(ns); err != nil {
 			return nil, err
 		}
-		return &configMapLister{Client: c, Namespace: ns}, nil
+		return &configMapLister{Client: c, Namespace: ns, Selector: managedBy}, nil
 	}
 	return nil, backends.Invalid("store", "%q is not a store; use auto, configmap or file", o.Kind)
 }
 
-// NewConfigMapLister lists the records of namespace ns ("" for all).
+// NewConfigMapLister lists the records of namespace ns ("" for all) that
+// bridge-runner created (by their managed-by label).
 func NewConfigMapLister(c *kube.Client, ns string) RecordLister {
-	return &configMapLister{Client: c, Namespace: ns}
+	return &configMapLister{Client: c, Namespace: ns, Selector: managedBy}
 }
 
-// configMapLister lists by the managed-by label every record bridge-runner
-// created (create-configmap, invoke, the operator).
+// NewSelectedLister lists the ConfigMaps of namespace ns that selector (a
+// label selector; "" for every one) selects, whoever created them: a
+// watcher must see IBM's operator's and kubectl's records too, which carry
+// no managed-by label (the watcher silently skipped them).
+func NewSelectedLister(c *kube.Client, ns, selector string) RecordLister {
+	return &configMapLister{Client: c, Namespace: ns, Selector: selector}
+}
+
+// configMapLister lists the ConfigMaps its label selector selects: by
+// default (status) every record bridge-runner created (create-configmap,
+// invoke, the operator).
 type configMapLister struct {
 	Client    *kube.Client
 	Namespace string // "" for all namespaces
+	Selector  string
 }
 
 var managedBy = labels.SelectorFromSet(labels.Set{LabelManagedBy: "bridge-runner"}).String()
@@ -104,7 +115,7 @@ func (l *configMapLister) Describe() string {
 
 func (l *configMapLister) List(ctx context.Context) ([]Listed, string, error) {
 	list := &kube.ConfigMapList{}
-	opts := &metav1.ListOptions{LabelSelector: managedBy}
+	opts := &metav1.ListOptions{LabelSelector: l.Selector}
 	err := l.Client.List(ctx, kube.ConfigMaps, l.Namespace, opts, list)
 	if err != nil {
 		return nil, "", KubeErr(err)
@@ -135,7 +146,7 @@ func (l *configMapLister) Watch(ctx context.Context, version string) <-chan Reco
 		backoff := Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
 		rv := version
 		for ctx.Err() == nil {
-			opts := &metav1.ListOptions{LabelSelector: managedBy, ResourceVersion: rv, AllowWatchBookmarks: true, Watch: true}
+			opts := &metav1.ListOptions{LabelSelector: l.Selector, ResourceVersion: rv, AllowWatchBookmarks: true, Watch: true}
 			w, err := l.Client.Watch(ctx, kube.ConfigMaps, l.Namespace, opts)
 			if err == nil {
 				rv = l.drain(ctx, w, ch, rv, &backoff)

@@ -55,6 +55,7 @@ type Spec struct {
 	S3UploadFiles       string `key:"s3upload.files" flag:"s3-upload-files" help:"comma-separated files on the remote system to upload after the job" crd:"s3upload.files"`
 	S3CreateBucket      string `key:"s3upload.createBucket" flag:"s3-create-bucket" default:"false" help:"create s3upload.bucket if it does not exist: true or false" crd:"s3upload.createbucket" type:"Boolean"`
 	S3UploadLayout      string `key:"s3upload.layout" flag:"s3-upload-layout" default:"run" help:"where outputs go in s3upload.bucket: run (<job>/<key>/<job id>/<file>, unique to the run) or ibm (<job>/<file>, as IBM's Bridge Operator wrote them; another run of the same job name overwrites them)" crd:"s3upload.layout"`
+	Cluster             string `key:"cluster" flag:"cluster" help:"the cluster whose agent follows this job (a BridgeCluster's name): the record gets the label bridge-runner.io/cluster, and while the agent's heartbeat works invoke neither polls nor elects a watcher; default none" crd:"cluster"`
 }
 
 // Field describes one Spec field.
@@ -201,6 +202,8 @@ type Description struct {
 	UploadBucket   string
 	UploadFiles    []string
 	UploadLayout   string // LayoutRun or LayoutIBM
+	// Cluster names the cluster whose agent follows the job ("" for none).
+	Cluster string
 }
 
 // The layouts of s3upload.layout: where a run's outputs go in the bucket.
@@ -256,6 +259,9 @@ func (s Spec) Parse() (*Description, error) {
 	}
 	if d.PendingLimit, err = ParsePendingLimit(s.PendingLimit); err != nil {
 		return nil, err
+	}
+	if d.Cluster = strings.TrimSpace(s.Cluster); CheckCluster(d.Cluster) != nil {
+		return nil, CheckCluster(d.Cluster)
 	}
 	if a := strings.TrimSpace(s.Array); a != "" {
 		arr, err := backends.ParseArray(a)

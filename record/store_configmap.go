@@ -121,6 +121,9 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 		}, OwnerReferences: s.Owners},
 		Data: stampRun(data, s.Run),
 	}
+	if c := data[KeyCluster]; c != "" && CheckCluster(c) == nil {
+		cm.Labels[LabelCluster] = c // the cluster's agent lists its records by it
+	}
 	out := &kube.ConfigMap{}
 	err := s.Client.Create(ctx, kube.ConfigMaps, s.Namespace, cm, out)
 	s.heard(ctx, err)
@@ -173,6 +176,26 @@ func (s *ConfigMapStore) written(ctx context.Context, out *kube.ConfigMap, err e
 		return nil, s.kubeErr(err)
 	}
 	return s.seen(out), nil
+}
+
+// EnsureLabel puts the label key=value on the record's ConfigMap when the
+// copy this store last read lacks it, in one merge patch: a record that
+// IBM's operator or kubectl made may name its cluster in its data but
+// carry no label, by which the cluster's agent lists its records.
+func (s *ConfigMapStore) EnsureLabel(ctx context.Context, key, value string) error {
+	s.mu.Lock()
+	last := s.last
+	s.mu.Unlock()
+	if last != nil && last.Labels[key] == value {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	out := &kube.ConfigMap{}
+	_, err = s.written(ctx, out, s.Client.MergePatch(ctx, kube.ConfigMaps, s.Namespace, s.Name, patch, out))
+	return err
 }
 
 // PatchData sets the data keys of keys in the record as it was at rec's

@@ -191,6 +191,20 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	m.lease = groupLease(cs, m.group, key)
 	m.judge = &leaseJudge{now: m.now}
 	m.covered, m.joined = m.covers(m.own, r.rec.Data, id), time.Now()
+	if c := desc.Cluster; c != "" {
+		// The record names a cluster: its agent serves it while its
+		// heartbeat advances, and the lease is left alone meanwhile. A
+		// record made without the cluster's label (IBM's operator,
+		// kubectl) gets it, for the agent to list it.
+		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := cs.EnsureLabel(lctx, record.LabelCluster, c); err != nil {
+			r.Log.Warn("could not label the record with its cluster; the cluster's agent does not see it, and this job is watched as without an agent", "label", record.LabelCluster, "err", err)
+		}
+		cancel()
+		m.agent = newAgentTrust(m.now, r.RetryBudget)
+		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, key, m.agent)
+		m.log = m.log.With("cluster", c)
+	}
 	// A handover already in the record (to an earlier invoke of this job)
 	// is not acted on as new: the lease tells whether it still stands (see
 	// live), and close gives it on if it is still this record's.
@@ -242,6 +256,35 @@ type watchMember struct {
 	// asked is when this invoke's watcher last asked the cluster (told to
 	// a successor); notBefore, when a watcher handed the lease may ask first.
 	asked, notBefore time.Time
+	// agent judges the cluster's agent, whose heartbeat agentView follows
+	// (both nil when the record names no cluster).
+	agent     *agentTrust
+	agentView *heartbeatView
+}
+
+// agentState is the cluster's agent's state for this member (stale when
+// the record names no cluster), and until when it holds at the latest.
+func (m *watchMember) agentState() (agentState, time.Time) {
+	if m.agent == nil {
+		return agentStale, time.Time{}
+	}
+	return m.agent.state()
+}
+
+// dropLeader ends this member's own watcher, which it ran while the agent
+// was stale, now that the agent serves again: the lease is removed, not
+// handed on (the group's other members follow the agent too).
+func (m *watchMember) dropLeader(ctx context.Context) {
+	if m.leader == nil {
+		return
+	}
+	m.leader.cancel()
+	<-m.leader.done
+	if !m.leader.lost.Load() {
+		m.lease.remove(context.WithoutCancel(ctx), m.holder)
+	}
+	m.leader = nil
+	m.log.Info("the cluster's agent serves again; this invoke's watcher stopped")
 }
 
 // serving reports whether a live watcher follows this invoke's job, so
@@ -263,6 +306,12 @@ const coverGrace = 3 * time.Second
 // workedAt is when the watcher this member trusts last had a query work,
 // by this member's clock: its own watcher's, or as another's lease says.
 func (m *watchMember) workedAt() time.Time {
+	switch st, _ := m.agentState(); st {
+	case agentFresh:
+		return m.agent.heardAt()
+	case agentPending:
+		return m.joined
+	}
 	if m.leader != nil {
 		return m.now().Add(-m.leader.okAge(m.now()))
 	}
@@ -282,6 +331,9 @@ func (m *watchMember) workedAt() time.Time {
 // with the default 20 s, on the real Slurm).
 func (m *watchMember) nextLook(longest time.Duration) time.Duration {
 	next := longest
+	if st, until := m.agentState(); st != agentStale {
+		next = min(next, time.Until(until)+10*time.Millisecond)
+	}
 	if !m.covered {
 		next = min(next, time.Until(m.joined.Add(coverGrace)))
 	}
@@ -299,12 +351,24 @@ func (m *watchMember) leaseChanges() <-chan struct{} {
 	if m == nil {
 		return nil
 	}
+	if st, _ := m.agentState(); st != agentStale {
+		return m.agentView.changed // a heartbeat lost or unverifiable: poll at once
+	}
 	return m.view.changes()
 }
 
 // live reports whether the group has a working watcher: this invoke's
 // own, or another's whose lease is live.
 func (m *watchMember) live(ctx context.Context) bool {
+	// A fresh agent serves the job: nothing to elect or lease. One whose
+	// heartbeat verifies but was not seen to advance yet is trusted as a
+	// lease just read is: serving needs its observation of this job within
+	// coverGrace (see serving). A stale one leaves this invoke to do as
+	// without an agent.
+	if st, _ := m.agentState(); st != agentStale {
+		m.dropLeader(ctx)
+		return true
+	}
 	now := m.now()
 	if m.leader != nil {
 		if !m.leader.ended() {
@@ -410,6 +474,9 @@ func (m *watchMember) readLease(ctx context.Context) (leaseState, bool) {
 // polls meanwhile, trusting the lease as handed on. A lease no longer
 // handed to it (it lapsed and another took it) is left alone.
 func (m *watchMember) adopt(ctx context.Context) {
+	if st, _ := m.agentState(); st != agentStale {
+		return // the agent serves: no watcher of its own
+	}
 	if m.leader != nil && m.leader.ended() {
 		m.leader = nil // it lost the lease it had
 	}
@@ -546,6 +613,7 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 		return
 	}
 	m.view.stop()
+	m.agentView.stop()
 	if h := d[record.KeyWatchHandover]; h != "" {
 		m.handover = h
 	}
@@ -564,7 +632,9 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 		if !ok || (l.holder != handedTo(m.own) && !l.free(m.now())) {
 			return // someone took it
 		}
-		items, _, err := record.NewConfigMapLister(m.lease.c, m.lease.ns).List(ctx)
+		// Every ConfigMap: a record of any origin (IBM's operator's,
+		// kubectl's: no managed-by label) may be of the group.
+		items, _, err := record.NewSelectedLister(m.lease.c, m.lease.ns, "").List(ctx)
 		if err != nil {
 			return
 		}

@@ -480,7 +480,11 @@ func (l *watchLeader) snapshot() map[string]*record.Record {
 // follow keeps jobs current: one list of the namespace's records, then a
 // watch from its version (the lister rides over expiry and faults).
 func (l *watchLeader) follow(ctx context.Context) {
-	lister := record.NewConfigMapLister(l.m.lease.c, l.m.lease.ns)
+	// Every ConfigMap of the namespace, whatever its labels: records that
+	// IBM's operator or kubectl created carry no managed-by label, and the
+	// watcher did nothing for them (their invokes took the lease every
+	// ~10 s but it never asked about their jobs).
+	lister := record.NewSelectedLister(l.m.lease.c, l.m.lease.ns, "")
 	back := record.Backoff{Initial: time.Second, Max: 30 * time.Second, Factor: 2}
 	for ctx.Err() == nil {
 		items, version, err := lister.List(ctx)

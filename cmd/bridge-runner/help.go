@@ -45,7 +45,7 @@ func groupOf(name string) string {
 	case "job-name", "configmap", "namespace", "kubeconfig", "state-dir", "store", "status-keys":
 		return groupRecord
 	case "backend", "resource-url", "resource-secret", "credentials-dir", "ca-file", "insecure-skip-tls-verify",
-		"watcher", "max-requests-per-second":
+		"watcher", "max-requests-per-second", "cluster":
 		return groupBackend
 	case "termination-log", "follow-logs", "log-interval", "log-dir":
 		return groupOutputs

@@ -163,7 +163,7 @@ name in upper case with - as _ (--resource-url is BRIDGE_RESOURCE_URL).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text or json")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.AddCommand(a.newCreateCmd(), a.newInvokeCmd(), a.newCleanupCmd(), a.newOperatorCmd(), a.newStatusCmd(), a.newVersionCmd())
+	root.AddCommand(a.newCreateCmd(), a.newInvokeCmd(), a.newCleanupCmd(), a.newOperatorCmd(), a.newAgentCmd(), a.newStatusCmd(), a.newVersionCmd())
 	wrappedHelp(root) // every command's help, the root's too, fits the terminal
 	return root
 }

@@ -1,0 +1,451 @@
+// Package agent is a cluster's long-lived agent: the watch group's leader
+// (runner's in-step watcher) made permanent and per cluster. It follows
+// every record that names the cluster (label record.LabelCluster) in the
+// namespaces it serves, through one watch per namespace; asks the cluster
+// for all their jobs in one batched query per interval, whatever their
+// number; writes a sealed observation into a record only when its job's
+// state differs from what it last told it; and proves it works by a sealed
+// heartbeat per namespace whose sequence advances only with answered
+// queries. It never submits, cancels or writes a state: an observation only
+// makes the record's step ask the backend for its own job.
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/httpx"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// The bounds of the query interval (the site's budget: the least time
+// between two batched queries to the cluster).
+const (
+	MinInterval     = 100 * time.Millisecond
+	MaxInterval     = 30 * time.Minute
+	DefaultInterval = 2 * time.Second
+)
+
+// Config is an agent's cluster and what it needs to serve it.
+type Config struct {
+	Cluster     string
+	Backend     string
+	ResourceURL string
+	// Key authenticates what the agent writes (runner.ClusterKey of the
+	// cluster's credentials): steps of the same credentials verify it.
+	Key        []byte
+	Namespaces []string
+	Interval   time.Duration
+	Kube       *kube.Client
+	Batcher    backends.StatusBatcher
+	// ID names this agent in its heartbeat (host/pid/random).
+	ID  string
+	Log *slog.Logger
+	// Now is the agent's clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// unwatchedAfter: a job missing from this many answers in a row is told
+// Unwatched, so that its step polls for itself.
+const unwatchedAfter = 3
+
+// queryTimeout bounds one batched query.
+const queryTimeout = 30 * time.Second
+
+// writers is how many records are written at once after a round.
+const writers = 8
+
+// Agent serves one cluster. Make it with New and start it with Run.
+type Agent struct {
+	cfg Config
+	m   *Metrics
+
+	mu   sync.Mutex
+	jobs map[string]*job // by namespace/name
+	// listed counts the namespaces listed at least once.
+	listed int
+	seq    uint64
+	beats  map[string]*kube.ConfigMap // each namespace's heartbeat as last written
+	beatAt time.Time
+	okAt   atomic.Int64 // unix nanoseconds of the last answered query (0: none)
+}
+
+// job is one followed record and what the agent last told it.
+type job struct {
+	ns, name string
+	rec      *record.Record
+	told     string // the observation last written or found (Observation.String)
+	misses   int
+}
+
+// Check checks cfg's settings (not its clients): an error names the flag.
+func Check(cfg Config) error { return cfg.check(false) }
+
+// New checks cfg and makes its agent.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.check(true); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	a := &Agent{cfg: cfg, m: newMetrics(), jobs: map[string]*job{}, beats: map[string]*kube.ConfigMap{}}
+	a.m.lastAnswer(func() float64 {
+		if at := a.okAt.Load(); at != 0 {
+			return a.cfg.Now().Sub(time.Unix(0, at)).Seconds()
+		}
+		return -1
+	})
+	return a, nil
+}
+
+func (c Config) check(clients bool) error {
+	switch {
+	case c.Cluster == "":
+		return backends.Invalid("cluster", "is empty; give the name of the cluster this agent serves (the value of the label %s on its records)", record.LabelCluster)
+	case record.CheckCluster(c.Cluster) != nil:
+		return record.CheckCluster(c.Cluster)
+	case c.Interval < MinInterval || c.Interval > MaxInterval:
+		return backends.Invalid("query-interval", "is %s; give a duration from %s to %s (the least time between two batched queries to the cluster)", c.Interval, MinInterval, MaxInterval)
+	case len(c.Key) == 0:
+		return backends.Invalid("credentials-dir", "holds no credentials; mount the cluster's Secret there (what the agent writes is authenticated with a key derived from it)")
+	case len(c.Namespaces) == 0:
+		return backends.Invalid("namespaces", "is empty; give the namespaces whose records the agent serves (ns1,ns2), or set POD_NAMESPACE")
+	case clients && (c.Kube == nil || c.Batcher == nil):
+		return errors.New("agent: no Kubernetes client or backend")
+	}
+	for _, ns := range c.Namespaces {
+		if err := record.ValidateNamespace(ns); err != nil {
+			return backends.Invalid("namespaces", "%q is not a namespace name: %v", ns, err)
+		}
+	}
+	return nil
+}
+
+// Metrics is the agent's metrics registry.
+func (a *Agent) Metrics() *Metrics { return a.m }
+
+// Ready reports whether a query has answered.
+func (a *Agent) Ready() bool { return a.okAt.Load() != 0 }
+
+// Run serves the cluster until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, ns := range a.cfg.Namespaces {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.follow(ctx, ns) }()
+	}
+	a.awaitListed(ctx)
+	a.loop(ctx)
+	// The Kubernetes requests it sent, for the benchmarks (bench/).
+	a.cfg.Log.Info("agent stopped", "kubernetes_requests", a.cfg.Kube.Requests())
+	return nil
+}
+
+// awaitListed waits a few seconds at most for every namespace's first list.
+func (a *Agent) awaitListed(ctx context.Context) {
+	back := record.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: 0.2}
+	end := time.Now().Add(3 * time.Second)
+	for ctx.Err() == nil && time.Now().Before(end) {
+		a.mu.Lock()
+		n := a.listed
+		a.mu.Unlock()
+		if n >= len(a.cfg.Namespaces) {
+			return
+		}
+		record.SleepCtx(ctx, back.Next())
+	}
+}
+
+// loop runs one round per interval (a round whose query the backend split
+// into several requests spends as many intervals), and backs off, jittered,
+// after a failed query (at least as long as a Retry-After says).
+func (a *Agent) loop(ctx context.Context) {
+	every := a.cfg.Interval
+	back := record.Backoff{Initial: every, Max: max(every, 5*time.Minute), Factor: 2, Jitter: 0.2}
+	for ctx.Err() == nil {
+		start := time.Now()
+		asked, err := a.round(ctx)
+		wait := every * time.Duration(backends.BatchRequests(a.cfg.Batcher, asked))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			wait = max(back.Next(), httpx.RetryAfterOf(err))
+			a.cfg.Log.Warn("the cluster's batched status query failed; the heartbeat stands still, so steps poll for themselves until it works", "err", err, "retry_in", wait)
+		} else {
+			back.Reset()
+			a.answered(ctx)
+		}
+		record.SleepCtx(ctx, wait-time.Since(start))
+	}
+}
+
+// answered advances the sequence after an answered round (or one with
+// nothing to ask) and writes the heartbeats when due.
+func (a *Agent) answered(ctx context.Context) {
+	a.okAt.Store(a.cfg.Now().UnixNano())
+	a.mu.Lock()
+	a.seq++
+	due := time.Since(a.beatAt) >= max(a.cfg.Interval, runner.HeartbeatFloor)
+	if due {
+		a.beatAt = time.Now()
+	}
+	hb := runner.Heartbeat{Agent: a.cfg.ID, Seq: a.seq, Interval: a.cfg.Interval}
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	for _, ns := range a.cfg.Namespaces {
+		a.beat(ctx, ns, hb)
+	}
+}
+
+// beat writes heartbeat hb in namespace ns: an update over the version it
+// last wrote (one request), else read and written again.
+func (a *Agent) beat(ctx context.Context, ns string, hb runner.Heartbeat) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	name := runner.AgentConfigMap(a.cfg.Cluster)
+	data := runner.SealHeartbeat(a.cfg.Key, ns, a.cfg.Cluster, hb)
+	a.mu.Lock()
+	cm := a.beats[ns]
+	a.mu.Unlock()
+	var err error
+	out := &kube.ConfigMap{}
+	if cm != nil {
+		next := cm.DeepCopy()
+		next.Data = data
+		if err = a.cfg.Kube.Update(wctx, kube.ConfigMaps, ns, name, next, out); err == nil {
+			a.keepBeat(ns, out)
+			return
+		}
+	}
+	cur := &kube.ConfigMap{}
+	switch gerr := a.cfg.Kube.Get(wctx, kube.ConfigMaps, ns, name, cur); {
+	case apierrors.IsNotFound(gerr):
+		cm := &kube.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{record.LabelCluster: a.cfg.Cluster, "app.kubernetes.io/component": "agent"}}, Data: data}
+		err = a.cfg.Kube.Create(wctx, kube.ConfigMaps, ns, cm, out)
+	case gerr != nil:
+		err = gerr
+	default:
+		cur.Data = data
+		err = a.cfg.Kube.Update(wctx, kube.ConfigMaps, ns, name, cur, out)
+	}
+	if err != nil {
+		a.keepBeat(ns, nil)
+		a.cfg.Log.Warn("could not write the agent's heartbeat; steps of this namespace poll for themselves until it is written", "namespace", ns, "err", record.KubeErr(err))
+		return
+	}
+	a.keepBeat(ns, out)
+}
+
+func (a *Agent) keepBeat(ns string, cm *kube.ConfigMap) {
+	a.mu.Lock()
+	a.beats[ns] = cm
+	a.mu.Unlock()
+}
+
+// follow keeps namespace ns's records of the cluster current: a list,
+// then a watch from its version (the lister rides over expiry and faults).
+func (a *Agent) follow(ctx context.Context, ns string) {
+	lister := record.NewSelectedLister(a.cfg.Kube, ns, record.LabelCluster+"="+a.cfg.Cluster)
+	back := record.Backoff{Initial: time.Second, Max: 30 * time.Second, Factor: 2, Jitter: 0.2}
+	first := true
+	for ctx.Err() == nil {
+		items, version, err := lister.List(ctx)
+		if err != nil {
+			a.cfg.Log.Warn("listing the cluster's records", "namespace", ns, "err", err)
+			record.SleepCtx(ctx, back.Next())
+			continue
+		}
+		a.replace(ns, items)
+		if first {
+			first = false
+			a.mu.Lock()
+			a.listed++
+			a.mu.Unlock()
+		}
+		for ev := range lister.Watch(ctx, version) {
+			a.put(ns, ev.Listed.Name, ev.Listed.Record, ev.Deleted)
+		}
+	}
+}
+
+// replace makes items namespace ns's records.
+func (a *Agent) replace(ns string, items []record.Listed) {
+	seen := map[string]bool{}
+	for _, it := range items {
+		seen[it.Name] = true
+		a.put(ns, it.Name, it.Record, false)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, j := range a.jobs {
+		if j.ns == ns && !seen[j.name] {
+			delete(a.jobs, k)
+		}
+	}
+}
+
+// put keeps or drops a record: the agent follows a job from its id on
+// until its record holds a final state, if the record is of this cluster's
+// backend and URL.
+func (a *Agent) put(ns, name string, rec *record.Record, deleted bool) {
+	k := ns + "/" + name
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if deleted || !a.serves(rec.Data) {
+		delete(a.jobs, k)
+		a.m.served.Set(float64(len(a.jobs)))
+		return
+	}
+	j := a.jobs[k]
+	if j == nil || j.rec.Data[record.KeyID] != rec.Data[record.KeyID] {
+		j = &job{ns: ns, name: name}
+		// What an earlier agent told the record counts as told.
+		if o, ok := runner.ReadObservation(a.cfg.Key, name, rec.Data[record.KeyWatchObserved]); ok && o.ID == rec.Data[record.KeyID] {
+			j.told = o.String()
+		}
+		a.jobs[k] = j
+	}
+	j.rec = rec
+	a.m.served.Set(float64(len(a.jobs)))
+}
+
+// serves reports whether record data d is a job this agent asks for: an
+// id, no final state, and this cluster's backend and URL (a record that
+// names the cluster but another place is not the agent's to ask about).
+func (a *Agent) serves(d map[string]string) bool {
+	if d[record.KeyID] == "" || backends.State(d[record.KeyJobStatus]).Final() {
+		return false
+	}
+	if b := strings.TrimSpace(d[record.KeyBackend]); b != "" && b != a.cfg.Backend {
+		return false
+	}
+	return strings.TrimSpace(d[record.KeyResourceURL]) == a.cfg.ResourceURL
+}
+
+// round asks for every followed job in one query and writes what changed.
+// It returns how many jobs it asked for.
+func (a *Agent) round(ctx context.Context) (int, error) {
+	jobs := a.snapshot()
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	ids := make([]string, 0, len(jobs))
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if id := j.rec.Data[record.KeyID]; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	start := time.Now()
+	sts, err := a.cfg.Batcher.StatusMany(qctx, ids)
+	cancel()
+	a.m.queries.Inc()
+	a.m.queryTime.Observe(time.Since(start).Seconds())
+	if err != nil {
+		a.m.failures.Inc()
+		return len(ids), err
+	}
+	a.write(ctx, a.changes(jobs, sts))
+	return len(ids), nil
+}
+
+// snapshot is a copy of the followed jobs.
+func (a *Agent) snapshot() []job {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		out = append(out, *j)
+	}
+	return out
+}
+
+// change is an observation to write into a record.
+type change struct {
+	j   job
+	obs runner.Observation
+}
+
+// changes are the observations that differ from what each job's record was
+// last told: a state the answer gave, or Unwatched for a job it left out
+// unwatchedAfter times in a row.
+func (a *Agent) changes(jobs []job, sts map[string]backends.Status) []change {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []change
+	for _, snap := range jobs {
+		j := a.jobs[snap.ns+"/"+snap.name]
+		if j == nil {
+			continue
+		}
+		id := snap.rec.Data[record.KeyID]
+		st, ok := sts[id]
+		if ok {
+			j.misses = 0
+		} else if j.misses++; j.misses < unwatchedAfter {
+			continue
+		} else {
+			st = backends.Status{State: runner.Unwatched}
+		}
+		if o := runner.ObservationOf(id, st); o.String() != j.told {
+			out = append(out, change{j: snap, obs: o})
+		}
+	}
+	return out
+}
+
+// write writes the changes, a few records at once; a write that fails (a
+// conflict with the step's own write) is tried again at the next round.
+func (a *Agent) write(ctx context.Context, cs []change) {
+	slots := make(chan struct{}, writers)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			a.observe(ctx, c)
+		}()
+	}
+	wg.Wait()
+}
+
+func (a *Agent) observe(ctx context.Context, c change) {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	store := &record.ConfigMapStore{Client: a.cfg.Kube, Namespace: c.j.ns, Name: c.j.name}
+	sealed := runner.SealObservation(a.cfg.Key, c.j.name, c.obs, a.cfg.Now())
+	if _, err := store.PatchData(wctx, c.j.rec, map[string]string{record.KeyWatchObserved: sealed}); err != nil {
+		a.cfg.Log.Debug("writing an observation", "record", c.j.ns+"/"+c.j.name, "err", err)
+		return
+	}
+	a.m.observations.Inc()
+	a.mu.Lock()
+	if j := a.jobs[c.j.ns+"/"+c.j.name]; j != nil && j.rec.Data[record.KeyID] == c.obs.ID {
+		j.told = c.obs.String()
+	}
+	a.mu.Unlock()
+}

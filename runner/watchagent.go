@@ -1,0 +1,305 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// A cluster's agent (package agent) is the watch group's leader made
+// permanent: one long-lived process per cluster runs the batched status
+// query for every record that names the cluster (record.KeyCluster) and
+// writes sealed observations into them, in the format members verify.
+// It proves it works by a sealed heartbeat in each namespace it serves.
+// A step whose record names the cluster follows the agent while that
+// heartbeat advances (agentTrust) and neither elects nor leases; when it
+// stops advancing, or is missing or does not verify, the step falls back
+// to the in-step watcher at once.
+
+// AgentConfigMap is the name of the heartbeat ConfigMap of cluster's agent.
+func AgentConfigMap(cluster string) string { return "bridge-runner-agent-" + cluster }
+
+// HeartbeatFloor is the shortest heartbeat period: an agent writes its
+// heartbeat at most once per max(query interval, HeartbeatFloor).
+const HeartbeatFloor = 2 * time.Second
+
+// Heartbeat is what an agent says of itself: who it is, how many of its
+// queries answered (Seq only grows while they do), and its query interval.
+type Heartbeat struct {
+	Agent    string
+	Seq      uint64
+	Interval time.Duration
+}
+
+// Period is how often the agent writes its heartbeat.
+func (h Heartbeat) Period() time.Duration { return max(h.Interval, HeartbeatFloor) }
+
+// ClusterKey is the key of the cluster's shared state as an agent holds
+// it: the watch group's key (GroupKey) of backend, url and the files of
+// the credentials directory dir, so that steps of the very same
+// credentials verify what the agent writes.
+func ClusterKey(backend, url, dir string) []byte {
+	return GroupKey(backend, url, credentialBytes(dir))
+}
+
+func heartbeatParts(ns, cluster string, d map[string]string) []string {
+	return []string{"agent heartbeat", ns, AgentConfigMap(cluster), d["agent"], d["seq"], d["intervalMs"]}
+}
+
+// SealHeartbeat is hb as the data of the heartbeat ConfigMap of cluster in
+// namespace ns, tagged under key (so that it cannot be moved elsewhere).
+func SealHeartbeat(key []byte, ns, cluster string, hb Heartbeat) map[string]string {
+	d := map[string]string{"agent": hb.Agent, "seq": strconv.FormatUint(hb.Seq, 10), "intervalMs": strconv.FormatInt(hb.Interval.Milliseconds(), 10)}
+	d["tag"] = tagOf(key, heartbeatParts(ns, cluster, d)...)
+	return d
+}
+
+// ReadHeartbeat reads heartbeat data d: false unless its tag verifies
+// under key.
+func ReadHeartbeat(key []byte, ns, cluster string, d map[string]string) (Heartbeat, bool) {
+	if !tagOK(key, d["tag"], heartbeatParts(ns, cluster, d)...) {
+		return Heartbeat{}, false
+	}
+	seq, err1 := strconv.ParseUint(d["seq"], 10, 64)
+	ms, err2 := strconv.ParseInt(d["intervalMs"], 10, 64)
+	if err1 != nil || err2 != nil || ms <= 0 || d["agent"] == "" {
+		return Heartbeat{}, false
+	}
+	return Heartbeat{Agent: d["agent"], Seq: seq, Interval: time.Duration(ms) * time.Millisecond}, true
+}
+
+// Observation is a watcher's or agent's word on the job id of one record:
+// its state and the backend's state as one word. It never decides a state:
+// it makes the record's step ask the backend.
+type Observation struct {
+	ID    string
+	State backends.State
+	Raw   string
+}
+
+// Unwatched is the observation state that tells a step the batched query
+// does not report its job: it polls for itself.
+const Unwatched = unwatched
+
+// ObservationOf is what a batched query said of job id (st), as an
+// observation.
+func ObservationOf(id string, st backends.Status) Observation {
+	return Observation{ID: id, State: st.State, Raw: rawWord(st.Raw)}
+}
+
+func (o Observation) String() string { return o.ID + " " + string(o.State) + " " + o.Raw }
+
+// SealObservation is o as written into record rec at time at, tagged
+// under key (the value of record.KeyWatchObserved).
+func SealObservation(key []byte, rec string, o Observation, at time.Time) string {
+	f := append(strings.Fields(o.String()), at.UTC().Format(time.RFC3339Nano))
+	return strings.Join(f, " ") + " " + tagOf(key, append([]string{"observation", rec}, f...)...)
+}
+
+// ReadObservation reads the observation s of record rec: false unless its
+// tag verifies under key.
+func ReadObservation(key []byte, rec, s string) (Observation, bool) {
+	f := strings.Fields(s)
+	if len(f) != 5 || !tagOK(key, f[4], "observation", rec, f[0], f[1], f[2], f[3]) {
+		return Observation{}, false
+	}
+	return Observation{ID: f[0], State: backends.State(f[1]), Raw: f[2]}, true
+}
+
+// agentState is how a step judges its cluster's agent.
+type agentState int
+
+const (
+	// agentStale: no agent to follow (missing, unverifiable, or its
+	// sequence did not advance in time): the step does as without one.
+	agentStale agentState = iota
+	// agentPending: no advance seen yet since the step joined, and its
+	// heartbeat not found missing or unverifiable: for up to one window the
+	// step trusts it as a lease just read (it serves only once the agent's
+	// observation covers its job, or within coverGrace), and elects nobody.
+	agentPending
+	// agentFresh: its sequence advanced within the window: the step
+	// neither elects, leases nor polls, except to confirm an observation.
+	agentFresh
+)
+
+// agentTrust is a step's rule for trusting its cluster's agent, by the
+// step's own clock alone: the agent is fresh while its heartbeat's
+// sequence advanced (a verified heartbeat of the same agent with a higher
+// sequence than any seen) within min(3 heartbeat periods, the step's
+// budget). A heartbeat that is replayed (no higher sequence) changes
+// nothing; one that is missing or does not verify ends trust at once.
+type agentTrust struct {
+	now    func() time.Time
+	budget time.Duration // never trusted longer than this after an advance
+
+	mu         sync.Mutex
+	joined     time.Time
+	maxSeq     map[string]uint64 // the highest sequence seen, by agent
+	period     time.Duration     // the period of the heartbeat last verified
+	advancedAt time.Time         // zero: no advance since the last loss
+	lost       bool              // missing or unverifiable since joining
+}
+
+func newAgentTrust(now func() time.Time, budget time.Duration) *agentTrust {
+	return &agentTrust{now: now, budget: budget, joined: now(), maxSeq: map[string]uint64{}}
+}
+
+// saw judges heartbeat data d as read (nil: the ConfigMap is missing).
+func (t *agentTrust) saw(hb Heartbeat, verified bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !verified {
+		t.advancedAt, t.lost = time.Time{}, true
+		return
+	}
+	prev, known := t.maxSeq[hb.Agent]
+	if known && hb.Seq <= prev {
+		return // replayed: its period must not stretch the window either
+	}
+	if known {
+		t.advancedAt = t.now()
+	}
+	t.maxSeq[hb.Agent], t.period = hb.Seq, hb.Period()
+}
+
+// window is how long an advance is trusted.
+func (t *agentTrust) window() time.Duration { return min(3*t.period, t.budget) }
+
+// state is the agent's state now, and until when it holds at the latest
+// (zero for stale).
+func (t *agentTrust) state() (agentState, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if until := t.advancedAt.Add(t.window()); !t.advancedAt.IsZero() && now.Before(until) {
+		return agentFresh, until
+	}
+	// Not seen to advance yet (or the view has not read it yet): no
+	// longer than a window of its period (three of the floor's while it
+	// is unknown), within the budget.
+	period := cmp.Or(t.period, HeartbeatFloor)
+	if until := t.joined.Add(min(3*period, t.budget)); t.advancedAt.IsZero() && !t.lost && now.Before(until) {
+		return agentPending, until
+	}
+	return agentStale, time.Time{}
+}
+
+// heardAt is when the agent last advanced, by the step's clock.
+func (t *agentTrust) heardAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.advancedAt
+}
+
+// heartbeatView follows the agent's heartbeat ConfigMap through one watch
+// (a list for its version, then a watch renewed when it ends) and feeds
+// what it sees to trust.
+type heartbeatView struct {
+	c           *kube.Client
+	ns, cluster string
+	key         []byte
+	trust       *agentTrust
+	changed     chan struct{}
+	cancel      context.CancelFunc
+	done        chan struct{}
+}
+
+func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust) *heartbeatView {
+	ctx, cancel := context.WithCancel(ctx)
+	v := &heartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go v.run(ctx)
+	return v
+}
+
+func (v *heartbeatView) stop() {
+	if v != nil {
+		v.cancel()
+		<-v.done
+	}
+}
+
+func (v *heartbeatView) see(cm *kube.ConfigMap) {
+	var hb Heartbeat
+	ok := false
+	if cm != nil {
+		hb, ok = ReadHeartbeat(v.key, v.ns, v.cluster, cm.Data)
+	}
+	v.trust.saw(hb, ok)
+	select {
+	case v.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (v *heartbeatView) run(ctx context.Context) {
+	defer close(v.done)
+	name := AgentConfigMap(v.cluster)
+	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
+	for ctx.Err() == nil {
+		list := &kube.ConfigMapList{}
+		opts := &metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+		if err := v.c.List(ctx, kube.ConfigMaps, v.ns, opts, list); err != nil {
+			if apierrors.IsForbidden(err) {
+				// A Role that names only the record: no agent to follow, for
+				// good (asking again every few seconds would cost the
+				// apiserver a request per step for as long as its job runs).
+				v.see(nil)
+				return
+			}
+			record.SleepCtx(ctx, back.Next())
+			continue
+		}
+		var cm *kube.ConfigMap
+		for i := range list.Items {
+			cm = &list.Items[i]
+		}
+		v.see(cm)
+		w, err := v.c.WatchOne(ctx, kube.ConfigMaps, v.ns, name, list.ResourceVersion)
+		if err != nil {
+			record.SleepCtx(ctx, back.Next())
+			continue
+		}
+		if v.follow(ctx, w) {
+			back.Reset()
+		} else {
+			record.SleepCtx(ctx, back.Next())
+		}
+	}
+}
+
+// follow applies the watch's events until it ends; false when it failed.
+func (v *heartbeatView) follow(ctx context.Context, w watch.Interface) bool {
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return true
+			}
+			cm, isCM := ev.Object.(*kube.ConfigMap)
+			switch {
+			case ev.Type == watch.Error || !isCM:
+				return false
+			case ev.Type == watch.Deleted:
+				v.see(nil)
+			case ev.Type != watch.Bookmark:
+				v.see(cm)
+			}
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package runner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+)
+
+// newFakeClock is a step's own clock, moved by hand (fakeClock).
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func beat(agent string, seq uint64) Heartbeat {
+	return Heartbeat{Agent: agent, Seq: seq, Interval: time.Second}
+}
+
+func stateOf(tr *agentTrust) agentState {
+	st, _ := tr.state()
+	return st
+}
+
+// The agent is trusted while its sequence advanced within three heartbeat
+// periods by the step's own clock; before any advance it is pending for
+// at most that window; after it, stale.
+func TestAgentTrustFollowsTheAdvance(t *testing.T) {
+	c := newFakeClock()
+	tr := newAgentTrust(c.now, time.Minute)
+	assert.Equal(t, agentPending, stateOf(tr), "not read yet")
+	tr.saw(beat("a", 7), true)
+	assert.Equal(t, agentPending, stateOf(tr), "a first sight is no advance")
+	c.add(time.Second)
+	tr.saw(beat("a", 8), true)
+	st, until := tr.state()
+	assert.Equal(t, agentFresh, st)
+	assert.Equal(t, c.now().Add(3*HeartbeatFloor), until, "three periods (the period is at least the floor)")
+	assert.Equal(t, c.now(), tr.heardAt())
+	c.add(3*HeartbeatFloor - time.Millisecond)
+	assert.Equal(t, agentFresh, stateOf(tr))
+	c.add(time.Millisecond)
+	assert.Equal(t, agentStale, stateOf(tr), "no advance within three periods")
+	tr.saw(beat("a", 9), true)
+	assert.Equal(t, agentFresh, stateOf(tr), "it comes back")
+}
+
+// A pending agent that never advances is stale after the window.
+func TestAgentTrustPendingEnds(t *testing.T) {
+	c := newFakeClock()
+	tr := newAgentTrust(c.now, time.Minute)
+	tr.saw(beat("a", 7), true)
+	c.add(3 * HeartbeatFloor)
+	assert.Equal(t, agentStale, stateOf(tr))
+}
+
+// A replayed heartbeat (a sequence seen before, or lower) is no advance,
+// also alternated with another agent's; a new agent must advance too.
+func TestAgentTrustIgnoresReplays(t *testing.T) {
+	c := newFakeClock()
+	tr := newAgentTrust(c.now, time.Minute)
+	tr.saw(beat("a", 7), true)
+	tr.saw(beat("b", 3), true)
+	for range 10 {
+		c.add(time.Second)
+		tr.saw(beat("a", 7), true)
+		tr.saw(beat("a", 5), true)
+		tr.saw(beat("b", 3), true)
+	}
+	assert.Equal(t, agentStale, stateOf(tr), "replays never advanced")
+	tr.saw(beat("c", 1), true)
+	tr.saw(beat("c", 2), true)
+	_, until := tr.state()
+	long := beat("c", 2)
+	long.Interval = time.Hour
+	tr.saw(long, true)
+	_, still := tr.state()
+	assert.Equal(t, until, still, "a replay's period does not stretch the window")
+	tr.saw(beat("d", 100), true)
+	c.add(7 * time.Second)
+	assert.Equal(t, agentStale, stateOf(tr), "a new agent's first heartbeat is no advance")
+	tr.saw(beat("d", 101), true)
+	assert.Equal(t, agentFresh, stateOf(tr))
+}
+
+// A heartbeat missing or unverifiable ends the trust at once, and a
+// pending one too.
+func TestAgentTrustEndsAtOnceOnLoss(t *testing.T) {
+	c := newFakeClock()
+	tr := newAgentTrust(c.now, time.Minute)
+	tr.saw(beat("a", 1), true)
+	tr.saw(beat("a", 2), true)
+	require.Equal(t, agentFresh, stateOf(tr))
+	tr.saw(Heartbeat{}, false)
+	assert.Equal(t, agentStale, stateOf(tr))
+	fresh := newAgentTrust(c.now, time.Minute)
+	fresh.saw(Heartbeat{}, false)
+	assert.Equal(t, agentStale, stateOf(fresh), "missing at the first read: no pending")
+}
+
+// The window never exceeds the step's own budget, whatever period the
+// agent declares (a site's 30 min interval).
+func TestAgentTrustWithinTheBudget(t *testing.T) {
+	c := newFakeClock()
+	budget := 20 * time.Second
+	tr := newAgentTrust(c.now, budget)
+	slow := Heartbeat{Agent: "a", Seq: 1, Interval: 30 * time.Minute}
+	tr.saw(slow, true)
+	slow.Seq = 2
+	tr.saw(slow, true)
+	_, until := tr.state()
+	assert.Equal(t, c.now().Add(budget), until)
+	c.add(budget)
+	assert.Equal(t, agentStale, stateOf(tr))
+}
+
+// A heartbeat verifies only under the cluster's key, in its own namespace
+// and for its own cluster; nothing it carries can be changed.
+func TestHeartbeatSeal(t *testing.T) {
+	key := []byte("key")
+	hb := Heartbeat{Agent: "agent-1", Seq: 42, Interval: 1500 * time.Millisecond}
+	d := SealHeartbeat(key, "ns", "hpc-1", hb)
+	got, ok := ReadHeartbeat(key, "ns", "hpc-1", d)
+	require.True(t, ok)
+	assert.Equal(t, hb, got)
+	_, ok = ReadHeartbeat([]byte("other"), "ns", "hpc-1", d)
+	assert.False(t, ok, "another key")
+	_, ok = ReadHeartbeat(key, "ns2", "hpc-1", d)
+	assert.False(t, ok, "moved to another namespace")
+	_, ok = ReadHeartbeat(key, "ns", "hpc-2", d)
+	assert.False(t, ok, "another cluster")
+	for _, k := range []string{"agent", "seq", "intervalMs", "tag"} {
+		m := map[string]string{}
+		for kk, v := range d {
+			m[kk] = v
+		}
+		m[k] += "1"
+		_, ok = ReadHeartbeat(key, "ns", "hpc-1", m)
+		assert.False(t, ok, "changed %s", k)
+	}
+	_, ok = ReadHeartbeat(nil, "ns", "hpc-1", d)
+	assert.False(t, ok, "no key verifies nothing")
+}
+
+// An observation the agent writes is what a member verifies.
+func TestAgentObservationIsAMembersObservation(t *testing.T) {
+	key := []byte("key")
+	m := &watchMember{key: key, now: time.Now}
+	o := ObservationOf("42", backends.Status{State: backends.Running, Raw: "RUNNING"})
+	sealed := SealObservation(key, "job-bridge-cm", o, time.Now())
+	got, ok := m.observation("job-bridge-cm", sealed)
+	require.True(t, ok)
+	assert.Equal(t, observation{id: "42", state: "RUNNING", raw: "RUNNING"}, got)
+	_, ok = m.observation("other-bridge-cm", sealed)
+	assert.False(t, ok, "copied to another record")
+}
