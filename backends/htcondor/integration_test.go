@@ -19,10 +19,10 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
 
-// newBackend connects to the real HTCondor pool's login node.
-func newBackend(t *testing.T) *htcondor.Backend {
+// newBackend connects to a real HTCondor pool's login node
+// (testssh.EachCondor gives each pool in turn).
+func newBackend(t *testing.T, srv testssh.Server) *htcondor.Backend {
 	t.Helper()
-	srv := testssh.Condor(t)
 	be, err := htcondor.New(backends.Config{URL: srv.URL, Credentials: testssh.Creds(t, srv.CredsDir)})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,11 @@ func follow(t *testing.T, b *htcondor.Backend, id string, want backends.State) b
 }
 
 func TestDoneWithOutputInputsAndParameters(t *testing.T) {
-	b := newBackend(t)
+	testssh.EachCondor(t, testDoneWithOutputInputsAndParameters)
+}
+
+func testDoneWithOutputInputsAndParameters(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, time.Minute)
 	j := job(t, "#!/bin/sh\necho \"hello from $BRIDGE_JOB_NAME\"\ncat input.txt\ncat \"$BRIDGE_JOB_PARAMETERS_FILE\"; echo\necho result > out.txt\n",
 		map[string]any{"request_cpus": 1, "request_memory": "64MB", "+ProjectName": `astro "quoted" $(x)`, "requirements": "OpSys == \"LINUX\""})
@@ -104,8 +108,10 @@ func TestDoneWithOutputInputsAndParameters(t *testing.T) {
 	}
 }
 
-func TestFailedWithExitCode(t *testing.T) {
-	b := newBackend(t)
+func TestFailedWithExitCode(t *testing.T) { testssh.EachCondor(t, testFailedWithExitCode) }
+
+func testFailedWithExitCode(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	id, err := b.Submit(testssh.Ctx(t, time.Minute), job(t, "#!/bin/sh\necho failing >&2\nexit 3\n", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +122,10 @@ func TestFailedWithExitCode(t *testing.T) {
 	}
 }
 
-func TestKilledWhileRunning(t *testing.T) {
-	b := newBackend(t)
+func TestKilledWhileRunning(t *testing.T) { testssh.EachCondor(t, testKilledWhileRunning) }
+
+func testKilledWhileRunning(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, time.Minute)
 	j := job(t, "#!/bin/sh\necho started\nsleep 300\n", nil)
 	id, err := b.Submit(ctx, j)
@@ -153,8 +161,10 @@ func TestKilledWhileRunning(t *testing.T) {
 	}
 }
 
-func TestHolds(t *testing.T) {
-	b := newBackend(t)
+func TestHolds(t *testing.T) { testssh.EachCondor(t, testHolds) }
+
+func testHolds(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, time.Minute)
 	// HTCondor gives up on the job (here a policy expression): FAILED with
 	// the hold reason.
@@ -184,8 +194,10 @@ func TestHolds(t *testing.T) {
 	_ = b.Cancel(ctx, id)
 }
 
-func TestRefusedBeforeAndBySubmit(t *testing.T) {
-	b := newBackend(t)
+func TestRefusedBeforeAndBySubmit(t *testing.T) { testssh.EachCondor(t, testRefusedBeforeAndBySubmit) }
+
+func testRefusedBeforeAndBySubmit(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, time.Minute)
 	for name, props := range map[string]map[string]any{
 		"newline injection":  {"request_cpus": "1\nexecutable = /bin/evil"},
@@ -215,8 +227,9 @@ func TestRefusedBeforeAndBySubmit(t *testing.T) {
 // TestThroughBastion: a job runs on the HTCondor pool reached through a
 // real sshd jump host (the plain test sshd's user and key log in there;
 // its host key is jump1-known_hosts), which logs the forwarding.
-func TestThroughBastion(t *testing.T) {
-	srv := testssh.Condor(t)
+func TestThroughBastion(t *testing.T) { testssh.EachCondor(t, testThroughBastion) }
+
+func testThroughBastion(t *testing.T, srv testssh.Server) {
 	jump := testssh.Default(t)
 	var log testutil.SyncBuffer
 	url, creds, _ := testssh.ViaBastion(t, srv, jump, &log)
@@ -250,15 +263,17 @@ func TestThroughBastion(t *testing.T) {
 // (condor_vacate_job, as a machine's owner or a preempting job would) goes
 // back to IDLE to run again: PENDING, with no failure category, never a
 // final state.
-func TestEvictedIsNotAFailure(t *testing.T) {
-	root := os.Getenv("BRIDGE_TEST_CONDOR_ROOT")
+func TestEvictedIsNotAFailure(t *testing.T) { testssh.EachCondor(t, testEvictedIsNotAFailure) }
+
+func testEvictedIsNotAFailure(t *testing.T, srv testssh.Server) {
+	root := srv.Root
 	if root == "" || os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
-			t.Fatal("needs root and BRIDGE_TEST_CONDOR_ROOT (hack/htcondor-up.sh's env) to evict a job as the pool's administrator")
+			t.Fatal("needs root and the pool's root (its login node's ..._SSH_ROOT) to evict a job as the pool's administrator")
 		}
-		t.Skip("needs root and BRIDGE_TEST_CONDOR_ROOT")
+		t.Skip("needs root and the pool's root")
 	}
-	b := newBackend(t)
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, 3*time.Minute)
 	id, err := b.Submit(ctx, job(t, "#!/bin/sh\nsleep 300\n", nil))
 	if err != nil {
