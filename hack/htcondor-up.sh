@@ -92,6 +92,11 @@ cat >"$ROOT/etc/condor/config.d/99-bridge-runner" <<EOF
 COLLECTOR_HOST = 127.0.0.1:$PORT
 SHARED_PORT_PORT = $PORT
 ENABLE_IPV6 = False
+# Loopback only: 23.9's minihtcondor pinned this, 25's minicondor does not
+# (its daemons took the machine's other interface).
+CONDOR_HOST = 127.0.0.1
+NETWORK_INTERFACE = 127.0.0.1
+BIND_ALL_INTERFACES = False
 # No mount namespaces here (see hack/htcondor-up.sh).
 MOUNT_UNDER_SCRATCH =
 # Quick scheduling for tests.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/htcondor"
+	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 )
@@ -290,5 +291,39 @@ func testEvictedIsNotAFailure(t *testing.T, srv testssh.Server) {
 	st := follow(t, b, id, backends.Pending)
 	if st.State != backends.Pending || st.Raw != "IDLE" || st.FailureCategory() != "" {
 		t.Fatalf("an evicted job: want PENDING (IDLE) without a category, got %+v", st)
+	}
+}
+
+// TestPoolIsLoopbackOnly: every daemon of the test pool (collector,
+// negotiator, schedd, startd, master) advertises a loopback address, so
+// the tests' traffic stays on 127.0.0.1. HTCondor 25's minicondor no
+// longer pins NETWORK_INTERFACE (23.9's did): without
+// hack/htcondor-up.sh's own setting its daemons took the machine's
+// other interface.
+func TestPoolIsLoopbackOnly(t *testing.T) { testssh.EachCondor(t, testPoolIsLoopbackOnly) }
+
+func testPoolIsLoopbackOnly(t *testing.T, srv testssh.Server) {
+	target, err := sshexec.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sshexec.New(target, testssh.Creds(t, srv.CredsDir), nil, sshexec.Options{})
+	defer c.Close()
+	res, err := c.Run(testssh.Ctx(t, time.Minute), sshexec.Cmd{Args: []string{"condor_status", "-any", "-af", "MyType", "MyAddress"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("condor_status -any: %v %+v", err, res)
+	}
+	types := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		typ, addr, _ := strings.Cut(line, " ")
+		types[typ] = true
+		if addr != "undefined" && !strings.HasPrefix(addr, "<127.") { // Accounting ads are no daemon's
+			t.Errorf("the pool's %s advertises %s, not a loopback address", typ, addr)
+		}
+	}
+	for _, want := range []string{"Collector", "Negotiator", "Scheduler", "Machine", "DaemonMaster"} {
+		if !types[want] {
+			t.Errorf("condor_status -any has no %s ad: %q", want, res.Stdout)
+		}
 	}
 }
