@@ -363,10 +363,10 @@ func EachCondorB(b *testing.B, bench func(b *testing.B, srv Server)) {
 // Server is the pool's login node (skipped without its env, failed under CI).
 func (p CondorPool) Server(t testing.TB) Server { return Env(t, p.Prefix, p.Hint) }
 
-// EachCondor runs test once per pool, as the subtest "htcondor=VERSION",
+// EachCondor runs test once per pool, as the subtest "htcondor-VERSION",
 // the pools at once (each is its own machine); a pool whose env is missing
-// skips its subtest, or fails it under CI. (A name fit for a job key:
-// tests put their names in theirs.)
+// skips its subtest, or fails it under CI. ("-", not "=": tests put their
+// names in job keys, which take letters, digits, ".", "_" and "-".)
 func EachCondor(t *testing.T, test func(t *testing.T, srv Server)) {
 	t.Helper()
 	for _, p := range CondorPools {
