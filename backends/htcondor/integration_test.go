@@ -364,3 +364,31 @@ func testHoldCodesReviewed(t *testing.T, srv testssh.Server) {
 		t.Errorf("%s: the table read ends at %d: misread", libs[0], highest)
 	}
 }
+
+// TestCancelAgainWhileLeaving: a removed job stays in the queue as REMOVED
+// while its shadow ends it (here the job takes 10 s over SIGTERM); a second
+// Cancel meanwhile (cleanup after invoke's own, a retried step) is done,
+// not an error: condor_rm says "already marked for removal", exit 1.
+func TestCancelAgainWhileLeaving(t *testing.T) { testssh.EachCondor(t, testCancelAgainWhileLeaving) }
+
+func testCancelAgainWhileLeaving(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
+	ctx := testssh.Ctx(t, 2*time.Minute)
+	id, err := b.Submit(ctx, job(t, "#!/bin/sh\ntrap 'sleep 10; exit 1' TERM\nsleep 300 &\nwait\n", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Cancel(context.Background(), id) })
+	if st := follow(t, b, id, backends.Running); st.State != backends.Running {
+		t.Fatalf("want RUNNING, got %+v", st)
+	}
+	if err := b.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cancel(ctx, id); err != nil {
+		t.Fatalf("a second Cancel while the job leaves the queue: %v", err)
+	}
+	if st := follow(t, b, id, backends.Killed); st.State != backends.Killed {
+		t.Fatalf("want KILLED, got %+v", st)
+	}
+}
