@@ -61,8 +61,10 @@ services-up:
 	bash hack/ray-auth-up.sh
 	. $${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}/env && BRIDGE_SSHD_SETENV="SLURM_CONF=$$SLURM_CONF" bash hack/sshd-up.sh
 	bash hack/htcondor-up.sh
+	bash hack/htcondor25-up.sh
 
 services-down:
+	-bash hack/htcondor25-down.sh
 	-bash hack/htcondor-down.sh
 	-bash hack/sshd-down.sh
 	-bash hack/ray-auth-down.sh

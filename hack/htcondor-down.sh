@@ -5,7 +5,9 @@
 # removes the state dir. The cached chroot stays for the next start.
 # Idempotent.
 #
-# Environment: BRIDGE_CONDOR_DIR, BRIDGE_CACHE, as for htcondor-up.sh.
+# Environment: BRIDGE_CONDOR_DIR, BRIDGE_CACHE, as for htcondor-up.sh;
+# CONDOR_BASE, the root's cache dir (hack/htcondor25-down.sh sets it), is
+# the fallback when the state dir lost its record of the root.
 set -euo pipefail
 
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,15 +17,15 @@ source "$HACK/lib.sh"
 STATE=${BRIDGE_CONDOR_DIR:-/tmp/bridge-runner-htcondor}
 STATE=${STATE%/}
 CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
-BASE=$CACHE/htcondor-23.9
+BASE=${CONDOR_BASE:-$CACHE/htcondor-23.9}
 
 if [ ! -e "$STATE" ]; then
   log "nothing to stop: $STATE does not exist"
   exit 0
 fi
-# htcondor-up.sh calls this script while it holds the lock.
-[ -n "${BRIDGE_CONDOR_LOCKED:-}" ] || with_lock "$BASE/lock"
 ROOT=$(cat "$STATE/root" 2>/dev/null || echo "$BASE/root")
+# htcondor-up.sh calls this script while it holds the lock (the root's).
+[ -n "${BRIDGE_CONDOR_LOCKED:-}" ] || with_lock "$(dirname "$ROOT")/lock"
 
 BRIDGE_SSHD_DIR=$STATE/sshd bash "$HACK/sshd-down.sh" || true
 stop_pidfile "$STATE/condor_master.pid" 30

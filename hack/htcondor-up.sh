@@ -27,6 +27,11 @@
 #
 # The env file exports BRIDGE_TEST_CONDOR_SSH_* (see hack/sshd-up.sh: URL,
 # ADDR, USER, CREDS, CERT_CREDS, SSHD_CONFIG, ROOT) and BRIDGE_TEST_CONDOR_ROOT.
+#
+# hack/htcondor25-up.sh runs this script for HTCondor 25 in its own root, with
+#   CONDOR_BUILD        the script that builds the root and prints its path
+#   CONDOR_ENV_PREFIX   the env file's prefix instead of BRIDGE_TEST_CONDOR
+# (one pool per root: the lock is the root's, beside it).
 set -euo pipefail
 
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,19 +40,22 @@ source "$HACK/lib.sh"
 
 STATE=${BRIDGE_CONDOR_DIR:-/tmp/bridge-runner-htcondor}
 STATE=${STATE%/}
-CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
-BASE=$CACHE/htcondor-23.9
-ROOT=$BASE/root
+BUILD=${CONDOR_BUILD:-build-trixie-htcondor.sh}
+PREFIX=${CONDOR_ENV_PREFIX:-BRIDGE_TEST_CONDOR}
 t0=$(now_ms)
 
 [ "$(id -u)" = 0 ] || die "run as root (debootstrap, chroot, mounts, daemons that switch users)"
-mkdir -p "$(dirname "$STATE")" "$BASE"
+# --- the chroot, built once (hack/$BUILD; it waits for a build under way) -------------
+ROOT=$(bash "$HACK/$BUILD" | tail -n 1)
+[ -d "$ROOT/etc/condor" ] || die "hack/$BUILD did not build an HTCondor root (it printed '$ROOT')"
+BASE=$(dirname "$ROOT")
+mkdir -p "$(dirname "$STATE")"
 with_lock "$BASE/lock"
 
 is_up() {
   [ -f "$STATE/env" ] && pidfile_alive "$STATE/condor_master.pid" || return 1
   [ -n "$(chroot "$ROOT" condor_status -schedd -af Name 2>/dev/null)" ] || return 1
-  BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=BRIDGE_TEST_CONDOR_SSH \
+  BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH \
     bash "$HACK/sshd-up.sh" >/dev/null 2>&1
 }
 if is_up; then
@@ -60,11 +68,9 @@ if [ -e "$STATE" ]; then
   BRIDGE_CONDOR_LOCKED=1 bash "$HACK/htcondor-down.sh"
 fi
 
-# --- the chroot, built once (hack/build-trixie-htcondor.sh) --------------------------
-[ "$(bash "$HACK/build-trixie-htcondor.sh" | tail -n 1)" = "$ROOT" ] || die "hack/build-trixie-htcondor.sh did not build $ROOT"
-
 # --- mounts (recorded, so that down removes exactly these) ---------------------------
 mkdir -p "$STATE"
+echo "$ROOT" >"$STATE/root" # first: down finds the root (and its lock) by it
 : >"$STATE/mounts"
 bind() { # bind SRC DST
   mountpoint -q "$2" && die "$2 is already a mount point: is another HTCondor running in $ROOT? (hack/htcondor-down.sh)"
@@ -78,7 +84,6 @@ mountpoint -q "$ROOT/run" && die "$ROOT/run is already a mount point"
 mount -t tmpfs -o mode=755,size=64m tmpfs "$ROOT/run"
 echo "$ROOT/run" >>"$STATE/mounts"
 echo "127.0.0.1 localhost $(hostname)" >"$ROOT/etc/hosts"
-echo "$ROOT" >"$STATE/root"
 
 # --- configuration ---------------------------------------------------------------
 PORT=$(free_ports 1)
@@ -87,6 +92,11 @@ cat >"$ROOT/etc/condor/config.d/99-bridge-runner" <<EOF
 COLLECTOR_HOST = 127.0.0.1:$PORT
 SHARED_PORT_PORT = $PORT
 ENABLE_IPV6 = False
+# Loopback only: 23.9's minihtcondor pinned this, 25's minicondor does not
+# (its daemons took the machine's other interface).
+CONDOR_HOST = 127.0.0.1
+NETWORK_INTERFACE = 127.0.0.1
+BIND_ALL_INTERFACES = False
 # No mount namespaces here (see hack/htcondor-up.sh).
 MOUNT_UNDER_SCRATCH =
 # Quick scheduling for tests.
@@ -113,12 +123,12 @@ until [ -n "$(chroot "$ROOT" condor_status -schedd -af Name 2>/dev/null)" ] &&
   sleep 0.5
 done
 
-BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=BRIDGE_TEST_CONDOR_SSH \
+BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH \
   bash "$HACK/sshd-up.sh" >/dev/null
 {
   cat "$STATE/sshd/env"
-  echo "export BRIDGE_TEST_CONDOR_ROOT=$ROOT"
+  echo "export ${PREFIX}_ROOT=$ROOT"
 } >"$STATE/env.tmp"
 mv "$STATE/env.tmp" "$STATE/env"
-log "HTCondor $(chroot "$ROOT" condor_version | head -1 | awk '{print $2}') up (collector 127.0.0.1:$PORT), its login node at $(sed -n 's/^export BRIDGE_TEST_CONDOR_SSH_URL=//p' "$STATE/env"), in $(elapsed_s "$t0")s"
+log "HTCondor $(chroot "$ROOT" condor_version | head -1 | awk '{print $2}') up (collector 127.0.0.1:$PORT), its login node at $(sed -n "s/^export ${PREFIX}_SSH_URL=//p" "$STATE/env"), in $(elapsed_s "$t0")s"
 echo "$STATE/env"

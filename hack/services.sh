@@ -2,8 +2,8 @@
 # Sourced by hack/test.sh and hack/bench.sh: start the real services the
 # tests and benchmarks use (a kube-apiserver with etcd, an S3 server, a
 # Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Slurm 22.05 with slurmdbd,
-# a Ray cluster, an sshd whose user runs the Slurm 22.05 commands, an HTCondor
-# pool in a chroot with an sshd of its own), export their env, and on exit stop
+# a Ray cluster, an sshd whose user runs the Slurm 22.05 commands, HTCondor
+# 23.9 and 25 pools, each in a chroot with an sshd of its own), export their env, and on exit stop
 # the ones this run started (services already up are left up, so a
 # developer's second run is fast; KEEP_SERVICES=1 keeps all).
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
@@ -15,6 +15,7 @@ RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
 RAY_AUTH_DIR=${BRIDGE_RAY_AUTH_DIR:-/tmp/bridge-runner-ray-auth}
 SSHD_DIR=${BRIDGE_SSHD_DIR:-/tmp/bridge-runner-sshd}
 CONDOR_DIR=${BRIDGE_CONDOR_DIR:-/tmp/bridge-runner-htcondor}
+CONDOR25_DIR=${BRIDGE_CONDOR25_DIR:-/tmp/bridge-runner-htcondor25}
 started=()
 
 # alive PID_FILE: the process of a PID file is running.
@@ -90,3 +91,8 @@ source "$SSHD_DIR/env"
 up htcondor hack/htcondor-up.sh hack/htcondor-down.sh alive "$CONDOR_DIR/condor_master.pid"
 # shellcheck disable=SC1091
 source "$CONDOR_DIR/env"
+# HTCondor 25 from a cached Debian unstable root (hack/prefetch.sh builds it
+# early); its variables are BRIDGE_TEST_CONDOR25_*.
+up htcondor-25 hack/htcondor25-up.sh hack/htcondor25-down.sh alive "$CONDOR25_DIR/condor_master.pid"
+# shellcheck disable=SC1091
+source "$CONDOR25_DIR/env"

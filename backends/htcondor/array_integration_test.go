@@ -53,7 +53,11 @@ func followArray(t *testing.T, b *htcondor.Backend, id string, want int, running
 // TestArrayIndexesExitCodesAndKey: a cluster of the tasks 0-4, at most 2
 // materialized at once; each prints its index and task 2 exits 3.
 func TestArrayIndexesExitCodesAndKey(t *testing.T) {
-	b := newBackend(t)
+	testssh.EachCondor(t, testArrayIndexesExitCodesAndKey)
+}
+
+func testArrayIndexesExitCodesAndKey(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, time.Minute)
 	j := job(t, "#!/bin/sh\necho \"task $BRIDGE_TASK_INDEX\"\n[ \"$BRIDGE_TASK_INDEX\" = 2 ] && exit 3\nexit 0\n", nil)
 	a, err := backends.ParseArray("0-4%2")
@@ -86,7 +90,7 @@ func TestArrayIndexesExitCodesAndKey(t *testing.T) {
 	}
 	// A restarted invoke knows nothing of the array: the history alone
 	// gives its tasks and its first task's log.
-	fresh := newBackend(t)
+	fresh := newBackend(t, srv)
 	if tasks, err := fresh.ArrayStatus(ctx, id); err != nil || len(tasks) != 5 || tasks[2].State != backends.Failed {
 		t.Errorf("a fresh backend's ArrayStatus: %v %+v", err, tasks)
 	}
@@ -94,7 +98,7 @@ func TestArrayIndexesExitCodesAndKey(t *testing.T) {
 		t.Errorf("one ArrayStatus ran %d queries, want one condor_q and one condor_history", n)
 	}
 	out.Reset()
-	if _, err := newBackend(t).ReadLogs(ctx, id, 0, &out); err != nil || out.String() != "task 0\n" {
+	if _, err := newBackend(t, srv).ReadLogs(ctx, id, 0, &out); err != nil || out.String() != "task 0\n" {
 		t.Errorf("a fresh backend's log of the array: %v %q", err, out.String())
 	}
 }
@@ -127,8 +131,10 @@ func checkTasks(t *testing.T, b *htcondor.Backend, id string, tasks map[int]back
 
 // TestArrayItemizedAndCancel: the indexes 1,3,8-9 run as such; a Cancel
 // of the array's id removes every task.
-func TestArrayItemizedAndCancel(t *testing.T) {
-	b := newBackend(t)
+func TestArrayItemizedAndCancel(t *testing.T) { testssh.EachCondor(t, testArrayItemizedAndCancel) }
+
+func testArrayItemizedAndCancel(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, time.Minute)
 	j := job(t, "#!/bin/sh\necho \"task $BRIDGE_TASK_INDEX\"\nsleep 300\n", nil)
 	a, err := backends.ParseArray("1,3,8-9")

@@ -18,8 +18,10 @@ var _ backends.StatusBatcher = (*htcondor.Backend)(nil)
 // is one condor_q and one condor_history; it says of each job what Status
 // says and leaves the other ids out. It also measures one StatusMany
 // against Status for 20 jobs.
-func TestStatusMany(t *testing.T) {
-	b := newBackend(t)
+func TestStatusMany(t *testing.T) { testssh.EachCondor(t, testStatusMany) }
+
+func testStatusMany(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, 5*time.Minute)
 	submit := func(script string, props map[string]any) string {
 		t.Helper()

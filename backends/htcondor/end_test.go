@@ -17,8 +17,10 @@ import (
 // its end, with the job's exit code there, for a job that succeeds, fails
 // (exit 3) and is removed; also for a backend that only re-attached; and
 // not before (a running job keeps it waiting). An array is not watched.
-func TestEndFromTheEventLog(t *testing.T) {
-	b := newBackend(t)
+func TestEndFromTheEventLog(t *testing.T) { testssh.EachCondor(t, endFromTheEventLog) }
+
+func endFromTheEventLog(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, 3*time.Minute)
 	for _, c := range []struct {
 		name, script, says string
@@ -53,7 +55,7 @@ func TestEndFromTheEventLog(t *testing.T) {
 			if err := b.FetchOutput(ctx, id, "job.log", &log); err != nil || !regexp.MustCompile(c.says).Match(log.Bytes()) {
 				t.Errorf("the event log (%v) does not say %s:\n%s", err, c.says, log.String())
 			}
-			again := newBackend(t) // a re-attach: only the job id is known
+			again := newBackend(t, srv) // a re-attach: only the job id is known
 			if st := follow(t, again, id, c.state); st.State != c.state {
 				t.Fatalf("want %s, got %+v", c.state, st)
 			}

@@ -6,3 +6,6 @@ func (b *Backend) Queries() int64 { return b.queries.Load() }
 
 // EndEvent is the event log's pattern of job id's end.
 var EndEvent = endEvent
+
+// ReviewedHoldCodes is the highest hold code the package has a category for.
+const ReviewedHoldCodes = reviewedHoldCodes

@@ -46,7 +46,8 @@
 // StatusMany (a cluster's watcher) reads many jobs' ads with one condor_q
 // of all their ids and one condor_history of those that left the queue.
 //
-// Cancel is condor_rm; a job no longer in the queue is not an error.
+// Cancel is condor_rm; a job no longer in the queue, or removed and still
+// leaving it, is not an error.
 //
 // Job arrays (SubmitArray): one cluster whose procs are the tasks, queued
 // with `queue TaskIndex from (...)` over the array's indexes, so any index
@@ -217,11 +218,13 @@ func (b *Backend) createOutputs(ctx context.Context, dir string, names []string)
 // condor is HTCondor as its commands on a submit host show it.
 // condor: HTCondor's tools write an error as "ERROR: <reason>" (or
 // "Error: "), condor_rm a job it lacks as "Job <id> not found" or
-// "Couldn't find/remove all jobs ...".
+// "Couldn't find/remove all jobs ...", and one removed but still in the
+// queue (its shadow ending the job, up to KILLING_TIMEOUT) as "Job <id>
+// already marked for removal", exit 1 (23.9 and 25 alike).
 var condor = sshexec.System{Host: "an HTCondor submit host", Controller: "the schedd",
 	Unreachable: []string{"Can't find address", "Failed to connect", "Could not connect", "Failed to fetch ads",
 		"Error: Couldn't contact", "Failed to end classad message", "SECMAN", "timed out", "Connection refused"},
-	Errors: []*regexp.Regexp{regexp.MustCompile(`^(?:ERROR|Error):? (.+)$`), regexp.MustCompile(`^(Job [0-9.]+ not found|Couldn't find/remove all jobs .+)$`),
+	Errors: []*regexp.Regexp{regexp.MustCompile(`^(?:ERROR|Error):? (.+)$`), regexp.MustCompile(`^(Job [0-9.]+ not found|Job [0-9.]+ already marked for removal|Couldn't find/remove all jobs .+)$`),
 		regexp.MustCompile(`^-- (Failed to fetch ads from: .+)$`)}}
 
 func (b *Backend) remember(id, dir string) {
@@ -400,8 +403,8 @@ func (b *Backend) Cancel(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if res.ExitCode == 0 || res.Says("not found") {
-		return nil // removed, or no longer in the queue: it has ended
+	if res.ExitCode == 0 || res.Says("not found") || res.Says("already marked for removal") {
+		return nil // removed, no longer in the queue (it has ended), or REMOVED and leaving it
 	}
 	if clusterID().MatchString(id) && res.Says("Couldn't find") && b.arrayEnded(ctx, id) {
 		return nil // an array whose tasks all left the queue

@@ -32,8 +32,10 @@ func probe(t *testing.T, b *htcondor.Backend, ctx context.Context, j backends.Jo
 // TestProbeLoadCountsMove: on the real pool, a probe of the quiet pool
 // sees its CPUs; once jobs fill every CPU and two more wait, the probe
 // sees no CPU free, the running jobs and the idle ones.
-func TestProbeLoadCountsMove(t *testing.T) {
-	b := newBackend(t)
+func TestProbeLoadCountsMove(t *testing.T) { testssh.EachCondor(t, testProbeLoadCountsMove) }
+
+func testProbeLoadCountsMove(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, 4*time.Minute)
 	j := job(t, "#!/bin/sh\nsleep 120\n", map[string]any{"request_cpus": 1})
 	base := probe(t, b, ctx, j, nil)
@@ -73,8 +75,10 @@ func TestProbeLoadCountsMove(t *testing.T) {
 
 // TestProbeLoadTooBig: a job asking more CPUs, or more memory, than any
 // slot of the real pool has does not fit, and Why says which.
-func TestProbeLoadTooBig(t *testing.T) {
-	b := newBackend(t)
+func TestProbeLoadTooBig(t *testing.T) { testssh.EachCondor(t, testProbeLoadTooBig) }
+
+func testProbeLoadTooBig(t *testing.T, srv testssh.Server) {
+	b := newBackend(t, srv)
 	ctx := testssh.Ctx(t, time.Minute)
 	for _, c := range []struct {
 		props map[string]any
@@ -94,8 +98,9 @@ func TestProbeLoadTooBig(t *testing.T) {
 }
 
 // TestProbeLoadUnreachable: a submit host nobody listens on is transient.
-func TestProbeLoadUnreachable(t *testing.T) {
-	srv := testssh.Condor(t)
+func TestProbeLoadUnreachable(t *testing.T) { testssh.EachCondor(t, testProbeLoadUnreachable) }
+
+func testProbeLoadUnreachable(t *testing.T, srv testssh.Server) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -127,6 +127,7 @@ func TestHoldCategories(t *testing.T) {
 		{jobAd{JobStatus: 5, HoldReasonCode: i(21)}, backends.CategoryInfrastructure},
 		{jobAd{JobStatus: 5, HoldReasonCode: i(45)}, backends.CategoryInfrastructure},
 		{jobAd{JobStatus: 5, HoldReasonCode: i(46)}, backends.CategoryTimeout},
+		{jobAd{JobStatus: 5, HoldReasonCode: i(49)}, backends.CategoryInfrastructure}, // new since 23.9
 		{jobAd{JobStatus: 5, HoldReasonCode: i(6), HoldReasonSubCode: i(2)}, backends.CategoryJob},
 		{jobAd{JobStatus: 5, HoldReasonCode: i(26)}, backends.CategoryJob},
 		{jobAd{JobStatus: 5}, backends.CategoryJob},

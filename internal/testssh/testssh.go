@@ -1,7 +1,7 @@
 // Package testssh connects tests to the real OpenSSH servers that
 // hack/sshd-up.sh runs on 127.0.0.1 (the plain one, whose user runs the
-// host's Slurm commands, and the one in HTCondor's chroot that
-// hack/htcondor-up.sh starts).
+// host's Slurm commands, and the ones in HTCondor's roots that
+// hack/htcondor-up.sh and hack/htcondor25-up.sh start).
 //
 //	bash hack/sshd-up.sh && source /tmp/bridge-runner-sshd/env
 //
@@ -332,9 +332,49 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// Condor is the login node of hack/htcondor-up.sh's pool.
-func Condor(t testing.TB) Server {
-	return Env(t, "BRIDGE_TEST_CONDOR_SSH", "start it with `bash hack/htcondor-up.sh` and `source /tmp/bridge-runner-htcondor/env`")
+// Condor is the login node of hack/htcondor-up.sh's pool (HTCondor 23.9).
+func Condor(t testing.TB) Server { return CondorPools[0].Server(t) }
+
+// CondorPool is one of the suite's real HTCondor pools, by the release
+// line it runs and the prefix of its env variables.
+type CondorPool struct {
+	Version, Prefix, Hint string
+}
+
+// CondorPools are the suite's HTCondor pools, oldest first: Debian 13's
+// 23.9 and Debian unstable's 25, each in a root of its own with a login
+// node (hack/htcondor-up.sh, hack/htcondor25-up.sh).
+var CondorPools = []CondorPool{
+	{"23.9", "BRIDGE_TEST_CONDOR_SSH", "start it with `bash hack/htcondor-up.sh` and `source /tmp/bridge-runner-htcondor/env`"},
+	{"25", "BRIDGE_TEST_CONDOR25_SSH", "start it with `bash hack/htcondor25-up.sh` and `source /tmp/bridge-runner-htcondor25/env`"},
+}
+
+// EachCondorB runs bench once per pool, as the sub-benchmark
+// "htcondor-VERSION", one after the other (figures side by side, not
+// disturbing each other); a pool whose env is missing skips its part, or
+// fails it under CI.
+func EachCondorB(b *testing.B, bench func(b *testing.B, srv Server)) {
+	b.Helper()
+	for _, p := range CondorPools {
+		b.Run("htcondor-"+p.Version, func(b *testing.B) { bench(b, p.Server(b)) })
+	}
+}
+
+// Server is the pool's login node (skipped without its env, failed under CI).
+func (p CondorPool) Server(t testing.TB) Server { return Env(t, p.Prefix, p.Hint) }
+
+// EachCondor runs test once per pool, as the subtest "htcondor-VERSION",
+// the pools at once (each is its own machine); a pool whose env is missing
+// skips its subtest, or fails it under CI. ("-", not "=": tests put their
+// names in job keys, which take letters, digits, ".", "_" and "-".)
+func EachCondor(t *testing.T, test func(t *testing.T, srv Server)) {
+	t.Helper()
+	for _, p := range CondorPools {
+		t.Run("htcondor-"+p.Version, func(t *testing.T) {
+			t.Parallel()
+			test(t, p.Server(t))
+		})
+	}
 }
 
 // ViaBastion starts a jump host from jump's config (jump's user and key
