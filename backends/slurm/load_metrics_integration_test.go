@@ -145,6 +145,8 @@ func BenchmarkRealProbeScale(b *testing.B) {
 	ctx := context.Background()
 	ways := map[string]*probeWay{"jobs/": newProbeWay(b, rs, rs.creds), "metrics": newProbeWay(b, rs, withKey{rs.creds, "metricsURL", metricsURL})}
 	submitter := ways["jobs/"].b
+	_, err := submitter.version(ctx)
+	require.NoError(b, err)
 	var ours []string
 	b.Cleanup(func() { cancelAll(submitter, ours) })
 	for _, n := range sizes {
@@ -195,6 +197,7 @@ func (w *probeWay) measure(tb testing.TB, ctx context.Context) (time.Duration, i
 func knownJobs(tb testing.TB, b *Backend) int {
 	r, err := b.do(context.Background(), http.MethodGet, b.apiPath("jobs/state/"), nil)
 	require.NoError(tb, err)
+	require.Equal(tb, http.StatusOK, r.status, "GET jobs/state/")
 	var st struct {
 		Jobs []json.RawMessage `json:"jobs"`
 	}
