@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 )
@@ -114,7 +117,7 @@ type watchTarget struct {
 	wide bool
 }
 
-// watchTargets: both slurmrestd, Slurm 22.05 over SSH (jobs on this
+// watchTargets: the three slurmrestd, Slurm 22.05 over SSH (jobs on this
 // machine's /), HTCondor over SSH (jobs in its Debian 13 chroot, sharing
 // that root's /tmp), Ray's dashboard (drivers on this machine's /) and a
 // wide Slurm 24.11 of the benchmark's own (jobs in its chroot).
@@ -122,6 +125,8 @@ var watchTargets = []watchTarget{
 	{name: "slurm=22.05", backend: "slurm", urlVar: "BRIDGE_TEST_SLURM_URL", credsVar: "BRIDGE_TEST_SLURM_CREDS", kind: slurmKind},
 	{name: "slurm=24.11", backend: "slurm", urlVar: "BRIDGE_TEST_SLURM2411_URL", credsVar: "BRIDGE_TEST_SLURM2411_CREDS",
 		rootVar: "BRIDGE_TEST_SLURM2411_ROOT", kind: slurmKind},
+	{name: "slurm=26.05", backend: "slurm", urlVar: "BRIDGE_TEST_SLURM2605_URL", credsVar: "BRIDGE_TEST_SLURM2605_CREDS",
+		rootVar: "BRIDGE_TEST_SLURM2605_ROOT", kind: slurmKind},
 	{name: "slurm=ssh", backend: "slurm", urlVar: "BRIDGE_TEST_SSH_URL", credsVar: "BRIDGE_TEST_SSH_CREDS"},
 	{name: "htcondor", backend: "htcondor", urlVar: "BRIDGE_TEST_CONDOR_SSH_URL", credsVar: "BRIDGE_TEST_CONDOR_SSH_CREDS",
 		rootVar: "BRIDGE_TEST_CONDOR_ROOT"},
@@ -139,7 +144,7 @@ func selectedTargets(b *testing.B) []watchTarget {
 	for _, n := range names {
 		i := slices.IndexFunc(watchTargets, func(t watchTarget) bool { return t.name == strings.TrimSpace(n) })
 		if i < 0 {
-			b.Fatalf("BRIDGE_BENCH_WATCH_BACKENDS: %q is not one of slurm=22.05, slurm=24.11, slurm=ssh, htcondor, ray, slurm=24.11-wide", n)
+			b.Fatalf("BRIDGE_BENCH_WATCH_BACKENDS: %q is not one of slurm=22.05, slurm=24.11, slurm=26.05, slurm=ssh, htcondor, ray, slurm=24.11-wide", n)
 		}
 		out = append(out, watchTargets[i])
 	}
@@ -182,6 +187,7 @@ type watchFigures struct {
 	sshCmds, sftp           int
 	sshWatcherCmds          int     // of sshCmds, those on the watchers' own connections
 	wall                    float64 // seconds, the first invoke's start to the last one's exit
+	ctldRPCs                int     // RPCs slurmctld served over the run (sdiag's), all users; -1 unknown
 }
 
 func (f watchFigures) report(b *testing.B, p string) {
@@ -204,6 +210,10 @@ func (f watchFigures) report(b *testing.B, p string) {
 	b.ReportMetric(float64(f.sumRSS)/(1<<20), p+"sum-rss-MiB")
 	b.ReportMetric(float64(f.leaders), p+"leaders")
 	b.ReportMetric(float64(f.unreached), p+"exit75")
+	if f.ctldRPCs > 0 {
+		b.ReportMetric(float64(f.ctldRPCs)/float64(f.n), p+"ctld-rpc/job")
+		b.ReportMetric(float64(f.ctldRPCs)/f.wall, p+"ctld-rpc/s")
+	}
 }
 
 // reportHTTP reports what the counting proxy saw.
@@ -354,6 +364,7 @@ func watchMode(b *testing.B, cl watchCluster, n, secs int, watcher bool, side fu
 	if side != nil {
 		extra, stopSide = side(ns, resourceURL)
 	}
+	rpcs0 := cl.slurmctldRPCs(b)
 	start := time.Now()
 	wr := startInvokes(b, n, func(name string) []string {
 		args := []string{"invoke", "--kubeconfig", cl.kubeconfig, "--namespace", ns,
@@ -367,8 +378,11 @@ func watchMode(b *testing.B, cl watchCluster, n, secs int, watcher bool, side fu
 		return args
 	}, ssh)
 	wr.wait(b, watcher)
-	f := watchFigures{n: n, wall: time.Since(start).Seconds()}
+	f := watchFigures{n: n, wall: time.Since(start).Seconds(), ctldRPCs: -1}
 	sideKube := stopSide()
+	if rpcs := cl.slurmctldRPCs(b); rpcs0 >= 0 && rpcs >= rpcs0 {
+		f.ctldRPCs = rpcs - rpcs0
+	}
 	delays := wr.figures(b, &f, stampDir)
 	f.kubePerJ += float64(sideKube) / float64(n)
 	if logs != "" { // the invokes' own logs, and each job's delay
@@ -563,4 +577,44 @@ func envInts(name string, def []int) []int {
 		out = append(out, v)
 	}
 	return out
+}
+
+// slurmctldRPCs is the number of RPCs slurmctld has served since its
+// start (sdiag's "Remote Procedure Call statistics by message type", read
+// from slurmrestd's diag/ at v0.0.42, which 24.11 and 26.05 serve); -1
+// where it cannot be read (22.05, SSH, other backends). The benchmark has
+// the cluster to itself, so a difference is the run's.
+func (cl watchCluster) slurmctldRPCs(b *testing.B) int {
+	if cl.backend != "slurm" || cl.kind == nil {
+		return -1
+	}
+	read := func(name string) string {
+		v, err := os.ReadFile(filepath.Join(cl.creds, name))
+		require.NoError(b, err)
+		return strings.TrimSpace(string(v))
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(cl.url, "/")+"/slurm/v0.0.42/diag/", nil)
+	require.NoError(b, err)
+	req.Header.Set("X-SLURM-USER-NAME", read("username"))
+	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var diag struct {
+		Statistics struct {
+			RPCs []struct {
+				Count int `json:"count"`
+			} `json:"rpcs_by_message_type"`
+		} `json:"statistics"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&diag) != nil || len(diag.Statistics.RPCs) == 0 {
+		return -1
+	}
+	total := 0
+	for _, r := range diag.Statistics.RPCs {
+		total += r.Count
+	}
+	return total
 }

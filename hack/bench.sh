@@ -7,10 +7,12 @@
 # and BRIDGE_BENCH_WATCH_SECONDS the watcher benchmark's sizes and job
 # lengths (default 1,100 jobs of 5 s; Slurm 22.05 and 24.11, about 8 min),
 # BRIDGE_BENCH_WATCH_BACKENDS its clusters (default slurm=22.05,slurm=24.11;
-# also slurm=ssh, htcondor, ray); BRIDGE_BENCH_AGENT and
+# also slurm=26.05, slurm=ssh, htcondor, ray); BRIDGE_BENCH_AGENT and
 # BRIDGE_BENCH_AGENT_SECONDS the agent benchmark's (the cluster's agent, the
 # in-step watcher and polling alone in turn: default 1,100 jobs of 5 s on
 # Slurm 24.11, about 7 min);
+# BRIDGE_BENCH_PROBE_JOBS the Slurm load probe's job counts (default
+# 100,1000 on the real 26.05: jobs/ against slurmctld's metrics, about 2 min);
 # BRIDGE_BENCH_ARRAY the array benchmark's sizes (here 100 tasks against
 # 100 invokes, about 30 s: at 1,000 the separate invokes swamp this
 # machine's one slurmrestd for over 10 min, see BENCHMARKS.md, Arrays);
@@ -47,6 +49,8 @@ if [ -n "${ONCE:-}" ]; then
   # 12 stamped lines (LSF and Quantum through their fakes, in process).
   go test -tags bridgetest -run '^$' -bench '^BenchmarkLog' -benchtime 1x -timeout 30m ./bench/ ./backends/lsf/ ./backends/quantum/ | tee -a "$out"
   BRIDGE_BENCH_ARRAY=${BRIDGE_BENCH_ARRAY:-100} go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator|Watcher|Agent|Array|Placement)$' -benchtime 1x -timeout 55m ./bench/ | tee -a "$out"
+  # Last: it leaves its cancelled jobs known to the 26.05 for MinJobAge.
+  go test -tags bridgetest -run '^$' -bench '^BenchmarkRealProbeScale$' -benchtime 1x -timeout 20m ./backends/slurm/ | tee -a "$out"
 fi
 if grep -q 'BENCH-GUARD FAIL' "$out"; then
   echo "== the guard found regressions (against bench/baseline.json, the reference build or a ceiling):"

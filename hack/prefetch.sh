@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # prefetch.sh: builds every cached part that `make test` and `make e2e` need
 # (the Debian 13 roots of Slurm 24.11 and HTCondor 23.9, Debian unstable's of
-# HTCondor 25, kube-apiserver, versitygw,
+# Slurm 26.05 and HTCondor 25, kube-apiserver, versitygw,
 # the e2e cluster's Kubernetes and Argo binaries) ahead of them, so that CI's
 # cold run overlaps them with lint, build and the tests instead of waiting for
 # each in turn. .ci/run starts it in the background first thing.
@@ -35,6 +35,7 @@ if [ "$(id -u)" = 0 ]; then
   # The one host package install, done before anything else runs apt.
   need_cmd debootstrap || log "prefetch: could not install debootstrap"
   step "Slurm 24.11 root" nice -n 10 bash "$HACK/build-trixie-slurm.sh" &
+  step "Slurm 26.05 root" nice -n 10 bash "$HACK/build-sid-slurm.sh" &
   step "HTCondor root" nice -n 10 bash "$HACK/build-trixie-htcondor.sh" &
   step "HTCondor 25 root" nice -n 10 bash "$HACK/build-sid-htcondor.sh" &
 fi

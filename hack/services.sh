@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Sourced by hack/test.sh and hack/bench.sh: start the real services the
 # tests and benchmarks use (a kube-apiserver with etcd, an S3 server, a
-# Slurm 22.05 and a Slurm 24.11 with slurmrestd, a Slurm 22.05 with slurmdbd,
-# a Ray cluster, an sshd whose user runs the Slurm 22.05 commands, HTCondor
-# 23.9 and 25 pools, each in a chroot with an sshd of its own), export their env, and on exit stop
+# Slurm 22.05, a Slurm 24.11 and a Slurm 26.05 with slurmrestd, a Slurm 22.05
+# with slurmdbd, a Ray cluster, an sshd whose user runs the Slurm 22.05 commands,
+# HTCondor 23.9 and 25 pools, each in a chroot with an sshd of its own), export their env, and on exit stop
 # the ones this run started (services already up are left up, so a
 # developer's second run is fast; KEEP_SERVICES=1 keeps all).
 KUBE_DIR=${BRIDGE_KUBE_DIR:-/tmp/bridge-runner-kube}
 SLURM_DIR=${BRIDGE_SLURM_DIR:-/tmp/bridge-runner-slurm}
 SLURM2411_DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
+SLURM2605_DIR=${BRIDGE_SLURM2605_DIR:-/tmp/bridge-runner-slurm2605}
+SLURM2605_NOMETRICS_DIR=${BRIDGE_SLURM2605_NOMETRICS_DIR:-/tmp/bridge-runner-slurm2605-nometrics}
 SLURMDBD_DIR=${BRIDGE_SLURMDBD_DIR:-/tmp/bridge-runner-slurmdbd}
 S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
@@ -69,6 +71,18 @@ source "$SLURM_DIR/env"
 up slurm-24.11 hack/slurm2411-up.sh hack/slurm2411-down.sh alive "$SLURM2411_DIR/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM2411_DIR/env"
+# Slurm 26.05 (REST v0.0.42-v0.0.45, slurmdbd, slurmctld's metrics) from a cached
+# Debian unstable chroot (hack/prefetch.sh builds it in the background).
+up slurm-26.05 hack/slurm2605-up.sh hack/slurm2605-down.sh alive "$SLURM2605_DIR/slurmrestd.pid"
+# shellcheck disable=SC1091
+source "$SLURM2605_DIR/env"
+# A second 26.05 as a site without metrics (MetricsType unset) and without
+# slurmdbd, for the load probe's tests; its variables get a _NOMETRICS_ infix.
+up slurm-26.05-nometrics hack/slurm2605-nometrics-up.sh hack/slurm2605-nometrics-down.sh alive "$SLURM2605_NOMETRICS_DIR/slurmrestd.pid"
+BRIDGE_TEST_SLURM2605_NOMETRICS_URL=$(. "$SLURM2605_NOMETRICS_DIR/env" && echo "$BRIDGE_TEST_SLURM2605_URL")
+BRIDGE_TEST_SLURM2605_NOMETRICS_CREDS=$(. "$SLURM2605_NOMETRICS_DIR/env" && echo "$BRIDGE_TEST_SLURM2605_CREDS")
+BRIDGE_TEST_SLURM2605_NOMETRICS_CTLD_URL=$(. "$SLURM2605_NOMETRICS_DIR/env" && echo "$BRIDGE_TEST_SLURM2605_CTLD_URL")
+export BRIDGE_TEST_SLURM2605_NOMETRICS_URL BRIDGE_TEST_SLURM2605_NOMETRICS_CREDS BRIDGE_TEST_SLURM2605_NOMETRICS_CTLD_URL
 # Slurm 22.05 with slurmdbd and MariaDB, MinJobAge=2 s: jobs past MinJobAge.
 up slurmdbd hack/slurmdbd-up.sh hack/slurmdbd-down.sh alive "$SLURMDBD_DIR/rest/slurmrestd.pid"
 # shellcheck disable=SC1091

@@ -70,9 +70,9 @@ func batchJobs(t *testing.T, b *Backend) map[string]string {
 	return ids
 }
 
-// TestStatusManyReal: on the real 22.05 and 24.11 (every API), one
+// TestStatusManyReal: on the real 22.05, 24.11 and 26.05 (every API), one
 // StatusMany in one request says of each job what Status says and leaves
-// the unknown id out; on 24.11 (jobs/state/) it says PENDING of the held job, which it
+// the unknown id out; on 24.11 and 26.05 (jobs/state/) it says PENDING of the held job, which it
 // cannot tell from a pending one.
 func TestStatusManyReal(t *testing.T) {
 	for _, rs := range realSlurms(t) {
@@ -124,7 +124,7 @@ func TestStatusManyReal(t *testing.T) {
 // response bytes and time.
 func TestStatusManyRealCost(t *testing.T) {
 	for _, rs := range realSlurms(t) {
-		if rs.name != "22.05" && rs.name != "24.11" {
+		if rs.name != "22.05" && rs.name != "24.11" && rs.name != "26.05" {
 			continue
 		}
 		t.Run(rs.name, func(t *testing.T) {

@@ -45,11 +45,13 @@ var envMayDiffer = map[string]string{
 	"SLURM_JOB_GID":        "the job's user's gid (see SLURM_JOB_USER)",
 	"SLURM_JOB_START_TIME": "each job's own start",
 	"SLURM_JOB_END_TIME":   "each job's own start plus its time limit",
+	"SLURM_JOB_SLUID":      "each job's own unique id (26.05 sets it, over REST and under sbatch alike)",
 }
 
 // TestRealSbatchEnvironmentParity: the same script sees the same SLURM_*
 // environment over REST as under sbatch (22.05: through the suite's sshd,
-// as the SSH flavour submits; 24.11: its own sbatch in its chroot), but
+// as the SSH flavour submits; 24.11 and 26.05: their own sbatch in their
+// chroots), but
 // for envMayDiffer. Over REST the job once lacked SLURM_CPUS_PER_TASK,
 // SLURM_NTASKS and SLURM_MEM_PER_NODE, which sbatch sets from the script's
 // directives.

@@ -161,10 +161,10 @@ func TestDiscoveryWaitHonoursContext(t *testing.T) {
 }
 
 // On the real clusters, discovery by ping picks the newest version both
-// sides speak (v0.0.38 on 22.05, v0.0.42 on 24.11) and reads a small
+// sides speak (v0.0.38 on 22.05, v0.0.42 on 24.11, v0.0.45 on 26.05) and reads a small
 // fraction of what the OpenAPI document costs, which the test measures too.
 func TestRealDiscovery(t *testing.T) {
-	want := map[string]apiVersion{"22.05": 38, "24.11": 42}
+	want := map[string]apiVersion{"22.05": 38, "24.11": 42, "26.05": 45}
 	for _, rs := range realSlurms(t) {
 		if strings.Contains(rs.name, "-v0.0.") {
 			continue // a pinned API discovers nothing

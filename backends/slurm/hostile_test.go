@@ -43,10 +43,20 @@ var slurmShapes = map[string]func(string) (string, string){
 // non-JSON body was copied (clipped at 300 bytes) and every error's
 // description and error were joined in.
 func TestHostileBodiesStayOutOfMessages(t *testing.T) {
-	f := newFake(t, "24.11.7")
+	for _, r := range hostileReleases {
+		t.Run(r.release, func(t *testing.T) { hostileBodiesStayOut(t, r.release, r.pinned) })
+	}
+}
+
+// hostileReleases: the hostile tables run on the releases of the real
+// clusters that speak jobs/state/ (24.11, 26.05), pinned to their newest API.
+var hostileReleases = []struct{ release, pinned string }{{"24.11.7", "/slurm/v0.0.42/"}, {"26.05.0", "/slurm/v0.0.45/"}}
+
+func hostileBodiesStayOut(t *testing.T, release, pinned string) {
+	f := newFake(t, release)
 	rd := testutil.NewRedirector(t, f.URL, false)
 	creds := testutil.NewCreds(map[string]string{"username": "bridge", "token": f.goodToken()})
-	id, err := newHostile(t, rd, creds, "/slurm/v0.0.42/").Submit(context.Background(), testJob(hello))
+	id, err := newHostile(t, rd, creds, pinned).Submit(context.Background(), testJob(hello))
 	require.NoError(t, err)
 	ops := map[string]func(be *Backend) error{
 		"submit": func(be *Backend) error { _, err := be.Submit(context.Background(), testJob(hello)); return err },
@@ -74,7 +84,7 @@ func TestHostileBodiesStayOutOfMessages(t *testing.T) {
 		for _, status := range []int{400, 404, 422, 500, 502} {
 			rd.Answer(nil, status, hb.ContentType, hb.Body)
 			for name, op := range ops {
-				for _, suffix := range []string{"/slurm/v0.0.42/", ""} { // pinned, and discovering
+				for _, suffix := range []string{pinned, ""} { // pinned, and discovering
 					err := op(newHostile(t, rd, creds, suffix))
 					require.Error(t, err, "%s %s %d", hb.Name, name, status)
 					assert.Empty(t, testutil.Leaks(err.Error(), hostileSecret), "%s %s %d: %s", hb.Name, name, status, err)
@@ -122,10 +132,16 @@ func TestFailedAnswerWording(t *testing.T) {
 // number says the credentials were refused), and for the queue (jobs/)
 // leaves only the job counts unknown.
 func TestHostileProbeAnswers(t *testing.T) {
-	f := newFake(t, "24.11.7")
+	for _, r := range hostileReleases {
+		t.Run(r.release, func(t *testing.T) { hostileProbeAnswers(t, r.release, r.pinned) })
+	}
+}
+
+func hostileProbeAnswers(t *testing.T, release, pinned string) {
+	f := newFake(t, release)
 	rd := testutil.NewRedirector(t, f.URL, false)
 	creds := testutil.NewCreds(map[string]string{"username": "bridge", "token": f.goodToken()})
-	be := newHostile(t, rd, creds, "/slurm/v0.0.42/")
+	be := newHostile(t, rd, creds, pinned)
 	l, err := be.ProbeLoad(context.Background(), testJob(hello), nil)
 	require.NoError(t, err)
 	require.True(t, l.Fits)

@@ -1,11 +1,12 @@
 package slurm
 
 // Integration tests against real Slurm clusters with slurmrestd: 22.05 as
-// started by hack/slurm-up.sh and 24.11 as started by hack/slurm2411-up.sh
-// (see realTargets):
+// started by hack/slurm-up.sh, 24.11 as started by hack/slurm2411-up.sh and
+// 26.05 as started by hack/slurm2605-up.sh (see realTargets):
 //
 //	hack/slurm-up.sh && . /tmp/bridge-runner-slurm/env
 //	hack/slurm2411-up.sh && . /tmp/bridge-runner-slurm2411/env
+//	hack/slurm2605-up.sh && . /tmp/bridge-runner-slurm2605/env
 //	go test ./backends/slurm/ -run Real -count=1 -v
 //
 // For each cluster they read <PREFIX>_URL and either <PREFIX>_USER plus
@@ -67,6 +68,17 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
+// snapshot is a copy of the counts so far.
+func (c *countingTransport) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
 func (c *countingTransport) total() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -89,7 +101,8 @@ type realSlurm struct {
 
 // realTargets are the real clusters the tests run on, each with the APIs to
 // speak to it: "" lets the backend discover the newest (v0.0.38 on 22.05,
-// v0.0.42 on 24.11); others pin a version through resourceURL. The env
+// v0.0.42 on 24.11, v0.0.45 on 26.05); others pin a version through
+// resourceURL, so that every version a real slurmrestd serves is spoken. The env
 // prefix names the variables that the cluster's up script writes.
 var realTargets = []struct {
 	release, env, up string
@@ -97,6 +110,7 @@ var realTargets = []struct {
 }{
 	{"22.05", "BRIDGE_TEST_SLURM", "hack/slurm-up.sh (/tmp/bridge-runner-slurm/env)", []string{""}},
 	{"24.11", "BRIDGE_TEST_SLURM2411", "hack/slurm2411-up.sh (/tmp/bridge-runner-slurm2411/env)", []string{"", "v0.0.40", "v0.0.41"}},
+	{"26.05", "BRIDGE_TEST_SLURM2605", "hack/slurm2605-up.sh (/tmp/bridge-runner-slurm2605/env)", []string{"", "v0.0.42", "v0.0.43", "v0.0.44"}},
 }
 
 // realSlurms returns one realSlurm per target and API. A missing cluster

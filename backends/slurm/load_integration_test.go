@@ -138,8 +138,9 @@ func realProbeLoad(t *testing.T, rs *realSlurm) {
 	realProbeEdges(t, rs, b, probe)
 }
 
-// realProbeEdges: the default partition (named by v0.0.38, the only one
-// later), an unknown partition, a slurmrestd that is not there.
+// realProbeEdges: the default partition (flagged by v0.0.38 and again by
+// v0.0.45, the only one in between), an unknown partition, a slurmrestd
+// that is not there.
 func realProbeEdges(t *testing.T, rs *realSlurm, b *Backend, probe func(backends.Job) (backends.Load, error)) {
 	ctx := context.Background()
 	sleeper := "#!/bin/sh\nsleep 120\n"
@@ -147,7 +148,7 @@ func realProbeEdges(t *testing.T, rs *realSlurm, b *Backend, probe func(backends
 	require.NoError(t, err)
 	l, err := probe(probeJob(sleeper, `{}`))
 	require.NoError(t, err)
-	if v, _ := b.version(ctx); v <= 38 || len(all) == 1 {
+	if v, _ := b.version(ctx); v <= 38 || v >= 45 || len(all) == 1 {
 		assert.Equal(t, "debug", l.Queue)
 	} else {
 		want := backends.UnknownLoad("") // no default marked: unknown, but what the job asks is known

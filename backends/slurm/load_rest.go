@@ -23,39 +23,55 @@ import (
 //     resolves the default partition;
 //   - nodes/: each node's CPUs, allocated CPUs and state, for the free CPUs
 //     and nodes of the partitions they are in;
-//   - jobs/: the queue, for the pending and running jobs of the partitions
-//     (when it does not come, for a timeout or a 5xx, those counts are
-//     unknown, -1, and the rest is reported).
+//   - the queue, for the pending and running jobs of the partitions (when
+//     it does not come, for a timeout or a 5xx, those counts are unknown,
+//     -1, and the rest is reported): slurmctld's /metrics/partitions where
+//     the credentials give its metricsURL (load_metrics.go), else jobs/.
 //
 // GET jobs/ is the costly one: slurmrestd has no filter by partition or
-// state in any version (24.11's jobs/state/ takes only job ids and gives
-// no partition), so it carries every job slurmctld knows, about 11 KB a
-// job at v0.0.42. It is decoded as it streams in, one job at a time. Its
-// one filter, update_time, is all or nothing (every job, if any changed
-// since), which saves nothing on a busy cluster.
+// state in any version (jobs/state/ takes only job ids and gives no
+// partition), so it carries every job slurmctld knows, about 11 KB a job
+// at v0.0.42 (more at v0.0.45). It is decoded as it streams in, one job at
+// a time. Its one filter, update_time, is all or nothing (every job, if
+// any changed since), which saves nothing on a busy cluster. It is still
+// the cheapest documented query that counts jobs by partition where the
+// site has no metrics (Slurm before 25.11, or MetricsType unset).
 //
-// From v0.0.40 on, slurmrestd no longer says which partition is the
-// default (v0.0.38 has flags ["default"]): a job that names no partition
-// is probed against the only one, and where there are several its load is
-// unknown (backends.UnknownLoad) until jobproperties names one.
+// From v0.0.40 to v0.0.44, slurmrestd does not say which partition is the
+// default (v0.0.38 has flags ["default"], v0.0.45 of Slurm 26.05 flags
+// ["DEFAULT"] again): a job that names no partition is probed against the
+// only one, and where there are several its load is unknown
+// (backends.UnknownLoad) until jobproperties names one.
 func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backends.Array) (backends.Load, error) {
 	spec, err := buildJob(job)
 	if err != nil {
 		return backends.Load{}, err
 	}
 	d := restDemand(spec, array)
+	metrics, err := b.metricsBase()
+	if err != nil {
+		return backends.Load{}, err
+	}
 	if _, err := b.version(ctx); err != nil {
 		return backends.Load{}, probeError(err)
 	}
 	var all []partLoad
 	var nodes []nodeInfo
 	var queue []queuedJob
+	var counted map[string]partQueue
 	var errs [3]error
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); all, errs[0] = b.partitions(ctx) }()
 	go func() { defer wg.Done(); nodes, errs[1] = b.nodes(ctx) }()
-	go func() { defer wg.Done(); queue, errs[2] = b.queue(ctx) }()
+	go func() {
+		defer wg.Done()
+		if metrics != "" {
+			counted, errs[2] = b.metricsQueue(ctx, metrics)
+		} else {
+			queue, errs[2] = b.queue(ctx)
+		}
+	}()
 	wg.Wait()
 	if errs[0] != nil {
 		return backends.Load{}, probeError(errs[0])
@@ -68,7 +84,7 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 	case err != nil:
 		return backends.Load{}, err
 	case !ok:
-		b.log.Info("slurmrestd does not say which partition is the default (API v0.0.40 and later); name the partition in jobproperties for its load to be known")
+		b.log.Info("slurmrestd does not say which partition is the default (API v0.0.40 to v0.0.44); name the partition in jobproperties for its load to be known")
 		l := backends.UnknownLoad("")
 		l.JobCPUs = d.jobCPUs()
 		return l, nil
@@ -81,6 +97,9 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 	}
 	for _, j := range queue {
 		countJob(parts, j.state, j.partition, j.cpus, j.tasks)
+	}
+	if counted != nil {
+		addMetricsTo(parts, counted)
 	}
 	l := judge(d, parts)
 	if unattributed(queue) {
@@ -95,7 +114,7 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 		// The queue is the answer a busy slurmrestd is slowest to give
 		// (every job it knows): without it the partitions still say
 		// whether the job fits and how many CPUs are free.
-		b.log.Warn("slurmrestd did not list the queue; the probe reports its job counts as unknown", "error", err)
+		b.log.Warn("the queue did not come (slurmrestd's jobs/ or slurmctld's metrics); the probe reports its job counts as unknown", "error", err)
 		l.PendingJobs, l.RunningJobs, l.PendingCPUs = -1, -1, -1
 	}
 	return l, nil

@@ -218,11 +218,8 @@ func TestOtherUserCannotReadSlurmRESTOutput(t *testing.T) {
 	clearEnv(t)
 	otherUser(t)
 	for _, c := range slurmClusters(t) {
-		root := "" // 24.11's node lives in a chroot
-		if c.release == "24.11" {
-			root = os.Getenv("BRIDGE_TEST_SLURM2411_ROOT")
-		}
-		t.Run(c.release, func(t *testing.T) { testOtherUserRESTOutput(t, c.url, c.creds, root) })
+		// 24.11's and 26.05's nodes live in chroots.
+		t.Run(c.release, func(t *testing.T) { testOtherUserRESTOutput(t, c.url, c.creds, c.root) })
 	}
 }
 

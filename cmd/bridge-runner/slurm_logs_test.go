@@ -119,10 +119,9 @@ func TestSlurmArrayLogsFromSharedFile(t *testing.T) {
 	clearEnv(t)
 	for _, c := range slurmClusters(t) {
 		t.Run(c.release, func(t *testing.T) {
-			root := ""
-			if c.release == "24.11" {
-				root = os.Getenv("BRIDGE_TEST_SLURM2411_ROOT")
-				require.NotEmpty(t, root, "the 24.11 cluster's env gives BRIDGE_TEST_SLURM2411_ROOT")
+			root := c.root // 24.11's and 26.05's jobs run in their chroots
+			if c.release != "22.05" {
+				require.NotEmpty(t, root, "the %s cluster's env gives its _ROOT", c.release)
 			}
 			dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
 			require.NoError(t, err)

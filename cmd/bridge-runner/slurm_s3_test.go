@@ -35,17 +35,19 @@ func slurmEnv(t *testing.T) (url, credsDir string) {
 type slurmCluster struct {
 	release, url, creds string
 	api                 string // the newest API it serves, for the tests' own requests
+	root                string // the root its jobs run in ("" for this machine's /)
 }
 
-// slurmClusters are the real Slurm 22.05 (hack/slurm-up.sh) and 24.11
-// (hack/slurm2411-up.sh). A missing one is skipped, except under CI, where
-// its absence fails the test.
+// slurmClusters are the real Slurm 22.05 (hack/slurm-up.sh), 24.11
+// (hack/slurm2411-up.sh) and 26.05 (hack/slurm2605-up.sh). A missing one is
+// skipped, except under CI, where its absence fails the test.
 func slurmClusters(t *testing.T) []slurmCluster {
 	t.Helper()
 	var all []slurmCluster
 	for _, c := range []struct{ release, env, api, up string }{
 		{"22.05", "BRIDGE_TEST_SLURM", "v0.0.38", "hack/slurm-up.sh && source /tmp/bridge-runner-slurm/env"},
 		{"24.11", "BRIDGE_TEST_SLURM2411", "v0.0.42", "hack/slurm2411-up.sh && source /tmp/bridge-runner-slurm2411/env"},
+		{"26.05", "BRIDGE_TEST_SLURM2605", "v0.0.45", "hack/slurm2605-up.sh && source /tmp/bridge-runner-slurm2605/env"},
 	} {
 		url, creds := os.Getenv(c.env+"_URL"), os.Getenv(c.env+"_CREDS")
 		if url == "" || creds == "" {
@@ -57,7 +59,7 @@ func slurmClusters(t *testing.T) []slurmCluster {
 			}
 			continue
 		}
-		all = append(all, slurmCluster{c.release, url, creds, c.api})
+		all = append(all, slurmCluster{c.release, url, creds, c.api, os.Getenv(c.env + "_ROOT")})
 	}
 	if len(all) == 0 {
 		t.Skip("no real Slurm")

@@ -249,8 +249,9 @@ func (f *watchFleet) waitAll(t *testing.T, d time.Duration) {
 
 func everyJob(*watchJob) bool { return true }
 
-// watchCluster is the Slurm the fault tests run on: 24.11 when there,
-// whose batched status is GET jobs/state/, else 22.05 (GET jobs/).
+// watchCluster is the Slurm the fault tests run on: the newest there
+// (26.05, else 24.11), whose batched status is GET jobs/state/, else 22.05
+// (GET jobs/).
 func watchCluster(t *testing.T) slurmCluster {
 	cs := slurmClusters(t)
 	return cs[len(cs)-1]
