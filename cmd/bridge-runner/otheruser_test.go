@@ -161,7 +161,7 @@ func shipURLExpires(t *testing.T) (string, string) {
 // line (sbatch's, the login shell's).
 func TestOtherUserCannotReadSSHJobFiles(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) { testOtherUserSSHFiles(t, sys) })
+		t.Run(sys.name, func(t *testing.T) { testOtherUserSSHFiles(t, sys) })
 	}
 }
 
@@ -258,7 +258,7 @@ func testOtherUserRESTOutput(t *testing.T, url, creds, root string) {
 // to others; and another user reads none of them.
 func TestSSHJobFilesAreOwnerOnly(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) { testSSHJobFileModes(t, sys) })
+		t.Run(sys.name, func(t *testing.T) { testSSHJobFileModes(t, sys) })
 	}
 }
 

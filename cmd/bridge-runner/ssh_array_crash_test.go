@@ -58,7 +58,7 @@ func arraysWithKey(t *testing.T, backend string, srv testssh.Server, key string)
 // recorded.
 func TestSSHBackendsArrayCrashesSubmitOnce(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) {
+		t.Run(sys.name, func(t *testing.T) {
 			clearEnv(t)
 			srv := sys.srv(t)
 			for _, point := range runner.CrashPoints {

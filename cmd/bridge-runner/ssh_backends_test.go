@@ -29,6 +29,7 @@ import (
 
 // sshSystem is a job system invoke reaches over SSH, for the tests below.
 type sshSystem struct {
+	name    string // the subtests' name: the system and its release
 	backend string
 	srv     func(testing.TB) testssh.Server
 	// jobsWithKey prints, on the login node, the key of each job (queued or
@@ -38,11 +39,14 @@ type sshSystem struct {
 }
 
 var sshSystems = []sshSystem{
-	{htcondor.Name, testssh.Condor, [][]string{
-		{"condor_q", "-af", "BridgeRunnerKey", "-constraint", `BridgeRunnerKey == "KEY"`},
-		{"condor_history", "-af", "BridgeRunnerKey", "-constraint", `BridgeRunnerKey == "KEY"`}}},
-	{"slurm", testssh.Default, [][]string{{"squeue", "--noheader", "--me", "--states=all", "--format=%k"}}},
+	{"htcondor-" + testssh.CondorPools[0].Version, htcondor.Name, testssh.CondorPools[0].Server, condorJobsWithKey},
+	{"htcondor-" + testssh.CondorPools[1].Version, htcondor.Name, testssh.CondorPools[1].Server, condorJobsWithKey},
+	{"slurm", "slurm", testssh.Default, [][]string{{"squeue", "--noheader", "--me", "--states=all", "--format=%k"}}},
 }
+
+var condorJobsWithKey = [][]string{
+	{"condor_q", "-af", "BridgeRunnerKey", "-constraint", `BridgeRunnerKey == "KEY"`},
+	{"condor_history", "-af", "BridgeRunnerKey", "-constraint", `BridgeRunnerKey == "KEY"`}}
 
 func (s sshSystem) countJobs(t *testing.T, srv testssh.Server, key string) int {
 	t.Helper()
@@ -85,7 +89,7 @@ func summary(t *testing.T, out string) map[string]any {
 // job wrote and its log land in the bucket.
 func TestSSHBackendsEndToEnd(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) { testSSHEndToEnd(t, sys) })
+		t.Run(sys.name, func(t *testing.T) { testSSHEndToEnd(t, sys) })
 	}
 }
 
@@ -129,7 +133,7 @@ func testSSHEndToEnd(t *testing.T, sys sshSystem) {
 // a SIGTERM to invoke (Argo's stop) cancels the running job and exits 3.
 func TestSSHBackendsFailedAndKilled(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) { testSSHFailedAndKilled(t, sys) })
+		t.Run(sys.name, func(t *testing.T) { testSSHFailedAndKilled(t, sys) })
 	}
 }
 
@@ -166,7 +170,7 @@ func testSSHFailedAndKilled(t *testing.T, sys sshSystem) {
 // system knows exactly one job carrying the run's key.
 func TestSSHBackendsCrashesSubmitOnce(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) { testSSHCrashes(t, sys) })
+		t.Run(sys.name, func(t *testing.T) { testSSHCrashes(t, sys) })
 	}
 }
 
@@ -228,7 +232,7 @@ func TestSlurmSSHSurvivesSSHDRestart(t *testing.T) {
 	assert.Contains(t, buf.String(), "ssh connection dropped")
 	rec, err := record.NewFileStore(state, "ssh-restart").Get(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, 1, sshSystems[1].countJobs(t, srv, rec.Data[record.KeyKey]))
+	assert.Equal(t, 1, sshSystems[len(sshSystems)-1].countJobs(t, srv, rec.Data[record.KeyKey]), "the last of sshSystems is Slurm")
 }
 
 // TestSlurmSSHPartition: the network to the login node goes silent (the
@@ -300,7 +304,7 @@ func TestSlurmSSHPartition(t *testing.T) {
 // key known_hosts does not hold is exit 2 naming it.
 func TestSSHBackendsThroughBastion(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) { testSSHThroughBastion(t, sys) })
+		t.Run(sys.name, func(t *testing.T) { testSSHThroughBastion(t, sys) })
 	}
 }
 
@@ -346,7 +350,7 @@ func testSSHThroughBastion(t *testing.T, sys sshSystem) {
 // other tasks print the same lines, which must not reach it.
 func TestSSHBackendsArrayLogs(t *testing.T) {
 	for _, sys := range sshSystems {
-		t.Run(sys.backend, func(t *testing.T) {
+		t.Run(sys.name, func(t *testing.T) {
 			clearEnv(t)
 			srv := sys.srv(t)
 			script := "#!/bin/bash\necho \"task $BRIDGE_TASK_INDEX\"\n" + strings.TrimPrefix(printingScript(6), "#!/bin/bash\n")
