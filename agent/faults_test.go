@@ -146,3 +146,35 @@ func TestStepForbiddenTheHeartbeatPollsAlone(t *testing.T) {
 	n, _ := strconv.Atoi(gets[1])
 	assert.LessOrEqual(t, n, 4, sa.RequestsByVerb())
 }
+
+// The operator's pods run invoke with --watcher=false under a Role that
+// names their record and the agent's heartbeat only: they follow the
+// agent (a poll to start and one confirm per change it told, not a poll
+// per update interval), never touch the in-step watcher's lease, and end
+// in the true state. Before, --watcher=false turned the agent off too, and
+// every BridgeJob polled alone.
+func TestOperatorPodFollowsTheAgent(t *testing.T) {
+	e := newEnv(t, 1)
+	ns := e.nss[0]
+	_, _ = e.startAgent(200 * time.Millisecond)
+	e.awaitBeat(ns, 1)
+	name := record.ConfigMapName("operator-pod")
+	cfg := testkube.ServiceAccountWithRules(t, testkube.Client(t), ns, "operator-pod",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{name}, Verbs: []string{"get", "watch", "update", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{runner.AgentConfigMap(cluster)}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
+	iv := e.invoker(ns, "operator-pod", `{"pending":"1s","run":"12s"}`, cluster, 30*time.Second)
+	iv.Spec.UpdateInterval = "1" // polling alone: about one status request a second
+	iv.Watch = runner.WatchConfig{Off: true}
+	sa := testkube.KubeClient(t, cfg)
+	iv.Store = &record.ConfigMapStore{Client: sa, Namespace: ns, Name: name}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, iv.Run(ctx))
+	assert.Equal(t, "DONE", iv.Result().Status, "the true state, from the backend")
+	assert.LessOrEqual(t, e.fake.Count("status"), 5, "it followed the agent: a first poll and confirms, not a poll a second (%s)", e.logs.String())
+	assert.Zero(t, e.leases(), "no in-step watcher's lease")
+	assert.NotContains(t, e.logs.String(), "may not read the watcher's lease", "it asked for no lease its Role denies")
+}

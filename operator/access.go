@@ -10,6 +10,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // AccessName names a BridgeJob's ServiceAccount, Role and RoleBinding: the
@@ -39,6 +40,12 @@ func (r *reconciler) ensureAccess(ctx context.Context, bj *BridgeJob) error {
 	sa.APIVersion, sa.Kind = "v1", "ServiceAccount"
 	ro := &kube.Role{Rules: []kube.PolicyRule{{APIGroups: []string{""}, Resources: []string{kube.ConfigMaps.Plural},
 		ResourceNames: []string{record.ConfigMapName(bj.Name)}, Verbs: recordVerbs}}}
+	if c := agentCluster(bj); c != "" {
+		// The cluster's agent's heartbeat, read only: invoke follows the
+		// agent while it beats (a list by name, then a watch).
+		ro.Rules = append(ro.Rules, kube.PolicyRule{APIGroups: []string{""}, Resources: []string{kube.ConfigMaps.Plural},
+			ResourceNames: []string{runner.AgentConfigMap(c)}, Verbs: []string{"get", "list", "watch"}})
+	}
 	ro.APIVersion, ro.Kind = kube.RBACV1.String(), "Role"
 	rb := &kube.RoleBinding{RoleRef: kube.RoleRef{APIGroup: kube.RBACV1.Group, Kind: "Role", Name: name},
 		Subjects: []kube.Subject{{Kind: "ServiceAccount", Name: name, Namespace: bj.Namespace}}}
@@ -70,6 +77,19 @@ func (r *reconciler) ensureAccess(ctx context.Context, bj *BridgeJob) error {
 		}
 	}
 	return nil
+}
+
+// agentCluster is the cluster whose agent follows bj's job: spec.cluster,
+// else its one cluster; "" when it is placed among several (invoke
+// chooses the place after the record is made).
+func agentCluster(bj *BridgeJob) string {
+	if bj.Spec.Cluster != "" {
+		return bj.Spec.Cluster
+	}
+	if len(bj.Spec.Clusters) == 1 {
+		return bj.Spec.Clusters[0]
+	}
+	return ""
 }
 
 // ownedBy: bj is obj's controller.

@@ -19,6 +19,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // agentCluster creates a BridgeCluster with an agent spec.
@@ -493,6 +494,23 @@ func TestAgentRecordsLabelled(t *testing.T) {
 	cm, _ = e.children("two")
 	if _, ok := cm.Labels[LabelCluster]; ok || cm.Data["cluster"] != "" {
 		t.Errorf("the record of a BridgeJob placed among two: labels %v, key %q", cm.Labels, cm.Data["cluster"])
+	}
+	// The pods of the one on hpc-a may read its agent's heartbeat (and
+	// nothing else of it); the other's may not.
+	for job, want := range map[string]bool{"one": true, "two": false} {
+		ro := &kube.Role{}
+		if err := e.c.Get(context.Background(), kube.Roles, e.ns, AccessName(job), ro); err != nil {
+			t.Fatalf("the Role of %s: %v", job, err)
+		}
+		got := false
+		for _, r := range ro.Rules {
+			if slices.Equal(r.ResourceNames, []string{runner.AgentConfigMap("hpc-a")}) {
+				got = slices.Equal(r.Verbs, []string{"get", "list", "watch"})
+			}
+		}
+		if got != want {
+			t.Errorf("the Role of %s reads the agent's heartbeat: %v, want %v (%+v)", job, got, want, ro.Rules)
+		}
 	}
 }
 

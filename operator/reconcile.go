@@ -143,10 +143,8 @@ func (r *reconciler) ensureRecord(ctx context.Context, bj *BridgeJob) (*kube.Con
 	// records labelled with it. One placed among several is not labelled
 	// (the place is chosen by invoke, after the record is made) unless
 	// spec.cluster names the agent that follows it.
-	if cm.Data[record.KeyCluster] == "" && len(bj.Spec.Clusters) == 1 {
-		cm.Data[record.KeyCluster] = bj.Spec.Clusters[0]
-	}
-	if c := cm.Data[record.KeyCluster]; c != "" {
+	if c := agentCluster(bj); c != "" {
+		cm.Data[record.KeyCluster] = c
 		cm.Labels[LabelCluster] = c
 	}
 	if len(secrets) > 0 {

@@ -155,12 +155,13 @@ func (r *run) clusterGroup(desc *record.Description) (string, []byte) {
 }
 
 // newWatchMember makes this run a member of its cluster's watch group,
-// or returns nil when the watcher does not apply: turned off, a record
-// that is not a ConfigMap, a backend without batched status, or a target
-// without credentials to key the group's shared state on.
+// or returns nil when the watcher does not apply: turned off (unless the
+// record names a cluster, whose agent it still follows), a record that is
+// not a ConfigMap, a backend without batched status, or a target without
+// credentials to key the group's shared state on.
 func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id string) *watchMember {
 	cs := record.ConfigMapOf(r.Store)
-	if r.Watch.Off || cs == nil {
+	if cs == nil || (r.Watch.Off && desc.Cluster == "") {
 		return nil
 	}
 	if _, ok := be.(backends.StatusBatcher); !ok {
@@ -187,6 +188,10 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 		},
 	}
 	m.group = group
+	// --watcher=false with a cluster (the operator's pods, whose Role names
+	// their record and the agent's heartbeat only): the agent is followed,
+	// but no in-step watcher is elected, leased or handed on.
+	m.agentOnly = r.Watch.Off
 	m.log = r.Log.With("watch_group", m.group)
 	m.lease = groupLease(cs, m.group, key)
 	m.judge = &leaseJudge{now: m.now}
@@ -260,6 +265,9 @@ type watchMember struct {
 	// (both nil when the record names no cluster).
 	agent     *agentTrust
 	agentView *heartbeatView
+	// agentOnly: the in-step watcher is off; while the agent is stale this
+	// invoke polls alone and never touches the lease.
+	agentOnly bool
 }
 
 // agentState is the cluster's agent's state for this member (stale when
@@ -368,6 +376,9 @@ func (m *watchMember) live(ctx context.Context) bool {
 	if st, _ := m.agentState(); st != agentStale {
 		m.dropLeader(ctx)
 		return true
+	}
+	if m.agentOnly {
+		return false
 	}
 	now := m.now()
 	if m.leader != nil {
@@ -480,7 +491,7 @@ func (m *watchMember) adopt(ctx context.Context) {
 	if m.leader != nil && m.leader.ended() {
 		m.leader = nil // it lost the lease it had
 	}
-	if m.leader != nil || m.forbidden {
+	if m.leader != nil || m.forbidden || m.agentOnly {
 		return
 	}
 	l, ok := m.readLease(ctx)
@@ -614,6 +625,9 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 	}
 	m.view.stop()
 	m.agentView.stop()
+	if m.agentOnly {
+		return // it never led, and leaves any handover to the lease's TTL
+	}
 	if h := d[record.KeyWatchHandover]; h != "" {
 		m.handover = h
 	}
