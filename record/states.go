@@ -20,7 +20,7 @@ const (
 	// is infrastructure. Another attempt may succeed, and a retry of the
 	// step submits one (see runner's attempts).
 	ExitInfra    = 5
-	ExitTempFail = 75 // temporary failure after retries, or an evicted pod; a retry re-attaches
+	ExitTempFail = 75 // temporary failure after retries, an evicted pod, or a DONE job's outputs unwritten; a retry re-attaches
 )
 
 // StateFacts are everything the surfaces say about one state of

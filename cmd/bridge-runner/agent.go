@@ -44,8 +44,10 @@ works; while it does they neither poll nor elect a watcher of their own. It
 never submits, cancels or writes a job's state: an observation makes the step
 ask the backend for its own job. The Kubernetes API is reached in-cluster, else
 through $KUBECONFIG.`,
-		Example: `  bridge-runner agent --cluster hpc1 --backend slurm --resource-url https://slurm.example.org:6820 \
-    --credentials-dir /credentials --namespaces team-a,team-b --query-interval 30s`,
+		Example: `  bridge-runner agent --cluster hpc1 --backend slurm \
+    --resource-url https://slurm.example.org:6820 \
+    --credentials-dir /credentials --namespaces team-a,team-b \
+    --query-interval 30s`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runAgent(cmd.Context(), o) },
 	}

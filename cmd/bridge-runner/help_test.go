@@ -220,7 +220,7 @@ func TestRootHelpOnScreen(t *testing.T) {
 			for _, code := range []string{"0 DONE", "1 FAILED", "2 invalid input", "3 KILLED", "4 UNKNOWN", "5 FAILED by the infrastructure", "75 temporary failure"} {
 				assert.Contains(t, got, code)
 			}
-			assert.Contains(t, got, "Commands:\n  cleanup ")
+			assert.Contains(t, got, "Commands:\n  agent ")
 		})
 	}
 }

@@ -128,11 +128,20 @@ func (a *app) runInvoke(cmd *cobra.Command, o *invokeOptions) error {
 
 // report writes what every end of invoke writes, whatever the exit code:
 // the step outputs, the termination log and the one JSON summary line.
+// Outputs that could not be written turn a success into exit 75: the
+// workflow must not go on to tasks that read outputs that are not there
+// (a retry of the step re-attaches to the record and writes them again;
+// nothing is submitted twice). A failure's own code stays.
 func (a *app) report(res *runner.Result, paths map[string]string, terminationLog string) {
-	if werr := runner.WriteOutputs(res, paths); werr != nil && a.log != nil {
-		a.log.Error("writing step outputs", "err", werr)
-	} else if werr != nil { // logging is not set up when a flag was refused
-		fmt.Fprintln(a.stderr, "Error: writing step outputs:", a.secrets.Scrub(werr.Error()))
+	if werr := runner.WriteOutputs(res, paths); werr != nil {
+		if res.Exit == ExitDone {
+			res.Exit = record.ExitTempFail
+		}
+		if a.log != nil {
+			a.log.Error("writing step outputs; the step fails so that no task reads outputs that are not there", "err", werr, "exit", res.Exit)
+		} else { // logging is not set up when a flag was refused
+			fmt.Fprintln(a.stderr, "Error: writing step outputs:", a.secrets.Scrub(werr.Error()))
+		}
 	}
 	if _, serr := os.Stat(terminationLog); serr == nil && res.Message != "" {
 		_ = os.WriteFile(terminationLog, []byte(res.Message), 0o644)
