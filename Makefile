@@ -55,6 +55,8 @@ services-up:
 	bash hack/kube-up.sh
 	bash hack/slurm-up.sh
 	bash hack/slurm2411-up.sh
+	bash hack/slurm2605-up.sh
+	bash hack/slurm2605-nometrics-up.sh
 	bash hack/slurmdbd-up.sh
 	bash hack/s3-up.sh
 	bash hack/ray-up.sh
@@ -70,6 +72,8 @@ services-down:
 	-bash hack/ray-auth-down.sh
 	-bash hack/ray-down.sh
 	-bash hack/s3-down.sh
+	-bash hack/slurm2605-nometrics-down.sh
+	-bash hack/slurm2605-down.sh
 	-bash hack/slurm2411-down.sh
 	-bash hack/slurmdbd-down.sh
 	-bash hack/slurm-down.sh
