@@ -90,22 +90,29 @@ func TestREADMESnippetsAreTheTestedExamples(t *testing.T) {
 	assert.GreaterOrEqual(t, checked, 2, "the Argo and KFP sections show tested examples")
 }
 
+// quickStart is the README's Quick Start section and its command's
+// arguments (the line after "go run ./cmd/bridge-runner ").
+func quickStart(t *testing.T) (section, args string) {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	section = readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
+	for _, l := range strings.Split(section, "\n") {
+		if strings.HasPrefix(l, "go run ./cmd/bridge-runner invoke ") {
+			args = strings.TrimPrefix(l, "go run ./cmd/bridge-runner ")
+		}
+	}
+	require.NotEmpty(t, args)
+	return section, args
+}
+
 // TestQuickStartTouchesNoCluster runs the Quick Start's command as the
 // README writes it, on a laptop whose KUBECONFIG names a cluster (here one
 // that cannot be reached): it runs the job with a file record, exits 0,
 // and its second run re-attaches instead of running the job again.
 func TestQuickStartTouchesNoCluster(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	readme := string(b)
-	quick := readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
-	line := ""
-	for _, l := range strings.Split(quick, "\n") {
-		if strings.HasPrefix(l, "go run ./cmd/bridge-runner invoke ") {
-			line = strings.TrimPrefix(l, "go run ./cmd/bridge-runner ")
-		}
-	}
-	require.NotEmpty(t, line)
+	_, line := quickStart(t)
 	home := t.TempDir()
 	kc := filepath.Join(home, "kubeconfig")
 	require.NoError(t, os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
@@ -124,7 +131,7 @@ func TestQuickStartTouchesNoCluster(t *testing.T) {
 			assert.NotContains(t, stderr.String(), "hello from hello", "the second run re-attaches")
 		}
 	}
-	_, err = os.Stat(filepath.Join(home, ".local", "state", "bridge-runner"))
+	_, err := os.Stat(filepath.Join(home, ".local", "state", "bridge-runner"))
 	require.NoError(t, err, "the record is a file under ~/.local/state")
 }
 
@@ -265,17 +272,7 @@ func shownLines(text, home string) (records, output []string) {
 // the same log records, in order (times, ids and the home directory
 // masked), the same job output, before the line of the job's end.
 func TestQuickStartShowsWhatTheREADMESays(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	readme := string(b)
-	quick := readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
-	line := ""
-	for _, l := range strings.Split(quick, "\n") {
-		if strings.HasPrefix(l, "go run ./cmd/bridge-runner invoke ") {
-			line = strings.TrimPrefix(l, "go run ./cmd/bridge-runner ")
-		}
-	}
-	require.NotEmpty(t, line)
+	quick, line := quickStart(t)
 	home := t.TempDir()
 	cmd := exec.Command("sh", "-c", `exec "$BIN" `+line+" 2>&1")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "BIN=" + binary}
