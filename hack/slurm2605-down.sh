@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # slurm2605-down.sh: stop the Slurm 26.05 of hack/slurm2605-up.sh (its jobs,
 # slurmrestd, slurmd, slurmctld, slurmdbd, MariaDB, munged: each by its PID
-# file) and unmount
-# its root. Idempotent. The cached chroot is never touched.
+# file; a daemon without one is skipped) and unmount its root. Idempotent.
+# The cached chroot is never touched. slurm2411-down.sh and
+# slurm2605-nometrics-down.sh run it on their own directories.
 #
 #   hack/slurm2605-down.sh          # stop; keep $BRIDGE_SLURM2605_DIR (logs)
 #   hack/slurm2605-down.sh --purge  # stop and delete $BRIDGE_SLURM2605_DIR
@@ -58,7 +59,7 @@ stop_pidfile "$DIR/mariadbd.pid" 30
 stop_pidfile "$DIR/munged.pid"
 stop_pidfile "$DIR/slurmrestd.pid"
 
-# Unmount in the reverse order of slurm2605-up.sh; lazily as a last resort so
+# Unmount in the reverse order of the up script's mounts; lazily as a last resort so
 # that a process still holding a file cannot keep the tree mounted.
 for m in run dev sys proc ""; do
 	t=$ROOT${m:+/$m}
