@@ -223,7 +223,7 @@ func (a *Agent) answered(ctx context.Context) {
 func (a *Agent) beat(ctx context.Context, ns string, hb runner.Heartbeat) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	name := runner.AgentConfigMap(a.cfg.Cluster)
+	name := record.AgentConfigMap(a.cfg.Cluster)
 	data := runner.SealHeartbeat(a.cfg.Key, ns, a.cfg.Cluster, hb)
 	a.mu.Lock()
 	cm := a.beats[ns]

@@ -127,7 +127,7 @@ func (e *env) leases() int {
 // heartbeat reads the agent's heartbeat in ns as a step verifies it.
 func (e *env) heartbeat(ns string) (runner.Heartbeat, bool) {
 	cm := &kube.ConfigMap{}
-	if err := e.kube.Get(context.Background(), kube.ConfigMaps, ns, runner.AgentConfigMap(cluster), cm); err != nil {
+	if err := e.kube.Get(context.Background(), kube.ConfigMaps, ns, record.AgentConfigMap(cluster), cm); err != nil {
 		return runner.Heartbeat{}, false
 	}
 	return runner.ReadHeartbeat(e.key, ns, cluster, cm.Data)

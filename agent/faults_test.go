@@ -92,7 +92,7 @@ func TestForgedOrReplayedHeartbeatIsIgnored(t *testing.T) {
 // readBeat is the heartbeat ConfigMap's data in ns.
 func (e *env) readBeat(ns string) map[string]string {
 	cm := &kube.ConfigMap{}
-	require.NoError(e.t, e.kube.Get(context.Background(), kube.ConfigMaps, ns, runner.AgentConfigMap(cluster), cm))
+	require.NoError(e.t, e.kube.Get(context.Background(), kube.ConfigMaps, ns, record.AgentConfigMap(cluster), cm))
 	return cm.Data
 }
 
@@ -100,7 +100,7 @@ func (e *env) readBeat(ns string) map[string]string {
 // a sequence that advances, until ctx ends: a namespace writer without
 // the cluster's credentials.
 func (e *env) keepWriting(ctx context.Context, ns string, write func(*env, string, uint64) map[string]string) {
-	name := runner.AgentConfigMap(cluster)
+	name := record.AgentConfigMap(cluster)
 	for seq := uint64(1); ctx.Err() == nil; seq++ {
 		cm := &kube.ConfigMap{}
 		err := e.kube.Get(ctx, kube.ConfigMaps, ns, name, cm)
@@ -163,7 +163,7 @@ func TestOperatorPodFollowsTheAgent(t *testing.T) {
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
 			ResourceNames: []string{name}, Verbs: []string{"get", "watch", "update", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"},
-			ResourceNames: []string{runner.AgentConfigMap(cluster)}, Verbs: []string{"get", "list", "watch"}},
+			ResourceNames: []string{record.AgentConfigMap(cluster)}, Verbs: []string{"get", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
 	iv := e.invoker(ns, "operator-pod", `{"pending":"1s","run":"12s"}`, cluster, 30*time.Second)
 	iv.Spec.UpdateInterval = "1" // polling alone: about one status request a second

@@ -10,7 +10,6 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
-	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // AccessName names a BridgeJob's ServiceAccount, Role and RoleBinding: the
@@ -44,7 +43,7 @@ func (r *reconciler) ensureAccess(ctx context.Context, bj *BridgeJob) error {
 		// The cluster's agent's heartbeat, read only: invoke follows the
 		// agent while it beats (a list by name, then a watch).
 		ro.Rules = append(ro.Rules, kube.PolicyRule{APIGroups: []string{""}, Resources: []string{kube.ConfigMaps.Plural},
-			ResourceNames: []string{runner.AgentConfigMap(c)}, Verbs: []string{"get", "list", "watch"}})
+			ResourceNames: []string{record.AgentConfigMap(c)}, Verbs: []string{"get", "list", "watch"}})
 	}
 	ro.APIVersion, ro.Kind = kube.RBACV1.String(), "Role"
 	rb := &kube.RoleBinding{RoleRef: kube.RoleRef{APIGroup: kube.RBACV1.Group, Kind: "Role", Name: name},

@@ -19,7 +19,6 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
-	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // agentCluster creates a BridgeCluster with an agent spec.
@@ -504,7 +503,7 @@ func TestAgentRecordsLabelled(t *testing.T) {
 		}
 		got := false
 		for _, r := range ro.Rules {
-			if slices.Equal(r.ResourceNames, []string{runner.AgentConfigMap("hpc-a")}) {
+			if slices.Equal(r.ResourceNames, []string{record.AgentConfigMap("hpc-a")}) {
 				got = slices.Equal(r.Verbs, []string{"get", "list", "watch"})
 			}
 		}

@@ -27,6 +27,11 @@ const (
 // letters, digits, '-' and '.', beginning and ending alphanumeric.
 var clusterRE = regexp.MustCompile(`^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`)
 
+// AgentConfigMap is the name of cluster's agent heartbeat ConfigMap. It is
+// here, not in package runner, because the operator grants access to it by
+// name and must not link runner.
+func AgentConfigMap(cluster string) string { return "bridge-runner-agent-" + cluster }
+
 // CheckCluster checks a cluster's name ("" is none, and fine).
 func CheckCluster(name string) error {
 	if name == "" {

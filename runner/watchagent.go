@@ -28,9 +28,6 @@ import (
 // stops advancing, or is missing or does not verify, the step falls back
 // to the in-step watcher at once.
 
-// AgentConfigMap is the name of the heartbeat ConfigMap of cluster's agent.
-func AgentConfigMap(cluster string) string { return "bridge-runner-agent-" + cluster }
-
 // HeartbeatFloor is the shortest heartbeat period: an agent writes its
 // heartbeat at most once per max(query interval, HeartbeatFloor).
 const HeartbeatFloor = 2 * time.Second
@@ -55,7 +52,7 @@ func ClusterKey(backend, url, dir string) []byte {
 }
 
 func heartbeatParts(ns, cluster string, d map[string]string) []string {
-	return []string{"agent heartbeat", ns, AgentConfigMap(cluster), d["agent"], d["seq"], d["intervalMs"]}
+	return []string{"agent heartbeat", ns, record.AgentConfigMap(cluster), d["agent"], d["seq"], d["intervalMs"]}
 }
 
 // SealHeartbeat is hb as the data of the heartbeat ConfigMap of cluster in
@@ -246,7 +243,7 @@ func (v *heartbeatView) see(cm *kube.ConfigMap) {
 
 func (v *heartbeatView) run(ctx context.Context) {
 	defer close(v.done)
-	name := AgentConfigMap(v.cluster)
+	name := record.AgentConfigMap(v.cluster)
 	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
 	for ctx.Err() == nil {
 		list := &kube.ConfigMapList{}
