@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 # Where make build puts the release binary.
 BIN     ?= bin/bridge-runner
 
-.PHONY: build test bench e2e unit lint image set-image services-up services-down clean
+.PHONY: build test bench e2e unit lint docs image set-image services-up services-down clean
 
 build:
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/bridge-runner
@@ -42,6 +42,11 @@ lint:
 	cd workflows/argo4 && $(ARGO4_GO) vet -trimpath ./...
 	go vet -tags bridgetest ./runner/...
 	go test -count=1 ./internal/funclimits
+
+# docs/reference from the code: the command tree, the record's tables, the
+# metrics registries. TestReferenceIsCurrent fails when it is stale.
+docs:
+	go test -count=1 -run '^TestReferenceIsCurrent$$' ./cmd/bridge-runner -args -update-docs
 
 image:
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .

@@ -253,8 +253,12 @@ def _():
 
 # 6. The README's compile commands (`python examples/<x>/kfp_pipeline.py
 #    FILE.yaml`), run as a user runs them, from the top of the tree.
-with open(os.path.join(ROOT, "README.md")) as f:
-    readme_compiles = re.findall(r"`python (examples/[a-z0-9-]+/kfp_pipeline\.py) ([\w.-]+\.yaml)`", f.read())
+# (README.md and docs/, where the guides moved them.)
+readme_text = ""
+for path in [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)):
+    with open(path) as f:
+        readme_text += f.read() + "\n"
+readme_compiles = re.findall(r"`python (examples/[a-z0-9-]+/kfp_pipeline\.py) ([\w.-]+\.yaml)`", readme_text)
 if not readme_compiles:
     results.append(("the README's compile commands", AssertionError("none found")))
 for script, out_name in readme_compiles:

@@ -191,8 +191,7 @@ def _():
 @check("the README's `python examples/kfp-local/kfp_pipeline.py ROOT` prints the job's outputs")
 def _():
     import re
-    with open(os.path.join(ROOT, "README.md")) as f:
-        m = re.search(r"^python (examples/kfp-local/kfp_pipeline\.py) (\S+)$", f.read(), re.M)
+    m = re.search(r"^python (examples/kfp-local/kfp_pipeline\.py) (\S+)$", docs_text(), re.M)
     require(m is not None, "the README gives no `python examples/kfp-local/kfp_pipeline.py ROOT` command")
     out = subprocess.run([sys.executable, m.group(1), os.path.join(WORK, "readme")], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
@@ -336,13 +335,24 @@ def slurm_properties():
     return json.dumps({"partition": "debug", "nodes": 1, "time_limit": 30, "current_working_directory": "/tmp"})
 
 
-def readme_python(containing):
-    """The README's python block that contains the text containing, dedented."""
+def docs_text():
+    """README.md and every markdown file under docs/, one after the other
+    (the KFP snippets moved from the README to docs/guides/kfp.md)."""
+    import glob
+    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
+    texts = []
+    for p in paths:
+        with open(p) as f:
+            texts.append(f.read())
+    return "\n".join(texts)
+
+
+def doc_python(containing):
+    """The docs' python block that contains the text containing, dedented."""
     import textwrap
-    with open(os.path.join(ROOT, "README.md")) as f:
-        blocks = [b.split("\n", 1)[1] for b in f.read().split("```")[1::2] if b.startswith("python\n")]
+    blocks = [b.split("\n", 1)[1] for b in docs_text().split("```")[1::2] if b.startswith("python\n")]
     found = [textwrap.dedent(b) for b in blocks if containing in b]
-    require(len(found) == 1, f"{len(found)} python blocks of the README contain {containing!r}, want 1")
+    require(len(found) == 1, f"{len(found)} python blocks of README.md and docs/ contain {containing!r}, want 1")
     return found[0]
 
 
@@ -368,7 +378,7 @@ def readme_exec(code, namespace):
 def _():
     url, creds = env("BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS")
     root, state = os.path.join(WORK, "readme-slurm"), new_root("readme-slurm-state")
-    code = readme_python('load("examples/slurm/kfp_pipeline.py")')
+    code = doc_python('load("examples/slurm/kfp_pipeline.py")')
     for placeholder, value in (('"/home/you/slurm-credentials"', repr(creds)), ('"http://127.0.0.1:6820"', repr(url)),
                                ('"kfp-root"', repr(root)), ('"kfp-state"', repr(state))):
         require(placeholder in code, f"the README's slurm snippet has no {placeholder}")
@@ -388,7 +398,7 @@ def _():
 @check("the README's Python branch on status sees the FAILED job kfp.local's dsl.If would skip")
 def _():
     # kfp_local: examples/kfp-local's module, as the slurm snippet loads it.
-    code = readme_python("kfp_local.run(").replace('"kfp-root"', repr(os.path.join(WORK, "readme-branch")))
+    code = doc_python("kfp_local.run(").replace('"kfp-root"', repr(os.path.join(WORK, "readme-branch")))
     printed = readme_exec(code, {"kfp_local": example})
     require(" ended FAILED: the job exited 3" in printed, f"the README's branch printed {printed!r}")
 

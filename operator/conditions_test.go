@@ -69,7 +69,7 @@ func asExit(err error, ee **exec.ExitError) bool {
 
 // TestKubectlWaitFinished: `kubectl wait --for=condition=Finished` ends
 // when the job ends, and when a spec is refused; the conditions keep the
-// API conventions; the README's Argo CD check reads them as Healthy and
+// API conventions; the operator guide's Argo CD check reads them as Healthy and
 // Degraded.
 func TestKubectlWaitFinished(t *testing.T) {
 	e := newEnv(t)
@@ -126,7 +126,7 @@ func TestKubectlWaitFinished(t *testing.T) {
 	}
 }
 
-// TestArgoCDHealthEveryState runs the README's check on the status the
+// TestArgoCDHealthEveryState runs the operator guide's check on the status the
 // operator computes for each of the seven states.
 func TestArgoCDHealthEveryState(t *testing.T) {
 	r := &reconciler{o: Options{StatusKeys: record.StatusKeysOurs}}
@@ -153,18 +153,18 @@ func TestArgoCDHealthEveryState(t *testing.T) {
 	}
 }
 
-// argoHealth runs the README's Argo CD health check on bj, as Argo CD does:
+// argoHealth runs the operator guide's Argo CD health check on bj, as Argo CD does:
 // the object as JSON turned into Lua tables, in the global obj.
 func argoHealth(t *testing.T, bj *BridgeJob) (status, message string) {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/guides/operator-and-bridgeclusters.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
 	start := strings.Index(readme, "```yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm")
 	if start < 0 {
-		t.Fatal("the README has no argocd-cm block")
+		t.Fatal("the operator guide has no argocd-cm block")
 	}
 	block := readme[start+len("```yaml\n"):]
 	block = block[:strings.Index(block, "```")]

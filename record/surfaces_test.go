@@ -82,17 +82,18 @@ func argoParams(t *testing.T, template string) []string {
 	return nil
 }
 
-// readmeKeys reads the keys of the README's job description table.
+// readmeKeys reads the keys of the contract's job description table
+// (docs/reference/contract.md, moved there from the README).
 func readmeKeys(t *testing.T) map[string]string {
 	t.Helper()
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../docs/reference/contract.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(raw)
 	start := strings.Index(text, "| ConfigMap key | flag |")
 	if start < 0 {
-		t.Fatal("the README has no job description table")
+		t.Fatal("docs/reference/contract.md has no job description table")
 	}
 	rowRE := regexp.MustCompile("^\\| `([^`]+)` \\| `--([^`]+)` \\|")
 	keys := map[string]string{}
@@ -150,7 +151,7 @@ func TestEverySurfaceHasTheTablesFields(t *testing.T) {
 			t.Errorf("the Argo template %s's parameters %v are not the KFP component %s's inputs %v", argo, params, file, names)
 		}
 	}
-	sameKeys(t, "the README's job description table", readmeKeys(t), want)
+	sameKeys(t, "the contract's job description table (docs/reference/contract.md)", readmeKeys(t), want)
 	aliases, _ := record.IBMKeys()
 	for ibm, ours := range aliases {
 		if _, ok := want[ours]; !ok {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
-// faultTableMarkdown is faultTable as the README's rows.
+// faultTableMarkdown is faultTable as the troubleshooting guide's rows.
 func faultTableMarkdown() string {
 	var b strings.Builder
 	for _, r := range faultTable {
@@ -24,11 +23,11 @@ func faultTableMarkdown() string {
 	return b.String()
 }
 
-// TestFaultTableInREADME: the README's fault table is faultTable, row for row.
-func TestFaultTableInREADME(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "|---|---|---|\n"+faultTableMarkdown(), "update the README's Faults table to:\n%s", faultTableMarkdown())
+// TestFaultTableInTroubleshooting: the troubleshooting guide's fault table
+// is faultTable, row for row.
+func TestFaultTableInTroubleshooting(t *testing.T) {
+	doc := readDoc(t, "docs/guides/troubleshooting.md")
+	assert.Contains(t, doc, "|---|---|---|\n"+faultTableMarkdown(), "update the Faults table of docs/guides/troubleshooting.md to:\n%s", faultTableMarkdown())
 }
 
 // TestFaultTableEveryRow: each row of the fault table is the first to match

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// slurmExampleArgs are the arguments of the README's first Slurm example
+// slurmExampleArgs are the arguments of the Slurm guide's plain Job (docs/guides/slurm-rest.md)
 // (examples/slurm/job.yaml) pointed at c: its URL, credentials with their
 // origin binding (as the example's Secret has), a state directory for the
 // record, and a working directory that exists on the suite's node.
@@ -64,11 +64,11 @@ func slurmShown(text string) []string {
 	return out
 }
 
-// TestSlurmExampleShowsWhatTheREADMESays runs the README's first Slurm
-// example (the Job's arguments) against the real Slurm 22.05 and compares
-// its log, from the second line on (the first says where the record is: a
-// ConfigMap in the README's pod, a file here), with the README's block.
-func TestSlurmExampleShowsWhatTheREADMESays(t *testing.T) {
+// TestSlurmExampleShowsWhatTheGuideSays runs the Slurm guide's plain Job
+// (its arguments) against the real Slurm 22.05 and compares its log, from
+// the second line on (the first says where the record is: a ConfigMap in
+// the guide's pod, a file here), with the guide's block.
+func TestSlurmExampleShowsWhatTheGuideSays(t *testing.T) {
 	clearEnv(t)
 	var c *slurmCluster
 	for _, sc := range slurmClusters(t) {
@@ -77,11 +77,9 @@ func TestSlurmExampleShowsWhatTheREADMESays(t *testing.T) {
 		}
 	}
 	if c == nil {
-		t.Skip("the README's block is of Slurm 22.05's slurmrestd")
+		t.Skip("the guide's block is of Slurm 22.05's slurmrestd")
 	}
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	block := readmeBlock(t, string(b), "What its log shows")
+	block := readmeBlock(t, readDoc(t, "docs/guides/slurm-rest.md"), "What its log shows")
 	_, block, _ = strings.Cut(block, "\n") // the "$ kubectl logs" line
 	cmd := exec.Command(binary, slurmExampleArgs(t, *c)...)
 	out, err := cmd.CombinedOutput()
@@ -89,5 +87,5 @@ func TestSlurmExampleShowsWhatTheREADMESays(t *testing.T) {
 	got, want := slurmShown(string(out)), slurmShown(block)
 	require.NotEmpty(t, got)
 	assert.Contains(t, got[0], `msg="the job's record"`)
-	assert.Equal(t, want[1:], got[1:], "the README shows what the example's run prints:\n%s", out)
+	assert.Equal(t, want[1:], got[1:], "the guide shows what the example's run prints:\n%s", out)
 }

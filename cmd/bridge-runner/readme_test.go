@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,18 +15,33 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends/builtin"
+	"github.com/bridge-runner/bridge-runner/internal/docgen"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
 
-// TestREADMEContract keeps the README's contract tables true to the code.
-func TestREADMEContract(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// readDoc is the text of the project's markdown file rel (README.md,
+// docs/...).
+func readDoc(t *testing.T, rel string) string {
+	t.Helper()
+	text, err := docgen.Read("../..", rel)
 	require.NoError(t, err)
-	readme := string(b)
+	return text
+}
+
+// Where the README's contract tables and IBM's keys moved.
+const (
+	contractDoc  = "docs/reference/contract.md"
+	migratingDoc = "docs/guides/migrating-from-ibm.md"
+)
+
+// TestContractDoc keeps the contract's tables (docs/reference/contract.md)
+// true to the code, and the README's Quick start to what CI runs.
+func TestContractDoc(t *testing.T) {
+	contract := readDoc(t, contractDoc)
 	has := func(s string) {
 		t.Helper()
-		assert.True(t, strings.Contains(readme, s), "the README lacks %q", s)
+		assert.True(t, strings.Contains(contract, s), "%s lacks %q", contractDoc, s)
 	}
 	for _, f := range record.Fields {
 		def := "|"
@@ -33,14 +50,17 @@ func TestREADMEContract(t *testing.T) {
 		}
 		has(fmt.Sprintf("| `%s` | `--%s` | %s `%s` |", f.Key, f.Flag, def, f.CRD))
 	}
+	// IBM's keys and the settings for IBM's records are the migration
+	// guide's.
+	migrating := readDoc(t, migratingDoc)
 	aliases, inert := record.IBMKeys()
-	for ibm := range aliases {
-		has("`" + ibm + "`")
+	for _, k := range append(slices.Collect(maps.Keys(aliases)), inert...) {
+		assert.Contains(t, migrating, "`"+k+"`", "%s lacks IBM's key %s", migratingDoc, k)
 	}
-	for _, k := range inert {
-		has("`" + k + "`")
+	for _, flag := range []string{"--configmap", "BRIDGE_CONFIGMAP", "--status-keys", "BRIDGE_STATUS_KEYS"} {
+		assert.Contains(t, migrating, "`"+flag, "%s lacks %s", migratingDoc, flag)
 	}
-	for _, flag := range []string{"--configmap", "--status-keys", "BRIDGE_CONFIGMAP", "BRIDGE_STATUS_KEYS", "BRIDGE_BACKEND"} {
+	for _, flag := range []string{"--configmap", "--status-keys", "BRIDGE_BACKEND"} {
 		has("`" + flag)
 	}
 	for _, k := range record.StateKeys {
@@ -59,44 +79,57 @@ func TestREADMEContract(t *testing.T) {
 		has("`" + p + "`")
 	}
 	// The backend row names every backend there is (issue 32: htcondor was missing).
-	i := strings.Index(readme, "| `backend` | `--backend` |")
+	i := strings.Index(contract, "| `backend` | `--backend` |")
 	require.GreaterOrEqual(t, i, 0)
-	row := readme[i : i+strings.Index(readme[i:], "\n")]
+	row := contract[i : i+strings.Index(contract[i:], "\n")]
+	readme := readDoc(t, "README.md")
 	for _, name := range builtin.Registry().Names() {
-		assert.Contains(t, row, "`"+name+"`", "the README's backend row lacks %s", name)
+		assert.Contains(t, row, "`"+name+"`", "the contract's backend row lacks %s", name)
+		assert.Contains(t, readme, "| `"+name+"` |", "the README's backends table lacks %s", name)
 	}
 	quick := readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
 	assert.Contains(t, quick, "go run ./cmd/bridge-runner invoke")
 	assert.Contains(t, quick, "make test")
 }
 
-// TestREADMESnippetsAreTheTestedExamples: a README code block whose first
-// line names a file ("# examples/...") must be a verbatim excerpt of it.
-func TestREADMESnippetsAreTheTestedExamples(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	blocks := strings.Split(string(b), "```")
-	checked := 0
-	for i := 1; i < len(blocks); i += 2 {
-		lines := strings.SplitN(blocks[i], "\n", 3)
-		if len(lines) < 3 || !strings.HasPrefix(lines[1], "# examples/") {
-			continue
-		}
-		src, err := os.ReadFile("../../" + strings.TrimPrefix(lines[1], "# "))
-		require.NoError(t, err, lines[1])
-		assert.True(t, strings.Contains(string(src), strings.TrimRight(lines[2], "\n")), "the README's %s block is not an excerpt of the file", lines[1])
-		checked++
+// excerptOf is the example file a code block quotes, "" when none: its
+// first line names the file ("# examples/...").
+func excerptOf(b docgen.Block) string {
+	first, _, _ := strings.Cut(b.Body, "\n")
+	if !strings.HasPrefix(first, "# examples/") {
+		return ""
 	}
-	assert.GreaterOrEqual(t, checked, 2, "the Argo and KFP sections show tested examples")
+	return strings.TrimPrefix(first, "# ")
+}
+
+// TestDocSnippetsAreTheTestedExamples: a code block of the README or docs/
+// whose first line names a file ("# examples/...") must be a verbatim
+// excerpt of it (the examples' own tests run the files).
+func TestDocSnippetsAreTheTestedExamples(t *testing.T) {
+	files, err := docgen.Files("../..")
+	require.NoError(t, err)
+	checked := 0
+	for _, f := range files {
+		for _, b := range docgen.Blocks(readDoc(t, f)) {
+			path := excerptOf(b)
+			if path == "" {
+				continue
+			}
+			src, err := os.ReadFile("../../" + path)
+			require.NoError(t, err, "%s:%d", f, b.Line)
+			_, body, _ := strings.Cut(b.Body, "\n")
+			assert.True(t, strings.Contains(string(src), body), "%s:%d: the %s block is not an excerpt of the file", f, b.Line, path)
+			checked++
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 8, "the guides show tested examples")
 }
 
 // quickStart is the README's Quick Start section and its command's
 // arguments (the line after "go run ./cmd/bridge-runner ").
 func quickStart(t *testing.T) (section, args string) {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	readme := string(b)
+	readme := readDoc(t, "README.md")
 	section = readme[strings.Index(readme, "## Quick start"):strings.Index(readme, "## Concepts")]
 	for _, l := range strings.Split(section, "\n") {
 		if strings.HasPrefix(l, "go run ./cmd/bridge-runner invoke ") {
@@ -133,100 +166,6 @@ func TestQuickStartTouchesNoCluster(t *testing.T) {
 	}
 	_, err := os.Stat(filepath.Join(home, ".local", "state", "bridge-runner"))
 	require.NoError(t, err, "the record is a file under ~/.local/state")
-}
-
-// readmeCommands are the command lines of the README's shell blocks: every
-// line of a block without prompts, the "$ " lines of a block with them
-// (the rest is their output); comments and blank lines are not commands.
-func readmeCommands(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	var cmds []string
-	blocks := strings.Split(string(b), "```")
-	for i := 1; i < len(blocks); i += 2 {
-		lines := strings.Split(blocks[i], "\n")
-		if lang := strings.TrimSpace(lines[0]); lang != "sh" && lang != "bash" && lang != "console" {
-			continue
-		}
-		prompts := strings.Contains(blocks[i], "\n$ ")
-		for _, l := range lines[1:] {
-			l = strings.TrimSpace(l)
-			switch {
-			case l == "" || strings.HasPrefix(l, "#"):
-			case prompts && strings.HasPrefix(l, "$ "):
-				cmds = append(cmds, strings.TrimPrefix(l, "$ "))
-			case !prompts:
-				cmds = append(cmds, l)
-			}
-		}
-	}
-	return cmds
-}
-
-// TestREADMECommandsAreRunOrAccountedFor: every command of the README's
-// shell blocks is run by a test or by CI (and the file that runs it is
-// checked to say so), or needs what this machine cannot have, said why. A
-// new README command that fits no rule fails here until it is run or
-// classified.
-func TestREADMECommandsAreRunOrAccountedFor(t *testing.T) {
-	read := func(p string) string {
-		b, err := os.ReadFile("../../" + p)
-		require.NoError(t, err)
-		return string(b)
-	}
-	ci, testSh, services := read(".ci/run"), read("hack/test.sh"), read("hack/services.sh")
-	type rule struct {
-		prefix string
-		// ranBy: the file whose text must contain want (the command, or the
-		// part of it that file runs); "" with a why: not runnable here.
-		ranBy, want, why string
-	}
-	rules := []rule{
-		{prefix: "go run ./cmd/bridge-runner invoke ", ranBy: "cmd/bridge-runner/readme_test.go", want: "TestQuickStartTouchesNoCluster"},
-		{prefix: "make test", ranBy: ".ci/run", want: "make test"},
-		{prefix: "KEEP_SERVICES=1 make test", ranBy: ".ci/run", want: "make test"},
-		{prefix: "make build", ranBy: ".ci/run", want: "make build"},
-		{prefix: "make lint", ranBy: ".ci/run", want: "make lint"},
-		{prefix: "make e2e", ranBy: ".ci/run", want: "make e2e"},
-		{prefix: "FUZZTIME=10s bash hack/fuzz.sh", ranBy: ".ci/run", want: "bash hack/fuzz.sh"},
-		{prefix: "bash hack/kfp-local.sh", ranBy: "hack/test.sh", want: "bash hack/kfp-local.sh"},
-		{prefix: "python examples/kfp-local/kfp_pipeline.py", ranBy: "hack/kfp_local.py", want: "examples/kfp-local/kfp_pipeline.py"},
-		{prefix: "go test ./record/ -run ConfigMap", ranBy: "hack/test.sh", want: "go test"},
-		{prefix: "make image", why: "docker build needs the golang and distroless base images from a registry this machine cannot reach; hack/build-image.sh builds the same image without one, for make e2e and hack/kfp-local.sh"},
-		{prefix: "make bench", why: "figures, not tests (BENCHMARKS.md); too long for every CI run"},
-		{prefix: "kubectl ", why: "needs a real cluster: make e2e applies the templates, RBAC and examples to its own"},
-		{prefix: "argo submit", why: "needs a real cluster with Argo: make e2e submits the examples there"},
-		{prefix: "bridge-runner status -n ", why: "reads a cluster's records: the status command's tests run it against a real kube-apiserver"},
-	}
-	for _, svc := range []string{"kube", "slurm", "slurm2411", "s3", "ray", "sshd", "htcondor"} {
-		rules = append(rules, rule{prefix: "bash hack/" + svc + "-up.sh", ranBy: "hack/services.sh", want: svc + "-up.sh"})
-	}
-	rules = append(rules, rule{prefix: "BRIDGE_SSHD_SETENV=", ranBy: "hack/services.sh", want: "sshd-up.sh"})
-	files := map[string]string{".ci/run": ci, "hack/test.sh": testSh, "hack/services.sh": services}
-	cmds := readmeCommands(t)
-	require.Greater(t, len(cmds), 20, "the README's commands were not found")
-	for _, c := range cmds {
-		var r *rule
-		for i := range rules {
-			if strings.HasPrefix(c, rules[i].prefix) {
-				r = &rules[i]
-				break
-			}
-		}
-		if r == nil {
-			t.Errorf("the README's command %q is neither run by a test nor said to need what this machine lacks: run it in a test or add a rule here", c)
-			continue
-		}
-		if r.ranBy == "" {
-			continue
-		}
-		text, ok := files[r.ranBy]
-		if !ok {
-			text = read(r.ranBy)
-		}
-		assert.Contains(t, text, r.want, "the README's %q is said to be run by %s", c, r.ranBy)
-	}
 }
 
 // readmeBlock is the text of the README's first ``` block after marker.

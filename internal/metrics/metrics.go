@@ -260,6 +260,24 @@ func formatFloat(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
+// Family describes one metric family: what the generated reference
+// (docs/reference/metrics.md) lists of it.
+type Family struct {
+	Name, Help, Type string
+	Labels           []string
+}
+
+// Families describes every family of r, in the order they were made.
+func (r *Registry) Families() []Family {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Family, 0, len(r.families))
+	for _, f := range r.families {
+		out = append(out, Family{Name: f.name, Help: f.help, Type: string(f.kind), Labels: append([]string(nil), f.labels...)})
+	}
+	return out
+}
+
 // Lookup returns the labels and type (counter, gauge, histogram) of the
 // family name; ok is false when there is none. Dashboards are tested
 // against it.
