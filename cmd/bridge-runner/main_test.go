@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,6 +29,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.SetDefaultGOMAXPROCS()
 	}
+	scrubDeveloperEnv()
+	parallelByDefault(4)
 	dir, err := os.MkdirTemp("", "bridge-runner-bin")
 	if err != nil {
 		panic(err)
@@ -40,6 +44,49 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// parallelByDefault sets -test.parallel to n unless the command line set
+// it. Its default is GOMAXPROCS when the flags are made, which is 1 here
+// (internal/oneproc runs before TestMain): the parallel tests would run one
+// at a time. They wait on real jobs, grace periods and black holes, not on
+// the CPU, so a few at once on two cores cuts this package's wall time,
+// the longest of the suite, without crowding the machine.
+func parallelByDefault(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
+}
+
+// scrubDeveloperEnv removes once, for the whole process, the variables
+// that clearEnv removes per test, so that a parallel test (which may not
+// call t.Setenv, hence not clearEnv) runs as clean as a serial one. A
+// parallel test passes --state-dir itself and changes no environment.
+func scrubDeveloperEnv() {
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if developerVar(name) {
+			_ = os.Unsetenv(name)
+		}
+	}
+}
+
+// developerVar: a variable of the developer's shell that would change what
+// the CLI does (the test services' BRIDGE_TEST_* stay: they say where the
+// services are).
+func developerVar(name string) bool {
+	if strings.HasPrefix(name, "BRIDGE_TEST_") {
+		return false
+	}
+	for _, p := range []string{"BRIDGE_", "ARGO_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return name == "JOBNAME" || name == "NAMESPACE" || name == "KUBECONFIG"
 }
 
 // cli runs the CLI in-process with a clean BRIDGE_* environment.
@@ -63,15 +110,9 @@ func run(t *testing.T, args ...string) cliResult {
 // clearEnv makes sure no BRIDGE_* variable of the developer's leaks in.
 func clearEnv(t *testing.T) {
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "BRIDGE_TEST_") {
-			continue // where the test services are
-		}
-		for _, p := range []string{"BRIDGE_", "JOBNAME=", "NAMESPACE=", "KUBECONFIG=", "ARGO_"} {
-			if len(kv) >= len(p) && kv[:len(p)] == p {
-				name := kv[:bytes.IndexByte([]byte(kv), '=')]
-				t.Setenv(name, "")
-				require.NoError(t, os.Unsetenv(name))
-			}
+		if name, _, _ := strings.Cut(kv, "="); developerVar(name) {
+			t.Setenv(name, "")
+			require.NoError(t, os.Unsetenv(name))
 		}
 	}
 	t.Setenv("XDG_STATE_HOME", t.TempDir())

@@ -58,7 +58,7 @@ func crashRuns() int {
 // life (before the record, during submit, while following, at the end) and
 // starts it again: the job must have run exactly once and end DONE.
 func TestSIGKILLAnywhereRunsOnce(t *testing.T) {
-	clearEnv(t)
+	t.Parallel() // every run has its own --state-dir
 	n := crashRuns()
 	hist := map[string]int{}
 	for i := 0; i < n; i++ {

@@ -75,9 +75,10 @@ func slurmArraysByComment(t *testing.T, c slurmCluster, key string) map[string]i
 // ends DONE=3, and slurmctld knows exactly one array with the run's key,
 // of 3 tasks.
 func TestSlurmArrayCrashesSubmitOnce(t *testing.T) {
-	clearEnv(t)
+	t.Parallel() // waits on real jobs; every run has its own --state-dir and key
 	for _, c := range slurmClusters(t) {
 		t.Run(c.release, func(t *testing.T) {
+			t.Parallel()
 			for _, point := range runner.CrashPoints {
 				state := t.TempDir()
 				args := []string{"--state-dir", state, "--job-name", "array-crash", "--backend", "slurm", "--resource-url", c.url,

@@ -39,13 +39,13 @@ func slurmCrashRuns() int {
 // job carrying the run's key. The first cluster (22.05) gets all the random
 // moments, the others a few: the protocol is the same, the wire differs.
 func TestSlurmCrashesSubmitOnce(t *testing.T) {
-	clearEnv(t)
+	t.Parallel() // waits on real jobs; every run has its own --state-dir and key
 	for i, c := range slurmClusters(t) {
 		random := slurmCrashRuns()
 		if i > 0 {
 			random = min(random, 5)
 		}
-		t.Run(c.release, func(t *testing.T) { testSlurmCrashes(t, c, random) })
+		t.Run(c.release, func(t *testing.T) { t.Parallel(); testSlurmCrashes(t, c, random) })
 	}
 }
 

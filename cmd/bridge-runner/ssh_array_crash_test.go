@@ -57,9 +57,10 @@ func arraysWithKey(t *testing.T, backend string, srv testssh.Server, key string)
 // the system knows exactly one array carrying the run's key, the one
 // recorded.
 func TestSSHBackendsArrayCrashesSubmitOnce(t *testing.T) {
+	t.Parallel() // waits on real jobs; every run has its own --state-dir and key
 	for _, sys := range sshSystems {
 		t.Run(sys.name, func(t *testing.T) {
-			clearEnv(t)
+			t.Parallel()
 			srv := sys.srv(t)
 			for _, point := range runner.CrashPoints {
 				state := t.TempDir()

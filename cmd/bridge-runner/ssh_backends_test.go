@@ -169,13 +169,13 @@ func testSSHFailedAndKilled(t *testing.T, sys sshSystem) {
 // exactly-once protocol and restarts it: the restart ends DONE, and the
 // system knows exactly one job carrying the run's key.
 func TestSSHBackendsCrashesSubmitOnce(t *testing.T) {
+	t.Parallel() // waits on real jobs; every run has its own --state-dir and key
 	for _, sys := range sshSystems {
-		t.Run(sys.name, func(t *testing.T) { testSSHCrashes(t, sys) })
+		t.Run(sys.name, func(t *testing.T) { t.Parallel(); testSSHCrashes(t, sys) })
 	}
 }
 
 func testSSHCrashes(t *testing.T, sys sshSystem) {
-	clearEnv(t)
 	srv := sys.srv(t)
 	for _, point := range runner.CrashPoints {
 		state := t.TempDir()
