@@ -49,6 +49,11 @@ type Config struct {
 	Interval   time.Duration
 	Kube       *kube.Client
 	Batcher    backends.StatusBatcher
+	// Discoverer, when the backend has one (the same backend as Batcher),
+	// learns once what every step would ask the cluster before its first
+	// request (Slurm's REST API version); the agent publishes its memo in
+	// the heartbeat, and the steps recall it instead of asking.
+	Discoverer backends.Discoverer
 	// ID names this agent in its heartbeat (host/pid/random).
 	ID  string
 	Log *slog.Logger
@@ -79,6 +84,9 @@ type Agent struct {
 	beats  map[string]*kube.ConfigMap // each namespace's heartbeat as last written
 	beatAt time.Time
 	okAt   atomic.Int64 // unix nanoseconds of the last answered query (0: none)
+	// discovered: the Discoverer has learnt its memo since the agent
+	// started or since the cluster last refused a query outright.
+	discovered bool
 }
 
 // job is one followed record and what the agent last told it.
@@ -182,13 +190,22 @@ func (a *Agent) loop(ctx context.Context) {
 	back := record.Backoff{Initial: every, Max: max(every, 5*time.Minute), Factor: 2, Jitter: 0.2}
 	for ctx.Err() == nil {
 		start := time.Now()
-		asked, err := a.round(ctx)
+		asked, err := a.discover(ctx)
+		if err == nil {
+			asked, err = a.round(ctx)
+		}
 		wait := every * time.Duration(backends.BatchRequests(a.cfg.Batcher, asked))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
+			if !errors.Is(err, backends.ErrTransient) && !record.Unreachable(err) {
+				// Refused outright (slurmrestd upgraded and no longer
+				// serving the version found, say): the next round finds
+				// it again first, at most once per back-off.
+				a.discovered = false
+			}
 			a.cfg.Log.Warn("the cluster's batched status query failed; the heartbeat stands still, so steps poll for themselves until it works", "err", err, "retry_in", wait)
 		} else {
 			back.Reset()
@@ -196,6 +213,25 @@ func (a *Agent) loop(ctx context.Context) {
 		}
 		record.SleepCtx(ctx, wait-time.Since(start))
 	}
+}
+
+// discover asks the cluster once what the steps would each ask (see
+// Config.Discoverer), at the agent's start and after a query was refused
+// outright. It returns 0 (no job asked for) and the failure, if any.
+func (a *Agent) discover(ctx context.Context) (int, error) {
+	if a.cfg.Discoverer == nil || a.discovered {
+		return 0, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	memo, err := a.cfg.Discoverer.Discover(qctx)
+	a.m.discoveries.Inc()
+	if err != nil {
+		return 0, err
+	}
+	a.discovered = true
+	a.cfg.Log.Info("asked the cluster what its steps need to know", "memo", memo)
+	return 0, nil
 }
 
 // answered advances the sequence after an answered round (or one with
@@ -209,6 +245,9 @@ func (a *Agent) answered(ctx context.Context) {
 		a.beatAt = time.Now()
 	}
 	hb := runner.Heartbeat{Agent: a.cfg.ID, Seq: a.seq, Interval: a.cfg.Interval}
+	if a.cfg.Discoverer != nil {
+		hb.Memo = a.cfg.Discoverer.Remember()
+	}
 	a.mu.Unlock()
 	if !due {
 		return

@@ -265,3 +265,69 @@ func TestAgentServesARecordOfAnyOrigin(t *testing.T) {
 	assert.Positive(t, counterValue(t, ag, "bridge_runner_agent_observations_total"), "the agent told the record what it saw")
 	assert.NotContains(t, e.logs.String(), inStepWatcher)
 }
+
+// discoverer is a backends.Discoverer that counts its discoveries, over
+// a batcher whose queries the test can have refused outright.
+type discoverer struct {
+	backends.StatusBatcher
+	mu            sync.Mutex
+	found, refuse int
+}
+
+func (d *discoverer) Remember() string { return "api=v0.0.42" }
+func (d *discoverer) Recall(string)    {}
+func (d *discoverer) Discover(context.Context) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.found++
+	return d.Remember(), nil
+}
+
+func (d *discoverer) StatusMany(ctx context.Context, ids []string) (map[string]backends.Status, error) {
+	d.mu.Lock()
+	refuse := d.refuse > 0
+	if refuse {
+		d.refuse--
+	}
+	d.mu.Unlock()
+	if refuse {
+		return nil, backends.Invalid("resourceURL", "slurmrestd does not serve /slurm/v0.0.42/jobs/")
+	}
+	return d.StatusBatcher.StatusMany(ctx, ids)
+}
+
+func (d *discoverer) counts() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.found
+}
+
+// The agent asks the cluster once at its start what the steps would each
+// ask (Discover), publishes it sealed in its heartbeat, and asks again
+// only after a query was refused outright (a slurmrestd upgraded under
+// it): once per refusal, not once per round.
+func TestAgentDiscoversOnceAndAfterARefusal(t *testing.T) {
+	e := newEnv(t, 1)
+	ns := e.nss[0]
+	d := &discoverer{StatusBatcher: e.fake}
+	ag, err := agent.New(agent.Config{Cluster: cluster, Backend: "fake", ResourceURL: fakeURL, Key: e.key, Namespaces: e.nss,
+		Interval: 100 * time.Millisecond, Kube: e.kube, Batcher: d, Discoverer: d, ID: "agent-test", Log: slog.New(slog.NewTextHandler(e.logs, nil))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ag.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	hb := e.awaitBeat(ns, 2)
+	assert.Equal(t, "api=v0.0.42", hb.Memo, "published, sealed")
+	assert.Equal(t, 1, d.counts(), "asked once, however many rounds")
+
+	// A job to ask for, and two refusals of its query.
+	d.mu.Lock()
+	d.refuse = 2
+	d.mu.Unlock()
+	res, _ := e.runSteps(1, `{"run":"1s"}`, 30*time.Second)
+	assert.Equal(t, "DONE", res[0].Status)
+	e.awaitBeat(ns, e.awaitBeat(ns, 0).Seq)
+	assert.Equal(t, 3, d.counts(), "asked again once after each refusal")
+	assert.Equal(t, 3.0, counterValue(t, ag, "bridge_runner_agent_discoveries_total"))
+}

@@ -10,6 +10,7 @@ type Metrics struct {
 	queries      metrics.Counter
 	failures     metrics.Counter
 	observations metrics.Counter
+	discoveries  metrics.Counter
 	served       metrics.Gauge
 	queryTime    metrics.Histogram
 }
@@ -21,6 +22,7 @@ func newMetrics() *Metrics {
 		queries:      r.Counter("bridge_runner_agent_queries_total", "Batched status queries sent to the cluster."),
 		failures:     r.Counter("bridge_runner_agent_query_failures_total", "Batched status queries that failed."),
 		observations: r.Counter("bridge_runner_agent_observations_total", "Observations written into records (one per change of a job's state)."),
+		discoveries:  r.Counter("bridge_runner_agent_discoveries_total", "Times the agent asked the cluster what its steps need to know once (Slurm's API version), published in its heartbeat."),
 		served:       r.Gauge("bridge_runner_agent_records_served", "Records whose jobs the agent follows."),
 		queryTime:    r.Histogram("bridge_runner_agent_query_seconds", "How long a batched status query took.", []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
 	}

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -33,12 +34,87 @@ type slurmCounter struct {
 	URL   string
 	mu    sync.Mutex
 	kinds map[string]int
+	// paths counts by who sent them (the agent's requests carry whoHeader)
+	// and what they ask (pathKind).
+	paths    map[string]int
+	refusedN int // submits answered 404
+}
+
+// statusWriter keeps the status of the answer it writes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (c *slurmCounter) refused() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refusedN
+}
+
+// whoHeader marks the agent's requests to the counter (agentTransport).
+const whoHeader = "X-Bridge-Test-Who"
+
+// pathKind sorts a slurmrestd request by what it asks: discovery (a
+// ping, the OpenAPI document), a submit, one job's state, a list of
+// jobs (the batched query, or a look-up by key), anything else.
+func pathKind(r *http.Request) string {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case strings.HasPrefix(p, "/openapi"):
+		return "openapi"
+	case strings.HasSuffix(p, "/ping"):
+		return "ping"
+	case r.Method == http.MethodPost && strings.HasSuffix(p, "/job/submit"):
+		return "submit"
+	case r.Method == http.MethodGet && strings.Contains(p, "/job/"):
+		return "job"
+	case r.Method == http.MethodGet && strings.Contains(p, "/jobs"):
+		return "list"
+	}
+	return "other"
+}
+
+// agentTransport marks the agent's requests with whoHeader, and sends
+// them by way of via (host:port of a fault proxy in front of the
+// counter) when set: the agent's own path to the cluster, with the
+// cluster's URL unchanged (its records name that URL).
+type agentTransport struct {
+	next http.RoundTripper
+	via  string
+}
+
+func (a agentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(whoHeader, "agent")
+	if a.via != "" {
+		r.URL.Host = a.via
+	}
+	return a.next.RoundTrip(r)
+}
+
+// pathCount is how many requests who ("agent" or "step") sent of kind.
+func (c *slurmCounter) pathCount(who, kind string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paths[who+" "+kind]
+}
+
+func (c *slurmCounter) pathCounts() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprint(c.paths)
 }
 
 func newSlurmCounter(t *testing.T, target string) *slurmCounter {
 	u, err := url.Parse(target)
 	require.NoError(t, err)
-	c := &slurmCounter{kinds: map[string]int{}}
+	c := &slurmCounter{kinds: map[string]int{}, paths: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		kind := "other"
@@ -48,10 +124,21 @@ func newSlurmCounter(t *testing.T, target string) *slurmCounter {
 		case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/job/"):
 			kind = "job"
 		}
+		who := "step"
+		if r.Header.Get(whoHeader) != "" {
+			who = "agent"
+		}
 		c.mu.Lock()
 		c.kinds[kind]++
+		c.paths[who+" "+pathKind(r)]++
 		c.mu.Unlock()
-		rp.ServeHTTP(w, r)
+		sw := &statusWriter{ResponseWriter: w}
+		rp.ServeHTTP(sw, r)
+		if pathKind(r) == "submit" && sw.status == http.StatusNotFound {
+			c.mu.Lock()
+			c.refusedN++
+			c.mu.Unlock()
+		}
 	}))
 	t.Cleanup(srv.Close)
 	c.URL = srv.URL
@@ -132,11 +219,31 @@ func (c *countingBatcher) calls() int {
 // startAgent runs the agent until the returned stop, which leaves nothing
 // behind (as SIGKILL).
 func (e *slurmEnv) startAgent() func() {
-	be, err := e.reg.New("slurm", e.backendConfig())
+	stop, _ := e.startAgentWith(agentOpts{})
+	return stop
+}
+
+// agentOpts are what sets an agent apart from the steps' own: its ID, its
+// credentials directory (default the steps') and its path to the cluster
+// (via: a fault proxy's host:port).
+type agentOpts struct {
+	id, creds, via string
+}
+
+// startAgentWith runs an agent as o says, with a Kubernetes client of its
+// own (returned, to count its requests), until the returned stop.
+func (e *slurmEnv) startAgentWith(o agentOpts) (func(), *kubeclient.Client) {
+	cfg := e.backendConfig()
+	creds := cmp.Or(o.creds, e.creds)
+	cfg.Credentials = runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}
+	cfg.HTTPClient.Transport = agentTransport{next: cfg.HTTPClient.Transport, via: o.via}
+	be, err := e.reg.New("slurm", cfg)
 	require.NoError(e.t, err)
 	e.batches = &countingBatcher{StatusBatcher: be.(backends.StatusBatcher)}
-	ag, err := agent.New(agent.Config{Cluster: cluster, Backend: "slurm", ResourceURL: e.counter.URL, Key: runner.ClusterKey("slurm", e.counter.URL, e.creds),
-		Namespaces: e.nss, Interval: e.interval, Kube: e.kube, Batcher: e.batches, ID: "agent-slurm-test", Log: slog.New(slog.NewTextHandler(e.logs, nil))})
+	kc := testkube.KubeClient(e.t, testkube.Config(e.t))
+	ag, err := agent.New(agent.Config{Cluster: cluster, Backend: "slurm", ResourceURL: e.counter.URL, Key: runner.ClusterKey("slurm", e.counter.URL, creds),
+		Namespaces: e.nss, Interval: e.interval, Kube: kc, Batcher: e.batches, Discoverer: be.(backends.Discoverer),
+		ID: cmp.Or(o.id, "agent-slurm-test"), Log: slog.New(slog.NewTextHandler(e.logs, nil))})
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -144,7 +251,7 @@ func (e *slurmEnv) startAgent() func() {
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); <-done }) }
 	e.t.Cleanup(stop)
-	return stop
+	return stop, kc
 }
 
 // run runs perNS steps of secs seconds in each namespace, naming the
@@ -221,4 +328,119 @@ func TestAgentKilledOnSlurm2411(t *testing.T) {
 		assert.Less(t, took[i], 3*time.Minute, "step %d", i)
 	}
 	assert.Contains(t, e.logs.String(), inStepWatcher, "the steps fell back to the in-step watcher")
+}
+
+// On the real Slurm 24.11 behind a counting proxy: the agent asks once
+// which API slurmrestd serves and publishes it sealed in its heartbeat;
+// the steps that name the cluster send no discovery request of their own
+// (no ping, no OpenAPI document) and at most 3 requests a job: the
+// submit, a confirm of what the agent observed, the final read. Before,
+// each step discovered for itself (5 pings on 24.11), then polled at once
+// after its submit and confirmed every change.
+func TestStepsUseTheAgentsDiscoveryOnSlurm2411(t *testing.T) {
+	e := newSlurmEnv(t, 1, time.Second)
+	e.startAgent()
+	assert.Regexp(t, `^api=v0\.0\.\d+$`, e.awaitMemo(e.nss[0]), "the agent published the version it found")
+	const n = 6
+	res, _ := e.run(n, 3)
+	for _, r := range res {
+		assert.Equal(t, "DONE", r.Status, "the true state, from the backend")
+	}
+	c := e.counter
+	t.Logf("%d jobs of 3 s: requests by sender and kind %s", n, c.pathCounts())
+	agentDisc := c.pathCount("agent", "ping") + c.pathCount("agent", "openapi")
+	assert.Positive(t, agentDisc, "the agent found the version")
+	assert.LessOrEqual(t, agentDisc, 10, "once: a ping per known version at most (and the document only if no ping answers)")
+	assert.Zero(t, c.pathCount("step", "ping")+c.pathCount("step", "openapi"), "no step discovered")
+	assert.Equal(t, n, c.pathCount("step", "submit"), "one submit a job")
+	steps := 0
+	for _, k := range []string{"submit", "job", "list", "other"} {
+		steps += c.pathCount("step", k)
+	}
+	assert.LessOrEqual(t, float64(steps)/n, 3.0, "the steps' requests a job: submit, a confirm, the final read")
+}
+
+// A heartbeat that publishes a version slurmrestd does not serve (sealed
+// under the steps' key: an agent that found it before an upgrade) costs
+// each step one refused submit and one discovery of its own, no more, and
+// every job runs once and ends DONE.
+func TestStepsRediscoverWhenThePublishedVersionIsRefused(t *testing.T) {
+	e := newSlurmEnv(t, 1, time.Second)
+	ns := e.nss[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); e.keepBeating(ctx, ns, "api=v0.0.44") }() // 24.11 serves v0.0.40 to v0.0.42
+	defer func() { cancel(); wg.Wait() }()
+	e.awaitMemo(ns)
+	const n = 3
+	res, _ := e.run(n, 2)
+	for _, r := range res {
+		assert.Equal(t, "DONE", r.Status)
+	}
+	c := e.counter
+	t.Logf("requests by sender and kind %s", c.pathCounts())
+	assert.Equal(t, n, c.refused(), "one refused submit a step (of the published version)")
+	assert.Equal(t, 2*n, c.pathCount("step", "submit"), "and one accepted")
+	assert.LessOrEqual(t, c.pathCount("step", "ping"), n*5, "one discovery a step (5 pings on 24.11)")
+	assert.Positive(t, c.pathCount("step", "ping"))
+}
+
+// awaitMemo waits for the heartbeat in ns to publish a memo, and returns it.
+func (e *slurmEnv) awaitMemo(ns string) string {
+	back := record.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Factor: 2, Jitter: 0.2}
+	end := time.Now().Add(30 * time.Second)
+	for time.Now().Before(end) {
+		cm := &kubeclient.ConfigMap{}
+		if err := e.kube.Get(context.Background(), kubeclient.ConfigMaps, ns, record.AgentConfigMap(cluster), cm); err == nil && cm.Data["memo"] != "" {
+			return cm.Data["memo"]
+		}
+		time.Sleep(back.Next())
+	}
+	e.t.Fatal("no heartbeat with a memo within 30 s")
+	return ""
+}
+
+// keepBeating writes a heartbeat sealed under the steps' key, publishing
+// memo, its sequence advancing every 500 ms, until ctx ends.
+func (e *slurmEnv) keepBeating(ctx context.Context, ns, memo string) {
+	key, name := runner.ClusterKey("slurm", e.counter.URL, e.creds), record.AgentConfigMap(cluster)
+	back := record.Backoff{Initial: 500 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.1}
+	for seq := uint64(1); ctx.Err() == nil; seq++ {
+		cm := &kubeclient.ConfigMap{}
+		err := e.kube.Get(ctx, kubeclient.ConfigMaps, ns, name, cm)
+		cm.Name, cm.Namespace = name, ns
+		cm.Data = runner.SealHeartbeat(key, ns, cluster, runner.Heartbeat{Agent: "before-the-upgrade", Seq: seq, Interval: 500 * time.Millisecond, Memo: memo})
+		if err != nil {
+			_ = e.kube.Create(ctx, kubeclient.ConfigMaps, ns, cm, &kubeclient.ConfigMap{})
+		} else {
+			_ = e.kube.Update(ctx, kubeclient.ConfigMaps, ns, name, cm, &kubeclient.ConfigMap{})
+		}
+		record.SleepCtx(ctx, back.Next())
+	}
+}
+
+// One invoke (a process) builds several backends for one slurmrestd: its
+// own and its in-step watcher's (placement's probes are built the same
+// way). They share what the process found, so the server is asked which
+// API it serves once per process, not once per backend.
+func TestInvokeDiscoversOncePerProcessOnSlurm2411(t *testing.T) {
+	e := newSlurmEnv(t, 1, time.Second)
+	ns, job := e.nss[0], "one-process"
+	iv := &runner.Invoker{JobName: job, Registry: e.reg, Holder: ns + "/" + job, Backend: e.backendConfig(),
+		Spec:  &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: "#!/bin/sh\nsleep 6\n", UpdateInterval: "5"},
+		Store: &record.ConfigMapStore{Client: e.kube, Namespace: ns, Name: record.ConfigMapName(job)},
+		Log:   slog.New(slog.NewTextHandler(e.logs, nil)), MinPoll: runner.DefaultMinPoll,
+		SubmitLease: 30 * time.Second, RetryBudget: 60 * time.Second, CancelWait: 10 * time.Second, Grace: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a ceiling
+	defer cancel()
+	require.NoError(t, iv.Run(ctx))
+	assert.Equal(t, "DONE", iv.Result().Status)
+	require.Contains(t, e.logs.String(), inStepWatcher, "the invoke ran a watcher of its own, on a backend of its own")
+	c := e.counter
+	t.Logf("requests by kind %s", c.pathCounts())
+	assert.Zero(t, c.pathCount("step", "openapi"), "no OpenAPI document")
+	pings := c.pathCount("step", "ping")
+	assert.Positive(t, pings)
+	assert.LessOrEqual(t, pings, 5, "one discovery (a ping per known version down to 24.11's v0.0.42)")
 }

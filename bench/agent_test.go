@@ -24,6 +24,13 @@ import (
 // (default 1,100); job lengths in seconds: BRIDGE_BENCH_AGENT_SECONDS
 // (default 5); clusters: BRIDGE_BENCH_WATCH_BACKENDS (default, here,
 // slurm=24.11). BRIDGE_BENCH_AGENT_ONLY=1 runs the agent half alone.
+// Beside BenchmarkWatcher's figures, each half reports the cluster's
+// requests a job by kind (all senders: steps, watchers, the agent):
+// disc-req/job (pings, the OpenAPI document), submit-req/job,
+// status-req/job (one job's), list-req/job (batched queries, look-ups by
+// key); exit75 counts the steps of the burst (all N start at once) that
+// gave up on the cluster. With the agent, steps send no discovery: the
+// agent's one discovery is shared by the N jobs.
 func BenchmarkAgent(b *testing.B) {
 	kubeconfig := needEnv(b, "BRIDGE_TEST_KUBECONFIG")[0]
 	sizes := envInts("BRIDGE_BENCH_AGENT", []int{1, 100})

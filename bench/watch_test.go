@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -185,9 +186,10 @@ type watchFigures struct {
 	unreached               int  // invokes that exited 75
 	ssh                     bool // commands over SSH, counted by sshCounter
 	sshCmds, sftp           int
-	sshWatcherCmds          int     // of sshCmds, those on the watchers' own connections
-	wall                    float64 // seconds, the first invoke's start to the last one's exit
-	ctldRPCs                int     // RPCs slurmctld served over the run (sdiag's), all users; -1 unknown
+	sshWatcherCmds          int            // of sshCmds, those on the watchers' own connections
+	wall                    float64        // seconds, the first invoke's start to the last one's exit
+	ctldRPCs                int            // RPCs slurmctld served over the run (sdiag's), all users; -1 unknown
+	kinds                   map[string]int // the cluster's requests by kind (kindProxy), all senders
 }
 
 func (f watchFigures) report(b *testing.B, p string) {
@@ -234,6 +236,12 @@ func (f watchFigures) reportHTTP(b *testing.B, p string) {
 		metric(b, f.backendPerJob, "on-backend-req/job")
 	} else {
 		b.ReportMetric(f.backendPerJob, p+"backend-req/job")
+	}
+	// By kind, per job (the agent's and watchers' requests shared out):
+	// discovery (pings, the OpenAPI document), submits, one job's state,
+	// lists (batched queries and look-ups by key).
+	for kind, name := range map[string]string{"discovery": "disc", "submit": "submit", "job": "status", "batch": "list"} {
+		b.ReportMetric(float64(f.kinds[kind])/float64(f.n), p+name+"-req/job")
 	}
 }
 
@@ -323,6 +331,7 @@ func (p *kindProxy) figures(f *watchFigures) string {
 		total += c
 	}
 	f.backendPerJob = float64(total) / float64(f.n)
+	f.kinds = maps.Clone(p.kinds)
 	if c := p.kinds["batch"]; c > 0 {
 		f.batchMs = float64(p.batch.Milliseconds()) / float64(c)
 	}

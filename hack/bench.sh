@@ -10,7 +10,8 @@
 # also slurm=26.05, slurm=ssh, htcondor, ray); BRIDGE_BENCH_AGENT and
 # BRIDGE_BENCH_AGENT_SECONDS the agent benchmark's (the cluster's agent, the
 # in-step watcher and polling alone in turn: default 1,100 jobs of 5 s on
-# Slurm 24.11, about 7 min);
+# Slurm 24.11, about 7 min; BRIDGE_BENCH_AGENT=1,100,500 adds 500: 500
+# invoke processes at once, about 10 GiB of RSS);
 # BRIDGE_BENCH_PROBE_JOBS the Slurm load probe's job counts (default
 # 100,1000 on the real 26.05: jobs/ against slurmctld's metrics, about 2 min);
 # BRIDGE_BENCH_ARRAY the array benchmark's sizes (here 100 tasks against

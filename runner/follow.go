@@ -86,6 +86,10 @@ type follower struct {
 	cancel       cancellation
 	pending      pendingWatch // how long the job waits to start (pending.go)
 	end          endWatch     // the job's own announcement of its end (endwatch.go)
+	// assumed: last is PENDING as of this invoke's submit, not a state the
+	// backend reported; the cluster's agent serves the job from then on,
+	// so that no poll asks what the submit's answer already said.
+	assumed bool
 
 	result backends.Status
 	err    error
@@ -102,6 +106,9 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		faults:      &record.Backoff{Initial: faultRetryFirst, Max: max(maxPoll, faultRetryMax)},
 		cancelRetry: &record.Backoff{Initial: faultRetryFirst, Max: cancelRetryMax}}
 	f.pending = newPendingWatch(r.rec.Data)
+	if !r.submittedAt.IsZero() && r.w.agentServes() {
+		f.last, f.assumed = backends.Status{State: backends.Pending, Raw: string(backends.Pending), SubmitTime: r.submittedAt}, true
+	}
 	r.logOff, _ = strconv.ParseInt(r.rec.Data[record.KeyLogOffset], 10, 64)
 	f.out = r.newJobOutput(r.logSrc, maxPoll)
 	defer func() {
@@ -275,7 +282,7 @@ func (f *follower) readLogs() {
 // cancel or failure is being dealt with.
 func (f *follower) served() bool {
 	w := f.r.w
-	if w == nil || !f.seen || f.last.State.Final() || f.cancel.requested() || !f.failingSince.IsZero() || !w.serving(f.ctx) {
+	if w == nil || (!f.seen && !f.assumed) || f.last.State.Final() || f.cancel.requested() || !f.failingSince.IsZero() || !w.serving(f.ctx) {
 		return false
 	}
 	f.watcherHeard = w.workedAt()

@@ -236,6 +236,8 @@ func (r *run) execute(ctx context.Context) error {
 	// Watch the record from here on: a kill may come at any time.
 	watch, stopWatch := r.watchRecord(context.WithoutCancel(ctx))
 	defer stopWatch()
+	r.followAgent(ctx, desc, be)
+	defer func() { r.takeAgentView().stop() }() // unless the watch member took it
 
 	id, err := r.submitOrAdopt(ctx, be, base.Key, prepare, watch, log)
 	if err != nil {
@@ -589,6 +591,7 @@ func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string
 	if err != nil {
 		return "", err
 	}
+	r.submittedAt = time.Now()
 	crashPoint("after-submit")
 	if err := r.recordID(ctx, id); err != nil {
 		return "", err

@@ -52,6 +52,13 @@ type run struct {
 	// graceEnd is when invoke must be done after SIGTERM (unix ns; zero
 	// until invoke first sees its context end): see stopping.
 	graceEnd atomic.Int64
+
+	// agentView follows the heartbeat of the cluster the record names from
+	// before the submit (watchagent.go) until the watch member takes it.
+	agentView *heartbeatView
+	// submittedAt is when this invoke submitted its job (zero when it
+	// re-attached or adopted one): the job is known to be PENDING then.
+	submittedAt time.Time
 }
 
 // graceReserve is the part of the grace period kept for recording the

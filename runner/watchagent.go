@@ -38,6 +38,9 @@ type Heartbeat struct {
 	Agent    string
 	Seq      uint64
 	Interval time.Duration
+	// Memo is what the agent learnt of the cluster once for every step
+	// (backends.Discoverer: Slurm's REST API version), "" when nothing.
+	Memo string
 }
 
 // Period is how often the agent writes its heartbeat.
@@ -52,13 +55,23 @@ func ClusterKey(backend, url, dir string) []byte {
 }
 
 func heartbeatParts(ns, cluster string, d map[string]string) []string {
-	return []string{"agent heartbeat", ns, record.AgentConfigMap(cluster), d["agent"], d["seq"], d["intervalMs"]}
+	p := []string{"agent heartbeat", ns, record.AgentConfigMap(cluster), d["agent"], d["seq"], d["intervalMs"]}
+	// The memo is sealed with the rest; a heartbeat of an agent that
+	// publishes none (an older release's) is sealed as it always was, and
+	// one whose memo is taken out no longer verifies.
+	if m, ok := d["memo"]; ok {
+		p = append(p, "memo", m)
+	}
+	return p
 }
 
 // SealHeartbeat is hb as the data of the heartbeat ConfigMap of cluster in
 // namespace ns, tagged under key (so that it cannot be moved elsewhere).
 func SealHeartbeat(key []byte, ns, cluster string, hb Heartbeat) map[string]string {
 	d := map[string]string{"agent": hb.Agent, "seq": strconv.FormatUint(hb.Seq, 10), "intervalMs": strconv.FormatInt(hb.Interval.Milliseconds(), 10)}
+	if hb.Memo != "" {
+		d["memo"] = hb.Memo
+	}
 	d["tag"] = tagOf(key, heartbeatParts(ns, cluster, d)...)
 	return d
 }
@@ -74,7 +87,7 @@ func ReadHeartbeat(key []byte, ns, cluster string, d map[string]string) (Heartbe
 	if err1 != nil || err2 != nil || ms <= 0 || d["agent"] == "" {
 		return Heartbeat{}, false
 	}
-	return Heartbeat{Agent: d["agent"], Seq: seq, Interval: time.Duration(ms) * time.Millisecond}, true
+	return Heartbeat{Agent: d["agent"], Seq: seq, Interval: time.Duration(ms) * time.Millisecond, Memo: d["memo"]}, true
 }
 
 // Observation is a watcher's or agent's word on the job id of one record:
@@ -212,13 +225,42 @@ type heartbeatView struct {
 	changed     chan struct{}
 	cancel      context.CancelFunc
 	done        chan struct{}
+
+	read     chan struct{} // closed once the heartbeat was first read
+	readOnce sync.Once
+	mu       sync.Mutex
+	memo     string // of the heartbeat last read, if it verified
 }
 
 func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust) *heartbeatView {
 	ctx, cancel := context.WithCancel(ctx)
-	v := &heartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	v := &heartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
+		read: make(chan struct{})}
 	go v.run(ctx)
 	return v
+}
+
+// published is the memo the cluster's agent published (Heartbeat.Memo),
+// once the heartbeat was read (waiting up to wait for its first read):
+// "" unless it verifies under the step's key and the agent is trusted
+// (not stale, by the rule of agentTrust). A memo used is no more than a
+// hint: a version the server refuses is found again (Rememberer.Recall).
+func (v *heartbeatView) published(ctx context.Context, wait time.Duration) string {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-v.read:
+	case <-t.C:
+		return ""
+	case <-ctx.Done():
+		return ""
+	}
+	if st, _ := v.trust.state(); st == agentStale {
+		return ""
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.memo
 }
 
 func (v *heartbeatView) stop() {
@@ -235,6 +277,10 @@ func (v *heartbeatView) see(cm *kube.ConfigMap) {
 		hb, ok = ReadHeartbeat(v.key, v.ns, v.cluster, cm.Data)
 	}
 	v.trust.saw(hb, ok)
+	v.mu.Lock()
+	v.memo = hb.Memo // "" unless it verified
+	v.mu.Unlock()
+	v.readOnce.Do(func() { close(v.read) })
 	select {
 	case v.changed <- struct{}{}:
 	default:
@@ -299,4 +345,56 @@ func (v *heartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 			}
 		}
 	}
+}
+
+// publishedWait bounds the wait for the first read of the agent's
+// heartbeat before the submit: past it, the step finds for itself what
+// the agent would have told it.
+const publishedWait = 2 * time.Second
+
+// followAgent starts following the heartbeat of the cluster desc names
+// (when the cluster's agent can serve the job: as newWatchMember decides)
+// before the job is submitted, and hands the backend what the agent
+// published (its memo: Slurm's API version) unless the record had one, so
+// that the step does not ask the cluster what its agent asked once. The
+// view is the watch member's later (the same list and watch): it costs no
+// Kubernetes request of its own.
+func (r *run) followAgent(ctx context.Context, desc *record.Description, be backends.Backend) {
+	cs := record.ConfigMapOf(r.Store)
+	if desc.Cluster == "" || cs == nil {
+		return
+	}
+	if _, ok := be.(backends.StatusBatcher); !ok {
+		return
+	}
+	_, key := r.clusterGroup(desc)
+	if key == nil {
+		return
+	}
+	r.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, key, newAgentTrust(time.Now, r.RetryBudget))
+	if r.memo == nil || r.rec.Data[record.KeyBackendMemo] != "" || r.rec.Data[record.KeyID] != "" {
+		return // nothing to learn, or learnt by an earlier invoke of the job
+	}
+	if m := r.agentView.published(ctx, publishedWait); m != "" {
+		r.memo.Recall(m)
+		r.Log.Debug("using what the cluster's agent published", "cluster", desc.Cluster, "memo", m)
+	}
+}
+
+// takeAgentView is the heartbeat view followAgent started, for the watch
+// member (nil when none was).
+func (r *run) takeAgentView() *heartbeatView {
+	v := r.agentView
+	r.agentView = nil
+	return v
+}
+
+// agentServes reports whether the cluster's agent is trusted now (fresh,
+// or verified and not seen to advance yet): false without one.
+func (m *watchMember) agentServes() bool {
+	if m == nil {
+		return false
+	}
+	st, _ := m.agentState()
+	return st != agentStale
 }

@@ -141,6 +141,47 @@ func TestHeartbeatSeal(t *testing.T) {
 	assert.False(t, ok, "no key verifies nothing")
 }
 
+// The memo an agent publishes (Slurm's API version) is sealed with the
+// rest of its heartbeat: it cannot be changed, added or taken out; a
+// heartbeat of an agent that publishes none (an older release's, sealed
+// before the memo existed) still verifies, with no memo.
+func TestHeartbeatSealCoversTheMemo(t *testing.T) {
+	key := []byte("key")
+	hb := Heartbeat{Agent: "agent-1", Seq: 7, Interval: time.Second, Memo: "api=v0.0.42"}
+	d := SealHeartbeat(key, "ns", "hpc-1", hb)
+	got, ok := ReadHeartbeat(key, "ns", "hpc-1", d)
+	require.True(t, ok)
+	assert.Equal(t, hb, got)
+	edit := func(f func(m map[string]string)) map[string]string {
+		m := map[string]string{}
+		for k, v := range d {
+			m[k] = v
+		}
+		f(m)
+		return m
+	}
+	_, ok = ReadHeartbeat(key, "ns", "hpc-1", edit(func(m map[string]string) { m["memo"] = "api=v0.0.44" }))
+	assert.False(t, ok, "memo changed")
+	_, ok = ReadHeartbeat(key, "ns", "hpc-1", edit(func(m map[string]string) { delete(m, "memo") }))
+	assert.False(t, ok, "memo taken out")
+	old := SealHeartbeat(key, "ns", "hpc-1", Heartbeat{Agent: "agent-1", Seq: 7, Interval: time.Second})
+	assert.NotContains(t, old, "memo")
+	// As an older release sealed it: the same parts, no memo.
+	old2 := map[string]string{"agent": "agent-1", "seq": "7", "intervalMs": "1000"}
+	old2["tag"] = tagOf(key, "agent heartbeat", "ns", "bridge-runner-agent-hpc-1", "agent-1", "7", "1000")
+	got, ok = ReadHeartbeat(key, "ns", "hpc-1", old2)
+	require.True(t, ok, "an older agent's heartbeat still verifies")
+	assert.Empty(t, got.Memo)
+	_, ok = ReadHeartbeat(key, "ns", "hpc-1", edit(func(map[string]string) {}))
+	assert.True(t, ok)
+	withMemo := map[string]string{"memo": "api=v0.0.44"}
+	for k, v := range old2 {
+		withMemo[k] = v
+	}
+	_, ok = ReadHeartbeat(key, "ns", "hpc-1", withMemo)
+	assert.False(t, ok, "memo added to an older heartbeat")
+}
+
 // An observation the agent writes is what a member verifies.
 func TestAgentObservationIsAMembersObservation(t *testing.T) {
 	key := []byte("key")

@@ -206,8 +206,12 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 			r.Log.Warn("could not label the record with its cluster; the cluster's agent does not see it, and this job is watched as without an agent", "label", record.LabelCluster, "err", err)
 		}
 		cancel()
-		m.agent = newAgentTrust(m.now, r.RetryBudget)
-		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, key, m.agent)
+		if m.agentView = r.takeAgentView(); m.agentView != nil {
+			m.agent = m.agentView.trust // followed since before the submit
+		} else {
+			m.agent = newAgentTrust(m.now, r.RetryBudget)
+			m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, key, m.agent)
+		}
 		m.log = m.log.With("cluster", c)
 	}
 	// A handover already in the record (to an earlier invoke of this job)

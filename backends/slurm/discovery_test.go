@@ -136,6 +136,37 @@ func TestDiscoveryForgetsAnUnservedVersion(t *testing.T) {
 	assert.Len(t, f.reqs(), before, "known in the process: no request")
 }
 
+// Discover (what a cluster's agent calls, to publish the version) asks
+// slurmrestd anew each time, whatever this backend or the process knew,
+// and returns the memo the steps recall; a pinned URL needs none.
+func TestDiscoverAsksAnew(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t, "24.11.7")
+	be, err := New(backends.Config{URL: f.URL, Credentials: credsFor(f), HTTPClient: f.Client()})
+	require.NoError(t, err)
+	d := be.(backends.Discoverer)
+	memo, err := d.Discover(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "api=v0.0.42", memo)
+	assert.Equal(t, pingsDownTo(42), f.reqs())
+
+	f.mu.Lock()
+	f.versions = map[apiVersion]bool{43: true, 44: true} // upgraded
+	f.mu.Unlock()
+	memo, err = d.Discover(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "api=v0.0.44", memo, "found again, not the version known")
+	assert.Len(t, f.reqs(), len(pingsDownTo(42))+len(pingsDownTo(44)))
+
+	pinned, err := New(backends.Config{URL: f.URL + "/slurm/v0.0.43/", Credentials: credsFor(f), HTTPClient: f.Client()})
+	require.NoError(t, err)
+	before := len(f.reqs())
+	memo, err = pinned.(backends.Discoverer).Discover(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, memo, "a pinned version is the URL's: nothing to publish")
+	assert.Len(t, f.reqs(), before, "and nothing asked")
+}
+
 // A waiter for another backend's discovery gives up with its own context.
 func TestDiscoveryWaitHonoursContext(t *testing.T) {
 	f := newFake(t, "24.11.7")

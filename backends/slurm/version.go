@@ -484,6 +484,24 @@ func (b *Backend) Recall(memo string) {
 	}
 }
 
+// Discover implements backends.Discoverer: it asks slurmrestd which API
+// it serves now, dropping the version known before (this backend's and
+// the process's for the cluster), and returns the memo. A cluster's agent
+// calls it once at its start and again when its queries are refused, so
+// that the version it publishes follows an upgraded slurmrestd.
+func (b *Backend) Discover(ctx context.Context) (string, error) {
+	b.ver.mu.Lock()
+	if b.pinned == 0 && b.ver.v != 0 {
+		clusterVersionOf(b).forget(b.ver.v)
+		b.ver.v, b.ver.release, b.ver.recalled = 0, "", false
+	}
+	b.ver.mu.Unlock()
+	if _, err := b.version(ctx); err != nil {
+		return "", err
+	}
+	return b.Remember(), nil
+}
+
 // forgetRecalled drops a recalled version after slurmrestd answered a
 // path of it with a plain 404: it was upgraded since the memo was written
 // and serves that version no more. It reports whether there was one to

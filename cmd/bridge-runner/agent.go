@@ -126,6 +126,7 @@ func (a *app) runAgent(ctx context.Context, o *agentOptions) error {
 		return usageError{backends.Invalid("kubeconfig", "%v", err)}
 	}
 	cfg.Batcher = sb
+	cfg.Discoverer, _ = be.(backends.Discoverer)
 	ag, err := agent.New(cfg)
 	if err != nil {
 		return usageError{err}
