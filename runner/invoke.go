@@ -254,6 +254,9 @@ func (r *run) execute(ctx context.Context) error {
 		// its lease on: the handover waits for the others' news to be written.
 		err = r.final(ctx, st)
 	}
+	if err == nil && st.State.Final() {
+		r.recordEfficiency(ctx, be, id, st, log)
+	}
 	data := r.rec.Data
 	r.withinGrace(ctx, "handing on the cluster's watcher", func() { r.w.close(ctx, data) })
 	if err != nil {
