@@ -12,19 +12,22 @@ import (
 // adUsage is what a job used and asked for, from its ad's documented
 // attributes: RemoteUserCpu and RemoteSysCpu (seconds of CPU, all runs),
 // RemoteWallClockTime (seconds of wall time, all runs), ResidentSetSize
-// (peak KiB), RequestCpus and RequestMemory (MiB). An attribute that is
-// an expression rather than a number (RequestMemory's default is one)
-// reads as unknown.
+// (peak KiB), RequestCpus and RequestMemory (MiB). A pool whose starter
+// reports no rusage leaves RemoteUserCpu 0 (the test pools, 23.9 and 25,
+// do): then CpusUsage (the cores the job kept busy on average) times the
+// wall time stands for the CPU time. An attribute that is an expression
+// rather than a number (RequestMemory's default is one) reads as unknown.
 type adUsage struct {
 	RemoteUserCpu       json.RawMessage `json:"RemoteUserCpu"`
 	RemoteSysCpu        json.RawMessage `json:"RemoteSysCpu"`
+	CpusUsage           json.RawMessage `json:"CpusUsage"`
 	RemoteWallClockTime json.RawMessage `json:"RemoteWallClockTime"`
 	ResidentSetSize     json.RawMessage `json:"ResidentSetSize"`
 	RequestCpus         json.RawMessage `json:"RequestCpus"`
 	RequestMemory       json.RawMessage `json:"RequestMemory"`
 }
 
-const usageAttributes = "RemoteUserCpu,RemoteSysCpu,RemoteWallClockTime,ResidentSetSize,RequestCpus,RequestMemory"
+const usageAttributes = "RemoteUserCpu,RemoteSysCpu,CpusUsage,RemoteWallClockTime,ResidentSetSize,RequestCpus,RequestMemory"
 
 // adNumber reads a numeric attribute; anything else is 0.
 func adNumber(raw json.RawMessage) float64 {
@@ -78,7 +81,11 @@ func (a *jobAd) addUsage(u *backends.Usage) {
 	wall := adNumber(a.RemoteWallClockTime)
 	u.Tasks++
 	u.CPUs = max(u.CPUs, cpus)
-	u.CPUSeconds += adNumber(a.RemoteUserCpu) + adNumber(a.RemoteSysCpu)
+	cpu := adNumber(a.RemoteUserCpu) + adNumber(a.RemoteSysCpu)
+	if cpu == 0 {
+		cpu = adNumber(a.CpusUsage) * wall
+	}
+	u.CPUSeconds += cpu
 	u.CoreSeconds += float64(cpus) * wall
 	u.Elapsed = max(u.Elapsed, time.Duration(wall*float64(time.Second)))
 	u.MaxRSSBytes = max(u.MaxRSSBytes, int64(adNumber(a.ResidentSetSize))<<10)
