@@ -88,6 +88,12 @@ func (b *Backend) Usage(ctx context.Context, id string) (backends.Usage, error) 
 		if !j.status().State.Final() || j.status().EndTime.IsZero() {
 			return backends.Usage{}, fmt.Errorf("slurmdbd has not recorded the end of job %s yet: %w", j.id(), backends.ErrNotFound)
 		}
+		if tres(dj.Tres.Requested, "cpu") == 0 {
+			// Seen under load: slurmdbd had the job's end but not yet what it
+			// asked for (no requested TRES, no time limit; sacct printed
+			// ReqMem "16?"). The rest comes a moment later.
+			return backends.Usage{}, fmt.Errorf("slurmdbd has not recorded what job %s asked for yet: %w", j.id(), backends.ErrNotFound)
+		}
 		t := taskUsage{cpus: tres(dj.Tres.Allocated, "cpu"), reqMemMiB: tres(dj.Tres.Requested, "mem"),
 			submit: j.status().SubmitTime, start: j.status().StartTime}
 		t.elapsed, _ = number(dj.Time.Elapsed)
@@ -174,7 +180,8 @@ func parseSacctUsage(id, out string) (backends.Usage, error) {
 			order = append(order, task)
 		}
 		if isStep && step != "" {
-			t.maxRSS = max(t.maxRSS, sacctBytes(f[6], 1))
+			rss, _ := sacctBytes(f[6], 1) // "": not gathered
+			t.maxRSS = max(t.maxRSS, rss)
 			continue
 		}
 		if st, _ := mapState([]string{strings.Fields(f[1] + " ")[0]}, ""); !st.Final() {
@@ -184,7 +191,11 @@ func parseSacctUsage(id, out string) (backends.Usage, error) {
 		t.elapsed, _ = strconv.ParseInt(f[3], 10, 64)
 		t.limitMin, _ = strconv.ParseInt(f[4], 10, 64) // UNLIMITED: none
 		t.cpuSeconds = sacctSeconds(f[5])
-		t.reqMemMiB = sacctBytes(f[7], t.cpus) >> 20
+		mem, ok := sacctBytes(f[7], t.cpus)
+		if !ok { // "" or "16?": slurmdbd has not recorded what the job asked for yet
+			return backends.Usage{}, fmt.Errorf("sacct does not know what job %s asked for yet: %w", task, backends.ErrNotFound)
+		}
+		t.reqMemMiB = mem >> 20
 		t.submit, t.start = slurmTime(f[8]), slurmTime(f[9])
 	}
 	var u backends.Usage
@@ -221,7 +232,7 @@ func sacctSeconds(s string) float64 {
 // sacctBytes reads MaxRSS or ReqMem: a number with a unit K, M, G, T
 // (powers of 1024; none: bytes for MaxRSS) and, in ReqMem before 21.08, n
 // (per node) or c (per CPU, then multiplied by cpus).
-func sacctBytes(s string, cpus int64) int64 {
+func sacctBytes(s string, cpus int64) (int64, bool) {
 	s = strings.TrimSpace(s)
 	per := int64(1)
 	if strings.HasSuffix(s, "c") {
@@ -236,7 +247,7 @@ func sacctBytes(s string, cpus int64) int64 {
 	}
 	n, err := strconv.ParseFloat(s, 64)
 	if err != nil || n < 0 {
-		return 0
+		return 0, false
 	}
-	return int64(n*float64(mult)) * per
+	return int64(n*float64(mult)) * per, true
 }
