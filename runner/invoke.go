@@ -175,6 +175,9 @@ func (iv *Invoker) withDefaults() *Invoker {
 	if c.LogOut == nil {
 		c.LogOut = io.Discard
 	}
+	if c.Backend.Commands == nil { // this run's own counts (backendRequests)
+		c.Backend.Commands = &backends.CommandCounts{}
+	}
 	return &c
 }
 
