@@ -205,6 +205,9 @@ type Config struct {
 	// Secrets takes secret values the backend obtains itself (session and
 	// bearer tokens), so they are scrubbed like the mounted ones. May be nil.
 	Secrets Secrets
+	// Commands counts the commands and transfers a backend reached over
+	// SSH sends (the HTTP client counts the others' requests). May be nil.
+	Commands *CommandCounts
 }
 
 // Secrets registers secret values for scrubbing.

@@ -29,6 +29,8 @@
 #                                BRIDGE_TEST_SLURM_LISTEN_URL=http://<address>:<port>
 #   BRIDGE_SLURM_ACCOUNTING      1: also a private MariaDB and slurmdbd, and slurmrestd
 #                                serves /slurmdb/v0.0.38 (hack/slurm-accounting.sh)
+#   BRIDGE_SLURM_ACCT_GATHER     JobAcctGatherType (jobacct_gather/none); jobacct_gather/linux
+#                                makes accounting record the CPU time and peak memory jobs used
 #   BRIDGE_SLURM_ENV_PREFIX      prefix of the env file's variables (BRIDGE_TEST_SLURM),
 #                                so that a second instance can be sourced beside the first
 set -euo pipefail
@@ -242,7 +244,9 @@ SlurmctldLogFile=$DIR/ctld/slurmctld.log
 SlurmdLogFile=$DIR/d/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=${BRIDGE_SLURM_ACCT_GATHER:-jobacct_gather/none}
+JobAcctGatherFrequency=task=1
+JobAcctGatherFrequency=task=1
 $acct_conf
 JobCompType=jobcomp/none
 SelectType=select/cons_tres

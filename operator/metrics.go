@@ -29,6 +29,10 @@ type opMetrics struct {
 	transitions     metrics.Counter   // backend, state
 	detection       metrics.Histogram // backend
 	backendRequests metrics.Counter   // backend, target, class
+	cpuEff          metrics.Histogram // backend, target
+	memEff          metrics.Histogram // backend, target
+	timeFrac        metrics.Histogram // backend, target
+	queueWait       metrics.Histogram // backend, target, partition
 	records         recordMetrics
 
 	// r is the reconciler once its informers have synced (this replica
@@ -56,10 +60,14 @@ func newOpMetrics() *opMetrics {
 	m.kube = reg.Counter("bridge_runner_operator_kube_requests_total", "Requests to the Kubernetes API by the class of their answer: 2xx, 3xx, 4xx, 5xx, or error (no answer).", "class")
 	m.leader = reg.Gauge("bridge_runner_operator_leader", "1 while this replica reconciles (holds the Lease, or runs without leader election), else 0.")
 	m.leader.Set(0)
-	m.submissions = reg.Counter("bridge_runner_operator_submissions_total", "Remote jobs submitted for BridgeJobs: their records got a job id (a new attempt's id counts again).", "backend")
-	m.transitions = reg.Counter("bridge_runner_operator_job_transitions_total", "State changes in BridgeJobs' records, by the state entered.", "backend", "state")
+	m.submissions = reg.Counter("bridge_runner_operator_submissions_total", "Remote jobs submitted for BridgeJobs and workflow steps: their records got a job id (a new attempt's id counts again).", "backend")
+	m.transitions = reg.Counter("bridge_runner_operator_job_transitions_total", "State changes in the records of BridgeJobs and workflow steps, by the state entered.", "backend", "state")
 	m.detection = reg.Histogram("bridge_runner_operator_detection_latency_seconds", "From a remote job's end (the backend's end time, in whole seconds) to the operator seeing the final state in its record.", detectionBuckets, "backend")
-	m.backendRequests = reg.Counter("bridge_runner_operator_backend_requests_total", "HTTP requests invoke sent to the backend for BridgeJobs, by the target's host and the class of the answer (1xx-5xx, error: none); counted by invoke in the record, seen here at its state changes.", "backend", "target", "class")
+	m.backendRequests = reg.Counter("bridge_runner_operator_backend_requests_total", "HTTP requests invoke sent to the backend for BridgeJobs and workflow steps, by the target's host and the class of the answer (1xx-5xx, error: none); counted by invoke in the record, seen here at its state changes.", "backend", "target", "class")
+	m.cpuEff = reg.Histogram("bridge_runner_operator_job_cpu_efficiency", "Ended jobs' CPU time against CPUs × elapsed (status.efficiency's cpu, from the cluster's accounting), by the cluster's host.", efficiencyBuckets, "backend", "target")
+	m.memEff = reg.Histogram("bridge_runner_operator_job_memory_efficiency", "Ended jobs' peak memory against the memory requested (status.efficiency's memory), by the cluster's host.", efficiencyBuckets, "backend", "target")
+	m.timeFrac = reg.Histogram("bridge_runner_operator_job_time_limit_fraction", "Ended jobs' elapsed time against their time limit (status.efficiency's time), by the cluster's host.", efficiencyBuckets, "backend", "target")
+	m.queueWait = reg.Histogram("bridge_runner_operator_queue_wait_seconds", "From a job's submit to its start (the record's times), by the cluster's host and the partition jobproperties names (\"\" for none).", queueWaitBuckets, "backend", "target", "partition")
 	m.records.m = m
 	m.registerClusterGauges(reg)
 	return m

@@ -168,10 +168,16 @@ func (r *reconciler) run(ctx context.Context) {
 	r.kjobs = r.informer(kube.Jobs, sel, func() runtime.Object { return &kube.JobList{} }, &kube.Job{}, r.enqueueOwner)
 	r.clusters = r.informer(BridgeClusters, "", func() runtime.Object { return &BridgeClusterList{} }, &BridgeCluster{}, r.clusterChanged)
 	r.deploys = r.informer(Deployments, record.LabelManagedBy+"="+managedByOperator, func() runtime.Object { return &DeploymentList{} }, &Deployment{}, r.enqueueCluster)
+	// Every other record bridge-runner made (workflow steps', plain
+	// invokes'), without a BridgeJob's (counted through r.cms): the same
+	// series, each record counted once.
+	r.steps = r.informer(kube.ConfigMaps, record.LabelManagedBy+"=bridge-runner,!"+LabelName,
+		func() runtime.Object { return &kube.ConfigMapList{} }, &kube.ConfigMap{}, func(any) {})
 	r.m.records.watch(r.cms)
+	r.m.records.watch(r.steps)
 	r.watchPlacements(r.cms)
 	var wg sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs, r.clusters, r.deploys} {
+	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs, r.clusters, r.deploys, r.steps} {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
 	}

@@ -31,8 +31,11 @@ type reconciler struct {
 	cqueue workqueue.TypedRateLimitingInterface[string]
 
 	jobs, cms, kjobs cache.SharedIndexInformer
-	clusters         cache.SharedIndexInformer // BridgeClusters
-	deploys          cache.SharedIndexInformer // the clusters' agents (agent.go)
+	// steps are the records of workflow steps (and of plain invokes): the
+	// records bridge-runner made that no BridgeJob owns, for the metrics.
+	steps    cache.SharedIndexInformer
+	clusters cache.SharedIndexInformer // BridgeClusters
+	deploys  cache.SharedIndexInformer // the clusters' agents (agent.go)
 	// agentAccess and agentSecret remember, by cluster, for what its
 	// agent's ServiceAccount and grants were made and its Secret was
 	// checked, and when (agentMemo).

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"encoding/json"
 	"net/url"
 	"sync"
 	"time"
@@ -9,12 +10,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/metrics"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
-// recordMetrics turns the changes of BridgeJobs' records, which invoke
-// writes, into counters: the operator never talks to a backend itself, so
+// recordMetrics turns the changes of records (BridgeJobs' and workflow
+// steps'), which invoke writes, into counters: the operator never talks to a backend itself, so
 // the records are where it learns what the jobs did there.
 type recordMetrics struct {
 	m *opMetrics
@@ -93,6 +95,7 @@ func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
 	if id := d[record.KeyID]; id != "" && id != od[record.KeyID] {
 		rm.m.submissions.Inc(backend)
 	}
+	rm.observeUse(od, d, backend, target)
 	state := string(ourState(d[record.KeyJobStatus]))
 	// A word that is no state (the record is user-editable) makes no
 	// series: the label's values stay the seven states.
@@ -103,6 +106,49 @@ func (rm *recordMetrics) changed(old, cm *kube.ConfigMap, baselineOnly bool) {
 	if end, err := time.Parse(time.RFC3339, d[record.KeyEnd]); err == nil && isFinal(state) && !isFinal(od[record.KeyJobStatus]) {
 		rm.m.detection.Observe(max(0, time.Since(end).Seconds()), backend)
 	}
+}
+
+// efficiencyBuckets span a job that used a tenth of what it asked to one
+// that used all of it (a little more: memory may pass the request).
+var efficiencyBuckets = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25}
+
+// queueWaitBuckets span a job started at once to one that waited a day.
+var queueWaitBuckets = []float64{1, 5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400}
+
+// observeUse observes what a record's job used when invoke writes it
+// (status.efficiency, once per run) and its queue wait when its start is
+// first recorded, whatever the backend (the record's own times).
+func (rm *recordMetrics) observeUse(od, d map[string]string, backend, target string) {
+	if v := d[record.KeyEfficiency]; v != "" && v != od[record.KeyEfficiency] {
+		if e, err := record.ParseEfficiency(v); err == nil && e != nil {
+			for h, r := range map[*metrics.Histogram]*float64{&rm.m.cpuEff: e.CPU, &rm.m.memEff: e.Memory, &rm.m.timeFrac: e.Time} {
+				if r != nil {
+					h.Observe(*r, backend, target)
+				}
+			}
+		}
+	}
+	if d[record.KeyStart] == "" || od[record.KeyStart] != "" {
+		return
+	}
+	submit, err1 := time.Parse(time.RFC3339, d[record.KeySubmit])
+	start, err2 := time.Parse(time.RFC3339, d[record.KeyStart])
+	if w := record.QueueWait(submit, start); err1 == nil && err2 == nil && w != nil {
+		rm.m.queueWait.Observe(float64(*w), backend, target, partitionOf(d))
+	}
+}
+
+// partitionOf is the partition (Slurm) or queue (LSF) jobproperties names,
+// "" for none.
+func partitionOf(d map[string]string) string {
+	var props map[string]any
+	_ = json.Unmarshal([]byte(d["jobproperties"]), &props)
+	for _, k := range []string{"partition", "queue"} {
+		if v, ok := props[k].(string); ok && len(v) <= 64 {
+			return v
+		}
+	}
+	return ""
 }
 
 // placedAt is the backend and the target host a record's job runs at: the

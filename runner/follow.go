@@ -561,12 +561,15 @@ func (r *run) statusData(st backends.Status) map[string]string {
 
 // backendRequests is the record's request counts: those the record held
 // when this invoke first wrote its status (earlier invokes' of this run)
-// plus this process's own.
+// plus this process's own, HTTP requests and SSH commands.
 func (r *run) backendRequests() string {
 	if r.reqBase == nil {
 		r.reqBase = record.ParseRequests(r.rec.Data[record.KeyBackendRequests])
 	}
 	counts := RequestsByClass(r.Backend.HTTPClient)
+	for kind, n := range r.Backend.Commands.Counts() {
+		counts[record.CommandClass(kind)] += n
+	}
 	for c, n := range r.reqBase {
 		counts[c] += n
 	}

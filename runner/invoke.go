@@ -175,6 +175,9 @@ func (iv *Invoker) withDefaults() *Invoker {
 	if c.LogOut == nil {
 		c.LogOut = io.Discard
 	}
+	if c.Backend.Commands == nil { // this run's own counts (backendRequests)
+		c.Backend.Commands = &backends.CommandCounts{}
+	}
 	return &c
 }
 
@@ -255,6 +258,9 @@ func (r *run) execute(ctx context.Context) error {
 		// The job's end is recorded before a watcher this invoke runs hands
 		// its lease on: the handover waits for the others' news to be written.
 		err = r.final(ctx, st)
+	}
+	if err == nil && st.State.Final() {
+		r.recordEfficiency(ctx, be, id, st, log)
 	}
 	data := r.rec.Data
 	r.withinGrace(ctx, "handing on the cluster's watcher", func() { r.w.close(ctx, data) })

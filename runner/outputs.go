@@ -34,6 +34,7 @@ type Result struct {
 	ArrayCounts     string   `json:"arrayCounts,omitempty" output:"array-counts" help:"for a job array: its tasks by final state, e.g. DONE=950 FAILED=50"`
 	ArrayFailed     string   `json:"arrayFailed,omitempty" output:"array-failed" help:"for a job array: the indexes of the tasks that did not end DONE, as ranges (3,17-19): give them as array to a retry of only those"`
 	Target          string   `json:"target,omitempty" output:"target" help:"for a job with targets: the name of the target placement chose (status.placement says why)"`
+	Efficiency      string   `json:"efficiency,omitempty" output:"efficiency" help:"what the job used against what it asked, from the system's accounting, as JSON: cpu, memory and time (fractions), queueWaitSeconds, the raw figures, or unavailable with the reason (see status.efficiency)"`
 	Exit            int      `json:"exit"`
 }
 

@@ -36,11 +36,12 @@ type jobAd struct {
 	Key                  string `json:"BridgeRunnerKey"`
 	TaskIndex            *int   `json:"BridgeTaskIndex"` // set on an array's tasks
 	TaskCount            *int   `json:"BridgeTaskCount"`
+	adUsage
 }
 
 // adAttributes are the attributes asked for (condor_q -attributes).
 const adAttributes = "ClusterId,ProcId,JobStatus,HoldReason,HoldReasonCode,HoldReasonSubCode,RemoveReason,LastRejMatchReason,LastRejMatchTime,LastMatchTime,ExitCode,ExitBySignal,ExitSignal," +
-	"QDate,JobStartDate,JobCurrentStartDate,CompletionDate,EnteredCurrentStatus,Iwd," + keyAttr + "," + taskAttr + "," + countAttr
+	"QDate,JobStartDate,JobCurrentStartDate,CompletionDate,EnteredCurrentStatus,Iwd," + keyAttr + "," + taskAttr + "," + countAttr + "," + usageAttributes
 
 func (a *jobAd) id() string {
 	return strconv.FormatInt(a.ClusterID, 10) + "." + strconv.FormatInt(a.ProcID, 10)

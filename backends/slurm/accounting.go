@@ -50,13 +50,17 @@ type dbJob struct {
 		Submission json.RawMessage `json:"submission"`
 		Start      json.RawMessage `json:"start"`
 		End        json.RawMessage `json:"end"`
+		Elapsed    json.RawMessage `json:"elapsed"` // seconds
+		Limit      json.RawMessage `json:"limit"`   // minutes
 	} `json:"time"`
-	WorkingDir string `json:"working_directory"`
-	StdOut     string `json:"stdout"`
-	StdErr     string `json:"stderr"`
-	Partition  string `json:"partition"`
-	Account    string `json:"account"`
-	QOS        string `json:"qos"`
+	Tres       dbTres   `json:"tres"`
+	Steps      []dbStep `json:"steps"` // usage.go
+	WorkingDir string   `json:"working_directory"`
+	StdOut     string   `json:"stdout"`
+	StdErr     string   `json:"stderr"`
+	Partition  string   `json:"partition"`
+	Account    string   `json:"account"`
+	QOS        string   `json:"qos"`
 	Array      struct {
 		JobID  json.RawMessage `json:"job_id"`  // 0 for a job that is no array's
 		TaskID json.RawMessage `json:"task_id"` // a number or {set,infinite,number}

@@ -165,9 +165,16 @@ func isConnectionError(err error) bool {
 // ReadFrom copies the remote file at name from offset on to w and returns
 // the offset after the last byte copied. A missing file is
 // backends.ErrNotFound.
-func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.Writer) (int64, error) {
-	next := offset
-	err := c.withSFTP(ctx, "reading "+name, func(sc *sftp.Client, p *progress) error {
+func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.Writer) (next int64, err error) {
+	defer func() { // a missing file is an answer too
+		if errors.Is(err, backends.ErrNotFound) {
+			c.count(backends.KindLog, nil)
+		} else {
+			c.count(backends.KindLog, err)
+		}
+	}()
+	next = offset
+	err = c.withSFTP(ctx, "reading "+name, func(sc *sftp.Client, p *progress) error {
 		f, err := sc.Open(name)
 		if err != nil {
 			return err
@@ -199,7 +206,8 @@ func (c *Client) ReadFrom(ctx context.Context, name string, offset int64, w io.W
 // for a moment with the server's default, so name's directory must be one
 // other users cannot enter (a job's directory, made by MkdirAll 0700), or
 // another user could open it then and read what follows.
-func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode os.FileMode) error {
+func (c *Client) WriteFile(ctx context.Context, name string, r io.Reader, mode os.FileMode) (err error) {
+	defer func() { c.count(backends.KindStage, err) }()
 	return c.withSFTP(ctx, "writing "+name, func(sc *sftp.Client, p *progress) error {
 		if err := mkdirPrivate(sc, path.Dir(name)); err != nil {
 			return err

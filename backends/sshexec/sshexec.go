@@ -64,6 +64,10 @@ type Options struct {
 	// session or SFTP, starting a command, and each SFTP exchange (an
 	// upload or download must make progress this often) (20 s).
 	ReplyTimeout time.Duration
+	// Counts counts each command by kind (backends.CommandKind) once its
+	// outcome is known, and those without one as backends.KindError; SFTP
+	// reads as backends.KindLog, writes as backends.KindStage. May be nil.
+	Counts *backends.CommandCounts
 }
 
 func (o Options) withDefaults() Options {
@@ -349,11 +353,12 @@ type Result struct {
 const maxCapture = 8 << 20
 
 // Run runs cmd and waits for it to end.
-func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
+func (c *Client) Run(ctx context.Context, cmd Cmd) (res Result, err error) {
 	line, err := Join(cmd.Args...)
 	if err != nil {
 		return Result{}, err
 	}
+	defer func() { c.count(backends.CommandKind(cmd.Args), err) }()
 	timeout := cmd.Timeout
 	if timeout <= 0 {
 		timeout = c.opts.CommandTimeout
@@ -395,7 +400,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 		go c.abandon(sess, conn, waited)
 		return Result{}, ctx.Err()
 	}
-	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res = Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	var exit *ssh.ExitError
 	switch {
 	case err == nil:
@@ -406,6 +411,17 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (Result, error) {
 		return res, backends.Transient(fmt.Errorf("ssh: %s on %s: connection lost before the command ended: %w", cmd.Args[0], c.target.Addr(), quiet(err)))
 	}
 	return res, nil
+}
+
+// count counts one command or transfer of kind, or an error for one
+// without an outcome (a caller's cancel is no request's fault: not counted).
+func (c *Client) count(kind string, err error) {
+	switch {
+	case err == nil:
+		c.opts.Counts.Add(kind)
+	case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		c.opts.Counts.Add(backends.KindError)
+	}
 }
 
 // abandon stops waiting for a command: it asks the server to kill it and
@@ -486,5 +502,5 @@ func FromConfig(cfg backends.Config) (*Client, *slog.Logger, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return New(t, cfg.Credentials, log, Options{}), log, nil
+	return New(t, cfg.Credentials, log, Options{Counts: cfg.Commands}), log, nil
 }

@@ -42,7 +42,9 @@ found by their label app.kubernetes.io/managed-by=bridge-runner) or of a state
 directory (--store file), one job a line: name, backend, state, remote job id and
 age, in 80 columns; -o wide adds the target (the host of its resourceURL), the
 owner (BridgeJob, workflow step or Job), the backend's state and reason, the kill
-flag, an array's tasks and the message. On a terminal the state is in colour
+flag, an array's tasks, the queue wait (submit to start), the efficiency (CPU,
+memory and time used against what was asked, from the cluster's accounting) and
+the message. On a terminal the state is in colour
 (NO_COLOR=1 turns it off). It reads records only and never asks a backend, so it
 is cheap and safe to run often; a record shows what its invoke last wrote. A job
 named as an argument that has no record is an error (exit 1), as with kubectl get.
@@ -192,13 +194,18 @@ type statusRow struct {
 	// Placement is where placement sent a job with targets, and why.
 	Placement *record.Placed `json:"placement,omitempty"`
 	// Tasks is a job array's tasks by state, "DONE=950 FAILED=50".
-	Tasks      string    `json:"tasks,omitempty"`
-	Message    string    `json:"message,omitempty"`
-	SubmitTime string    `json:"submitTime,omitempty"`
-	StartTime  string    `json:"startTime,omitempty"`
-	EndTime    string    `json:"endTime,omitempty"`
-	Created    time.Time `json:"created"`
-	Record     string    `json:"record"`
+	Tasks      string `json:"tasks,omitempty"`
+	Message    string `json:"message,omitempty"`
+	SubmitTime string `json:"submitTime,omitempty"`
+	StartTime  string `json:"startTime,omitempty"`
+	EndTime    string `json:"endTime,omitempty"`
+	// QueueWaitSeconds is start − submit, from the record's times.
+	QueueWaitSeconds *int64 `json:"queueWaitSeconds,omitempty"`
+	// Efficiency is what the ended job used against what it asked
+	// (status.efficiency), when invoke could read the accounting.
+	Efficiency *record.Efficiency `json:"efficiency,omitempty"`
+	Created    time.Time          `json:"created"`
+	Record     string             `json:"record"`
 	// Event is set while watching: ADDED, MODIFIED or DELETED.
 	Event string `json:"event,omitempty"`
 }
@@ -220,8 +227,55 @@ func toRow(l record.Listed) statusRow {
 		State: state, BackendState: d[record.KeyRawState], Reason: d[record.KeyReason],
 		JobID: d[record.KeyID], Owner: record.RecordOwner(l), Kill: d[record.KeyKill] == "true", Tasks: d[record.KeyArrayCounts],
 		Message: d[record.KeyMessage], SubmitTime: d[record.KeySubmit], StartTime: d[record.KeyStart], EndTime: d[record.KeyEnd],
+		QueueWaitSeconds: queueWait(d), Efficiency: efficiencyOf(d),
 		Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,
 	}
+}
+
+// queueWait is the record's start − submit; nil before the start.
+func queueWait(d map[string]string) *int64 {
+	submit, err1 := time.Parse(time.RFC3339, d[record.KeySubmit])
+	start, err2 := time.Parse(time.RFC3339, d[record.KeyStart])
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	return record.QueueWait(submit, start)
+}
+
+// efficiencyOf is the record's efficiency; one edited into something
+// bridge-runner never writes shows as none.
+func efficiencyOf(d map[string]string) *record.Efficiency {
+	e, _ := record.ParseEfficiency(d[record.KeyEfficiency])
+	return e
+}
+
+// waitCell is the queue wait as kubectl writes ages: 45s, 3m20s, 2h.
+func waitCell(w *int64) string {
+	if w == nil {
+		return ""
+	}
+	return duration.HumanDuration(time.Duration(*w) * time.Second)
+}
+
+// efficiencyCell is "cpu 93% mem 12% time 5%", each part when known;
+// "unavailable" when the accounting could not be read.
+func efficiencyCell(e *record.Efficiency) string {
+	if e == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range []struct {
+		name string
+		r    *float64
+	}{{"cpu", e.CPU}, {"mem", e.Memory}, {"time", e.Time}} {
+		if p.r != nil {
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", p.name, *p.r*100))
+		}
+	}
+	if len(parts) == 0 && e.Unavailable != "" {
+		return "unavailable"
+	}
+	return strings.Join(parts, " ")
 }
 
 func (o *statusOptions) match(r statusRow) bool {
@@ -391,7 +445,7 @@ func (p *statusPrinter) encode(v any, indent bool) error {
 func (p *statusPrinter) header() []string {
 	h := []string{"NAME", "BACKEND", "STATE", "JOB-ID", "AGE"}
 	if p.o.output == "wide" {
-		h = []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE", "BACKEND-STATE", "REASON", "KILL", "TASKS", "MESSAGE"}
+		h = []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE", "BACKEND-STATE", "REASON", "KILL", "TASKS", "WAIT", "EFFICIENCY", "MESSAGE"}
 	}
 	if p.o.allNamespaces {
 		h = append([]string{"NAMESPACE"}, h...)
@@ -415,7 +469,8 @@ func (p *statusPrinter) cells(r statusRow) []string {
 			kill = "true"
 		}
 		c = []string{r.Name, none(r.Backend), none(r.Target), state, none(r.JobID), none(r.Owner), age,
-			none(r.BackendState), none(r.Reason), none(kill), none(r.Tasks), none(oneLine(r.Message))}
+			none(r.BackendState), none(r.Reason), none(kill), none(r.Tasks), none(waitCell(r.QueueWaitSeconds)),
+			none(efficiencyCell(r.Efficiency)), none(oneLine(r.Message))}
 	}
 	if p.o.allNamespaces {
 		c = append([]string{r.Namespace}, c...)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -172,4 +173,54 @@ func trimRight(lines []string) []string {
 		out[i] = strings.TrimRight(l, " ")
 	}
 	return out
+}
+
+// TestStatusShowsWaitAndEfficiency: -o wide shows each job's queue wait
+// (from the record's submit and start) and what it used against what it
+// asked (status.efficiency), at a real terminal (tmux) too; -o json has
+// both as numbers. A record without them shows <none>, one whose
+// accounting was unavailable says so.
+func TestStatusShowsWaitAndEfficiency(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	writeFileFixtures(t, dir)
+	submit := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
+	for job, eff := range map[string]string{
+		"m-measured":    `{"cpu":0.934,"memory":0.12,"time":0.05,"queueWaitSeconds":200,"cpuSeconds":186.8,"coreSeconds":200}`,
+		"n-unavailable": `{"queueWaitSeconds":200,"unavailable":"accounting unavailable: the cluster keeps none"}`,
+	} {
+		_, err := record.NewFileStore(dir, job).Create(context.Background(), map[string]string{"backend": "slurm",
+			"resourceURL": "https://slurm.example.org:6820", record.KeyJobStatus: "DONE", record.KeyID: "77",
+			record.KeySubmit: submit.Format(time.RFC3339), record.KeyStart: submit.Add(200 * time.Second).Format(time.RFC3339),
+			record.KeyEfficiency: eff})
+		require.NoError(t, err)
+	}
+	r := run(t, "status", "--state-dir", dir, "-o", "wide")
+	require.Equal(t, ExitDone, r.code, r.stderr)
+	header := strings.SplitN(r.stdout, "\n", 2)[0]
+	waitAt, effAt := strings.Index(header, "WAIT"), strings.Index(header, "EFFICIENCY")
+	require.Positive(t, waitAt, header)
+	rows := map[string]string{}
+	for _, l := range strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")[1:] {
+		rows[strings.Fields(l)[0]] = l
+	}
+	assert.Equal(t, "3m20s", strings.Fields(rows["m-measured"][waitAt:])[0])
+	assert.True(t, strings.HasPrefix(rows["m-measured"][effAt:], "cpu 93% mem 12% time 5% "), rows["m-measured"])
+	assert.True(t, strings.HasPrefix(rows["n-unavailable"][effAt:], "unavailable "), rows["n-unavailable"])
+	assert.True(t, strings.HasPrefix(rows["a-slurm"][waitAt:], "<none> "), rows["a-slurm"])
+
+	screen := tmuxScreen(t, 250, 40, []string{"TERM=xterm-256color"}, "status", "--state-dir", dir, "-o", "wide", "m-measured")
+	assert.Contains(t, strings.Join(screen, "\n"), "cpu 93% mem 12% time 5%", "at a real terminal")
+
+	var got struct{ Items []statusRow }
+	r = run(t, "status", "--state-dir", dir, "-o", "json", "m-measured")
+	require.Equal(t, ExitDone, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Len(t, got.Items, 1)
+	require.NotNil(t, got.Items[0].QueueWaitSeconds)
+	assert.EqualValues(t, 200, *got.Items[0].QueueWaitSeconds)
+	require.NotNil(t, got.Items[0].Efficiency)
+	require.NotNil(t, got.Items[0].Efficiency.CPU)
+	assert.InDelta(t, 0.934, *got.Items[0].Efficiency.CPU, 1e-9)
+	assert.InDelta(t, 186.8, got.Items[0].Efficiency.CPUSeconds, 1e-9)
 }

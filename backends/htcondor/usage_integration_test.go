@@ -1,0 +1,107 @@
+package htcondor_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/htcondor"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// TestUsageIsCondorHistorys: a job that burns CPU for 3 s and one that
+// sleeps 3 s; the backend's figures equal what condor_history -l, run here
+// in the pool's root as the test's own subprocess, says of the same jobs,
+// and the busy job's CPU efficiency is far above the sleeper's.
+func TestUsageIsCondorHistorys(t *testing.T) { testssh.EachCondor(t, testUsageIsCondorHistorys) }
+
+func testUsageIsCondorHistorys(t *testing.T, srv testssh.Server) {
+	if srv.Root == "" || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root and the pool's root (its login node's ..._SSH_ROOT) to run condor_history beside the backend")
+		}
+		t.Skip("needs root and the pool's root")
+	}
+	b := newBackend(t, srv)
+	props := map[string]any{"request_cpus": 1, "request_memory": 64}
+	usage := map[string]backends.Usage{}
+	for name, script := range map[string]string{"busy": "#!/bin/sh\ntimeout 3 sh -c 'while :; do :; done'\nexit 0\n", "sleeper": "#!/bin/sh\nsleep 3\n"} {
+		id, err := b.Submit(testssh.Ctx(t, time.Minute), job(t, script, props))
+		require.NoError(t, err)
+		st := follow(t, b, id, backends.Done)
+		require.Equal(t, backends.Done, st.State, st.Message)
+		usage[name] = condorUsage(t, b, id)
+		t.Run(name, func(t *testing.T) { checkAgainstHistory(t, srv.Root, id, usage[name]) })
+	}
+	eb := record.NewEfficiency(usage["busy"], time.Time{}, time.Time{})
+	es := record.NewEfficiency(usage["sleeper"], time.Time{}, time.Time{})
+	t.Logf("busy: %s\nsleeper: %s", eb, es)
+	require.NotNil(t, eb.CPU, "the busy job's CPU time")
+	// Relative: the machine is shared, the loop may get a tenth of a CPU.
+	if es.CPU != nil {
+		assert.Greater(t, *eb.CPU, 5*(*es.CPU), "the busy job against the sleeper")
+		assert.Less(t, *es.CPU, 0.1)
+	}
+	require.NotNil(t, eb.QueueWaitSeconds)
+	assert.Nil(t, eb.Time, "HTCondor has no time limit")
+}
+
+func condorUsage(t *testing.T, b *htcondor.Backend, id string) backends.Usage {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		u, err := b.Usage(context.Background(), id)
+		if err == nil {
+			return u
+		}
+		require.True(t, errors.Is(err, backends.ErrNotFound) || errors.Is(err, backends.ErrTransient), "%v", err)
+		require.True(t, time.Now().Before(deadline), "no usage of %s within a minute: %v", id, err)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkAgainstHistory reads the job's ad with condor_history -l (the
+// attribute = value lines) and compares the raw numbers.
+func checkAgainstHistory(t *testing.T, root, id string, u backends.Usage) {
+	var out []byte
+	for range 20 { // the history is written when the job leaves the queue
+		o, err := exec.Command("/usr/sbin/chroot", root, "condor_history", "-l", "-limit", "1", id).Output()
+		require.NoError(t, err, "condor_history -l %s", id)
+		if out = o; len(strings.TrimSpace(string(o))) > 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	ad := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, " = "); ok {
+			ad[k] = strings.TrimSpace(v)
+		}
+	}
+	num := func(k string) float64 {
+		f, err := strconv.ParseFloat(ad[k], 64)
+		require.NoError(t, err, "%s = %q", k, ad[k])
+		return f
+	}
+	assert.Equal(t, 1, u.Tasks)
+	cpu := num("RemoteUserCpu") + num("RemoteSysCpu")
+	if cpu == 0 { // a starter that reports no rusage: CpusUsage × wall time
+		cpu = num("CpusUsage") * num("RemoteWallClockTime")
+	}
+	assert.InDelta(t, cpu, u.CPUSeconds, 1e-6, "RemoteUserCpu + RemoteSysCpu (or CpusUsage × RemoteWallClockTime)")
+	assert.Equal(t, int64(num("ResidentSetSize"))<<10, u.MaxRSSBytes, "ResidentSetSize (KiB)")
+	assert.Equal(t, int64(num("RequestMemory"))<<20, u.ReqMemBytes, "RequestMemory (MiB)")
+	assert.Equal(t, int(num("RequestCpus")), u.CPUs, "RequestCpus")
+	assert.InDelta(t, num("RemoteWallClockTime"), u.Elapsed.Seconds(), 1e-6, "RemoteWallClockTime")
+	assert.Equal(t, int64(num("QDate")), u.Submit.Unix(), "QDate")
+	assert.Equal(t, int64(num("JobCurrentStartDate")), u.Start.Unix(), "JobCurrentStartDate")
+}

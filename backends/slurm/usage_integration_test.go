@@ -1,0 +1,234 @@
+package slurm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// The efficiency tests run a job that burns CPU (a shell loop for 3 s on
+// its one CPU) and one that sleeps 3 s on the Slurm with slurmdbd, and
+// compare the backend's figures with what sacct, run here as the test's
+// own subprocess against the same cluster, prints for the same jobs.
+const (
+	busyScript  = "#!/bin/sh\ntimeout 3 sh -c 'while :; do :; done'\nexit 0\n"
+	sleepScript = "#!/bin/sh\nsleep 3\n"
+)
+
+// slurmCmd runs a Slurm command against one cluster: with its SLURM_CONF
+// here (22.05 with slurmdbd), or in its root (26.05, chrooted).
+type slurmCmd func(args ...string) *exec.Cmd
+
+// slurmdbdCmd is the Slurm with slurmdbd's command runner; the test fails
+// in CI without it.
+func slurmdbdCmd(t *testing.T) slurmCmd {
+	conf := os.Getenv(accountingEnv + "_CONF")
+	if conf == "" {
+		msg := "no real Slurm with slurmdbd: hack/slurmdbd-up.sh writes " + accountingEnv + "_CONF"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return func(args ...string) *exec.Cmd {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+		return cmd
+	}
+}
+
+// gathers says whether the cluster records jobs' CPU time and memory
+// (a JobAcctGatherType other than jobacct_gather/none).
+func gathers(t *testing.T, run slurmCmd) bool {
+	out, err := run("scontrol", "show", "config").Output()
+	require.NoError(t, err, "scontrol show config")
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "JobAcctGatherType" {
+			v = strings.TrimSpace(v) // 26.05 says (null) for none
+			return v != "jobacct_gather/none" && v != "(null)"
+		}
+	}
+	t.Fatal("scontrol show config names no JobAcctGatherType")
+	return false
+}
+
+// sacctSays is sacct's own lines for the job: its line and its steps'.
+type sacctLine struct{ allocCPUs, elapsedRaw, timelimitRaw, totalCPU, maxRSS, reqMem string }
+
+func sacctSays(t *testing.T, run slurmCmd, id string) (job sacctLine, steps []sacctLine) {
+	out, err := run("sacct", "--parsable2", "--noheader", "-j", id, "-o", "JobID,AllocCPUS,ElapsedRaw,TimelimitRaw,TotalCPU,MaxRSS,ReqMem").Output()
+	require.NoError(t, err, "sacct")
+	t.Logf("sacct -j %s:\n%s", id, out)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "|")
+		require.Len(t, f, 7, line)
+		l := sacctLine{f[1], f[2], f[3], f[4], f[5], f[6]}
+		if f[0] == id {
+			job = l
+		} else {
+			steps = append(steps, l)
+		}
+	}
+	return job, steps
+}
+
+// cpuSeconds reads sacct's TotalCPU the plain way: MM:SS.mmm or HH:MM:SS.
+func cpuSeconds(t *testing.T, s string) float64 {
+	total := 0.0
+	for _, p := range strings.Split(s, ":") {
+		f, err := strconv.ParseFloat(p, 64)
+		require.NoError(t, err, "TotalCPU %q", s)
+		total = total*60 + f
+	}
+	return total
+}
+
+// checkAgainstSacct compares the figures with sacct's for the same job.
+func checkAgainstSacct(t *testing.T, run slurmCmd, id string, u backends.Usage, gathered bool) {
+	job, steps := sacctSays(t, run, id)
+	assert.Equal(t, 1, u.Tasks)
+	assert.Equal(t, job.allocCPUs, strconv.Itoa(u.CPUs), "AllocCPUS")
+	assert.Equal(t, job.elapsedRaw, strconv.Itoa(int(u.Elapsed/time.Second)), "ElapsedRaw")
+	assert.Equal(t, job.timelimitRaw, strconv.Itoa(int(u.TimeLimit/time.Minute)), "TimelimitRaw")
+	assert.Equal(t, job.reqMem, fmt.Sprintf("%dM", u.ReqMemBytes>>20), "ReqMem")
+	assert.InDelta(t, cpuSeconds(t, job.totalCPU), u.CPUSeconds, 0.0015, "TotalCPU %s", job.totalCPU)
+	peak := int64(0) // KiB, the largest step's
+	for _, s := range steps {
+		if s.maxRSS != "" {
+			n, err := strconv.ParseInt(strings.TrimSuffix(s.maxRSS, "K"), 10, 64)
+			require.NoError(t, err, "MaxRSS %q", s.maxRSS)
+			peak = max(peak, n)
+		}
+	}
+	if gathered {
+		assert.Equal(t, peak, u.MaxRSSBytes>>10, "MaxRSS of the largest step, in KiB")
+	} else {
+		assert.Zero(t, peak, "a cluster that gathers nothing has no MaxRSS")
+		assert.Zero(t, u.MaxRSSBytes)
+	}
+}
+
+// usageOf waits until the accounting knows the ended job.
+func usageOf(t *testing.T, acct backends.Accountant, id string) backends.Usage {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		u, err := acct.Usage(context.Background(), id)
+		if err == nil {
+			return u
+		}
+		require.True(t, errors.Is(err, backends.ErrNotFound) || errors.Is(err, backends.ErrTransient), "%v", err)
+		require.True(t, time.Now().Before(deadline), "the accounting did not know job %s within a minute: %v", id, err)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkEfficiency: the busy job's CPU efficiency is high, the sleeper's
+// low, when the cluster gathers CPU time; none is claimed when it does not.
+func checkEfficiency(t *testing.T, busy, sleeper backends.Usage, gathered bool) {
+	eb, es := record.NewEfficiency(busy, time.Time{}, time.Time{}), record.NewEfficiency(sleeper, time.Time{}, time.Time{})
+	t.Logf("busy: %s\nsleeper: %s", eb, es)
+	require.NotNil(t, eb.Time, "elapsed against the time limit")
+	assert.Greater(t, *eb.Time, 0.0)
+	require.NotNil(t, eb.QueueWaitSeconds)
+	if !gathered {
+		assert.Nil(t, eb.CPU, "a cluster with jobacct_gather/none has no CPU time: no efficiency is claimed")
+		return
+	}
+	require.NotNil(t, eb.CPU)
+	require.NotNil(t, es.CPU)
+	// Relative bounds: the machine is shared (a load of 60 on 2 cores was
+	// seen), so the loop may get a tenth of its CPU; the sleeper uses
+	// milliseconds whatever the load.
+	assert.Greater(t, *eb.CPU, 5*(*es.CPU), "the busy job against the sleeper")
+	assert.Less(t, *es.CPU, 0.1, "the sleeper")
+	require.NotNil(t, eb.Memory)
+	assert.Greater(t, *eb.Memory, 0.0)
+}
+
+// TestRealSlurmUsageREST: slurmdbd's figures over REST equal sacct's, on
+// Slurm 22.05 (/slurmdb/v0.0.38) and 26.05 (v0.0.45). 24.11's test cluster
+// keeps no accounting (hack/slurm2411-up.sh starts no slurmdbd).
+func TestRealSlurmUsageREST(t *testing.T) {
+	t.Run("22.05+slurmdbd", func(t *testing.T) {
+		run := slurmdbdCmd(t)
+		rs := realSlurmEnv(t, accountingEnv)
+		require.NotNil(t, rs, "%s_URL and _CREDS", accountingEnv)
+		testUsageREST(t, rs, run)
+	})
+	t.Run("26.05", func(t *testing.T) {
+		rs := realSlurmEnv(t, "BRIDGE_TEST_SLURM2605")
+		if rs == nil || rs.root == "" {
+			if os.Getenv("CI") != "" {
+				t.Fatal("no Slurm 26.05: hack/slurm2605-up.sh writes BRIDGE_TEST_SLURM2605_URL, _CREDS and _ROOT")
+			}
+			t.Skip("no Slurm 26.05")
+		}
+		testUsageREST(t, rs, func(args ...string) *exec.Cmd {
+			return exec.Command("/usr/sbin/chroot", append([]string{rs.root}, args...)...)
+		})
+	})
+}
+
+func testUsageREST(t *testing.T, rs *realSlurm, run slurmCmd) {
+	gathered := gathers(t, run)
+	b, _ := rs.backend(t, nil)
+	usage := map[string]backends.Usage{}
+	for name, script := range map[string]string{"busy": busyScript, "sleeper": sleepScript} {
+		key := newKey()
+		props := json.RawMessage(fmt.Sprintf(`{"standard_output":%q,"time_limit":2,"memory_per_node":64}`, outPath(key, "out")))
+		id, err := b.Submit(context.Background(), backends.Job{Name: "usage-" + name, Key: key, Script: script, Properties: props})
+		require.NoError(t, err)
+		t.Cleanup(func() { os.Remove(filepath.Join(rs.root, outPath(key, "out"))) })
+		st, _ := waitFor(t, b, id, 2*time.Minute, final)
+		require.Equal(t, backends.Done, st.State, st.Message)
+		usage[name] = usageOf(t, b, id)
+		t.Run(name, func(t *testing.T) { checkAgainstSacct(t, run, id, usage[name], gathered) })
+	}
+	checkEfficiency(t, usage["busy"], usage["sleeper"], gathered)
+}
+
+// TestRealSlurmUsageSSH: sacct's figures over SSH, from a login node whose
+// sessions use the Slurm with slurmdbd (a private sshd copied from the
+// shared one, with that cluster's SLURM_CONF), equal sacct's run here.
+func TestRealSlurmUsageSSH(t *testing.T) {
+	run := slurmdbdCmd(t)
+	gathered := gathers(t, run)
+	conf := os.Getenv(accountingEnv + "_CONF")
+	srv := testssh.Default(t)
+	d := testssh.StartCustom(t, srv, testssh.Config{Set: map[string]string{"SetEnv": "SLURM_CONF=" + conf}})
+	url := fmt.Sprintf("ssh://%s@%s", srv.User, d.Addr())
+	creds := testssh.Creds(t, srv.CredsDir)
+	kh, _ := creds.Get("known_hosts")
+	_, port, _ := strings.Cut(srv.Addr, ":")
+	creds.Set("known_hosts", strings.Replace(kh, "]:"+port+" ", fmt.Sprintf("]:%d ", d.Port), 1))
+	be, err := New(backends.Config{URL: url, Credentials: creds})
+	require.NoError(t, err)
+	b := be.(*SSHBackend)
+	t.Cleanup(func() { b.Close() })
+	usage := map[string]backends.Usage{}
+	for name, script := range map[string]string{"busy": busyScript, "sleeper": sleepScript} {
+		props := json.RawMessage(`{"time":"2","mem":"64M"}`)
+		id, err := b.Submit(testssh.Ctx(t, time.Minute), backends.Job{Name: "usage-" + name, Key: sshKey(t), Script: script, Properties: props})
+		require.NoError(t, err)
+		st := sshFollow(t, b, id, backends.Done)
+		require.Equal(t, backends.Done, st.State, st.Message)
+		usage[name] = usageOf(t, b, id)
+		t.Run(name, func(t *testing.T) { checkAgainstSacct(t, run, id, usage[name], gathered) })
+	}
+	checkEfficiency(t, usage["busy"], usage["sleeper"], gathered)
+}

@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
+)
+
+// AccountingWait is the ceiling on reading an ended job's accounting:
+// slurmdbd writes a job's end asynchronously, so its record may lag the
+// state slurmctld reported. Past it the record says the accounting was
+// unavailable; the step's outcome never waits longer for it.
+const AccountingWait = 10 * time.Second
+
+// recordEfficiency reads what the ended job used (backends.Accountant),
+// within AccountingWait and never after SIGTERM, and writes it to the
+// result and, when the backend has accounting to read, to the record (the
+// queue wait alone is in the record's times already: no write for it). It
+// is best-effort: no failure here changes the step's outcome; it is logged.
+func (r *run) recordEfficiency(ctx context.Context, be backends.Backend, id string, st backends.Status, log *slog.Logger) {
+	acct, ok := unwrapArray(be).(backends.Accountant)
+	if !ok {
+		r.result.Efficiency = record.Unavailable("this backend reads no accounting", st.SubmitTime, st.StartTime).String()
+		return
+	}
+	r.result.Efficiency = r.efficiency(ctx, acct, id, st, log).String()
+	wctx, cancel := r.stopping(ctx, AccountingWait)
+	defer cancel()
+	err := r.update(wctx, func(d map[string]string) (bool, error) {
+		c := record.Set(d, record.KeyEfficiency, r.result.Efficiency)
+		if n := r.backendRequests(); n != "" { // the accounting's own requests
+			c = record.Set(d, record.KeyBackendRequests, n) || c
+		}
+		return c, nil
+	})
+	if err != nil {
+		log.Warn("could not record the job's efficiency; the step output has it", "record", r.Store.Describe(), "err", err)
+	}
+}
+
+// efficiency asks the backend's accounting until it knows the job's end,
+// with jittered back-off, for at most AccountingWait. Its reason for
+// unavailable accounting is ours alone (the server's words go to the log).
+func (r *run) efficiency(ctx context.Context, acct backends.Accountant, id string, st backends.Status, log *slog.Logger) record.Efficiency {
+	if ctx.Err() != nil {
+		return record.Unavailable("the step was stopped before it was read", st.SubmitTime, st.StartTime)
+	}
+	actx, cancel := context.WithTimeout(ctx, AccountingWait)
+	defer cancel()
+	b := record.Backoff{Initial: 500 * time.Millisecond, Max: 3 * time.Second}
+	for {
+		u, err := acct.Usage(actx, id)
+		if err == nil {
+			return record.NewEfficiency(u, st.SubmitTime, st.StartTime)
+		}
+		lagging := errors.Is(err, backends.ErrNotFound) || errors.Is(err, backends.ErrTransient)
+		if !lagging || !record.SleepCtx(actx, b.Next()) {
+			log.Info("the job's accounting could not be read", "err", err)
+			why := "reading it failed (the step's log says why)"
+			switch {
+			case errors.Is(err, backends.ErrNoAccounting):
+				why = "the cluster keeps none"
+			case lagging:
+				why = "the accounting did not know the job's end within " + AccountingWait.String()
+			}
+			return record.Unavailable(why, st.SubmitTime, st.StartTime)
+		}
+	}
+}
