@@ -168,13 +168,24 @@ func newEnv() (*env, error) {
 		return nil, fmt.Errorf("the cluster does not answer: %w", err)
 	}
 	e.ns = "bridge-e2e-" + randHex(3)
-	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+	if err := e.prepareNamespace(ctx, e.ns); err != nil {
 		return nil, err
+	}
+	return e, nil
+}
+
+// prepareNamespace creates namespace ns with what a user installs there:
+// the shipped WorkflowTemplates and RBAC (kubectl apply -k workflows) and
+// the credentials Secrets, each bound to its origins and opted in to
+// BridgeJobs.
+func (e *env) prepareNamespace(ctx context.Context, ns string) error {
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
 	}
 	// The shipped templates and RBAC, the way the README installs them.
 	if out, err := exec.CommandContext(ctx, e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-k",
-		filepath.Join(e.repo, "workflows"), "-n", e.ns).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("kubectl apply -k workflows: %v: %s", err, out)
+		filepath.Join(e.repo, "workflows"), "-n", ns).CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply -k workflows: %v: %s", err, out)
 	}
 	// Each bound to the origins it serves (README, Security).
 	secrets := map[string]map[string]string{
@@ -187,19 +198,19 @@ func newEnv() (*env, error) {
 	for name, data := range secrets {
 		// Opted in to BridgeJobs (the operator's tenancy model; README, Security).
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bridge-runner.io/allow-bridgejobs": "true"}}, StringData: data}
-		if _, err := e.kube.CoreV1().Secrets(e.ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			return nil, err
+		if _, err := e.kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return err
 		}
 	}
 	// The default ServiceAccount appears when the controller-manager gets to it;
 	// bridge-runner's is applied above. Wait for its token-less existence.
 	if err := poll(ctx, time.Second, func() (bool, error) {
-		_, err := e.kube.CoreV1().ServiceAccounts(e.ns).Get(ctx, "bridge-runner", metav1.GetOptions{})
+		_, err := e.kube.CoreV1().ServiceAccounts(ns).Get(ctx, "bridge-runner", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
-		return nil, fmt.Errorf("ServiceAccount bridge-runner: %w", err)
+		return fmt.Errorf("ServiceAccount bridge-runner: %w", err)
 	}
-	return e, nil
+	return nil
 }
 
 // needRay fails the test under CI=true (skips it elsewhere) when the suite
