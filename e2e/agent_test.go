@@ -183,10 +183,11 @@ func (e *env) startAgentBridgeJobs(t *testing.T, cluster string, n int) []string
 	return names
 }
 
-// waitAgentBridgeJobs waits for every BridgeJob to end and wants it DONE
-// with a job id whose Slurm job COMPLETED.
-func (e *env) waitAgentBridgeJobs(t *testing.T, names []string, timeout time.Duration) {
+// waitAgentBridgeJobs waits for every BridgeJob to end, wants it DONE with
+// a job id, and returns the ids by BridgeJob.
+func (e *env) waitAgentBridgeJobs(t *testing.T, names []string, timeout time.Duration) map[string]string {
 	t.Helper()
+	ids := map[string]string{}
 	res := e.dyn.Resource(bridgeJobs).Namespace(e.ns)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -205,8 +206,22 @@ func (e *env) waitAgentBridgeJobs(t *testing.T, names []string, timeout time.Dur
 			t.Errorf("BridgeJob %s/%s: state %q, job id %q; want DONE with an id\n%s", e.ns, name, state, id, e.kubectlOut("get", "bridgejob", name, "-o", "yaml"))
 			continue
 		}
-		if sj := e.slurmJob(t, id); sj.JobState != "COMPLETED" {
-			t.Errorf("BridgeJob %s: Slurm job %s is %s, want COMPLETED", name, id, sj.JobState)
+		ids[name] = id
+	}
+	return ids
+}
+
+// checkCompleted wants each job id (by BridgeJob) COMPLETED in Slurm's
+// jobs as last seen.
+func checkCompleted(t *testing.T, ids map[string]string, jobs []slurmJob) {
+	t.Helper()
+	state := map[string]string{}
+	for _, j := range jobs {
+		state[fmt.Sprint(j.JobID)] = j.JobState
+	}
+	for name, id := range ids {
+		if state[id] != "COMPLETED" {
+			t.Errorf("BridgeJob %s: Slurm job %s is %q, want COMPLETED", name, id, state[id])
 		}
 	}
 }
@@ -221,21 +236,27 @@ func (e *env) createAgentCluster(t *testing.T, cluster, other string) {
 		"spec": map[string]any{"backend": "slurm", "resourceURL": e.slurmPodURL, "resourceSecret": "slurm-credentials",
 			"agent": map[string]any{"queryInterval": agentInterval.String(), "namespaces": []any{other}}},
 	}}
-	res := e.dyn.Resource(bridgeClusters).Namespace(e.ns)
-	if _, err := res.Create(context.Background(), bc, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating BridgeCluster %s: %v", cluster, err)
+	e.createOwned(t, bridgeClusters, bc)
+}
+
+// createOwned creates o in e's namespace and, when the test ends, deletes
+// it and waits until it is gone: before its namespace and the operator go,
+// since its finalizer is the operator's to remove.
+func (e *env) createOwned(t *testing.T, gvr schema.GroupVersionResource, o *unstructured.Unstructured) {
+	t.Helper()
+	res := e.dyn.Resource(gvr).Namespace(e.ns)
+	if _, err := res.Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
 	}
-	// Gone before its namespace and the operator go: its finalizer (the
-	// agent's grants elsewhere) is the operator's to remove.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = res.Delete(ctx, cluster, metav1.DeleteOptions{})
+		_ = res.Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		if err := poll(ctx, time.Second, func() (bool, error) {
-			_, err := res.Get(ctx, cluster, metav1.GetOptions{})
+			_, err := res.Get(ctx, o.GetName(), metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		}); err != nil {
-			t.Errorf("the BridgeCluster %s is still there a minute after its deletion: %v", cluster, err)
+			t.Errorf("the %s %s is still there a minute after its deletion: %v", o.GetKind(), o.GetName(), err)
 		}
 	})
 }
@@ -252,11 +273,14 @@ func (e *env) createAgentCluster(t *testing.T, cluster, other string) {
 // and no watcher lease exists in either namespace; and the agent kept its
 // budget: its batched queries (its /metrics, through the pod proxy) are at
 // most elapsed/interval + 1, for all the namespaces and jobs together.
+// It holds slurmBridgeJobs while its BridgeJobs run.
 func TestAgentServesTwoNamespaces(t *testing.T) {
 	e := setup(t)
 	t.Parallel()
 	steps, jobs := agentScale(t)
 	e.installOperator(t)
+	slurmBridgeJobs.Lock()
+	defer slurmBridgeJobs.Unlock()
 	start := time.Now()
 	cluster := "e2e-agent-" + randHex(3)
 	a := e.inNamespace(t, "bridge-agent-a-", "")
@@ -267,6 +291,7 @@ func TestAgentServesTwoNamespaces(t *testing.T) {
 	t.Logf("agent %s Ready in %s", pod, time.Since(start).Round(100*time.Millisecond))
 
 	t0 := time.Now()
+	slurm := e.logSlurmJobs(t)
 	before := a.agentMetrics(t, pod)
 	name := "agent-loop-" + randHex(3)
 	wa, wb := a.watchRecords(t, name+"-"), b.watchRecords(t, "bj-agent-")
@@ -275,15 +300,17 @@ func TestAgentServesTwoNamespaces(t *testing.T) {
 	a.dumpOnFailure(t, "workflow", name)
 	bjs := b.startAgentBridgeJobs(t, cluster, jobs)
 	a.apply(t, loopWorkflow(name, steps, fiftyParallel, params, false))
+	ids := b.waitAgentBridgeJobs(t, bjs, 10*time.Minute)
 	done := a.waitDone(t, name, 20*time.Minute)
 	wfWall := time.Since(t0)
-	b.waitAgentBridgeJobs(t, bjs, 5*time.Minute)
 	after := a.agentMetrics(t, pod)
 	elapsed := time.Since(t0)
 	wa.end()
 	wb.end()
+	jobsSeen := slurm.end()
 
-	a.checkAgentLoop(t, done, wa, steps)
+	checkCompleted(t, ids, jobsSeen)
+	a.checkAgentLoop(t, done, wa, steps, jobsSeen)
 	checkFollowedAgent(t, wa, steps, a.ns)
 	checkFollowedAgent(t, wb, jobs, b.ns)
 	if s := a.heartbeatSeq(t, cluster); s <= seqA {
@@ -300,7 +327,7 @@ func TestAgentServesTwoNamespaces(t *testing.T) {
 // checkAgentLoop: the Workflow Succeeded, each of its n items DONE with a
 // job of its own, exactly one COMPLETED Slurm job per record, and no
 // invoke led an in-step watcher.
-func (e *env) checkAgentLoop(t *testing.T, done *unstructured.Unstructured, w *recordWatch, n int) {
+func (e *env) checkAgentLoop(t *testing.T, done *unstructured.Unstructured, w *recordWatch, n int, jobs []slurmJob) {
 	t.Helper()
 	if got := phaseOf(done); got != "Succeeded" {
 		t.Errorf("workflow %s phase = %s, want Succeeded", done.GetName(), got)
@@ -317,7 +344,7 @@ func (e *env) checkAgentLoop(t *testing.T, done *unstructured.Unstructured, w *r
 	if len(items) != n || len(ids) != n {
 		t.Errorf("%d items with %d distinct Slurm jobs, want %d and %d", len(items), len(ids), n, n)
 	}
-	e.checkOneJobPerRecord(t, w, n)
+	e.checkOneJobPerRecord(t, w, n, jobs)
 	var f loopFigures
 	e.invokeLogFigures(t, done.GetName(), n, &f)
 	if f.watching != 0 {

@@ -301,25 +301,85 @@ type slurmJob struct {
 // slurmJobs lists the jobs slurmctld knows (finished ones stay for MinJobAge).
 func (e *env) slurmJobs(t *testing.T) []slurmJob {
 	t.Helper()
+	jobs, err := e.listSlurmJobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+func (e *env) listSlurmJobs() ([]slurmJob, error) {
 	req, _ := http.NewRequest(http.MethodGet, e.slurmURL+"/slurm/v0.0.38/jobs", nil)
 	req.Header.Set("X-SLURM-USER-NAME", e.slurmUser)
 	req.Header.Set("X-SLURM-USER-TOKEN", e.slurmToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("slurmrestd: %v", err)
+		return nil, fmt.Errorf("slurmrestd: %v", err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("slurmrestd: %s: %s", resp.Status, body)
+		return nil, fmt.Errorf("slurmrestd: %s: %s", resp.Status, body)
 	}
 	var jr struct {
 		Jobs []slurmJob `json:"jobs"`
 	}
 	if err := json.Unmarshal(body, &jr); err != nil {
-		t.Fatalf("slurmrestd: %v", err)
+		return nil, fmt.Errorf("slurmrestd: %v", err)
 	}
-	return jr.Jobs
+	return jr.Jobs, nil
+}
+
+// slurmLog keeps every job slurmctld listed while a long test ran, each as
+// last seen: slurmctld forgets a finished job after MinJobAge (300 s), so
+// a test longer than that reads its early jobs from here.
+type slurmLog struct {
+	mu   sync.Mutex
+	jobs map[int64]slurmJob
+	stop func()
+	done chan struct{}
+}
+
+// logSlurmJobs lists Slurm's jobs every 10 s until the test ends (or
+// stop), and once more at stop.
+func (e *env) logSlurmJobs(t *testing.T) *slurmLog {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &slurmLog{jobs: map[int64]slurmJob{}, stop: cancel, done: make(chan struct{})}
+	take := func() {
+		if jobs, err := e.listSlurmJobs(); err == nil {
+			l.mu.Lock()
+			for _, j := range jobs {
+				l.jobs[j.JobID] = j
+			}
+			l.mu.Unlock()
+		}
+	}
+	go func() {
+		defer close(l.done)
+		for ctx.Err() == nil {
+			take()
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+		take()
+	}()
+	t.Cleanup(func() { l.end() })
+	return l
+}
+
+// end stops the log after one last listing; it returns every job seen.
+func (l *slurmLog) end() []slurmJob {
+	l.stop()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]slurmJob, 0, len(l.jobs))
+	for _, j := range l.jobs {
+		out = append(out, j)
+	}
+	return out
 }
 
 // slurmJob returns the job with the given id.

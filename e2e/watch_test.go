@@ -177,7 +177,7 @@ func (e *env) runLoop(t *testing.T, name string, watcherOff bool) loopFigures {
 	if len(items) != fiftySteps || len(ids) != fiftySteps {
 		t.Errorf("%d items with %d distinct Slurm jobs, want %d and %d", len(items), len(ids), fiftySteps, fiftySteps)
 	}
-	e.checkOneJobPerRecord(t, w, fiftySteps)
+	e.checkOneJobPerRecord(t, w, fiftySteps, e.slurmJobs(t))
 	f.leases = len(w.leases)
 	for _, r := range w.records {
 		if r.observed != "" {
@@ -218,11 +218,11 @@ func uncompressNodes(t *testing.T, wf *unstructured.Unstructured) {
 }
 
 // checkOneJobPerRecord: each of the n records stamped its key into
-// exactly one Slurm job, which COMPLETED.
-func (e *env) checkOneJobPerRecord(t *testing.T, w *recordWatch, n int) {
+// exactly one of Slurm's jobs, which COMPLETED.
+func (e *env) checkOneJobPerRecord(t *testing.T, w *recordWatch, n int, jobs []slurmJob) {
 	t.Helper()
 	byKey := map[string][]slurmJob{}
-	for _, j := range e.slurmJobs(t) {
+	for _, j := range jobs {
 		if !strings.HasPrefix(j.Name, "stageout-") {
 			byKey[j.Comment] = append(byKey[j.Comment], j)
 		}
