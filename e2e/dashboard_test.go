@@ -193,6 +193,9 @@ func TestDashboardOnRealPrometheus(t *testing.T) {
 	t.Parallel()
 	qs := dashboardQueries(t, e.repo)
 	e.installOperator(t)
+	// The watch starts with the workload: the lock may wait for others'.
+	slurmBridgeJobs.Lock()
+	defer slurmBridgeJobs.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	w := &dashboardWatch{seen: map[string]bool{}, refused: map[string]string{}}
@@ -223,7 +226,8 @@ func TestDashboardOnRealPrometheus(t *testing.T) {
 // both BridgeClusters at the suite's Slurm (partition debug, the only one
 // here), the Secrets with its credentials, the job's working directory the
 // suite's. The BridgeJob must end DONE on one of them, its record naming
-// the place chosen, and its Slurm job COMPLETED.
+// the place chosen, and its Slurm job COMPLETED. The caller holds
+// slurmBridgeJobs.
 func (e *env) runPlacementExample(t *testing.T) {
 	t.Helper()
 	for _, s := range e.example(t, "placement", "secret.yaml") {
@@ -250,8 +254,6 @@ func (e *env) runPlacementExample(t *testing.T) {
 	bj.SetName("placed-" + randHex(3))
 	props := fmt.Sprintf(`{"nodes":1,"time_limit":30,"current_working_directory":%q}`, e.slurmWorkDir)
 	_ = unstructured.SetNestedField(bj.Object, props, "spec", "jobproperties")
-	slurmBridgeJobs.Lock()
-	defer slurmBridgeJobs.Unlock()
 	e.runBridgeJob(t, bj, func(id string) {
 		if sj := e.slurmJob(t, id); sj.JobState != "COMPLETED" {
 			t.Errorf("the placed job %s is %s, want COMPLETED", id, sj.JobState)
