@@ -168,13 +168,24 @@ func newEnv() (*env, error) {
 		return nil, fmt.Errorf("the cluster does not answer: %w", err)
 	}
 	e.ns = "bridge-e2e-" + randHex(3)
-	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+	if err := e.prepareNamespace(ctx, e.ns); err != nil {
 		return nil, err
+	}
+	return e, nil
+}
+
+// prepareNamespace creates namespace ns with what a user installs there:
+// the shipped WorkflowTemplates and RBAC (kubectl apply -k workflows) and
+// the credentials Secrets, each bound to its origins and opted in to
+// BridgeJobs.
+func (e *env) prepareNamespace(ctx context.Context, ns string) error {
+	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
 	}
 	// The shipped templates and RBAC, the way the README installs them.
 	if out, err := exec.CommandContext(ctx, e.kubectl, "--kubeconfig", e.kubeconfig, "apply", "-k",
-		filepath.Join(e.repo, "workflows"), "-n", e.ns).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("kubectl apply -k workflows: %v: %s", err, out)
+		filepath.Join(e.repo, "workflows"), "-n", ns).CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply -k workflows: %v: %s", err, out)
 	}
 	// Each bound to the origins it serves (README, Security).
 	secrets := map[string]map[string]string{
@@ -187,19 +198,19 @@ func newEnv() (*env, error) {
 	for name, data := range secrets {
 		// Opted in to BridgeJobs (the operator's tenancy model; README, Security).
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bridge-runner.io/allow-bridgejobs": "true"}}, StringData: data}
-		if _, err := e.kube.CoreV1().Secrets(e.ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			return nil, err
+		if _, err := e.kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return err
 		}
 	}
 	// The default ServiceAccount appears when the controller-manager gets to it;
 	// bridge-runner's is applied above. Wait for its token-less existence.
 	if err := poll(ctx, time.Second, func() (bool, error) {
-		_, err := e.kube.CoreV1().ServiceAccounts(e.ns).Get(ctx, "bridge-runner", metav1.GetOptions{})
+		_, err := e.kube.CoreV1().ServiceAccounts(ns).Get(ctx, "bridge-runner", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
-		return nil, fmt.Errorf("ServiceAccount bridge-runner: %w", err)
+		return fmt.Errorf("ServiceAccount bridge-runner: %w", err)
 	}
-	return e, nil
+	return nil
 }
 
 // needRay fails the test under CI=true (skips it elsewhere) when the suite
@@ -290,25 +301,85 @@ type slurmJob struct {
 // slurmJobs lists the jobs slurmctld knows (finished ones stay for MinJobAge).
 func (e *env) slurmJobs(t *testing.T) []slurmJob {
 	t.Helper()
+	jobs, err := e.listSlurmJobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+func (e *env) listSlurmJobs() ([]slurmJob, error) {
 	req, _ := http.NewRequest(http.MethodGet, e.slurmURL+"/slurm/v0.0.38/jobs", nil)
 	req.Header.Set("X-SLURM-USER-NAME", e.slurmUser)
 	req.Header.Set("X-SLURM-USER-TOKEN", e.slurmToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("slurmrestd: %v", err)
+		return nil, fmt.Errorf("slurmrestd: %v", err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("slurmrestd: %s: %s", resp.Status, body)
+		return nil, fmt.Errorf("slurmrestd: %s: %s", resp.Status, body)
 	}
 	var jr struct {
 		Jobs []slurmJob `json:"jobs"`
 	}
 	if err := json.Unmarshal(body, &jr); err != nil {
-		t.Fatalf("slurmrestd: %v", err)
+		return nil, fmt.Errorf("slurmrestd: %v", err)
 	}
-	return jr.Jobs
+	return jr.Jobs, nil
+}
+
+// slurmLog keeps every job slurmctld listed while a long test ran, each as
+// last seen: slurmctld forgets a finished job after MinJobAge (300 s), so
+// a test longer than that reads its early jobs from here.
+type slurmLog struct {
+	mu   sync.Mutex
+	jobs map[int64]slurmJob
+	stop func()
+	done chan struct{}
+}
+
+// logSlurmJobs lists Slurm's jobs every 10 s until the test ends (or
+// stop), and once more at stop.
+func (e *env) logSlurmJobs(t *testing.T) *slurmLog {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &slurmLog{jobs: map[int64]slurmJob{}, stop: cancel, done: make(chan struct{})}
+	take := func() {
+		if jobs, err := e.listSlurmJobs(); err == nil {
+			l.mu.Lock()
+			for _, j := range jobs {
+				l.jobs[j.JobID] = j
+			}
+			l.mu.Unlock()
+		}
+	}
+	go func() {
+		defer close(l.done)
+		for ctx.Err() == nil {
+			take()
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+		take()
+	}()
+	t.Cleanup(func() { l.end() })
+	return l
+}
+
+// end stops the log after one last listing; it returns every job seen.
+func (l *slurmLog) end() []slurmJob {
+	l.stop()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]slurmJob, 0, len(l.jobs))
+	for _, j := range l.jobs {
+		out = append(out, j)
+	}
+	return out
 }
 
 // slurmJob returns the job with the given id.

@@ -25,6 +25,11 @@ var (
 	operatorErr  string
 )
 
+// slurmBridgeJobs is held by every test that makes BridgeJobs on the
+// suite's Slurm: TestOperatorSlurmBridgeJob counts the operator's Slurm
+// figures exactly, which only holds while its job is the only one.
+var slurmBridgeJobs sync.Mutex
+
 // installOperator applies deploy/operator the way the README says, with
 // the image under test, once; the suite removes it at its end.
 func (e *env) installOperator(t *testing.T) {
@@ -177,6 +182,8 @@ func TestOperatorSlurmBridgeJob(t *testing.T) {
 		"jobdata": map[string]any{"jobscript": "#!/bin/bash\necho operator job $SLURM_JOB_ID\nsleep 10\n", "scriptlocation": "inline"},
 	})
 	e.installOperator(t)
+	slurmBridgeJobs.Lock()
+	defer slurmBridgeJobs.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// Ready replicas may still stand by: wait for the Lease's holder.

@@ -177,7 +177,7 @@ func (e *env) runLoop(t *testing.T, name string, watcherOff bool) loopFigures {
 	if len(items) != fiftySteps || len(ids) != fiftySteps {
 		t.Errorf("%d items with %d distinct Slurm jobs, want %d and %d", len(items), len(ids), fiftySteps, fiftySteps)
 	}
-	e.checkOneJobPerRecord(t, w)
+	e.checkOneJobPerRecord(t, w, fiftySteps, e.slurmJobs(t))
 	f.leases = len(w.leases)
 	for _, r := range w.records {
 		if r.observed != "" {
@@ -187,7 +187,7 @@ func (e *env) runLoop(t *testing.T, name string, watcherOff bool) loopFigures {
 			f.grouped++
 		}
 	}
-	e.invokeLogFigures(t, name, &f)
+	e.invokeLogFigures(t, name, fiftySteps, &f)
 	return f
 }
 
@@ -217,12 +217,12 @@ func uncompressNodes(t *testing.T, wf *unstructured.Unstructured) {
 	}
 }
 
-// checkOneJobPerRecord: each of the fifty records stamped its key into
-// exactly one Slurm job, which COMPLETED.
-func (e *env) checkOneJobPerRecord(t *testing.T, w *recordWatch) {
+// checkOneJobPerRecord: each of the n records stamped its key into
+// exactly one of Slurm's jobs, which COMPLETED.
+func (e *env) checkOneJobPerRecord(t *testing.T, w *recordWatch, n int, jobs []slurmJob) {
 	t.Helper()
 	byKey := map[string][]slurmJob{}
-	for _, j := range e.slurmJobs(t) {
+	for _, j := range jobs {
 		if !strings.HasPrefix(j.Name, "stageout-") {
 			byKey[j.Comment] = append(byKey[j.Comment], j)
 		}
@@ -238,14 +238,15 @@ func (e *env) checkOneJobPerRecord(t *testing.T, w *recordWatch) {
 			t.Errorf("the record %s: Slurm jobs with its key %+v, want exactly one COMPLETED", name, js)
 		}
 	}
-	if len(w.records) != fiftySteps || keys != fiftySteps {
-		t.Errorf("saw %d records (%d with a key), want %d", len(w.records), keys, fiftySteps)
+	if len(w.records) != n || keys != n {
+		t.Errorf("saw %d records (%d with a key), want %d", len(w.records), keys, n)
 	}
 }
 
-// invokeLogFigures reads every invoke pod's log (retries included): who
-// watched the group, and the requests each sent.
-func (e *env) invokeLogFigures(t *testing.T, name string, f *loopFigures) {
+// invokeLogFigures reads every invoke pod's log (retries included) of the
+// Workflow name of n steps: who watched the group, and the requests each
+// sent.
+func (e *env) invokeLogFigures(t *testing.T, name string, n int, f *loopFigures) {
 	t.Helper()
 	ctx := context.Background()
 	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=" + name})
@@ -282,8 +283,8 @@ func (e *env) invokeLogFigures(t *testing.T, name string, f *loopFigures) {
 			t.Errorf("invoke pod %s logged no \"requests sent\" line", p.Name)
 		}
 	}
-	if f.invokePods < fiftySteps {
-		t.Errorf("%d invoke pods, want at least %d", f.invokePods, fiftySteps)
+	if f.invokePods < n {
+		t.Errorf("%d invoke pods, want at least %d", f.invokePods, n)
 	}
 }
 

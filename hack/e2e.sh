@@ -3,8 +3,10 @@
 # stops) a real Slurm with slurmrestd, a real S3 server and a real Ray (Jobs API,
 # token auth) listening on the node's own address as well (Ray: its Jobs API
 # only), a real single-node Kubernetes with Argo Workflows
-# (hack/cluster-up.sh), builds the bridge-runner image and loads it, runs the Go
-# tests in e2e/, and tears everything down, leaving the host as it found it.
+# (hack/cluster-up.sh), a real Prometheus scraping the operator and the agents
+# (hack/prometheus-up.sh; Debian's package, installed if missing), builds the
+# bridge-runner image and loads it, runs the Go tests in e2e/, and tears
+# everything down, leaving the host as it found it.
 #
 #   make e2e                     # what CI runs (CI=true: a missing service fails)
 #   KEEP_E2E=1 bash hack/e2e.sh  # leave everything up afterwards, for re-runs
@@ -61,12 +63,13 @@ teardown() {
   fi
   wait "$SAMPLER" 2>/dev/null || true
   if [ "${KEEP_E2E:-0}" = 1 ]; then
-    log "KEEP_E2E=1: leaving the cluster, Slurm, S3 and Ray up (hack/cluster-down.sh, slurm-down.sh --purge, s3-down.sh, ray-down.sh stop them)"
+    log "KEEP_E2E=1: leaving the cluster, Slurm, S3, Ray and Prometheus up (hack/prometheus-down.sh, cluster-down.sh, slurm-down.sh --purge, s3-down.sh, ray-down.sh stop them)"
   else
     local td; td=$(now_ms)
     # Ray's processes take 5-13 s to end (some ignore SIGTERM): meanwhile the cluster goes.
     bash "$HACK/ray-down.sh" 9>&- &
     local ray_down=$!
+    bash "$HACK/prometheus-down.sh" || true
     if ! bash "$HACK/cluster-down.sh"; then
       log "cluster-down.sh reported a problem"
       [ "$rc" != 0 ] || rc=1
@@ -119,6 +122,16 @@ bash "$HACK/cluster-up.sh" >/dev/null
 # shellcheck disable=SC1091
 source "$BRIDGE_CLUSTER_DIR/env"
 mark "cluster up (incl. build)" "$ts"
+
+# A real Prometheus (Debian's) scraping the operator's and the agents' pods
+# through the API server's pod proxy during the tests, queried on 127.0.0.1
+# by the dashboard test; installed on a fresh machine by the script itself.
+ts=$(now_ms)
+export BRIDGE_PROMETHEUS_DIR=${BRIDGE_E2E_PROMETHEUS_DIR:-/tmp/bridge-runner-e2e-prometheus}
+bash "$HACK/prometheus-up.sh" >/dev/null
+# shellcheck disable=SC1091
+source "$BRIDGE_PROMETHEUS_DIR/env"
+mark "prometheus up" "$ts"
 
 # The other Argo versions' binaries (on a cold cache 5-8 min of CPU from the Go module
 # proxy) build in the background, behind the first suite, which mostly waits on pods

@@ -43,6 +43,13 @@ const (
 	agentMetricsPort = 8080
 )
 
+// imageGroup is the group of the image's user (Dockerfile: USER
+// 65532:65532). The agent's pod runs with it as fsGroup: the kubelet then
+// gives the Secret's files (mode 0400, owned by root) to that group,
+// readable, so the non-root agent can read its credentials (without it the
+// agent exited "holds no credentials" in a real cluster).
+const imageGroup = 65532
+
 // The agent's budget (spec.agent.queryInterval): the least time between two
 // batched queries to the cluster, whatever the number of jobs and
 // namespaces. From several a second down to one per half an hour: sites
@@ -154,7 +161,7 @@ func ownedByCluster(obj metav1.Object, bc *BridgeCluster) bool {
 func (r *reconciler) agentDeployment(bc *BridgeCluster, backend string, interval time.Duration, namespaces []string) *Deployment {
 	name := AgentName(bc.Name)
 	yes, no := true, false
-	one, mode := int32(1), int32(0o400)
+	one, mode, group := int32(1), int32(0o400), int64(imageGroup)
 	c := AgentContainer{Name: "agent", Image: r.o.JobImage, ImagePullPolicy: r.o.JobImagePullPolicy,
 		Args: agentArgs(bc, backend, interval, namespaces),
 		Env:  []kube.EnvVar{fieldEnv("POD_NAMESPACE", "metadata.namespace")},
@@ -178,7 +185,7 @@ func (r *reconciler) agentDeployment(bc *BridgeCluster, backend string, interval
 	d.Spec.Strategy.Type = "Recreate"
 	d.Spec.Template.Metadata.Labels = agentLabels(bc)
 	d.Spec.Template.Spec = AgentPodSpec{ServiceAccountName: name, AutomountServiceAccountToken: &yes,
-		SecurityContext: &PodSecurityContext{RunAsNonRoot: &yes, SeccompProfile: &SeccompProfile{Type: "RuntimeDefault"}},
+		SecurityContext: &PodSecurityContext{RunAsNonRoot: &yes, FSGroup: &group, SeccompProfile: &SeccompProfile{Type: "RuntimeDefault"}},
 		Containers:      []AgentContainer{c},
 		Volumes:         []AgentVolume{{Name: "cluster", Secret: &SecretVolumeSource{SecretName: bc.Spec.ResourceSecret, DefaultMode: &mode}}},
 	}

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +212,12 @@ func checkAgentShape(t *testing.T, d *Deployment, bc *BridgeCluster, secret stri
 	}
 	if sc := p.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.SeccompProfile == nil || sc.SeccompProfile.Type != "RuntimeDefault" {
 		t.Errorf("the pod's securityContext %+v", sc)
+	}
+	// The Secret's files are root's at 0400: without the image user's
+	// group as fsGroup the non-root agent cannot read them (it crashed so
+	// in the e2e cluster).
+	if sc := p.SecurityContext; sc == nil || sc.FSGroup == nil || *sc.FSGroup != 65532 {
+		t.Errorf("the pod's securityContext %+v, want fsGroup 65532 (the image's user's group) so that the agent reads its 0400 Secret", sc)
 	}
 	if len(p.Containers) != 1 || len(p.Volumes) != 1 {
 		t.Fatalf("%d containers and %d volumes, want one of each", len(p.Containers), len(p.Volumes))
@@ -638,5 +648,22 @@ func TestAgentArgsAreTheContract(t *testing.T) {
 		if _, err := agentInterval(bc); err == nil || !strings.HasPrefix(err.Error(), "spec.agent.queryInterval: ") {
 			t.Errorf("queryInterval %q: %v, want an error naming spec.agent.queryInterval", bad, err)
 		}
+	}
+}
+
+// TestAgentGroupIsTheImages: the agent pod's fsGroup is the group of the
+// image's user, as the Dockerfile sets it (another group could not read
+// the Secret's 0400 files).
+func TestAgentGroupIsTheImages(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^USER \d+:(\d+)\s*$`).FindAllSubmatch(b, -1)
+	if len(m) != 1 {
+		t.Fatalf("the Dockerfile has %d USER uid:gid lines, want one", len(m))
+	}
+	if got := string(m[0][1]); got != strconv.Itoa(imageGroup) {
+		t.Errorf("the Dockerfile's user's group is %s, the agent's fsGroup %d; make them the same", got, imageGroup)
 	}
 }

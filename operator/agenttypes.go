@@ -57,6 +57,7 @@ type AgentPodSpec struct {
 
 type PodSecurityContext struct {
 	RunAsNonRoot   *bool           `json:"runAsNonRoot,omitempty"`
+	FSGroup        *int64          `json:"fsGroup,omitempty"`
 	SeccompProfile *SeccompProfile `json:"seccompProfile,omitempty"`
 }
 
