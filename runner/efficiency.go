@@ -18,13 +18,14 @@ const AccountingWait = 10 * time.Second
 
 // recordEfficiency reads what the ended job used (backends.Accountant),
 // within AccountingWait and never after SIGTERM, and writes it to the
-// result and, when the backend has accounting to read, to the record (the
-// queue wait alone is in the record's times already: no write for it). It
-// is best-effort: no failure here changes the step's outcome; it is logged.
+// result and to the record. A backend that keeps no accounting (local,
+// Ray, LSF, Quantum) gets no efficiency at all, not an "unavailable" one:
+// nothing was expected of it, and the queue wait is in the record's times
+// and outputs already. It is best-effort: no failure here changes the
+// step's outcome; it is logged.
 func (r *run) recordEfficiency(ctx context.Context, be backends.Backend, id string, st backends.Status, log *slog.Logger) {
 	acct, ok := unwrapArray(be).(backends.Accountant)
 	if !ok {
-		r.result.Efficiency = record.Unavailable("this backend reads no accounting", st.SubmitTime, st.StartTime).String()
 		return
 	}
 	r.result.Efficiency = r.efficiency(ctx, acct, id, st, log).String()
