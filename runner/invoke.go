@@ -279,7 +279,9 @@ func (r *run) setUp(ctx context.Context) (*record.Description, backends.Backend,
 	if err != nil {
 		return nil, nil, err
 	}
-	r.arr, _ = be.(*arrayBackend)
+	if r.arr, _ = be.(*arrayBackend); r.arr != nil {
+		r.arr.size = recordedChunkSize(r.rec.Data[record.KeyArrayChunks])
+	}
 	if desc.UsesS3() {
 		r.s3, err = NewS3Store(S3Config{Endpoint: desc.S3.Endpoint, Secure: desc.S3.Secure, Region: desc.S3.Region,
 			Credentials: DirCredentials{Dir: r.S3.CredentialsDir, Secrets: r.Secrets}, CAFile: r.S3.CAFile, Insecure: r.S3.Insecure})
@@ -441,7 +443,16 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 	if finder == nil {
 		log.Warn("this backend cannot find jobs by key: a crash between submit and recording the id could submit twice")
 	}
-	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
+	findAny := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
+	// Only a whole array is adopted: the chunks an invoker that died
+	// left unsubmitted are submitted by submitChunks.
+	find := func(ctx context.Context) (string, error) {
+		id, err := findAny(ctx)
+		if err == nil && r.arr != nil && !r.arr.complete(ctx, id) {
+			id = ""
+		}
+		return id, err
+	}
 	for {
 		if id := r.rec.Data[record.KeyID]; id != "" {
 			if err := r.checkID(ctx, be, id); err != nil {
@@ -451,7 +462,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 			return id, nil
 		}
 		if killRequested(r.rec.Data) {
-			return r.killedBeforeID(ctx, find, key, log)
+			return r.killedBeforeID(ctx, findAny, key, log)
 		}
 		cur, hasIntent := parseIntent(r.rec.Data[record.KeyIntent])
 		if hasIntent && cur.holder != r.Holder {
@@ -585,7 +596,7 @@ func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string
 	if err != nil {
 		return "", err
 	}
-	id, err := r.submit(ctx, be, job, find, log)
+	id, err := r.submitJob(ctx, be, job, find, log)
 	if err != nil {
 		return "", err
 	}
