@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -89,4 +90,24 @@ func TestSlurmArrayChunkCrashesSubmitOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSSHSlurmArrayPastMaxArraySize: over SSH the limit is scontrol show
+// config's MaxArraySize (1001 on the suite's 22.05): the array crossing
+// it runs as two native arrays, each task with the user's index.
+func TestSSHSlurmArrayPastMaxArraySize(t *testing.T) {
+	clearEnv(t)
+	srv := testssh.Default(t)
+	state := t.TempDir()
+	code, text := runBinary(t, "invoke", "--state-dir", state, "--job-name", "ssh-array-limit", "--backend", "slurm",
+		"--resource-url", srv.URL, "--credentials-dir", srv.CredsDir, "--script", chunkIndexScript,
+		"--array", "0,1000-1002", "--update-interval", "1")
+	require.Equal(t, 1, code, "one task fails: exit 1: %s", text)
+	sum := summary(t, text)
+	assert.Equal(t, "DONE=3 FAILED=1", sum["arrayCounts"], text)
+	assert.Equal(t, "1002", sum["arrayFailed"], text)
+	rec, err := record.NewFileStore(state, "ssh-array-limit").Get(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(rec.Data[record.KeyArrayChunks], "\n"), "size and two chunks: %q", rec.Data[record.KeyArrayChunks])
+	assert.True(t, strings.HasPrefix(rec.Data[record.KeyArrayChunks], "size 1001\n"), rec.Data[record.KeyArrayChunks])
 }
