@@ -52,6 +52,9 @@ type Load struct {
 	// placement then compares jobs and CPUs.
 	PendingCPUSeconds, RunningCPUSeconds int64
 	CPUSecondsKnown                      bool
+	// JobCPUSeconds is this job's own work: its CPUs times its time limit
+	// (every task of an array); 0 when the probe cannot tell.
+	JobCPUSeconds int64
 	// JobCPUs is what this job asks for (every task of an array together,
 	// up to its parallel limit), as the backend reads its properties.
 	JobCPUs int

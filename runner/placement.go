@@ -94,7 +94,7 @@ func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate
 			return nil, -1, err
 		}
 		sh := cands[choice].share
-		if sh == nil || round >= maxChoices || sh.reserve(context.WithoutCancel(ctx), max(cands[choice].load.JobCPUs, 1)) {
+		if sh == nil || round >= maxChoices || sh.reserve(context.WithoutCancel(ctx), cands[choice].load) {
 			return cands, choice, nil
 		}
 	}

@@ -111,3 +111,17 @@ func TestPlacementWeighsCPUSeconds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, i, "one probe without CPU-seconds: counts decide")
 }
+
+// A shared probe's figures carry the work of the jobs placed since: their
+// CPU-seconds are ahead of the next job; one placed without a time makes
+// the sum unknown (counts decide then).
+func TestSharedLoadCountsPlacedCPUSeconds(t *testing.T) {
+	l := load(0, 4, 1)
+	l.PendingCPUSeconds, l.CPUSecondsKnown = 600, true
+	e := shareEntry{Load: l, PlacedJobs: 2, PlacedCPUs: 2, PlacedCPUSeconds: 7200}
+	got := e.withPlaced()
+	assert.Equal(t, int64(7800), got.PendingCPUSeconds)
+	assert.True(t, got.CPUSecondsKnown)
+	e.PlacedUntimed = 1
+	assert.False(t, e.withPlaced().CPUSecondsKnown)
+}

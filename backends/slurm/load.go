@@ -32,6 +32,7 @@ type demand struct {
 	nodes       int   // the minimum node count
 	minutes     int64 // the time limit; 0 unset (the partition's default), -1 none
 	parallel    int   // tasks of an array that may run at once (1 for a job)
+	count       int   // tasks of an array (1 for a job)
 }
 
 // taskCPUs is one job's (one array task's) CPUs: every task's, and at
@@ -44,12 +45,25 @@ func (d demand) taskCPUs() int {
 // together, up to its parallel limit (backends.Load.JobCPUs).
 func (d demand) jobCPUs() int { return d.taskCPUs() * max(d.parallel, 1) }
 
+// cpuSeconds is the job's work at p: every task's CPUs times its time
+// limit (p's MaxTime when it sets none); 0 when neither is known.
+func (d demand) cpuSeconds(p partLoad) int64 {
+	m := d.minutes
+	if m == 0 {
+		m = p.maxMinutes
+	}
+	if m <= 0 {
+		return 0
+	}
+	return int64(d.taskCPUs()) * int64(max(d.count, 1)) * m * 60
+}
+
 // newDemand is a job's demand before its fields are read: one task of one
 // CPU, as Slurm assumes.
 func newDemand(array *backends.Array) demand {
-	d := demand{tasks: 1, cpusPerTask: 1, parallel: 1}
+	d := demand{tasks: 1, cpusPerTask: 1, parallel: 1, count: 1}
 	if array != nil {
-		d.parallel = array.Count()
+		d.parallel, d.count = array.Count(), array.Count()
 		if array.MaxParallel > 0 && array.MaxParallel < d.parallel {
 			d.parallel = array.MaxParallel
 		}
@@ -204,7 +218,7 @@ func judge(d demand, parts []partLoad) backends.Load {
 	l := backends.Load{Fits: fits, Queue: strings.Join(names, ","), FreeCPUs: p.freeCPUs, TotalCPUs: p.capacity(),
 		FreeNodes: p.freeNodes, TotalNodes: p.totalNodes, PendingJobs: p.pending, RunningJobs: p.running,
 		PendingCPUs: p.pendCPUs, JobCPUs: d.jobCPUs(),
-		PendingCPUSeconds: p.pendSecs, RunningCPUSeconds: p.runSecs, CPUSecondsKnown: !p.noSecs}
+		PendingCPUSeconds: p.pendSecs, RunningCPUSeconds: p.runSecs, CPUSecondsKnown: !p.noSecs, JobCPUSeconds: d.cpuSeconds(p)}
 	if !fits {
 		l.Why = strings.Join(why, "; ")
 	}

@@ -272,3 +272,18 @@ func TestSlurmDuration(t *testing.T) {
 		assert.Equal(t, want, slurmDuration(in), in)
 	}
 }
+
+// The job's own work: every task's CPUs times its time limit, or the
+// partition's MaxTime when it gives none; unknown (0) without either.
+func TestDemandCPUSeconds(t *testing.T) {
+	a, err := backends.ParseArray("0-9%2")
+	require.NoError(t, err)
+	d := newDemand(&a)
+	d.cpusPerTask, d.minutes = 2, 3
+	p := newPartLoad("a")
+	assert.Equal(t, int64(10*2*180), d.cpuSeconds(p))
+	d.minutes = 0
+	assert.Zero(t, d.cpuSeconds(p))
+	p.maxMinutes = 60
+	assert.Equal(t, int64(10*2*3600), d.cpuSeconds(p))
+}
