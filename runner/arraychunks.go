@@ -100,7 +100,8 @@ func (a *arrayBackend) plan(ctx context.Context) ([]backends.Array, error) {
 }
 
 // findChunks finds the chunks submitted with key's chunk keys: their id
-// ("" when none is found), and whether every chunk was.
+// ("" when none is found), and whether every chunk was. It stops at the
+// first chunk not found.
 func (a *arrayBackend) findChunks(ctx context.Context, key string, chunks []backends.Array) (string, bool, error) {
 	f, ok := a.Backend.(backends.Finder)
 	if !ok {
@@ -112,9 +113,10 @@ func (a *arrayBackend) findChunks(ctx context.Context, key string, chunks []back
 		if err != nil {
 			return "", false, err
 		}
-		if id != "" {
-			refs = append(refs, chunkRef{id, c.Offset})
+		if id == "" {
+			break // chunk k+1 is submitted only once chunk k is
 		}
+		refs = append(refs, chunkRef{id, c.Offset})
 	}
 	if len(refs) == 0 {
 		return "", false, nil

@@ -129,6 +129,26 @@ func TestArrayChunksResumeWhereTheyStopped(t *testing.T) {
 	assert.Equal(t, "fake-1@0+fake-2@2+fake-3@4", again.Result().ID)
 }
 
+// cleanup of a run stopped between chunks cancels the chunks that run
+// (found by their keys: the record has no id yet) and deletes the record.
+func TestArrayChunksStoppedThenCleanedUp(t *testing.T) {
+	h := newHarness(t, nil)
+	h.fake.ArrayMax = 2
+	refuse := &refuseChunk{noLimitArrays: noLimitArrays{h.fake}, offset: 4}
+	reg := backends.NewRegistry()
+	require.NoError(t, reg.Register("fake", func(backends.Config) (backends.Backend, error) { return refuse, nil }))
+	h.reg = reg
+	spec := h.spec(`{"run":"60s"}`)
+	spec.Array = "0-5"
+	require.Error(t, h.invoker(spec).Run(context.Background()))
+	res, err := h.cleaner().Run(context.Background())
+	require.NoError(t, err)
+	assert.True(t, res.Cancelled)
+	assert.True(t, res.Deleted)
+	assert.Equal(t, "fake-1@0+fake-2@2", res.ID, "the chunks submitted, found by their keys")
+	assert.Equal(t, 2, h.fake.Count("cancel"), "each chunk that runs is cancelled")
+}
+
 // refuseChunk refuses the chunk at offset once, as a cluster refuses an
 // array it cannot take.
 type refuseChunk struct {

@@ -279,9 +279,7 @@ func (r *run) setUp(ctx context.Context) (*record.Description, backends.Backend,
 	if err != nil {
 		return nil, nil, err
 	}
-	if r.arr, _ = be.(*arrayBackend); r.arr != nil {
-		r.arr.size = recordedChunkSize(r.rec.Data[record.KeyArrayChunks])
-	}
+	r.arr, _ = be.(*arrayBackend)
 	if desc.UsesS3() {
 		r.s3, err = NewS3Store(S3Config{Endpoint: desc.S3.Endpoint, Secure: desc.S3.Secure, Region: desc.S3.Region,
 			Credentials: DirCredentials{Dir: r.S3.CredentialsDir, Secrets: r.Secrets}, CAFile: r.S3.CAFile, Insecure: r.S3.Insecure})
