@@ -14,6 +14,16 @@ type Array struct {
 	Ranges []IndexRange
 	// MaxParallel is how many tasks may run at once; 0 means no limit.
 	MaxParallel int
+	// Chunk, when set (the key's "/N"), is the most indexes one native
+	// array may span: the runner splits the array into native arrays of
+	// indexes [o, o+Chunk) each (see Chunks). 0: the cluster's limit
+	// (ArrayLimiter) decides.
+	Chunk int
+	// Offset is added to each of Ranges' indexes to give the index the
+	// task's script sees (TaskIndexVar): a chunk past the cluster's limit
+	// is submitted as indexes from 0 and told its own. Only backends that
+	// are ArrayLimiters take an Offset.
+	Offset int
 }
 
 // IndexRange is the indexes First to Last, both included.
@@ -40,8 +50,8 @@ func (a Array) Max() int {
 // "0-9,12,20-29".
 func (a Array) Indexes() string { return FormatRanges(a.Ranges) }
 
-// String is the canonical form of the array key: Indexes, then "%M" when
-// MaxParallel is set.
+// String is the array as a scheduler takes it: Indexes, then "%M" when
+// MaxParallel is set (Chunk is the runner's, not the scheduler's).
 func (a Array) String() string {
 	s := a.Indexes()
 	if a.MaxParallel > 0 {
@@ -89,6 +99,40 @@ type ArraySubmitter interface {
 	ArrayStatus(ctx context.Context, id string) (map[int]Status, error)
 }
 
+// ArrayLimiter is implemented by ArraySubmitters that can say how far one
+// native array may reach, and that honour Array.Offset.
+type ArrayLimiter interface {
+	// ArrayLimit is the cluster's limit on one array: indexes 0 to
+	// limit-1 (Slurm's MaxArraySize). 0 means the cluster sets none.
+	ArrayLimit(ctx context.Context) (int, error)
+}
+
+// Chunks splits a into native arrays whose indexes run from 0 to at most
+// limit-1, each with the Offset that gives its tasks their indexes in a:
+// chunk k starts at the lowest index the earlier ones left, so a sparse
+// array needs no more chunks than its indexes call for. An array that
+// fits (limit 0, or Max below limit) is one chunk, unchanged.
+func (a Array) Chunks(limit int) []Array {
+	if limit <= 0 || a.Max() < limit {
+		return []Array{a}
+	}
+	var out []Array
+	for _, r := range a.Ranges {
+		for first := r.First; first <= r.Last; {
+			n := len(out)
+			if n == 0 || first > out[n-1].Offset+limit-1 {
+				out = append(out, Array{MaxParallel: a.MaxParallel, Offset: first})
+				n++
+			}
+			c := &out[n-1]
+			last := min(r.Last, c.Offset+limit-1)
+			c.Ranges = append(c.Ranges, IndexRange{first - c.Offset, last - c.Offset})
+			first = last + 1
+		}
+	}
+	return out
+}
+
 // Bounds of an array key: the record stays small (counts and ranges), and
 // no scheduler takes more (Slurm's MaxArraySize is at most 4,000,001).
 const (
@@ -97,10 +141,19 @@ const (
 )
 
 // ParseArray reads an array key: indexes as "0-999", "1,3,8-15" (any
-// order, overlaps merged), then optionally "%M", at most M tasks at once.
+// order, overlaps merged), then optionally "%M", at most M tasks at once,
+// then optionally "/N", native arrays of at most N indexes each.
 func ParseArray(s string) (Array, error) {
 	var a Array
-	spec, par, hasPar := strings.Cut(strings.TrimSpace(s), "%")
+	rest, chunk, hasChunk := strings.Cut(strings.TrimSpace(s), "/")
+	if hasChunk {
+		n, err := strconv.Atoi(strings.TrimSpace(chunk))
+		if err != nil || n < 1 || n > MaxArrayIndex+1 {
+			return a, Invalid("array", "%q: after / comes the most indexes one native array may span (the cluster's MaxArraySize, say), a whole number from 1 to %d (e.g. 0-4999/1000)", s, MaxArrayIndex+1)
+		}
+		a.Chunk = n
+	}
+	spec, par, hasPar := strings.Cut(rest, "%")
 	if hasPar {
 		m, err := strconv.Atoi(par)
 		if err != nil || m < 1 {

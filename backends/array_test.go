@@ -35,3 +35,53 @@ func TestParseArray(t *testing.T) {
 	}
 	assert.Equal(t, "3,17-19,40", backends.FormatRanges(backends.RangesOf([]int{40, 17, 3, 18, 19})))
 }
+
+// Chunks splits an array at the cluster's limit into native arrays whose
+// indexes start at 0, each with the offset that gives back the user's
+// indexes; a sparse array gets no more chunks than its indexes need, and
+// an array that fits is left as it is.
+func TestArrayChunks(t *testing.T) {
+	a, err := backends.ParseArray("0-2499%10")
+	require.NoError(t, err)
+	cs := a.Chunks(1001)
+	require.Len(t, cs, 3)
+	for k, want := range []struct {
+		ranges string
+		offset int
+	}{{"0-1000", 0}, {"0-1000", 1001}, {"0-497", 2002}} {
+		assert.Equal(t, want.ranges, cs[k].Indexes(), "chunk %d", k)
+		assert.Equal(t, want.offset, cs[k].Offset, "chunk %d", k)
+		assert.Equal(t, 10, cs[k].MaxParallel, "chunk %d keeps %%M", k)
+	}
+	total := 0
+	for _, c := range cs {
+		total += c.Count()
+		assert.Less(t, c.Max(), 1001, "every native index below the limit")
+	}
+	assert.Equal(t, a.Count(), total, "no index lost or doubled")
+
+	sparse, err := backends.ParseArray("5,3000-3001,3005,9999")
+	require.NoError(t, err)
+	cs = sparse.Chunks(1001)
+	require.Len(t, cs, 3)
+	assert.Equal(t, []int{5, 3000, 9999}, []int{cs[0].Offset, cs[1].Offset, cs[2].Offset})
+	assert.Equal(t, "0-1,5", cs[1].Indexes())
+
+	fits, err := backends.ParseArray("0-1000")
+	require.NoError(t, err)
+	assert.Equal(t, []backends.Array{fits}, fits.Chunks(1001))
+	assert.Equal(t, []backends.Array{fits}, fits.Chunks(0), "no limit: one array")
+}
+
+func TestParseArrayChunkSize(t *testing.T) {
+	a, err := backends.ParseArray("0-4999%50/1000")
+	require.NoError(t, err)
+	assert.Equal(t, 1000, a.Chunk)
+	assert.Equal(t, 50, a.MaxParallel)
+	assert.Equal(t, "0-4999%50", a.String(), "the chunk size is not the scheduler's")
+	for _, bad := range []string{"0-9/0", "0-9/-1", "0-9/x", "0-9/", "0-9/4000002"} {
+		_, err := backends.ParseArray(bad)
+		require.ErrorIs(t, err, backends.ErrInvalid, bad)
+		assert.Contains(t, err.Error(), "after / comes", bad)
+	}
+}

@@ -44,6 +44,17 @@ type Load struct {
 	PendingJobs, RunningJobs int
 	// PendingCPUs is what the pending jobs ask for together, where known.
 	PendingCPUs int
+	// PendingCPUSeconds and RunningCPUSeconds are the work ahead of the
+	// job, as the scheduler reports it: each pending job's CPUs times its
+	// time limit, each running job's CPUs times its time left (a job
+	// without a limit counts the queue's longest). Only when
+	// CPUSecondsKnown: a probe that cannot tell leaves them out, and
+	// placement then compares jobs and CPUs.
+	PendingCPUSeconds, RunningCPUSeconds int64
+	CPUSecondsKnown                      bool
+	// JobCPUSeconds is this job's own work: its CPUs times its time limit
+	// (every task of an array); 0 when the probe cannot tell.
+	JobCPUSeconds int64
 	// JobCPUs is what this job asks for (every task of an array together,
 	// up to its parallel limit), as the backend reads its properties.
 	JobCPUs int

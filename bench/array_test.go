@@ -52,8 +52,8 @@ func BenchmarkArray(b *testing.B) {
 	for _, n := range envInts("BRIDGE_BENCH_ARRAY", []int{1000}) {
 		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				arr := arrayBenchOnce(b, n, env[0], env[1], true)
-				sep := arrayBenchOnce(b, n, env[0], env[1], false)
+				arr := arrayBenchOnce(b, env[0], env[1], []string{fmt.Sprintf("0-%d", n-1)})
+				sep := arrayBenchOnce(b, env[0], env[1], make([]string, n))
 				arr.report(b, "array-")
 				sep.report(b, "sep-")
 				b.ReportMetric(arr.wall.Seconds()/sep.wall.Seconds(), "wall-array/sep")
@@ -88,9 +88,37 @@ func (f arrayFigures) report(b *testing.B, p string) {
 	b.ReportMetric(float64(f.retries), p+"retries")
 }
 
-// arrayBenchOnce runs n tasks as one array (array) or as n invokers, each
-// side in a namespace of its own, and checks that every task ended DONE.
-func arrayBenchOnce(b *testing.B, n int, slurmURL, creds string, array bool) arrayFigures {
+// BenchmarkArrayChunks (issue 43): an array of N tasks of `true` past the
+// suite's Slurm 22.05's MaxArraySize (1,001), split by invoke into native
+// arrays under one record, against the same tasks as the separate arrays
+// of 1,000 a user would write by hand (one step each), in turn in the same
+// run, as BenchmarkArray runs its sides. Sizes: BRIDGE_BENCH_ARRAY_CHUNKS
+// (default 5000). Figures with the prefix chunked- or byhand-, as
+// BenchmarkArray's, and wall-chunked/byhand.
+func BenchmarkArrayChunks(b *testing.B) {
+	env := needEnv(b, "BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS", "BRIDGE_TEST_KUBECONFIG")
+	for _, n := range envInts("BRIDGE_BENCH_ARRAY_CHUNKS", []int{5000}) {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			var byHand []string
+			for first := 0; first < n; first += 1000 {
+				byHand = append(byHand, fmt.Sprintf("0-%d", min(n-first, 1000)-1))
+			}
+			for i := 0; i < b.N; i++ {
+				chunked := arrayBenchOnce(b, env[0], env[1], []string{fmt.Sprintf("0-%d", n-1)})
+				hand := arrayBenchOnce(b, env[0], env[1], byHand)
+				chunked.report(b, "chunked-")
+				hand.report(b, "byhand-")
+				b.ReportMetric(chunked.wall.Seconds()/hand.wall.Seconds(), "wall-chunked/byhand")
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// arrayBenchOnce runs one invoker per key of arrays (an array key, or ""
+// for a single job), all in a namespace of their own, and checks that
+// every task ended DONE.
+func arrayBenchOnce(b *testing.B, slurmURL, creds string, arrays []string) arrayFigures {
 	cfg := testkube.Config(b)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	kc, err := kube.New(cfg)
@@ -114,17 +142,12 @@ func arrayBenchOnce(b *testing.B, n int, slurmURL, creds string, array bool) arr
 		}
 	}
 	spec := record.Spec{Backend: "slurm", ResourceURL: slurmURL, JobScript: "#!/bin/sh\ntrue\n", UpdateInterval: "5"}
-	jobs := 1
-	if !array {
-		jobs = n
-	}
+	jobs := len(arrays)
 	invokers := make([]*runner.Invoker, jobs)
 	for i := range invokers {
 		s := spec
-		if array {
-			s.Array = fmt.Sprintf("0-%d", n-1)
-		}
-		invokers[i] = newInvoker(fmt.Sprintf("arr-%v-%d", array, i), &s)
+		s.Array = arrays[i]
+		invokers[i] = newInvoker(fmt.Sprintf("arr-%v-%d", s.Array != "", i), &s)
 	}
 	heapBefore, peak := heapPeak()
 	errs := make([]error, jobs)
@@ -149,29 +172,37 @@ func arrayBenchOnce(b *testing.B, n int, slurmURL, creds string, array bool) arr
 	wg.Wait()
 	f := arrayFigures{wall: time.Since(start), heap: peak() - heapBefore,
 		backend: runner.RequestCount(hc), kube: kc.Requests(), retries: retries.Load()}
-	checkArrayBench(b, n, array, invokers, errs)
+	checkArrayBench(b, arrays, invokers, errs)
 	f.recordBytes = recordBytes(b, client, ns)
-	b.Logf("array=%v n=%d: wall %.1fs, backend %d requests, kube %d, records %d bytes, heap %d KiB, retries %d",
-		array, n, f.wall.Seconds(), f.backend, f.kube, f.recordBytes, f.heap/1024, f.retries)
+	b.Logf("arrays %q (%d invokers): wall %.1fs, backend %d requests, kube %d, records %d bytes, heap %d KiB, retries %d",
+		strings.Join(arrays[:min(len(arrays), 3)], " "), jobs, f.wall.Seconds(), f.backend, f.kube, f.recordBytes, f.heap/1024, f.retries)
 	return f
 }
 
-// checkArrayBench fails the benchmark unless every task ended DONE: the
-// array with DONE=n, or n invokes with n distinct Slurm jobs.
-func checkArrayBench(b *testing.B, n int, array bool, invokers []*runner.Invoker, errs []error) {
+// checkArrayBench fails the benchmark unless every task ended DONE: each
+// array with DONE= its tasks, and every invoker with a Slurm job (or
+// array) of its own.
+func checkArrayBench(b *testing.B, arrays []string, invokers []*runner.Invoker, errs []error) {
 	ids := map[string]bool{}
 	for i, iv := range invokers {
 		r := iv.Result()
 		if errs[i] != nil || r.Status != "DONE" {
-			b.Fatalf("invoker %d (array %v): %v (%s: %s)", i, array, errs[i], r.Status, r.Message)
+			b.Fatalf("invoker %d (array %q): %v (%s: %s)", i, arrays[i], errs[i], r.Status, r.Message)
 		}
 		ids[r.ID] = true
-		if array && r.ArrayCounts != fmt.Sprintf("DONE=%d", n) {
-			b.Fatalf("the array of %d ended with counts %q", n, r.ArrayCounts)
+		if arrays[i] == "" {
+			continue
+		}
+		a, err := backends.ParseArray(arrays[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.ArrayCounts != fmt.Sprintf("DONE=%d", a.Count()) {
+			b.Fatalf("the array %s ended with counts %q", arrays[i], r.ArrayCounts)
 		}
 	}
-	if !array && len(ids) != n {
-		b.Fatalf("%d invokers made %d distinct Slurm jobs", n, len(ids))
+	if len(ids) != len(invokers) {
+		b.Fatalf("%d invokers made %d distinct Slurm jobs", len(invokers), len(ids))
 	}
 }
 

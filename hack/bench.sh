@@ -17,6 +17,9 @@
 # BRIDGE_BENCH_ARRAY the array benchmark's sizes (here 100 tasks against
 # 100 invokes, about 30 s: at 1,000 the separate invokes swamp this
 # machine's one slurmrestd for over 10 min, see BENCHMARKS.md, Arrays);
+# BRIDGE_BENCH_ARRAY_CHUNKS the split array benchmark's sizes (an array past
+# 22.05's MaxArraySize against arrays of 1,000 by hand; here 2000, about
+# 15 min on this machine; the benchmark's own default is 5000);
 # BRIDGE_BENCH_PLACE_JOBS, BRIDGE_BENCH_PLACE_SECONDS and
 # BRIDGE_BENCH_PLACE_FILL_SECONDS the placement benchmark's jobs, their
 # length and its background jobs' (default 40 of 10 s, 40 s: about 7 min;
@@ -50,6 +53,7 @@ if [ -n "${ONCE:-}" ]; then
   # 12 stamped lines (LSF and Quantum through their fakes, in process).
   go test -tags bridgetest -run '^$' -bench '^BenchmarkLog' -benchtime 1x -timeout 30m ./bench/ ./backends/lsf/ ./backends/quantum/ | tee -a "$out"
   BRIDGE_BENCH_ARRAY=${BRIDGE_BENCH_ARRAY:-100} go test -tags bridgetest -run '^$' -bench '^Benchmark(Scale|ConcurrentInvokes|Operator|Watcher|Agent|Array|Placement)$' -benchtime 1x -timeout 55m ./bench/ | tee -a "$out"
+  BRIDGE_BENCH_ARRAY_CHUNKS=${BRIDGE_BENCH_ARRAY_CHUNKS:-2000} go test -tags bridgetest -run '^$' -bench '^BenchmarkArrayChunks$' -benchtime 1x -timeout 60m ./bench/ | tee -a "$out"
   # Last: it leaves its cancelled jobs known to the 26.05 for MinJobAge.
   go test -tags bridgetest -run '^$' -bench '^BenchmarkRealProbeScale$' -benchtime 1x -timeout 20m ./backends/slurm/ | tee -a "$out"
 fi

@@ -88,6 +88,12 @@ const (
 	KeyArrayCounts    = "status.arrayCounts"
 	KeyArrayFailed    = "status.arrayFailed"
 	KeyArrayExitCodes = "status.arrayExitCodes"
+	// KeyArrayChunks lists an array split past the cluster's limit into
+	// native arrays (runner/arraychunks.go): "size N" (the most indexes
+	// one chunk spans, fixed before the first chunk's submit), then one
+	// line per chunk submitted, "<indexes> <job id>", indexes as the user
+	// gave them.
+	KeyArrayChunks = "status.arrayChunks"
 	// KeyPlacement is where a job with targets was placed and why (Placed,
 	// as JSON), written once, before the submit intent.
 	KeyPlacement = "status.placement"

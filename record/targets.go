@@ -244,13 +244,17 @@ type Probe struct {
 	Skipped string `json:"skipped,omitempty"`
 	// Shared: the figures are another invoke's recent probe of the same
 	// cluster for the same kind of job, with what was placed there since.
-	Shared         bool       `json:"shared,omitempty"`
-	FreeCPUs       *int       `json:"freeCPUs,omitempty"`
-	TotalCPUs      *int       `json:"totalCPUs,omitempty"`
-	PendingJobs    *int       `json:"pendingJobs,omitempty"`
-	RunningJobs    *int       `json:"runningJobs,omitempty"`
-	PendingCPUs    *int       `json:"pendingCPUs,omitempty"`
-	EstimatedStart *time.Time `json:"estimatedStart,omitempty"`
+	Shared      bool `json:"shared,omitempty"`
+	FreeCPUs    *int `json:"freeCPUs,omitempty"`
+	TotalCPUs   *int `json:"totalCPUs,omitempty"`
+	PendingJobs *int `json:"pendingJobs,omitempty"`
+	RunningJobs *int `json:"runningJobs,omitempty"`
+	PendingCPUs *int `json:"pendingCPUs,omitempty"`
+	// The work pending and running there in CPU-seconds (CPUs × time
+	// limit, CPUs × time left), where the probe could tell.
+	PendingCPUSeconds *int64     `json:"pendingCPUSeconds,omitempty"`
+	RunningCPUSeconds *int64     `json:"runningCPUSeconds,omitempty"`
+	EstimatedStart    *time.Time `json:"estimatedStart,omitempty"`
 }
 
 // ParsePlaced reads status.placement ("" is no placement yet).

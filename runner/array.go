@@ -23,11 +23,14 @@ import (
 // arrayBackend is a backend that runs every job as the array arr.
 type arrayBackend struct {
 	backends.Backend
-	as  backends.ArraySubmitter
-	arr backends.Array
+	as      backends.ArraySubmitter
+	limiter backends.ArrayLimiter // nil: the backend takes any array in one
+	arr     backends.Array
 
-	mu   sync.Mutex
-	last arraySummary // the latest fold, for the record and the outputs
+	mu     sync.Mutex
+	last   arraySummary     // the latest fold, for the record and the outputs
+	size   int              // the most indexes a chunk spans (arraychunks.go); 0 until known
+	chunks []backends.Array // the plan for size, once made
 
 	progress taskProgress // what the step's log last said of the tasks
 }
@@ -35,7 +38,8 @@ type arrayBackend struct {
 // asArray wraps be, an ArraySubmitter, for the array arr (newBackend
 // does; checkCapabilities refuses an array for any other backend).
 func asArray(be backends.Backend, arr backends.Array) *arrayBackend {
-	return &arrayBackend{Backend: be, as: be.(backends.ArraySubmitter), arr: arr}
+	l, _ := be.(backends.ArrayLimiter)
+	return &arrayBackend{Backend: be, as: be.(backends.ArraySubmitter), limiter: l, arr: arr}
 }
 
 func (a *arrayBackend) Submit(ctx context.Context, job backends.Job) (string, error) {
@@ -44,7 +48,13 @@ func (a *arrayBackend) Submit(ctx context.Context, job backends.Job) (string, er
 
 // Status is the array's state folded from its tasks' (see fold).
 func (a *arrayBackend) Status(ctx context.Context, id string) (backends.Status, error) {
-	tasks, err := a.as.ArrayStatus(ctx, id)
+	var tasks map[int]backends.Status
+	var err error
+	if refs, ok := parseChunkedID(id); ok {
+		tasks, err = a.chunkStatus(ctx, refs)
+	} else {
+		tasks, err = a.as.ArrayStatus(ctx, id)
+	}
 	if err != nil {
 		return backends.Status{}, err
 	}
@@ -74,11 +84,31 @@ func (a *arrayBackend) summary() arraySummary {
 
 // The optional capabilities an array keeps: finding it by key (re-attach),
 // checking the job, releasing the backend.
+// A chunked array is found by its chunks' keys: the id names those found,
+// which may be fewer than all (complete tells): cleanup cancels what it
+// finds, and invoke adopts only a whole array.
 func (a *arrayBackend) FindByKey(ctx context.Context, key string) (string, error) {
-	if f, ok := a.Backend.(backends.Finder); ok {
+	f, ok := a.Backend.(backends.Finder)
+	if !ok {
+		return "", nil
+	}
+	chunks, err := a.plan(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(chunks) == 1 && chunks[0].Offset == 0 {
 		return f.FindByKey(ctx, key)
 	}
-	return "", nil
+	id, _, err := a.findChunks(ctx, key, chunks)
+	return id, err
+}
+
+// Cancel cancels the array: every chunk of a chunked one.
+func (a *arrayBackend) Cancel(ctx context.Context, id string) error {
+	if refs, ok := parseChunkedID(id); ok {
+		return a.cancelChunks(ctx, refs)
+	}
+	return a.Backend.Cancel(ctx, id)
 }
 
 func (a *arrayBackend) Validate(job backends.Job) error {

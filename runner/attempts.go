@@ -35,7 +35,8 @@ func ParseResubmit(v string) (string, error) {
 // attemptKeys are the keys of one attempt's job: cleared for the next.
 var attemptKeys = []string{record.KeyID, record.KeyJobStatus, record.KeyMessage, record.KeySubmit, record.KeyStart, record.KeyEnd, record.KeyRawState, record.KeyReason,
 	record.KeyExitCode, record.KeyKey, record.KeyIntent, record.KeyLogOffset, record.KeyOutputs, record.KeyIDFingerprint, record.KeyFailureCategory,
-	record.KeyWatchGroup, record.KeyWatchObserved, record.KeyWatchHandover, record.KeyArrayCounts, record.KeyArrayFailed, record.KeyArrayExitCodes, record.KeyEfficiency}
+	record.KeyWatchGroup, record.KeyWatchObserved, record.KeyWatchHandover, record.KeyArrayCounts, record.KeyArrayFailed, record.KeyArrayExitCodes, record.KeyEfficiency,
+	record.KeyArrayChunks}
 
 // attemptOf is the record's current attempt number.
 func attemptOf(d map[string]string) int {

@@ -76,7 +76,11 @@ func (r *run) newBackend(desc *record.Description) (backends.Backend, error) {
 	}
 	r.recallMemo(be)
 	if _, ok := be.(backends.ArraySubmitter); ok && desc.Array != nil {
-		return asArray(be, *desc.Array), nil
+		a := asArray(be, *desc.Array)
+		if r.rec != nil { // a chunked array is split as its submit fixed it
+			a.size = recordedChunkSize(r.rec.Data[record.KeyArrayChunks])
+		}
+		return a, nil
 	}
 	return be, nil
 }

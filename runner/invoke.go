@@ -449,7 +449,16 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 	if finder == nil {
 		log.Warn("this backend cannot find jobs by key: a crash between submit and recording the id could submit twice")
 	}
-	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
+	findAny := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
+	// Only a whole array is adopted: the chunks an invoker that died
+	// left unsubmitted are submitted by submitChunks.
+	find := func(ctx context.Context) (string, error) {
+		id, err := findAny(ctx)
+		if err == nil && r.arr != nil && !r.arr.complete(ctx, id) {
+			id = ""
+		}
+		return id, err
+	}
 	for {
 		if id := r.rec.Data[record.KeyID]; id != "" {
 			if err := r.checkID(ctx, be, id); err != nil {
@@ -459,7 +468,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 			return id, nil
 		}
 		if killRequested(r.rec.Data) {
-			return r.killedBeforeID(ctx, find, key, log)
+			return r.killedBeforeID(ctx, findAny, key, log)
 		}
 		cur, hasIntent := parseIntent(r.rec.Data[record.KeyIntent])
 		if hasIntent && cur.holder != r.Holder {
@@ -593,7 +602,7 @@ func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string
 	if err != nil {
 		return "", err
 	}
-	id, err := r.submit(ctx, be, job, find, log)
+	id, err := r.submitJob(ctx, be, job, find, log)
 	if err != nil {
 		return "", err
 	}

@@ -56,7 +56,11 @@ type shareEntry struct {
 	Down       bool          `json:"down,omitempty"`
 	PlacedJobs int           `json:"placedJobs,omitempty"`
 	PlacedCPUs int           `json:"placedCPUs,omitempty"`
-	Probing    time.Time     `json:"probing,omitempty"`
+	// PlacedCPUSeconds is the placed jobs' work where each told it;
+	// PlacedUntimed counts those that did not (their work is unknown).
+	PlacedCPUSeconds int64     `json:"placedCPUSeconds,omitempty"`
+	PlacedUntimed    int       `json:"placedUntimed,omitempty"`
+	Probing          time.Time `json:"probing,omitempty"`
 }
 
 // loadShare is one cluster's shared-load ConfigMap and one kind of job's
@@ -146,7 +150,8 @@ func (s *loadShare) put(ctx context.Context, e shareEntry) {
 // emptiest. false: the figures moved since this invoke read them (another
 // placement counted itself), and the caller chooses again on the new
 // ones. Figures gone stale need no reservation.
-func (s *loadShare) reserve(ctx context.Context, cpus int) bool {
+func (s *loadShare) reserve(ctx context.Context, job backends.Load) bool {
+	cpus := max(job.JobCPUs, 1)
 	for range 30 {
 		cm, entries, err := s.read(ctx)
 		if err != nil {
@@ -161,6 +166,10 @@ func (s *loadShare) reserve(ctx context.Context, cpus int) bool {
 		}
 		cur.PlacedJobs++
 		cur.PlacedCPUs += cpus
+		cur.PlacedCPUSeconds += job.JobCPUSeconds
+		if job.JobCPUSeconds <= 0 {
+			cur.PlacedUntimed++
+		}
 		if s.write(ctx, cm, entries, cur) {
 			s.seen = cur
 			return true
@@ -268,6 +277,10 @@ func trim(entries map[string]shareEntry) {
 // they take free CPUs first, then wait.
 func (e shareEntry) withPlaced() backends.Load {
 	l := e.Load
+	// The placed jobs' work is ahead of the next one, running or not;
+	// one whose work is unknown makes the sum unknown.
+	l.PendingCPUSeconds += e.PlacedCPUSeconds
+	l.CPUSecondsKnown = l.CPUSecondsKnown && e.PlacedUntimed == 0
 	if e.PlacedCPUs == 0 || l.FreeCPUs < 0 {
 		return l
 	}

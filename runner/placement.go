@@ -94,7 +94,7 @@ func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate
 			return nil, -1, err
 		}
 		sh := cands[choice].share
-		if sh == nil || round >= maxChoices || sh.reserve(context.WithoutCancel(ctx), max(cands[choice].load.JobCPUs, 1)) {
+		if sh == nil || round >= maxChoices || sh.reserve(context.WithoutCancel(ctx), cands[choice].load) {
 			return cands, choice, nil
 		}
 	}
@@ -125,6 +125,10 @@ func (c candidate) probe() record.Probe {
 	}
 	p.FreeCPUs, p.TotalCPUs, p.PendingJobs = known(c.load.FreeCPUs), known(c.load.TotalCPUs), known(c.load.PendingJobs)
 	p.RunningJobs, p.PendingCPUs = known(c.load.RunningJobs), known(c.load.PendingCPUs)
+	if c.load.CPUSecondsKnown {
+		ps, rs := c.load.PendingCPUSeconds, c.load.RunningCPUSeconds
+		p.PendingCPUSeconds, p.RunningCPUSeconds = &ps, &rs
+	}
 	if !c.load.EstimatedStart.IsZero() {
 		t := c.load.EstimatedStart.UTC()
 		p.EstimatedStart = &t
@@ -301,6 +305,9 @@ func firstFit(cands []candidate) int {
 // better reports whether load a beats load b under policy.
 func better(policy string, a, b backends.Load) bool {
 	if policy == record.PolicyLeastPending {
+		if bothSeconds(a, b) {
+			return pendingSecondsPerFree(a) < pendingSecondsPerFree(b)
+		}
 		return pendingPerFree(a) < pendingPerFree(b)
 	}
 	if sa, sb := startsNow(a), startsNow(b); sa != sb {
@@ -309,7 +316,29 @@ func better(policy string, a, b backends.Load) bool {
 	if !a.EstimatedStart.IsZero() && !b.EstimatedStart.IsZero() {
 		return a.EstimatedStart.Before(b.EstimatedStart)
 	}
+	if bothSeconds(a, b) {
+		return secondsAhead(a) < secondsAhead(b)
+	}
 	return backlog(a) < backlog(b)
+}
+
+// bothSeconds: both probes told the work ahead in CPU-seconds, which
+// then decides instead of counts: one long job waiting is more work than
+// several short ones.
+func bothSeconds(a, b backends.Load) bool {
+	return a.CPUSecondsKnown && b.CPUSecondsKnown && a.TotalCPUs > 0 && b.TotalCPUs > 0 && a.FreeCPUs >= 0 && b.FreeCPUs >= 0
+}
+
+// secondsAhead is the CPU-seconds pending and running at the target per
+// CPU it has: about how long until what is there drains.
+func secondsAhead(l backends.Load) float64 {
+	return float64(l.PendingCPUSeconds+l.RunningCPUSeconds) / float64(l.TotalCPUs)
+}
+
+// pendingSecondsPerFree is the pending CPU-seconds per free CPU (plus
+// one, so a full target compares by its queue).
+func pendingSecondsPerFree(l backends.Load) float64 {
+	return float64(l.PendingCPUSeconds) / float64(l.FreeCPUs+1)
 }
 
 // startsNow: the target has the job's CPUs free and nothing waiting

@@ -88,3 +88,40 @@ func TestSkipReasonQuotesNoServerText(t *testing.T) {
 	assert.Equal(t, "refused the job: jobproperties.partition: does not exist",
 		skipReason(backends.Invalid("jobproperties.partition", "does not exist")))
 }
+
+// Where both probes tell CPU-seconds, they decide over counts: one long
+// job waiting is more work than several short ones, under either policy
+// that weighs the queue.
+func TestPlacementWeighsCPUSeconds(t *testing.T) {
+	long, short := load(0, 4, 1), load(0, 4, 4)
+	require.True(t, better(record.PolicyLeastPending, long, short), "by counts the single job looks lighter")
+	long.PendingCPUSeconds, long.CPUSecondsKnown = 4*3600, true
+	short.PendingCPUSeconds, short.CPUSecondsKnown = 4*60, true
+	for _, policy := range []string{record.PolicyLeastPending, record.PolicyEarliestStart} {
+		i, err := choose(policy, cands(long, short))
+		require.NoError(t, err)
+		assert.Equal(t, 1, i, policy)
+	}
+	short.RunningCPUSeconds = 8 * 3600 // its CPUs are taken for longer
+	i, err := choose(record.PolicyEarliestStart, cands(long, short))
+	require.NoError(t, err)
+	assert.Equal(t, 0, i, "running work counts for earliest start")
+	short.CPUSecondsKnown = false
+	i, err = choose(record.PolicyLeastPending, cands(long, short))
+	require.NoError(t, err)
+	assert.Equal(t, 0, i, "one probe without CPU-seconds: counts decide")
+}
+
+// A shared probe's figures carry the work of the jobs placed since: their
+// CPU-seconds are ahead of the next job; one placed without a time makes
+// the sum unknown (counts decide then).
+func TestSharedLoadCountsPlacedCPUSeconds(t *testing.T) {
+	l := load(0, 4, 1)
+	l.PendingCPUSeconds, l.CPUSecondsKnown = 600, true
+	e := shareEntry{Load: l, PlacedJobs: 2, PlacedCPUs: 2, PlacedCPUSeconds: 7200}
+	got := e.withPlaced()
+	assert.Equal(t, int64(7800), got.PendingCPUSeconds)
+	assert.True(t, got.CPUSecondsKnown)
+	e.PlacedUntimed = 1
+	assert.False(t, e.withPlaced().CPUSecondsKnown)
+}

@@ -85,8 +85,13 @@ func (r *run) prepare(ctx context.Context, desc *record.Description, be backends
 // input files it cannot stage, output files it cannot read.
 func checkCapabilities(desc *record.Description, be backends.Backend) error {
 	if desc.Array != nil {
-		if _, ok := be.(*arrayBackend); !ok {
+		a, ok := be.(*arrayBackend)
+		if !ok {
 			return backends.Invalid("array", "the %s backend has no job arrays (slurm, htcondor and lsf have); remove array, or run one step per index (an Argo loop, a KFP ParallelFor)", desc.Backend)
+		}
+		if desc.Array.Chunk > 0 && a.limiter == nil {
+			return backends.Invalid("array", "%q: /%d splits an array past a cluster's limit, which only Slurm has; the %s backend takes the whole array at once: drop /%d",
+				desc.Array.String(), desc.Array.Chunk, desc.Backend, desc.Array.Chunk)
 		}
 		if len(desc.UploadFiles) > 0 {
 			return backends.Invalid("s3upload.files", "is not uploaded from an array's tasks; have each task upload its own outputs (its index is in BRIDGE_TASK_INDEX), or remove array")

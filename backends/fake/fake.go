@@ -51,6 +51,9 @@ type Backend struct {
 	next   int
 	Calls  map[string]int // "submit", "status", "cancel", "find"
 
+	// ArrayMax, when set, is the fake cluster's array limit (ArrayLimit):
+	// SubmitArray refuses an index at or past it, as Slurm's MaxArraySize.
+	ArrayMax int
 	// SubmitDelay is slept inside Submit (to widen race windows).
 	SubmitDelay time.Duration
 	// SubmitFaults are returned by the next Submit calls, in order, before
@@ -333,6 +336,12 @@ func (p plain) Cancel(ctx context.Context, id string) error { return p.b.Cancel(
 // SubmitArray submits the array as one fake job whose tasks share its
 // timing (counted as a "submit"); FailIndexes pick the tasks that fail.
 func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.Array) (string, error) {
+	b.mu.Lock()
+	l := b.ArrayMax
+	b.mu.Unlock()
+	if l > 0 && a.Max() >= l {
+		return "", backends.Invalid("array", "index %d is past the fake's limit, %d", a.Max(), l)
+	}
 	id, err := b.Submit(ctx, job)
 	if err != nil {
 		return id, err
@@ -345,6 +354,25 @@ func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.
 	}
 	b.arrays[id] = fakeArray{arr: a, fail: p.FailIndexes}
 	return id, nil
+}
+
+// ArrayLimit is ArrayMax (backends.ArrayLimiter).
+func (b *Backend) ArrayLimit(context.Context) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["arraylimit"]++
+	return b.ArrayMax, nil
+}
+
+// Arrays are the submitted arrays by id, as SubmitArray got them.
+func (b *Backend) Arrays() map[string]backends.Array {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]backends.Array{}
+	for id, fa := range b.arrays {
+		out[id] = fa.arr
+	}
+	return out
 }
 
 type fakeArray struct {
@@ -372,7 +400,7 @@ func (b *Backend) ArrayStatus(_ context.Context, id string) (map[int]backends.St
 	for _, r := range fa.arr.Ranges {
 		for i := r.First; i <= r.Last; i++ {
 			t := base
-			if base.State == backends.Done && slices.Contains(fa.fail, i) {
+			if base.State == backends.Done && slices.Contains(fa.fail, i+fa.arr.Offset) { // the index its script sees
 				code := 3
 				t.State, t.Raw, t.ExitCode = backends.Failed, "END_FAILED", &code
 			}

@@ -18,7 +18,10 @@ package slurm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -33,7 +36,7 @@ func (b *Backend) SubmitArray(ctx context.Context, job backends.Job, a backends.
 		return "", err
 	}
 	spec.fields["array"] = mustJSON(a.String())
-	w := wrapping{taskIndex: true, shipTask: a.Ranges[0].First}
+	w := wrapping{taskIndex: true, shipTask: a.Ranges[0].First + a.Offset, taskOffset: a.Offset}
 	if job.LogShip != nil {
 		if err := spec.shipLogs(*job.LogShip, w); err != nil {
 			return "", err
@@ -125,4 +128,43 @@ func unstarted(spec string, st backends.Status, tasks map[int]backends.Status) {
 	}
 }
 
-var _ backends.ArraySubmitter = (*Backend)(nil)
+// DefaultMaxArraySize is slurm.conf's MaxArraySize when it sets none.
+const DefaultMaxArraySize = 1001
+
+// ArrayLimit is the cluster's MaxArraySize (backends.ArrayLimiter), from
+// GET conf: slurmrestd serves slurm.conf's values there from v0.0.45 (Slurm
+// 26.05); 22.05's v0.0.38 and 24.11's v0.0.40-42 serve neither conf nor
+// MaxArraySize in diag, so on those (404) it is Slurm's default, 1001, and
+// a site that set another gives it in the array key ("0-4999/500").
+func (b *Backend) ArrayLimit(ctx context.Context) (int, error) {
+	if _, err := b.version(ctx); err != nil {
+		return 0, err
+	}
+	r, err := b.do(ctx, http.MethodGet, b.apiPath("conf"), nil)
+	if err != nil {
+		return 0, err
+	}
+	if r.status == http.StatusNotFound {
+		return DefaultMaxArraySize, nil
+	}
+	if r.status != http.StatusOK {
+		return 0, b.classify(ctx, r, "")
+	}
+	var conf struct {
+		SlurmConf struct {
+			MaxArraySize *int `json:"MaxArraySize"`
+		} `json:"slurm_conf"`
+	}
+	if err := json.Unmarshal(r.body, &conf); err != nil {
+		return 0, fmt.Errorf("%s %s: cannot read the answer: %w", r.method, r.path, err)
+	}
+	if n := conf.SlurmConf.MaxArraySize; n != nil && *n > 0 {
+		return *n, nil
+	}
+	return DefaultMaxArraySize, nil
+}
+
+var (
+	_ backends.ArraySubmitter = (*Backend)(nil)
+	_ backends.ArrayLimiter   = (*Backend)(nil)
+)

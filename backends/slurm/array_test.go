@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -86,6 +87,27 @@ func TestArrayOutputPathIsTheFirstTasks(t *testing.T) {
 			w.ArrayTaskString = "0-1,3-5%3"
 			_, err = firstTaskOf([]jobInfo{w, jr.Jobs[1]}, c.id)
 			assert.ErrorIs(t, err, backends.ErrNotFound)
+		})
+	}
+}
+
+// ArrayLimit reads MaxArraySize where slurmrestd serves slurm.conf (GET
+// conf, v0.0.45 on); where it does not (22.05's v0.0.38, 24.11's up to
+// v0.0.42), the limit is Slurm's default.
+func TestArrayLimitFromConf(t *testing.T) {
+	for _, c := range []struct {
+		release string
+		set     int
+		want    int
+	}{{"26.05.0", 50, 50}, {"22.05.8", 50, DefaultMaxArraySize}, {"24.11.7", 50, DefaultMaxArraySize}} {
+		t.Run(c.release, func(t *testing.T) {
+			h := newHarness(t, c.release, "")
+			h.f.mu.Lock()
+			h.f.maxArraySize = c.set
+			h.f.mu.Unlock()
+			n, err := h.b.ArrayLimit(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, c.want, n)
 		})
 	}
 }

@@ -38,9 +38,12 @@ type fakeSlurm struct {
 	// accounting: the cluster keeps accounting (slurmdbd) and slurmrestd
 	// serves /slurmdb/: vanished jobs are still known there.
 	accounting bool
-	faults     []*fault
-	requests   []string // "METHOD /path?query"
-	bodies     []map[string]any
+	// maxArraySize is slurm.conf's MaxArraySize, which GET conf serves
+	// from v0.0.45 on (0: Slurm's default).
+	maxArraySize int
+	faults       []*fault
+	requests     []string // "METHOD /path?query"
+	bodies       []map[string]any
 }
 
 type fakeJob struct {
@@ -246,6 +249,21 @@ var fakeRoutes = map[string]func(f *fakeSlurm, w http.ResponseWriter, r *http.Re
 	"GET jobs/state":  (*fakeSlurm).jobStates,
 	"GET partitions":  func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.partitions(w, v) },
 	"GET nodes":       func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.nodes(w, v) },
+	"GET conf":        func(f *fakeSlurm, w http.ResponseWriter, _ *http.Request, v apiVersion) { f.conf(w, v) },
+}
+
+// conf answers GET conf/ as slurmrestd does from v0.0.45 (Slurm 26.05):
+// slurm.conf's values under slurm_conf; before that the path is unknown.
+func (f *fakeSlurm) conf(w http.ResponseWriter, v apiVersion) {
+	if v < 45 {
+		unknownPath(w)
+		return
+	}
+	n := f.maxArraySize
+	if n == 0 {
+		n = 1001
+	}
+	f.ok(w, v, map[string]any{"slurm_conf": map[string]any{"MaxArraySize": n, "MaxJobCount": 10000}})
 }
 
 // partitions answers GET partitions/ with one partition, debug, of 8 CPUs

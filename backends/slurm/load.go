@@ -32,6 +32,7 @@ type demand struct {
 	nodes       int   // the minimum node count
 	minutes     int64 // the time limit; 0 unset (the partition's default), -1 none
 	parallel    int   // tasks of an array that may run at once (1 for a job)
+	count       int   // tasks of an array (1 for a job)
 }
 
 // taskCPUs is one job's (one array task's) CPUs: every task's, and at
@@ -44,12 +45,25 @@ func (d demand) taskCPUs() int {
 // together, up to its parallel limit (backends.Load.JobCPUs).
 func (d demand) jobCPUs() int { return d.taskCPUs() * max(d.parallel, 1) }
 
+// cpuSeconds is the job's work at p: every task's CPUs times its time
+// limit (p's MaxTime when it sets none); 0 when neither is known.
+func (d demand) cpuSeconds(p partLoad) int64 {
+	m := d.minutes
+	if m == 0 {
+		m = p.maxMinutes
+	}
+	if m <= 0 {
+		return 0
+	}
+	return int64(d.taskCPUs()) * int64(max(d.count, 1)) * m * 60
+}
+
 // newDemand is a job's demand before its fields are read: one task of one
 // CPU, as Slurm assumes.
 func newDemand(array *backends.Array) demand {
-	d := demand{tasks: 1, cpusPerTask: 1, parallel: 1}
+	d := demand{tasks: 1, cpusPerTask: 1, parallel: 1, count: 1}
 	if array != nil {
-		d.parallel = array.Count()
+		d.parallel, d.count = array.Count(), array.Count()
 		if array.MaxParallel > 0 && array.MaxParallel < d.parallel {
 			d.parallel = array.MaxParallel
 		}
@@ -112,6 +126,12 @@ type partLoad struct {
 	running    int
 	pendCPUs   int
 	runCPUs    int // what its running jobs were given
+	// pendSecs and runSecs are the CPU-seconds of its pending jobs (CPUs ×
+	// time limit) and running ones (CPUs × time left); noSecs: some job's
+	// time was not told (or the counts came from metrics), so they are
+	// unknown.
+	pendSecs, runSecs int64
+	noSecs            bool
 }
 
 func newPartLoad(name string) partLoad {
@@ -197,7 +217,8 @@ func judge(d demand, parts []partLoad) backends.Load {
 	p := parts[best]
 	l := backends.Load{Fits: fits, Queue: strings.Join(names, ","), FreeCPUs: p.freeCPUs, TotalCPUs: p.capacity(),
 		FreeNodes: p.freeNodes, TotalNodes: p.totalNodes, PendingJobs: p.pending, RunningJobs: p.running,
-		PendingCPUs: p.pendCPUs, JobCPUs: d.jobCPUs()}
+		PendingCPUs: p.pendCPUs, JobCPUs: d.jobCPUs(),
+		PendingCPUSeconds: p.pendSecs, RunningCPUSeconds: p.runSecs, CPUSecondsKnown: !p.noSecs, JobCPUSeconds: d.cpuSeconds(p)}
 	if !fits {
 		l.Why = strings.Join(why, "; ")
 	}
@@ -238,20 +259,31 @@ func indexOf(all []partLoad, name string) int {
 
 // countJob adds one job of the queue to the partitions it is in: part is
 // its partition, or for a pending job the list it may start in; tasks is
-// how many tasks a pending array's record stands for (1 otherwise).
-func countJob(parts []partLoad, state, part string, cpus, tasks int) {
+// how many tasks a pending array's record stands for (1 otherwise); secs
+// is its time limit (pending) or time left (running) in seconds, -1 when
+// the scheduler gave none (then the partition's MaxTime stands for it).
+func countJob(parts []partLoad, state, part string, cpus, tasks int, secs int64) {
 	for _, name := range strings.Split(part, ",") {
 		i := indexOf(parts, strings.TrimSpace(name))
 		if i < 0 {
 			continue
 		}
+		p := &parts[i]
+		n := max(cpus, 1) * max(tasks, 1)
+		s := secs
+		if s < 0 && p.maxMinutes > 0 {
+			s = p.maxMinutes * 60
+		}
+		p.noSecs = p.noSecs || s < 0
 		switch state {
 		case "PENDING":
-			parts[i].pending++
-			parts[i].pendCPUs += max(cpus, 1) * max(tasks, 1)
+			p.pending++
+			p.pendCPUs += n
+			p.pendSecs += int64(n) * max(s, 0)
 		case "RUNNING":
-			parts[i].running++
-			parts[i].runCPUs += max(cpus, 1) * max(tasks, 1)
+			p.running++
+			p.runCPUs += n
+			p.runSecs += int64(n) * max(s, 0)
 		}
 	}
 }

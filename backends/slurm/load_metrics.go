@@ -154,9 +154,10 @@ func addMetricsTo(parts []partLoad, q map[string]partQueue) {
 	for i := range parts {
 		m, ok := q[parts[i].name]
 		if !ok {
-			parts[i].pending, parts[i].running, parts[i].pendCPUs = -1, -1, -1
+			parts[i].pending, parts[i].running, parts[i].pendCPUs, parts[i].noSecs = -1, -1, -1, true
 			continue
 		}
-		parts[i].pending, parts[i].running, parts[i].runCPUs, parts[i].pendCPUs = m.pending, m.running, m.runCPUs, -1
+		// The metrics count jobs and CPUs, not their times.
+		parts[i].pending, parts[i].running, parts[i].runCPUs, parts[i].pendCPUs, parts[i].noSecs = m.pending, m.running, m.runCPUs, -1, true
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
@@ -96,7 +97,7 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 		n.addTo(parts)
 	}
 	for _, j := range queue {
-		countJob(parts, j.state, j.partition, j.cpus, j.tasks)
+		countJob(parts, j.state, j.partition, j.cpus, j.tasks, j.secs)
 	}
 	if counted != nil {
 		addMetricsTo(parts, counted)
@@ -105,7 +106,7 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 	if unattributed(queue) {
 		// Jobs that name no partition cannot be counted to one: the
 		// counts are unknown, not zero.
-		l.PendingJobs, l.RunningJobs, l.PendingCPUs = -1, -1, -1
+		l.PendingJobs, l.RunningJobs, l.PendingCPUs, l.CPUSecondsKnown = -1, -1, -1, false
 	}
 	if err := probeError(errs[2]); err != nil {
 		if !errors.Is(err, backends.ErrTransient) {
@@ -115,7 +116,7 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 		// (every job it knows): without it the partitions still say
 		// whether the job fits and how many CPUs are free.
 		b.log.Warn("the queue did not come (slurmrestd's jobs/ or slurmctld's metrics); the probe reports its job counts as unknown", "error", err)
-		l.PendingJobs, l.RunningJobs, l.PendingCPUs = -1, -1, -1
+		l.PendingJobs, l.RunningJobs, l.PendingCPUs, l.CPUSecondsKnown = -1, -1, -1, false
 	}
 	return l, nil
 }
@@ -352,6 +353,7 @@ func unattributed(queue []queuedJob) bool {
 type queuedJob struct {
 	state, partition string
 	cpus, tasks      int
+	secs             int64 // time limit (pending) or left (running), -1 unknown
 }
 
 // queueRecord is the part of a job record the probe reads.
@@ -360,6 +362,29 @@ type queueRecord struct {
 	Partition       string          `json:"partition"`
 	CPUs            json.RawMessage `json:"cpus"`
 	ArrayTaskString string          `json:"array_task_string"`
+	TimeLimit       json.RawMessage `json:"time_limit"` // minutes
+	StartTime       json.RawMessage `json:"start_time"` // Unix seconds
+}
+
+// infiniteMinutes is Slurm's INFINITE time limit as v0.0.38 writes it
+// (later versions say {"infinite": true}, which number reads as unknown).
+const infiniteMinutes = 0xFFFFFFFE
+
+// seconds is the job's time limit in seconds (pending) or its time left
+// at now (running); -1 when the record gives no finite limit.
+func (j *queueRecord) seconds(state string, now time.Time) int64 {
+	m, ok := number(j.TimeLimit)
+	if !ok || m <= 0 || m >= infiniteMinutes {
+		return -1
+	}
+	if state != "RUNNING" {
+		return m * 60
+	}
+	start, ok := number(j.StartTime)
+	if !ok || start <= 0 {
+		return m * 60
+	}
+	return max(m*60-(now.Unix()-start), 0)
 }
 
 // queue is GET jobs/, read as a stream (see ProbeLoad): the pending and
@@ -402,6 +427,7 @@ func (b *Backend) queue(ctx context.Context) ([]queuedJob, error) {
 // the pending and running ones.
 func decodeQueue(r io.Reader) ([]queuedJob, error) {
 	dec := json.NewDecoder(r)
+	now := time.Now()
 	var out []queuedJob
 	listed := false
 	err := forEachKey(dec, func(key string) error {
@@ -422,7 +448,7 @@ func decodeQueue(r io.Reader) ([]queuedJob, error) {
 				continue
 			}
 			cpus, _ := number(j.CPUs)
-			q := queuedJob{state: st[0], partition: j.Partition, cpus: int(cpus), tasks: 1}
+			q := queuedJob{state: st[0], partition: j.Partition, cpus: int(cpus), tasks: 1, secs: j.seconds(st[0], now)}
 			if st[0] == "PENDING" {
 				q.tasks = arrayTaskCount(j.ArrayTaskString)
 			}

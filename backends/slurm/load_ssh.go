@@ -211,6 +211,32 @@ func countLimit(s string) int64 {
 	return n
 }
 
+// slurmDuration reads squeue's times ("[days-]hours:minutes:seconds",
+// "minutes:seconds") in seconds; -1 for UNLIMITED, NOT_SET, INVALID.
+func slurmDuration(s string) int64 {
+	days := int64(0)
+	if d, rest, ok := strings.Cut(s, "-"); ok {
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil || n < 0 {
+			return -1
+		}
+		days, s = n, rest
+	}
+	var secs int64
+	parts := strings.Split(s, ":")
+	if len(parts) > 3 {
+		return -1
+	}
+	for _, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 0 {
+			return -1
+		}
+		secs = secs*60 + n
+	}
+	return days*86400 + secs
+}
+
 // squeue counts the pending and running jobs of parts with one squeue.
 // %P of a pending job is the list it may start in; %K of a pending array's
 // record is its tasks not started ("5-999%50").
@@ -220,7 +246,7 @@ func (b *SSHBackend) squeue(ctx context.Context, parts []partLoad) error {
 		names[i] = p.name
 	}
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all", "--partition=" + strings.Join(names, ","),
-		"--states=PENDING,RUNNING", "--format=%T|%P|%C|%K"}})
+		"--states=PENDING,RUNNING", "--format=%T|%P|%C|%K|%l|%L"}})
 	if err != nil {
 		return err
 	}
@@ -229,15 +255,15 @@ func (b *SSHBackend) squeue(ctx context.Context, parts []partLoad) error {
 	}
 	for _, line := range strings.Split(string(res.Stdout), "\n") {
 		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 4 {
+		if len(f) != 6 {
 			continue
 		}
 		cpus, _ := strconv.Atoi(f[2])
-		tasks := 1
+		tasks, secs := 1, slurmDuration(f[5]) // %L: the time left of a running job
 		if f[0] == "PENDING" {
-			tasks = arrayTaskCount(f[3])
+			tasks, secs = arrayTaskCount(f[3]), slurmDuration(f[4]) // %l: its time limit
 		}
-		countJob(parts, f[0], f[1], cpus, tasks)
+		countJob(parts, f[0], f[1], cpus, tasks, secs)
 	}
 	return nil
 }

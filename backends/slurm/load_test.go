@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +177,7 @@ func TestDecodeQueue(t *testing.T) {
 	require.Len(t, q, 3)
 	parts := []partLoad{newPartLoad("a"), newPartLoad("b")}
 	for _, j := range q {
-		countJob(parts, j.state, j.partition, j.cpus, j.tasks)
+		countJob(parts, j.state, j.partition, j.cpus, j.tasks, j.secs)
 	}
 	assert.Equal(t, 2, parts[0].pending)
 	assert.Equal(t, 2+5, parts[0].pendCPUs)
@@ -225,14 +226,64 @@ func TestPartitionCapLimitsFreeCPUs(t *testing.T) {
 	p := newPartLoad("short")
 	p.state, p.totalCPUs, p.totalNodes, p.maxCPUs, p.freeCPUs = "UP", 8, 1, 2, 2 // the node's 6 idle, capped at 2
 	parts := []partLoad{p}
-	countJob(parts, "RUNNING", "short", 1, 1)
-	countJob(parts, "RUNNING", "short", 1, 1)
-	countJob(parts, "PENDING", "short", 1, 1)
+	countJob(parts, "RUNNING", "short", 1, 1, 60)
+	countJob(parts, "RUNNING", "short", 1, 1, 60)
+	countJob(parts, "PENDING", "short", 1, 1, 60)
 	l := judge(demand{tasks: 1, cpusPerTask: 1, nodes: 1, parallel: 1}, parts)
 	assert.Equal(t, [3]int{0, 2, 1}, [3]int{l.FreeCPUs, l.TotalCPUs, l.PendingJobs})
 
 	parts = []partLoad{p}
-	countJob(parts, "RUNNING", "short", 1, 1)
+	countJob(parts, "RUNNING", "short", 1, 1, 60)
 	l = judge(demand{tasks: 1, cpusPerTask: 1, nodes: 1, parallel: 1}, parts)
 	assert.Equal(t, 1, l.FreeCPUs, "one of its two CPUs is left")
+}
+
+// TestQueueCPUSeconds: pending jobs count CPUs × time limit, running ones
+// CPUs × time left (from start_time, in either version's shape); a job
+// without a finite limit counts the partition's MaxTime, and where there
+// is none the partition's CPU-seconds are unknown.
+func TestQueueCPUSeconds(t *testing.T) {
+	started := time.Now().Add(-10 * time.Minute).Unix()
+	body := fmt.Sprintf(`{"jobs":[
+		{"job_state":"PENDING","partition":"a","cpus":2,"time_limit":60},
+		{"job_state":["PENDING"],"partition":"a","cpus":{"set":true,"number":1},"time_limit":{"set":true,"infinite":false,"number":1},"array_task_string":"0-3"},
+		{"job_state":["RUNNING"],"partition":"a","cpus":{"set":true,"number":4},"time_limit":{"set":true,"number":30},"start_time":{"set":true,"number":%d}},
+		{"job_state":"PENDING","partition":"b","cpus":1,"time_limit":4294967295},
+		{"job_state":["PENDING"],"partition":"c","cpus":1,"time_limit":{"set":false,"infinite":true,"number":0}}]}`, started)
+	q, err := decodeQueue(strings.NewReader(body))
+	require.NoError(t, err)
+	a, b, c := newPartLoad("a"), newPartLoad("b"), newPartLoad("c")
+	b.maxMinutes = 5
+	parts := []partLoad{a, b, c}
+	for _, j := range q {
+		countJob(parts, j.state, j.partition, j.cpus, j.tasks, j.secs)
+	}
+	assert.Equal(t, int64(2*3600+4*60), parts[0].pendSecs)
+	assert.InDelta(t, 4*20*60, parts[0].runSecs, 4*120, "4 CPUs × the 20 minutes left of 30")
+	assert.False(t, parts[0].noSecs)
+	assert.Equal(t, int64(300), parts[1].pendSecs, "no limit: the partition's MaxTime")
+	assert.False(t, parts[1].noSecs)
+	assert.True(t, parts[2].noSecs, "no limit anywhere: unknown, not zero")
+}
+
+func TestSlurmDuration(t *testing.T) {
+	for in, want := range map[string]int64{"1:00": 60, "59:58": 3598, "1:00:00": 3600, "2-00:00:01": 172801,
+		"UNLIMITED": -1, "NOT_SET": -1, "INVALID": -1, "": -1, "1:2:3:4": -1} {
+		assert.Equal(t, want, slurmDuration(in), in)
+	}
+}
+
+// The job's own work: every task's CPUs times its time limit, or the
+// partition's MaxTime when it gives none; unknown (0) without either.
+func TestDemandCPUSeconds(t *testing.T) {
+	a, err := backends.ParseArray("0-9%2")
+	require.NoError(t, err)
+	d := newDemand(&a)
+	d.cpusPerTask, d.minutes = 2, 3
+	p := newPartLoad("a")
+	assert.Equal(t, int64(10*2*180), d.cpuSeconds(p))
+	d.minutes = 0
+	assert.Zero(t, d.cpuSeconds(p))
+	p.maxMinutes = 60
+	assert.Equal(t, int64(10*2*3600), d.cpuSeconds(p))
 }

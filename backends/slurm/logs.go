@@ -109,6 +109,12 @@ type wrapping struct {
 	// output, since every task would write the same object.
 	taskIndex bool
 	shipTask  int
+	// taskOffset is added to SLURM_ARRAY_TASK_ID to give the task's index
+	// in the user's array (a chunk of an array past MaxArraySize runs as
+	// indexes from 0); the wrapper then sets SLURM_ARRAY_TASK_ID to that
+	// index too, so that a script reading Slurm's own variable sees the
+	// index the user gave, not the chunk's.
+	taskOffset int
 	// end is the absolute path of the job's end marker (Slurm over SSH):
 	// on its way out, whatever the script's outcome, the wrapper writes the
 	// script's exit status there, owner-only and atomically (a temporary
@@ -145,9 +151,14 @@ unset BRIDGE_LOG_URL
 		b.WriteString(".\n")
 	}
 	if w.taskIndex {
-		b.WriteString("export " + backends.TaskIndexVar + "=$SLURM_ARRAY_TASK_ID\n")
+		if w.taskOffset == 0 {
+			b.WriteString("export " + backends.TaskIndexVar + "=$SLURM_ARRAY_TASK_ID\n")
+		} else {
+			b.WriteString("export " + backends.TaskIndexVar + "=$((SLURM_ARRAY_TASK_ID + " + strconv.Itoa(w.taskOffset) + "))\n" +
+				"export SLURM_ARRAY_TASK_ID=$" + backends.TaskIndexVar + "\n")
+		}
 		if w.ship {
-			b.WriteString(`[ "$SLURM_ARRAY_TASK_ID" = ` + strconv.Itoa(w.shipTask) + " ] || br_url=\n")
+			b.WriteString(`[ "$` + backends.TaskIndexVar + `" = ` + strconv.Itoa(w.shipTask) + " ] || br_url=\n")
 		}
 	}
 	b.WriteString(`br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1

@@ -72,3 +72,19 @@ func TestShipScriptShipsWhileTheJobRuns(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	assert.Len(t, entries, 2, "the wrapper cleans up after itself")
 }
+
+// A chunk's wrapper gives the task its index in the user's array, in
+// BRIDGE_TASK_INDEX and in SLURM_ARRAY_TASK_ID, which scripts read.
+func TestWrapperTaskOffset(t *testing.T) {
+	for _, c := range []struct {
+		offset int
+		want   string
+	}{{0, "2 2\n"}, {1001, "1003 1003\n"}} {
+		script := wrapScript("#!/bin/sh\necho \"$BRIDGE_TASK_INDEX $SLURM_ARRAY_TASK_ID\"\n", wrapping{taskIndex: true, taskOffset: c.offset})
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Env = append(os.Environ(), "SLURM_ARRAY_TASK_ID=2", "TMPDIR="+t.TempDir())
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		assert.Equal(t, c.want, string(out), "offset %d", c.offset)
+	}
+}

@@ -201,7 +201,7 @@ func (b *Backend) submitSpec(ctx context.Context, spec *jobSpec) (string, error)
 	}
 	if r.status != http.StatusOK {
 		if _, isArray := spec.fields["array"]; isArray && r.hasError(errInvalidArray) {
-			return "", backends.Invalid("array", "Slurm refused the array %s: %s; its indexes must be below the cluster's MaxArraySize (1001 unless slurm.conf sets it; `scontrol show config` shows it): split the work over several steps, or ask the cluster's administrators", spec.fields["array"], r.errorText())
+			return "", backends.Invalid("array", "Slurm refused the array %s: %s; its indexes must be below the cluster's MaxArraySize (1001 unless slurm.conf sets it; `scontrol show config` shows it): give the cluster's limit in the array key (0-4999/500 splits it into arrays of 500 indexes), or ask the cluster's administrators", spec.fields["array"], r.errorText())
 		}
 		return "", b.classify(ctx, r, "jobproperties")
 	}

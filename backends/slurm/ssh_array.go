@@ -28,11 +28,11 @@ func (b *SSHBackend) SubmitArray(ctx context.Context, job backends.Job, a backen
 		return "", err
 	}
 	if limit > 0 && a.Max() >= limit {
-		return "", backends.Invalid("array", "%s: index %d is past the cluster's MaxArraySize, %d (Slurm takes indexes 0 to %d); split the work over several steps, or ask the cluster's administrators to raise MaxArraySize", a, a.Max(), limit, limit-1)
+		return "", backends.Invalid("array", "%s: index %d is past the cluster's MaxArraySize, %d (Slurm takes indexes 0 to %d); give a smaller chunk in the array key (0-4999/500), or ask the cluster's administrators to raise MaxArraySize", a, a.Max(), limit, limit-1)
 	}
 	sj.array = a.String()
 	sj.args = append(sj.args, "--array="+sj.array)
-	sj.script = wrapScript(sj.script, wrapping{taskIndex: true})
+	sj.script = wrapScript(sj.script, wrapping{taskIndex: true, taskOffset: a.Offset})
 	id, dir, err := b.sbatch(ctx, job, sj, "job-%a.out")
 	if err != nil {
 		return "", err
@@ -47,6 +47,9 @@ func (b *SSHBackend) SubmitArray(ctx context.Context, job backends.Job, a backen
 	b.remember(id, f)
 	return id, nil
 }
+
+// ArrayLimit is the cluster's MaxArraySize (backends.ArrayLimiter).
+func (b *SSHBackend) ArrayLimit(ctx context.Context) (int, error) { return b.maxArraySize(ctx) }
 
 // maxArraySize is the cluster's MaxArraySize from scontrol show config,
 // read once; 0 when it cannot be read (sbatch then refuses on its own).
@@ -165,4 +168,7 @@ func (b *SSHBackend) sacctTasks(ctx context.Context, id string, tasks map[int]ba
 	return nil
 }
 
-var _ backends.ArraySubmitter = (*SSHBackend)(nil)
+var (
+	_ backends.ArraySubmitter = (*SSHBackend)(nil)
+	_ backends.ArrayLimiter   = (*SSHBackend)(nil)
+)
