@@ -87,6 +87,18 @@ type Finder interface {
 	FindByKey(ctx context.Context, key string) (string, error)
 }
 
+// Discoverer is implemented by backends that must ask the server
+// something before they can submit (slurmrestd: which API version it
+// speaks). The runner calls Discover before it claims the submit intent,
+// within the retry budget, so that the submit's own window, which the
+// submit lease bounds, holds the submit alone: under a burst of steps on
+// one daemon the discovery requests queued behind everyone else's and ate
+// that window, and the step exited 75 while its submit, still queued, went
+// on to start a job no record followed.
+type Discoverer interface {
+	Discover(ctx context.Context) error
+}
+
 // Forgetter is implemented by backends that keep something of a job on
 // this side of the wire (the local backend's job directory). cleanup calls
 // Forget once the job has ended and its record is about to go, so nothing

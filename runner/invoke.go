@@ -486,6 +486,9 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 			}
 		}
 		if !hasIntent || cur.holder != r.Holder {
+			if err := r.discover(ctx, be); err != nil {
+				return "", err
+			}
 			if ok, err := r.claimIntent(ctx, key); err != nil || !ok {
 				if err != nil {
 					return "", err
@@ -495,6 +498,30 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 		}
 		return r.submitClaimed(ctx, be, key, hasIntent, prepare, find, log)
 	}
+}
+
+// discover asks the backend what it must know before a submit (see
+// backends.Discoverer), within the retry budget and before the submit
+// intent is claimed, so that the submit's window holds the submit alone.
+// Only a transient fault that outlasts the budget (or our own end) stops
+// the step here, with nothing claimed nor submitted; an answer that
+// refuses is left for the submit, which meets it again and says it in its
+// words (a bad token names the credentials).
+func (r *run) discover(ctx context.Context, be backends.Backend) error {
+	d, ok := unwrapArray(be).(backends.Discoverer)
+	if !ok {
+		return nil
+	}
+	start := time.Now()
+	err := retryTransient(ctx, r.RetryBudget, d.Discover)
+	switch {
+	case err == nil || ctx.Err() != nil && !budgetSpent(ctx):
+		return err
+	case errors.Is(err, backends.ErrTransient):
+		return fmt.Errorf("before submitting: the backend could not be reached within %s (the last failure: %w)",
+			time.Since(start).Round(time.Second), unanswered(err))
+	}
+	return nil
 }
 
 // killedBeforeID handles kill=true in a record without an id. Without a
