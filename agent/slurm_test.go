@@ -70,6 +70,8 @@ func pathKind(r *http.Request) string {
 		return "openapi"
 	case strings.HasSuffix(p, "/ping"):
 		return "ping"
+	case strings.HasPrefix(p, "/slurmdb/"):
+		return "accounting" // the efficiency read at a job's end (runner/efficiency.go)
 	case r.Method == http.MethodPost && strings.HasSuffix(p, "/job/submit"):
 		return "submit"
 	case r.Method == http.MethodGet && strings.Contains(p, "/job/"):
@@ -358,6 +360,9 @@ func TestStepsUseTheAgentsDiscoveryOnSlurm2411(t *testing.T) {
 		steps += c.pathCount("step", k)
 	}
 	assert.LessOrEqual(t, float64(steps)/n, 3.0, "the steps' requests a job: submit, a confirm, the final read")
+	// Beside following: what the ended job used, read once from slurmdbd
+	// (24.11 here keeps no accounting: the one read learns that).
+	assert.LessOrEqual(t, c.pathCount("step", "accounting"), n, "one accounting read a job at most")
 }
 
 // A heartbeat that publishes a version slurmrestd does not serve (sealed

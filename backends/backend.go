@@ -87,16 +87,19 @@ type Finder interface {
 	FindByKey(ctx context.Context, key string) (string, error)
 }
 
-// Discoverer is implemented by backends that must ask the server
-// something before they can submit (slurmrestd: which API version it
-// speaks). The runner calls Discover before it claims the submit intent,
+// Preparer is implemented by backends that must know something of the
+// server before they can submit (slurmrestd: which API version it
+// speaks) and learn it the first time they need it. Prepare learns it if
+// it is not known yet (a version recalled from the record or a cluster
+// agent's heartbeat costs nothing; compare Discoverer, which always asks
+// anew). The runner calls Prepare before it claims the submit intent,
 // within the retry budget, so that the submit's own window, which the
 // submit lease bounds, holds the submit alone: under a burst of steps on
 // one daemon the discovery requests queued behind everyone else's and ate
 // that window, and the step exited 75 while its submit, still queued, went
 // on to start a job no record followed.
-type Discoverer interface {
-	Discover(ctx context.Context) error
+type Preparer interface {
+	Prepare(ctx context.Context) error
 }
 
 // Forgetter is implemented by backends that keep something of a job on

@@ -15,7 +15,7 @@ import (
 
 // slowDiscoveryBackend must learn something from the server before its
 // first submit, as the slurm backend learns slurmrestd's API version: the
-// first Submit learns it itself (taking learn, unless Discover did), as a
+// first Submit learns it itself (taking learn, unless Prepare did), as a
 // daemon swamped by a burst of steps answers the discovery requests late.
 type slowDiscoveryBackend struct {
 	backends.Backend
@@ -26,7 +26,7 @@ type slowDiscoveryBackend struct {
 	submits int
 }
 
-func (b *slowDiscoveryBackend) Discover(ctx context.Context) error {
+func (b *slowDiscoveryBackend) Prepare(ctx context.Context) error {
 	b.mu.Lock()
 	known := b.known
 	b.mu.Unlock()
@@ -50,7 +50,7 @@ func (b *slowDiscoveryBackend) Submit(ctx context.Context, job backends.Job) (st
 	b.mu.Lock()
 	b.submits++
 	b.mu.Unlock()
-	if err := b.Discover(ctx); err != nil {
+	if err := b.Prepare(ctx); err != nil {
 		return "", err
 	}
 	return b.Backend.Submit(ctx, job)

@@ -501,19 +501,19 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 }
 
 // discover asks the backend what it must know before a submit (see
-// backends.Discoverer), within the retry budget and before the submit
+// backends.Preparer), within the retry budget and before the submit
 // intent is claimed, so that the submit's window holds the submit alone.
 // Only a transient fault that outlasts the budget (or our own end) stops
 // the step here, with nothing claimed nor submitted; an answer that
 // refuses is left for the submit, which meets it again and says it in its
 // words (a bad token names the credentials).
 func (r *run) discover(ctx context.Context, be backends.Backend) error {
-	d, ok := unwrapArray(be).(backends.Discoverer)
+	p, ok := unwrapArray(be).(backends.Preparer)
 	if !ok {
 		return nil
 	}
 	start := time.Now()
-	err := retryTransient(ctx, r.RetryBudget, d.Discover)
+	err := retryTransient(ctx, r.RetryBudget, p.Prepare)
 	switch {
 	case err == nil || ctx.Err() != nil && !budgetSpent(ctx):
 		return err

@@ -163,14 +163,15 @@ type submitResponse struct {
 	UserMsg string `json:"job_submit_user_msg"`
 }
 
-// Discover implements backends.Discoverer: it finds the API version to
-// speak (see version), which every later request then uses.
-func (b *Backend) Discover(ctx context.Context) error {
+// Prepare implements backends.Preparer: it finds the API version to
+// speak (see version) unless it is known, which every later request then
+// uses.
+func (b *Backend) Prepare(ctx context.Context) error {
 	_, err := b.version(ctx)
 	return err
 }
 
-var _ backends.Discoverer = (*Backend)(nil)
+var _ backends.Preparer = (*Backend)(nil)
 
 // Submit submits the job and returns its Slurm job id.
 func (b *Backend) Submit(ctx context.Context, job backends.Job) (string, error) {
