@@ -55,7 +55,18 @@ func slurmdbdCmd(t *testing.T) slurmCmd {
 // gathers says whether the cluster records jobs' CPU time and memory
 // (a JobAcctGatherType other than jobacct_gather/none).
 func gathers(t *testing.T, run slurmCmd) bool {
-	out, err := run("scontrol", "show", "config").Output()
+	// slurmctld may be slow to answer while other tests flood it (the probe
+	// benchmark's 5,000 jobs): scontrol gives up after its MessageTimeout,
+	// so ask again with back-off, within two minutes.
+	var out []byte
+	var err error
+	wait := record.Backoff{Initial: time.Second, Max: 15 * time.Second}
+	for end := time.Now().Add(2 * time.Minute); ; {
+		if out, err = run("scontrol", "show", "config").Output(); err == nil || time.Now().After(end) {
+			break
+		}
+		time.Sleep(wait.Next())
+	}
 	require.NoError(t, err, "scontrol show config")
 	for _, line := range strings.Split(string(out), "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "JobAcctGatherType" {
