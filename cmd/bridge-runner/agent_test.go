@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -70,15 +71,26 @@ func TestAgentBadFlags(t *testing.T) {
 	}
 }
 
-// The agent serves its probes and metrics, is ready once its first round
-// answered (an idle one asks nothing), and ends within 5 s of SIGTERM.
+// The agent serves its probes and metrics, is ready once it found the
+// cluster's API version and its first round answered (an idle one asks no
+// job's state: only the pings of the discovery, which a slurmrestd that
+// serves only pings answers here), and ends within 5 s of SIGTERM.
 func TestAgentServesAndStopsOnSIGTERM(t *testing.T) {
 	clearEnv(t)
 	admin := testkube.Client(t)
 	ns := testkube.Namespace(t, admin)
 	kubeconfig := writeKubeconfig(t, testkube.Config(t), ns)
 	health, metrics := loopbackAddr(t), loopbackAddr(t)
-	cmd := exec.Command(binary, "agent", "--cluster", "hpc-1", "--backend", "slurm", "--resource-url", "http://"+closedPort(t),
+	pings := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/ping") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"pings":[{"hostname":"ctl","pinged":"UP"}],"errors":[],"warnings":[]}`)
+	}))
+	t.Cleanup(pings.Close)
+	cmd := exec.Command(binary, "agent", "--cluster", "hpc-1", "--backend", "slurm", "--resource-url", pings.URL,
 		"--credentials-dir", credsDir(t, map[string]string{"token": "tok-abcdef"}), "--namespaces", ns,
 		"--query-interval", "200ms", "--health-addr", health, "--metrics-addr", metrics)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)

@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -30,7 +28,6 @@ func TestMain(m *testing.M) {
 		runtime.SetDefaultGOMAXPROCS()
 	}
 	scrubDeveloperEnv()
-	parallelByDefault(4)
 	dir, err := os.MkdirTemp("", "bridge-runner-bin")
 	if err != nil {
 		panic(err)
@@ -44,21 +41,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// parallelByDefault sets -test.parallel to n unless the command line set
-// it. Its default is GOMAXPROCS when the flags are made, which is 1 here
-// (internal/oneproc runs before TestMain): the parallel tests would run one
-// at a time. They wait on real jobs, grace periods and black holes, not on
-// the CPU, so a few at once on two cores cuts this package's wall time,
-// the longest of the suite, without crowding the machine.
-func parallelByDefault(n int) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(n))
-	}
 }
 
 // scrubDeveloperEnv removes once, for the whole process, the variables

@@ -51,6 +51,7 @@ func slurmShown(text string) []string {
 	for _, m := range []struct{ re, with string }{
 		{`job_id=\d+`, "job_id=ID"}, {`Slurm job \d+`, "Slurm job ID"}, {`"id":"\d+"`, `"id":"ID"`},
 		{`backend=\d+ kubernetes=\d+`, "backend=N kubernetes=N"},
+		{`queueWaitSeconds\\":\d+`, `queueWaitSeconds\":N`},
 	} {
 		text = regexp.MustCompile(m.re).ReplaceAllString(text, m.with)
 	}
