@@ -159,6 +159,27 @@ def require_done(out, what):
 # 1. The example as a user runs it: the tasks run as the caller (uid
 #    os.getuid()), the outputs come back, the files are the caller's, and the
 #    pipeline root stays the caller's alone.
+def docs_text():
+    """README.md and every markdown file under docs/, one after the other
+    (the KFP snippets moved from the README to docs/guides/kfp.md)."""
+    import glob
+    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
+    texts = []
+    for p in paths:
+        with open(p) as f:
+            texts.append(f.read())
+    return "\n".join(texts)
+
+
+def doc_python(containing):
+    """The docs' python block that contains the text containing, dedented."""
+    import textwrap
+    blocks = [b.split("\n", 1)[1] for b in docs_text().split("```")[1::2] if b.startswith("python\n")]
+    found = [textwrap.dedent(b) for b in blocks if containing in b]
+    require(len(found) == 1, f"{len(found)} python blocks of README.md and docs/ contain {containing!r}, want 1")
+    return found[0]
+
+
 @check("examples/kfp-local: a DONE job's outputs read back, written by the caller into a 0700 root")
 def _():
     root = os.path.join(WORK, "example")
@@ -333,27 +354,6 @@ def _():
 def slurm_properties():
     # A directory that exists on the suite's node (the example's /scratch/bridge is a site's).
     return json.dumps({"partition": "debug", "nodes": 1, "time_limit": 30, "current_working_directory": "/tmp"})
-
-
-def docs_text():
-    """README.md and every markdown file under docs/, one after the other
-    (the KFP snippets moved from the README to docs/guides/kfp.md)."""
-    import glob
-    paths = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True))
-    texts = []
-    for p in paths:
-        with open(p) as f:
-            texts.append(f.read())
-    return "\n".join(texts)
-
-
-def doc_python(containing):
-    """The docs' python block that contains the text containing, dedented."""
-    import textwrap
-    blocks = [b.split("\n", 1)[1] for b in docs_text().split("```")[1::2] if b.startswith("python\n")]
-    found = [textwrap.dedent(b) for b in blocks if containing in b]
-    require(len(found) == 1, f"{len(found)} python blocks of README.md and docs/ contain {containing!r}, want 1")
-    return found[0]
 
 
 def readme_exec(code, namespace):
