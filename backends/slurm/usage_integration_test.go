@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -190,7 +191,11 @@ func TestRealSlurmUsageREST(t *testing.T) {
 			t.Skip("no Slurm 26.05")
 		}
 		testUsageREST(t, rs, func(args ...string) *exec.Cmd {
-			return exec.Command("/usr/sbin/chroot", append([]string{rs.root}, args...)...)
+			cmd := exec.Command("/usr/sbin/chroot", append([]string{rs.root}, args...)...)
+			// The suite's env names 22.05's slurm.conf (SLURM_CONF, a host
+			// path): inside the root, its own /etc/slurm/slurm.conf.
+			cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SLURM_CONF=") })
+			return cmd
 		})
 	})
 }
