@@ -60,7 +60,13 @@ func (r *run) efficiency(ctx context.Context, acct backends.Accountant, id strin
 		}
 		lagging := errors.Is(err, backends.ErrNotFound) || errors.Is(err, backends.ErrTransient)
 		if !lagging || !record.SleepCtx(actx, b.Next()) {
-			log.Info("the job's accounting could not be read", "err", err)
+			if errors.Is(err, backends.ErrNoAccounting) {
+				// Nothing failed: the cluster keeps none (no slurmdbd), which
+				// the efficiency output says; not worth a line in every step.
+				log.Debug("the cluster keeps no accounting")
+			} else {
+				log.Info("the job's accounting could not be read", "err", err)
+			}
 			why := "reading it failed (the step's log says why)"
 			switch {
 			case errors.Is(err, backends.ErrNoAccounting):

@@ -259,11 +259,14 @@ func (r *run) execute(ctx context.Context) error {
 		// its lease on: the handover waits for the others' news to be written.
 		err = r.final(ctx, st)
 	}
-	if err == nil && st.State.Final() {
-		r.recordEfficiency(ctx, be, id, st, log)
-	}
 	data := r.rec.Data
 	r.withinGrace(ctx, "handing on the cluster's watcher", func() { r.w.close(ctx, data) })
+	if err == nil && st.State.Final() {
+		// After the handover: the accounting may take seconds to know the
+		// job's end, and a lease handed meanwhile to a member that ended
+		// in those seconds would outlive the group.
+		r.recordEfficiency(ctx, be, id, st, log)
+	}
 	if err != nil {
 		return err
 	}

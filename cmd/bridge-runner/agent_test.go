@@ -91,7 +91,7 @@ func TestAgentServesAndStopsOnSIGTERM(t *testing.T) {
 	}))
 	t.Cleanup(pings.Close)
 	cmd := exec.Command(binary, "agent", "--cluster", "hpc-1", "--backend", "slurm", "--resource-url", pings.URL,
-		"--credentials-dir", credsDir(t, map[string]string{"token": "tok-abcdef"}), "--namespaces", ns,
+		"--credentials-dir", credsDir(t, map[string]string{"token": "tok-abcdef", "user": "bridge"}), "--namespaces", ns,
 		"--query-interval", "200ms", "--health-addr", health, "--metrics-addr", metrics)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var stderr strings.Builder
@@ -100,7 +100,7 @@ func TestAgentServesAndStopsOnSIGTERM(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	require.Eventually(t, func() bool { return get(health, "/readyz") == http.StatusOK }, 20*time.Second, 50*time.Millisecond, "ready")
+	require.Eventually(t, func() bool { return get(health, "/readyz") == http.StatusOK }, 20*time.Second, 50*time.Millisecond, "ready: %s", &stderr)
 	assert.Equal(t, http.StatusOK, get(health, "/healthz"))
 	body := getBody(t, metrics, "/metrics")
 	for _, m := range []string{"bridge_runner_agent_queries_total", "bridge_runner_agent_query_failures_total", "bridge_runner_agent_records_served", "bridge_runner_agent_last_answer_age_seconds"} {
