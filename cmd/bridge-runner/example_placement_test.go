@@ -86,11 +86,7 @@ func exampleArgs(t *testing.T, path string, site *strings.Replacer) []string {
 // backend.
 func TestExamplePlacementRunsOnBothClusters(t *testing.T) {
 	clearEnv(t)
-	cs := slurmClusters(t)
-	if len(cs) < 2 {
-		t.Fatalf("this test needs both real Slurms (22.05 and 24.11), found %d", len(cs))
-	}
-	old, young := cs[0], cs[1]
+	old, young := twoSlurms(t)
 	args := exampleArgs(t, "../../examples/placement/workflow.yaml", exampleSite(old, young))
 	fill(t, old, 3) // hpc-a's partition short: two running on its two CPUs, one waiting
 

@@ -24,15 +24,10 @@ import (
 // weigh the queue place the job there. The record keeps the figures.
 func TestPlacementWeighsCPUSeconds(t *testing.T) {
 	clearEnv(t)
-	cs := slurmClusters(t)
-	if len(cs) < 2 {
-		t.Fatalf("this test needs both real Slurms (22.05 and 24.11), found %d", len(cs))
-	}
-	old, young := cs[0], cs[1]
+	old, young := twoSlurms(t)
 	hold(t, old, 1, `{"partition":"short","time_limit":60,"cpus_per_task":2,"hold":true}`)
 	hold(t, young, 4, `{"partition":"short","time_limit":1,"cpus_per_task":1,"hold":true}`)
-	targets := fmt.Sprintf(`[{"name":"old","resourceURL":%q,"credentials":%q},{"name":"young","resourceURL":%q,"credentials":%q}]`,
-		old.url, old.creds, young.url, young.creds)
+	targets := twoTargets(old, young)
 	for _, policy := range []string{"least-pending", "earliest-start"} {
 		t.Run(policy, func(t *testing.T) {
 			state := t.TempDir()

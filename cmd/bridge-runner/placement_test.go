@@ -27,14 +27,9 @@ import (
 // on the other, once.
 func TestPlacementOnTwoRealSlurms(t *testing.T) {
 	clearEnv(t)
-	cs := slurmClusters(t)
-	if len(cs) < 2 {
-		t.Fatalf("this test needs both real Slurms (22.05 and 24.11), found %d", len(cs))
-	}
-	old, young := cs[0], cs[1]
+	old, young := twoSlurms(t)
 	fill(t, old, 3) // two running on its two CPUs, one waiting
-	targets := fmt.Sprintf(`[{"name":"old","resourceURL":%q,"credentials":%q},{"name":"young","resourceURL":%q,"credentials":%q}]`,
-		old.url, old.creds, young.url, young.creds)
+	targets := twoTargets(old, young)
 
 	state := t.TempDir()
 	res := run(t, "invoke", "--state-dir", state, "--job-name", "placed", "--backend", "slurm",
@@ -110,4 +105,21 @@ func jobWithKey(t *testing.T, c slurmCluster, rec *record.Record) string {
 	id, err := be.(backends.Finder).FindByKey(context.Background(), rec.Data[record.KeyKey])
 	require.NoError(t, err)
 	return id
+}
+
+// twoSlurms is the suite's two real Slurms, 22.05 ("old") and 24.11
+// ("young"), for the placement tests.
+func twoSlurms(t *testing.T) (old, young slurmCluster) {
+	t.Helper()
+	cs := slurmClusters(t)
+	if len(cs) < 2 {
+		t.Fatalf("this test needs both real Slurms (22.05 and 24.11), found %d", len(cs))
+	}
+	return cs[0], cs[1]
+}
+
+// twoTargets is --targets naming both, each with its own credentials.
+func twoTargets(old, young slurmCluster) string {
+	return fmt.Sprintf(`[{"name":"old","resourceURL":%q,"credentials":%q},{"name":"young","resourceURL":%q,"credentials":%q}]`,
+		old.url, old.creds, young.url, young.creds)
 }
