@@ -23,9 +23,18 @@ type metricsOf map[string]*dto.MetricFamily
 // malformed exposition is an error) and returns the leader's: only the
 // leader has BridgeJob figures.
 func (e *env) operatorMetrics(ctx context.Context) (metricsOf, error) {
+	m, _, err := e.operatorLeaderMetrics(ctx)
+	return m, err
+}
+
+// operatorLeaderMetrics is operatorMetrics with who answered: the leading
+// pod's UID and its container's restarts. Counters start over in a new
+// leader (the Lease moved under load) or a restarted one, so figures of
+// two scrapes compare only when both came from the same leader.
+func (e *env) operatorLeaderMetrics(ctx context.Context) (metricsOf, string, error) {
 	pods, err := e.kube.CoreV1().Pods("bridge-runner-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=bridge-runner-operator"})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var why []string
 	for _, p := range pods.Items {
@@ -39,14 +48,50 @@ func (e *env) operatorMetrics(ctx context.Context) (metricsOf, error) {
 		}
 		fams, err := new(expfmt.TextParser).TextToMetricFamilies(bytes.NewReader(raw))
 		if err != nil {
-			return nil, fmt.Errorf("parsing %s's /metrics: %w", p.Name, err)
+			return nil, "", fmt.Errorf("parsing %s's /metrics: %w", p.Name, err)
 		}
 		if metricsOf(fams).value("bridge_runner_operator_leader") == 1 {
-			return fams, nil
+			restarts := int32(0)
+			for _, c := range p.Status.ContainerStatuses {
+				restarts += c.RestartCount
+			}
+			return fams, fmt.Sprintf("%s (uid %s, %d restarts)", p.Name, p.UID, restarts), nil
 		}
 		why = append(why, p.Name+": not the leader")
 	}
-	return nil, fmt.Errorf("no leading operator replica answered: %s", strings.Join(why, "; "))
+	return nil, "", fmt.Errorf("no leading operator replica answered: %s", strings.Join(why, "; "))
+}
+
+// quietOperator scrapes the leader until two scrapes 2 s apart by the same
+// leader agree on backend's job figures: what an earlier test's BridgeJobs
+// still had counted (a reconcile after their end) lands before, not in the
+// differences a test compares.
+func (e *env) quietOperator(ctx context.Context, backend string) (metricsOf, string, error) {
+	var last metricsOf
+	var lastLeader string
+	var err error
+	fig := func(m metricsOf) string {
+		return fmt.Sprint(m.value("bridge_runner_operator_jobs_created_total", "backend", backend),
+			m.value("bridge_runner_operator_submissions_total", "backend", backend),
+			m.value("bridge_runner_operator_job_transitions_total", "backend", backend, "state", "RUNNING"),
+			m.value("bridge_runner_operator_job_transitions_total", "backend", backend, "state", "DONE"),
+			m.value("bridge_runner_operator_detection_latency_seconds", "backend", backend))
+	}
+	perr := poll(ctx, 2*time.Second, func() (bool, error) {
+		var m metricsOf
+		var leader string
+		m, leader, err = e.operatorLeaderMetrics(ctx)
+		if err != nil {
+			return false, nil
+		}
+		quiet := last != nil && leader == lastLeader && fig(m) == fig(last)
+		last, lastLeader = m, leader
+		return quiet, nil
+	})
+	if perr != nil {
+		return nil, "", fmt.Errorf("%w (last scrape: %v)", perr, err)
+	}
+	return last, lastLeader, nil
 }
 
 // value is the series of fam with these labels (name=value pairs; others
@@ -112,15 +157,16 @@ func (m metricsOf) checkTypes(t *testing.T) {
 
 // watchMidLife scrapes the operator every second until it sees the
 // BridgeJob's backend with one more job RUNNING than before and none more
-// ended, or ctx ends; it sends that scrape (nil if none) on the channel.
-func (e *env) watchMidLife(ctx context.Context, before metricsOf, backend string) <-chan metricsOf {
+// ended, in a scrape by the same leader as before, or ctx ends; it sends
+// that scrape (nil if none) on the channel.
+func (e *env) watchMidLife(ctx context.Context, before metricsOf, leader, backend string) <-chan metricsOf {
 	ch := make(chan metricsOf, 1)
 	go func() {
 		var got metricsOf
 		defer func() { ch <- got }()
 		_ = poll(ctx, time.Second, func() (bool, error) {
-			m, err := e.operatorMetrics(ctx)
-			if err != nil {
+			m, by, err := e.operatorLeaderMetrics(ctx)
+			if err != nil || by != leader {
 				return false, nil
 			}
 			d := func(fam string, labels ...string) float64 {

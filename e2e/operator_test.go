@@ -172,55 +172,77 @@ func bridgeJob(name string, spec map[string]any) *unstructured.Unstructured {
 // parsed by Prometheus's own parser, follow the job: one Job created, one
 // submission, RUNNING entered while DONE is not, then DONE and one end
 // detected, and the backend requests to this Slurm counted by answer.
+// The figures compare only within one leader's life: when the Lease moved
+// meanwhile (a replica that could not renew under load steps down and
+// restarts, its counters from zero), the BridgeJob runs once more, and a
+// second move fails the test, saying so.
 func TestOperatorSlurmBridgeJob(t *testing.T) {
 	e := setup(t)
 	t.Parallel()
+	e.installOperator(t)
+	slurmBridgeJobs.Lock()
+	defer slurmBridgeJobs.Unlock()
+	var moves []string
+	for range 2 {
+		r := e.operatorSlurmRun(t)
+		if r.leader == r.leaderAfter {
+			if r.mid == nil {
+				t.Fatal("no scrape saw the job RUNNING and not yet DONE")
+			}
+			e.checkSlurmMetrics(t, r.before, r.mid, r.after, hostOf(t, e.slurmPodURL))
+			return
+		}
+		moves = append(moves, r.leader+" -> "+r.leaderAfter)
+		t.Logf("the operator's Lease moved during the BridgeJob (%s): its counters started over, running it again", moves[len(moves)-1])
+	}
+	t.Fatalf("the operator's Lease moved during both BridgeJobs (%s); see the operator's log below", strings.Join(moves, "; "))
+}
+
+// slurmRun is what TestOperatorSlurmBridgeJob scraped of one BridgeJob's
+// life, and which leader answered before and after.
+type slurmRun struct {
+	before, mid, after  metricsOf
+	leader, leaderAfter string
+}
+
+// operatorSlurmRun runs one Slurm BridgeJob through the operator (runBridgeJob)
+// with the leader's scrapes before it (once quiet), in mid-life and after its
+// end is counted (or the leader changed).
+func (e *env) operatorSlurmRun(t *testing.T) slurmRun {
+	t.Helper()
 	bj := bridgeJob("bj-slurm-"+randHex(3), map[string]any{
 		"backend": "slurm", "resourceURL": e.slurmPodURL, "resourcesecret": "slurm-credentials",
 		"imagepullpolicy": "Never", "updateinterval": int64(2), "jobproperties": e.jobProps(),
 		// Long enough to be seen RUNNING in the metrics (scraped every second).
-		"jobdata": map[string]any{"jobscript": "#!/bin/bash\necho operator job $SLURM_JOB_ID\nsleep 10\n", "scriptlocation": "inline"},
+		"jobdata": map[string]any{"jobscript": "#!/bin/bash\necho operator job $SLURM_JOB_ID\nsleep 15\n", "scriptlocation": "inline"},
 	})
-	e.installOperator(t)
-	slurmBridgeJobs.Lock()
-	defer slurmBridgeJobs.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// Ready replicas may still stand by: wait for the Lease's holder.
-	var before metricsOf
-	var scrapeErr error
-	if err := poll(ctx, time.Second, func() (bool, error) {
-		before, scrapeErr = e.operatorMetrics(ctx)
-		return scrapeErr == nil, nil
-	}); err != nil {
-		t.Fatalf("scraping the operator before the BridgeJob: %v (%v)", err, scrapeErr)
+	var r slurmRun
+	var err error
+	// Ready replicas may still stand by: the quiet scrape is the Lease holder's.
+	if r.before, r.leader, err = e.quietOperator(ctx, "slurm"); err != nil {
+		t.Fatalf("scraping the operator before the BridgeJob: %v", err)
 	}
-	midLife := e.watchMidLife(ctx, before, "slurm")
-	var after metricsOf
+	midLife := e.watchMidLife(ctx, r.before, r.leader, "slurm")
 	e.runBridgeJob(t, bj, func(id string) {
 		if sj := e.slurmJob(t, id); !strings.Contains(sj.JobState, "COMPLETED") {
 			t.Errorf("Slurm job %s: %v, want COMPLETED", id, sj.JobState)
 		}
 		// The status is mirrored from the record the counters count from:
-		// wait for the end to be counted too.
+		// wait for the end to be counted too (or for another leader).
 		if err := poll(ctx, time.Second, func() (bool, error) {
-			m, err := e.operatorMetrics(ctx)
-			after = m
-			return err == nil && m.value("bridge_runner_operator_detection_latency_seconds", "backend", "slurm") >
-				before.value("bridge_runner_operator_detection_latency_seconds", "backend", "slurm"), nil
+			m, leader, err := e.operatorLeaderMetrics(ctx)
+			r.after, r.leaderAfter = m, leader
+			return err == nil && (leader != r.leader || m.value("bridge_runner_operator_detection_latency_seconds", "backend", "slurm") >
+				r.before.value("bridge_runner_operator_detection_latency_seconds", "backend", "slurm")), nil
 		}); err != nil {
-			t.Errorf("the operator's metrics never counted the job's end: %v", err)
+			t.Fatalf("the operator's metrics never counted the job's end: %v", err)
 		}
 	})
 	cancel()
-	mid := <-midLife
-	if mid == nil {
-		t.Fatal("no scrape saw the job RUNNING and not yet DONE")
-	}
-	if after == nil {
-		t.Fatal("no scrape after the job's end")
-	}
-	e.checkSlurmMetrics(t, before, mid, after, hostOf(t, e.slurmPodURL))
+	r.mid = <-midLife
+	return r
 }
 
 // checkSlurmMetrics compares the operator's scrapes before, during and
