@@ -48,6 +48,8 @@ export BRIDGE_NODE_IP=$NODE_IP
 mem_used_kb() { awk '/^MemTotal:/ {t = $2} /^MemAvailable:/ {a = $2} END {print t - a}' /proc/meminfo; }
 MEM0=$(mem_used_kb)
 MEMFILE=$(mktemp "${TMPDIR:-/tmp}/bridge-e2e-mem.XXXXXX")
+# The tests' output, for the failure report at the very end (report_failures).
+TESTLOG=$(mktemp "${TMPDIR:-/tmp}/bridge-e2e-tests.XXXXXX")
 echo "$MEM0" >"$MEMFILE"
 ( peak=$MEM0; while sleep 1; do m=$(mem_used_kb); [ "$m" -gt "$peak" ] && { peak=$m; echo "$peak" >"$MEMFILE"; }; done ) 9>&- &
 SAMPLER=$!
@@ -84,6 +86,8 @@ teardown() {
   mark "total" "$t0"
   echo "== e2e timings: ${timings[*]}" >&2
   echo "== e2e peak memory used on the machine: $((peak / 1024)) MiB ($(((peak - MEM0) / 1024)) MiB above the $((MEM0 / 1024)) MiB at the start)" >&2
+  report_failures "$TESTLOG"
+  rm -f "$TESTLOG"
   exit "$rc"
 }
 trap teardown EXIT
@@ -165,7 +169,7 @@ export BRIDGE_E2E_IMAGE=$IMAGE BRIDGE_E2E_REPO=$ROOT BRIDGE_E2E_SLURM_WORKDIR=$W
 ts=$(now_ms)
 rc=0
 # shellcheck disable=SC2086
-(cd e2e && go test -count=1 -timeout 25m -v ${E2E_TEST_FLAGS:-} ./...) || rc=$?
+(cd e2e && go test -count=1 -timeout 25m -v ${E2E_TEST_FLAGS:-} ./...) 2>&1 | tee -a "$TESTLOG" || rc=$?
 mark "tests" "$ts"
 
 # What depends on the controller: outputs and exit handlers, failure, shutdown=Stop,
@@ -181,7 +185,7 @@ for v in "${ALSO[@]}"; do
   mark "argo $v up (incl. build)" "$ts"
   ts=$(now_ms)
   # shellcheck disable=SC2086
-  (cd e2e && go test -count=1 -timeout 25m -v $also_flags ./...) || rc=$?
+  (cd e2e && go test -count=1 -timeout 25m -v $also_flags ./...) 2>&1 | tee -a "$TESTLOG" || rc=$?
   mark "tests on argo $v" "$ts"
 done
 exit "$rc"

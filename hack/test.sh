@@ -28,7 +28,12 @@ need_cmd tmux
 # bridgetest: the test hooks (crash points), absent from release builds.
 # 45m per package: cmd/bridge-runner's fault tests against the real services
 # (grace periods, retry budgets, black holes) wait out real time, ~20 min in all.
-go test -tags bridgetest -count=1 -timeout 45m ${GO_TEST_FLAGS:-} ./...
+testlog=$(mktemp "${TMPDIR:-/tmp}/bridge-test.XXXXXX")
+rc=0
+go test -tags bridgetest -count=1 -timeout 45m ${GO_TEST_FLAGS:-} ./... 2>&1 | tee "$testlog" || rc=$?
+# The failures again, last: a long log's tail then names them.
+[ "$rc" = 0 ] || { report_failures "$testlog"; rm -f "$testlog"; exit "$rc"; }
+rm -f "$testlog"
 # Alone, once nothing else uses the Slurm clusters: a node set down ends or
 # requeues every job on it, so this test would fail other tests' jobs.
 [ -n "${GO_TEST_FLAGS:-}" ] || BRIDGE_TEST_NODE_DOWN=1 go test -tags bridgetest -count=1 -timeout 10m -run '^TestRealNodeDownIsInfrastructure$' ./backends/slurm
