@@ -17,7 +17,7 @@
 #   BRIDGE_IMAGE_OUT=/tmp/x.tar bash hack/build-image.sh
 #
 # Environment: BRIDGE_CLUSTER_DIR (to find the cluster's containerd; default
-# /tmp/bridge-runner-cluster), BRIDGE_IMAGE_OUT (default <cache>/images/bridge-runner.tar),
+# /tmp/bridge-runner-cluster), BRIDGE_IMAGE_LOAD=0 (do not load it there), BRIDGE_IMAGE_OUT (default <cache>/images/bridge-runner.tar),
 # BRIDGE_CACHE, VERSION, COMMIT.
 set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -63,7 +63,7 @@ fi
 
 MK=$CACHE/images/mkimage
 if [ ! -x "$MK" ] || [ -n "$(find "$ROOT/e2e/cmd/mkimage" "$ROOT/e2e/go.mod" -newer "$MK" -print -quit)" ]; then
-  (cd "$ROOT/e2e" && CGO_ENABLED=0 go build -trimpath -o "$MK.tmp" ./cmd/mkimage) && mv "$MK.tmp" "$MK"
+  (cd "$ROOT/e2e" && CGO_ENABLED=0 go build -trimpath -o "$MK.tmp.$$" ./cmd/mkimage) && mv "$MK.tmp.$$" "$MK"
 fi
 "$MK" -binary "$work/bridge-runner" -path /bridge-runner -entrypoint /bridge-runner -user 65532:65532 \
   -file "$BB:/bin/sh" \
@@ -71,7 +71,9 @@ fi
 log "image $pinned built in $(elapsed_s "$t0")s (go build $(( (t_bin - t0) / 1000 ))s; $(du -h "$OUT" | cut -f1))"
 
 SOCK=$STATE/containerd/containerd.sock
-if [ -S "$SOCK" ]; then
+# BRIDGE_IMAGE_LOAD=0: a build for another daemon (kfp-local.sh) leaves the
+# cluster's image alone while the e2e suite may be running beside it.
+if [ "${BRIDGE_IMAGE_LOAD:-1}" = 1 ] && [ -S "$SOCK" ]; then
   tl=$(now_ms)
   ctr --address "$SOCK" -n k8s.io images import "$OUT" >/dev/null
   log "loaded into the e2e cluster's containerd in $(elapsed_s "$tl")s"

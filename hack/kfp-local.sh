@@ -109,7 +109,7 @@ fi
 
 # ------------------------------------------------------------------ the image
 ti=$(now_ms)
-BRIDGE_IMAGE_OUT=$work/image.tar bash "$HACK/build-image.sh" >"$work/image.out"
+BRIDGE_IMAGE_LOAD=0 BRIDGE_IMAGE_OUT=$work/image.tar bash "$HACK/build-image.sh" >"$work/image.out"
 image=$(tail -1 "$work/image.out")
 docker load -q -i "$work/image.tar" >/dev/null
 log "image $image built and loaded in $(elapsed_s "$ti")s"
