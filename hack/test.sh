@@ -31,7 +31,10 @@ need_cmd tmux
 testlog=$(mktemp "${TMPDIR:-/tmp}/bridge-test.XXXXXX")
 rc=0
 go test -tags bridgetest -count=1 -timeout 45m ${GO_TEST_FLAGS:-} ./... 2>&1 | tee "$testlog" || rc=$?
-# The failures again, last: a long log's tail then names them.
+# The slowest packages (CI's time goes where these are), then the failures
+# again, last: a long log's tail then names them.
+echo "== slowest packages:"
+awk -F'\t' '$1 ~ /^(ok|FAIL) *$/ && $3 ~ /s$/ {sub(/s$/, "", $3); printf "%8.1f s  %s\n", $3, $2}' "$testlog" | sort -rn | head -n 8
 [ "$rc" = 0 ] || { report_failures "$testlog"; rm -f "$testlog"; exit "$rc"; }
 rm -f "$testlog"
 # Alone, once nothing else uses the Slurm clusters: a node set down ends or
