@@ -436,24 +436,35 @@ func (f *follower) wait() phase {
 	}
 }
 
-// A server that answers slowly has too much to do: the next poll waits at
-// least slowAnswerFactor times as long as the last answer took (at most
-// maxSlowWait), so every step asks less as the server slows, and asks at
-// its interval again once it answers quickly. 500 steps each polling one
-// slurmrestd 24.11 every 5 s kept it past the 30 s request timeout until
-// 253 of them gave up (BENCHMARKS.md, 2026-11-29); each waiting its
-// interval regardless is what fed that.
+// A server that answers slowly has too much to do: after an answer that
+// took over slowAnswerFloor, the next poll waits at least slowAnswerFactor
+// times as long as it took (at most maxSlowWait), so every step asks less
+// as the server slows, and asks at its interval again once it answers
+// quickly. 500 steps each polling one slurmrestd 24.11 every 5 s kept it
+// past the 30 s request timeout until 253 of them gave up (BENCHMARKS.md,
+// 2026-11-29); each waiting its interval regardless is what fed that. The
+// floor keeps a daemon that answers within a second on a busy machine from
+// slowing detection: that is not a daemon we swamp.
 const (
+	slowAnswerFloor  = time.Second
 	slowAnswerFactor = 4
 	maxSlowWait      = 2 * time.Minute
 )
+
+// slowAnswerWait is the least wait after an answer that took took.
+func slowAnswerWait(took time.Duration) time.Duration {
+	if took <= slowAnswerFloor {
+		return 0
+	}
+	return min(slowAnswerFactor*took, maxSlowWait)
+}
 
 // schedulePoll sets when the next poll is due: after the poll interval
 // (longer after a slow answer), sooner when a cancel request is due again
 // or the retry budget ends.
 func (f *follower) schedulePoll() {
 	if f.pollAt.IsZero() {
-		f.pollAt = time.Now().Add(max(f.poll.Next(), min(slowAnswerFactor*f.answerTook, maxSlowWait)))
+		f.pollAt = time.Now().Add(max(f.poll.Next(), slowAnswerWait(f.answerTook)))
 		if at, ok := f.end.recheckAt(time.Now()); ok && at.Before(f.pollAt) {
 			f.pollAt, f.force = at, true // an announced end the backend did not confirm yet
 		}
