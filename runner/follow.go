@@ -86,6 +86,9 @@ type follower struct {
 	cancel       cancellation
 	pending      pendingWatch // how long the job waits to start (pending.go)
 	end          endWatch     // the job's own announcement of its end (endwatch.go)
+	// answerTook is how long the last answered status request took: the
+	// next poll waits at least slowAnswerFactor times as long.
+	answerTook time.Duration
 	// assumed: last is PENDING as of this invoke's submit, not a state the
 	// backend reported; the cluster's agent serves the job from then on,
 	// so that no poll asks what the submit's answer already said.
@@ -184,6 +187,7 @@ func (f *follower) pollStatus() phase {
 		return f.pollFailed(err, started)
 	}
 	f.failingSince, f.failCause, f.watcherHeard = time.Time{}, nil, time.Time{}
+	f.answerTook = time.Since(started)
 	f.faults.Reset()
 	f.catchUp(st)
 	if !f.seen || st.State != f.last.State || st.Raw != f.last.Raw {
@@ -432,11 +436,35 @@ func (f *follower) wait() phase {
 	}
 }
 
-// schedulePoll sets when the next poll is due: after the poll interval,
-// sooner when a cancel request is due again or the retry budget ends.
+// A server that answers slowly has too much to do: after an answer that
+// took over slowAnswerFloor, the next poll waits at least slowAnswerFactor
+// times as long as it took (at most maxSlowWait), so every step asks less
+// as the server slows, and asks at its interval again once it answers
+// quickly. 500 steps each polling one slurmrestd 24.11 every 5 s kept it
+// past the 30 s request timeout until 253 of them gave up (BENCHMARKS.md,
+// 2026-11-29); each waiting its interval regardless is what fed that. The
+// floor keeps a daemon that answers within a second on a busy machine from
+// slowing detection: that is not a daemon we swamp.
+const (
+	slowAnswerFloor  = time.Second
+	slowAnswerFactor = 4
+	maxSlowWait      = 2 * time.Minute
+)
+
+// slowAnswerWait is the least wait after an answer that took took.
+func slowAnswerWait(took time.Duration) time.Duration {
+	if took <= slowAnswerFloor {
+		return 0
+	}
+	return min(slowAnswerFactor*took, maxSlowWait)
+}
+
+// schedulePoll sets when the next poll is due: after the poll interval
+// (longer after a slow answer), sooner when a cancel request is due again
+// or the retry budget ends.
 func (f *follower) schedulePoll() {
 	if f.pollAt.IsZero() {
-		f.pollAt = time.Now().Add(f.poll.Next())
+		f.pollAt = time.Now().Add(max(f.poll.Next(), slowAnswerWait(f.answerTook)))
 		if at, ok := f.end.recheckAt(time.Now()); ok && at.Before(f.pollAt) {
 			f.pollAt, f.force = at, true // an announced end the backend did not confirm yet
 		}
