@@ -181,38 +181,24 @@ func TestDashboardShowsEveryFamily(t *testing.T) {
 	}
 }
 
-// grafanaVars are what the syntax check puts for the dashboard's
+// grafanaVars are what the promtool checks put for the dashboard's
 // variables (as e2e/dashboard_test.go does for a real Prometheus).
 var grafanaVars = strings.NewReplacer(`$job`, `.*`, `$__rate_interval`, `1m`)
 
-// TestDashboardQueriesParse has Prometheus's own parser (promtool check
-// rules, Debian's prometheus package, the version hack/prometheus-up.sh
-// runs) parse every panel query and variable query of the dashboard as a
-// recording rule: a query Prometheus would refuse fails here, without the
-// e2e suite. Without promtool it skips, and fails under CI=true.
-func TestDashboardQueriesParse(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool is not on PATH (Debian's prometheus package; CI=true, so this fails instead of skipping)")
-		}
-		t.Skip("promtool is not on PATH (Debian's prometheus package)")
-	}
-	d := readDashboard(t)
-	type rule struct {
-		Record string `json:"record"`
-		Expr   string `json:"expr"`
-	}
-	var rules []rule
-	where := map[string]string{}
+// dashQuery is one query of the dashboard, its variables replaced.
+type dashQuery struct{ what, expr string }
+
+// queries are the dashboard's panel queries, then its variables' (Grafana's
+// label_values(selector, label) as the selector's series grouped by label).
+func (d dashboard) queries(t *testing.T) []dashQuery {
+	t.Helper()
+	var out []dashQuery
 	add := func(what, expr string) {
 		expr = grafanaVars.Replace(expr)
 		if strings.Contains(expr, "$") {
 			t.Errorf("%s: a variable this test does not know: %s", what, expr)
 		}
-		name := fmt.Sprintf("dashboard_query_%d", len(rules))
-		where[name] = what
-		rules = append(rules, rule{name, expr})
+		out = append(out, dashQuery{what, expr})
 	}
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
@@ -225,20 +211,65 @@ func TestDashboardQueriesParse(t *testing.T) {
 			add("variable "+v.Name, "count by ("+strings.TrimSpace(label)+") ("+sel+")")
 		}
 	}
-	// JSON is YAML: the rule file needs no quoting of its own.
-	b, _ := json.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
-	file := filepath.Join(t.TempDir(), "dashboard-rules.json")
-	if err := os.WriteFile(file, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput()
+	return out
+}
+
+// needPromtool is Debian's promtool (package prometheus, the version
+// hack/prometheus-up.sh runs): Prometheus's own parser and rule evaluator.
+// Without it the test skips, and fails under CI=true.
+func needPromtool(t *testing.T) string {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
 	if err != nil {
-		for name, what := range where {
-			out = []byte(strings.ReplaceAll(string(out), `"`+name+`"`, what))
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool is not on PATH (Debian's prometheus package; CI=true, so this fails instead of skipping)")
+		}
+		t.Skip("promtool is not on PATH (Debian's prometheus package)")
+	}
+	return promtool
+}
+
+// promtoolRun writes each of files (JSON, which is YAML) into a temporary
+// directory and runs promtool with args, the first file's path last.
+func promtoolRun(t *testing.T, promtool string, args []string, files map[string]any, first string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, v := range files {
+		b, _ := json.Marshal(v)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(promtool, append(args, first)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// recordingRules are qs as the rule group promtool reads: dq_<i> records
+// query i.
+func recordingRules(qs []dashQuery) map[string]any {
+	var rules []map[string]string
+	for i, q := range qs {
+		rules = append(rules, map[string]string{"record": fmt.Sprintf("dq_%d", i), "expr": q.expr})
+	}
+	return map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}}
+}
+
+// TestDashboardQueriesParse has Prometheus's own parser (promtool check
+// rules) parse every panel query and variable query of the dashboard as a
+// recording rule: a query Prometheus would refuse fails here, without the
+// e2e suite.
+func TestDashboardQueriesParse(t *testing.T) {
+	promtool := needPromtool(t)
+	qs := readDashboard(t).queries(t)
+	out, err := promtoolRun(t, promtool, []string{"check", "rules"}, map[string]any{"rules.json": recordingRules(qs)}, "rules.json")
+	if err != nil {
+		for i, q := range qs {
+			out = strings.ReplaceAll(out, fmt.Sprintf("%q", fmt.Sprintf("dq_%d", i)), q.what)
 		}
 		t.Errorf("promtool check rules: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), fmt.Sprintf("SUCCESS: %d rules found", len(rules))) && err == nil {
-		t.Errorf("promtool did not check the %d queries:\n%s", len(rules), out)
+	} else if !strings.Contains(out, fmt.Sprintf("SUCCESS: %d rules found", len(qs))) {
+		t.Errorf("promtool did not check the %d queries:\n%s", len(qs), out)
 	}
 }
