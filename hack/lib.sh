@@ -39,6 +39,29 @@ need_cmd() {
   command -v "$cmd" >/dev/null 2>&1
 }
 
+# need_cmd_no_service CMD DEBIAN_PACKAGE : as need_cmd, for a package that ships a daemon
+# (e.g. prometheus, for its promtool): its maintainer scripts are kept from starting it
+# (policy-rc.d) and, under systemd, its unit is disabled. Only our scripts run it, on
+# loopback, with their own config.
+need_cmd_no_service() {
+  local cmd=$1 pkg=$2 policy_added= rc=0
+  command -v "$cmd" >/dev/null 2>&1 && return 0
+  log "$cmd not found: installing Debian package $pkg (its service kept off)"
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    policy_added=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null; } || rc=$?
+  [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now "$pkg" >/dev/null 2>&1 || true
+  fi
+  [ "$rc" = 0 ] && command -v "$cmd" >/dev/null 2>&1
+}
+
 # free_ports N : prints N distinct TCP ports that are free on 127.0.0.1, one per line.
 # With python3 the kernel picks them (bind to port 0); all N sockets are held open at
 # once so that the same port cannot be returned twice. There is an unavoidable window

@@ -39,27 +39,7 @@ if pidfile_alive "$STATE/prometheus.pid"; then
   exit 0
 fi
 
-install_prometheus() {
-  command -v prometheus >/dev/null 2>&1 && return 0
-  log "installing Debian's prometheus package"
-  local policy_added=
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    policy_added=1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  local rc=0
-  apt-get install -y -qq --no-install-recommends prometheus >/dev/null ||
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || rc=$?
-  [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
-  [ "$rc" = 0 ] || die "apt-get install prometheus failed"
-  # Under systemd the package enables its unit for the next boot: not ours.
-  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-    systemctl disable --now prometheus >/dev/null 2>&1 || true
-  fi
-}
-install_prometheus
+need_cmd_no_service prometheus prometheus || die "apt-get install prometheus failed"
 
 safe_rm_state_dir "$STATE"
 mkdir -p "$STATE/data"

@@ -23,6 +23,9 @@ source "$HACK/services.sh"
 # shellcheck source=hack/lib.sh
 source "$HACK/lib.sh"
 need_cmd tmux
+# The dashboard's tests parse and evaluate its queries with promtool
+# (operator/dashboard*_test.go).
+need_cmd_no_service promtool prometheus
 
 # shellcheck disable=SC2086
 # bridgetest: the test hooks (crash points), absent from release builds.

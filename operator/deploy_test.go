@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -42,7 +43,9 @@ type manifest struct {
 				}
 			}
 		}
-		Endpoints []struct{ Port, Path string }
+		Endpoints           []struct{ Port, Path string }
+		PodMetricsEndpoints []struct{ Port, Path string } `json:"podMetricsEndpoints"`
+		NamespaceSelector   struct{ Any bool }            `json:"namespaceSelector"`
 	}
 }
 
@@ -53,12 +56,10 @@ type probeSpec struct {
 	} `json:"httpGet"`
 }
 
-// TestDeployServesProbesAndMetrics builds deploy/operator with the
-// ServiceMonitor component as a user's overlay would, and checks that the
-// pieces meet: the probes and the Service reach the port the operator's
-// --metrics-bind-address serves, the Service selects the operator's pods,
-// and the ServiceMonitor selects the Service in its namespace.
-func TestDeployServesProbesAndMetrics(t *testing.T) {
+// buildWithMonitors builds deploy/operator with the ServiceMonitor
+// component as a user's overlay would; it returns the objects by kind.
+func buildWithMonitors(t *testing.T) map[string]manifest {
+	t.Helper()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -87,10 +88,48 @@ func TestDeployServesProbesAndMetrics(t *testing.T) {
 		if err := yaml.Unmarshal(doc, &m); err != nil {
 			t.Fatal(err)
 		}
-		if m.Kind == "Deployment" || m.Kind == "Service" || m.Kind == "ServiceMonitor" {
+		if m.Kind == "Deployment" || m.Kind == "Service" || m.Kind == "ServiceMonitor" || m.Kind == "PodMonitor" {
 			byKind[m.Kind] = m
 		}
 	}
+	return byKind
+}
+
+// TestDeployScrapesTheAgents: the component's PodMonitor selects the pods
+// of the agents the operator starts (agentDeployment's labels, in any
+// namespace: each runs in its BridgeCluster's) at the port their /metrics
+// is on; without it the dashboard's agent panels stay empty.
+func TestDeployScrapesTheAgents(t *testing.T) {
+	pm, ok := buildWithMonitors(t)["PodMonitor"]
+	if !ok {
+		t.Fatal("deploy/operator-servicemonitor has no PodMonitor for the agents")
+	}
+	r := &reconciler{o: Options{JobImage: testImage}}
+	bc := &BridgeCluster{Spec: BridgeClusterSpec{ResourceURL: "https://slurm.example.org", ResourceSecret: "creds"}}
+	bc.Name, bc.Namespace = "hpc-a", "team-a"
+	pod := r.agentDeployment(bc, "slurm", 2*time.Second, []string{"team-a"}).Spec.Template
+	sel, _ := pm.Spec.Selector.(map[string]any)["matchLabels"].(map[string]any)
+	if len(sel) == 0 || !subset(sel, pod.Metadata.Labels) {
+		t.Errorf("the PodMonitor selects %v, the agents' pods have %v", sel, pod.Metadata.Labels)
+	}
+	if !pm.Spec.NamespaceSelector.Any {
+		t.Errorf("the PodMonitor looks in %+v, not in every namespace (agents run in their BridgeCluster's)", pm.Spec.NamespaceSelector)
+	}
+	ports := pod.Spec.Containers[0].Ports
+	i := slices.IndexFunc(ports, func(p ContainerPort) bool { return p.Name == "metrics" && p.ContainerPort == agentMetricsPort })
+	e := pm.Spec.PodMetricsEndpoints
+	if i < 0 || len(e) != 1 || e[0].Port != "metrics" || e[0].Path != "/metrics" {
+		t.Errorf("the PodMonitor scrapes %+v; the agent serves /metrics on %+v", e, ports)
+	}
+}
+
+// TestDeployServesProbesAndMetrics builds deploy/operator with the
+// ServiceMonitor component as a user's overlay would, and checks that the
+// pieces meet: the probes and the Service reach the port the operator's
+// --metrics-bind-address serves, the Service selects the operator's pods,
+// and the ServiceMonitor selects the Service in its namespace.
+func TestDeployServesProbesAndMetrics(t *testing.T) {
+	byKind := buildWithMonitors(t)
 	dep, svc, sm := byKind["Deployment"], byKind["Service"], byKind["ServiceMonitor"]
 	c := dep.Spec.Template.Spec.Containers[0]
 	bind := ""
