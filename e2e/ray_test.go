@@ -123,3 +123,37 @@ func setTaskParams(t *testing.T, wf *unstructured.Unstructured, task string, val
 		}
 	}
 }
+
+// TestExampleRayJob: examples/ray/job.yaml as shipped, a plain Job, its
+// URL the suite's Ray (reached by the pods at the node's own address with
+// the Secret ray-credentials) and its runtime_env (pip numpy) left out:
+// the suite has no package index. The Job succeeds once, its record says
+// DONE with the Ray job's id, and Ray says SUCCEEDED with the driver's
+// output.
+func TestExampleRayJob(t *testing.T) {
+	e := setup(t)
+	e.needRay(t)
+	t.Parallel()
+	site := map[string]string{
+		"http://ray-head.ray.svc:8265":           e.rayURL,
+		`,\"runtime_env\":{\"pip\":[\"numpy\"]}`: "",
+	}
+	job := e.siteExample(t, "ray", "job.yaml", site, "image: ghcr.io/bridge-runner/bridge-runner:v0.1.0")[0]
+	e.dumpOnFailure(t, "job", job.GetName())
+	e.apply(t, job)
+	j := e.waitJobDone(t, job.GetName(), 3*time.Minute)
+	if j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+		t.Fatalf("job succeeded=%d failed=%d, want 1 and 0", j.Status.Succeeded, j.Status.Failed)
+	}
+	cm := e.configMap(t, "ray-example")
+	if cm == nil || cm.Data["status.jobStatus"] != "DONE" || cm.Data["id"] == "" {
+		t.Fatalf("the record ray-example-bridge-cm: %v, want DONE with the Ray job's id", cm)
+	}
+	id := cm.Data["id"]
+	if rj := e.rayJob(t, id); rj.Status != "SUCCEEDED" {
+		t.Errorf("Ray job %s: %s (%s), want SUCCEEDED", id, rj.Status, rj.Message)
+	}
+	if logs := e.rayLogs(t, id); !strings.Contains(logs, "'CPU': 1.0") {
+		t.Errorf("Ray job %s's output lacks the cluster's resources:\n%s", id, logs)
+	}
+}

@@ -1,9 +1,14 @@
 package examples_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -37,25 +42,27 @@ var runLedger = map[string]string{
 	"placement/kfp_pipeline.py": "hack/kfp_local.py",
 	"lsf/job.yaml":              "TestExampleLSFJobAgainstFake",
 	"quantum/job.yaml":          "TestExampleQuantumJobAgainstFake",
+	// The e2e suite's (hack/e2e.sh): each as a user submits it to the
+	// cluster, the LSF and Quantum ones against the fakes it serves.
+	"array/workflow.yaml":      "TestExampleArrayWorkflow",
+	"retry/workflow.yaml":      "TestExampleRetryWorkflow",
+	"slurm/workflow.yaml":      "TestExampleSlurmWorkflow",
+	"slurm/job.yaml":           "TestExampleSlurmJob",
+	"slurm/bridgejob.yaml":     "TestExampleSlurmBridgeJob",
+	"placement/bridgejob.yaml": "TestDashboardOnRealPrometheus",
+	"ray/job.yaml":             "TestExampleRayJob",
+	"lsf/workflow.yaml":        "TestExamplesLSF",
+	"lsf/bridgejob.yaml":       "TestExamplesLSF",
+	"quantum/workflow.yaml":    "TestExamplesQuantum",
+	"quantum/bridgejob.yaml":   "TestExamplesQuantum",
 }
 
 // owed are the examples no test runs end to end yet (issue 40), each with
 // what it would take; the list only shrinks.
 var owed = map[string]string{
-	"array/workflow.yaml":      "an Argo run on the e2e cluster",
-	"htcondor/bridgejob.yaml":  "the operator in the e2e cluster against the suite's HTCondor",
-	"htcondor/job.yaml":        "a Job in the e2e cluster against the suite's HTCondor",
-	"htcondor/workflow.yaml":   "an Argo run on the e2e cluster",
-	"lsf/bridgejob.yaml":       "the operator in the e2e cluster against the LSF fake (hack/fakes lsf)",
-	"lsf/workflow.yaml":        "an Argo run on the e2e cluster against the LSF fake (hack/fakes lsf)",
-	"placement/bridgejob.yaml": "the operator in the e2e cluster with two BridgeClusters",
-	"quantum/bridgejob.yaml":   "the operator in the e2e cluster against the Quantum fake (hack/fakes quantum)",
-	"quantum/workflow.yaml":    "an Argo run on the e2e cluster against the Quantum fake (hack/fakes quantum)",
-	"ray/job.yaml":             "a Job in the e2e cluster against the suite's Ray",
-	"retry/workflow.yaml":      "an Argo run on the e2e cluster",
-	"slurm/bridgejob.yaml":     "the operator in the e2e cluster as shipped (TestOperatorSlurmBridgeJob builds its own)",
-	"slurm/job.yaml":           "a Job in the e2e cluster against the suite's Slurm",
-	"slurm/workflow.yaml":      "an Argo run on the e2e cluster",
+	"htcondor/bridgejob.yaml": "the operator in the e2e cluster against an HTCondor pool the pods reach (hack/e2e.sh starts none)",
+	"htcondor/job.yaml":       "a Job in the e2e cluster against an HTCondor pool the pods reach (hack/e2e.sh starts none)",
+	"htcondor/workflow.yaml":  "an Argo run on the e2e cluster against an HTCondor pool the pods reach (hack/e2e.sh starts none)",
 }
 
 func TestEveryExampleIsRunOrOwed(t *testing.T) {
@@ -68,7 +75,7 @@ func TestEveryExampleIsRunOrOwed(t *testing.T) {
 	if len(shipped) == 0 {
 		t.Fatal("no examples found")
 	}
-	tests := testSources(t)
+	tests := testFuncs(t)
 	for _, ex := range shipped {
 		by, run := runLedger[ex]
 		why, isOwed := owed[ex]
@@ -77,8 +84,10 @@ func TestEveryExampleIsRunOrOwed(t *testing.T) {
 			t.Errorf("examples/%s is run by %s and owed (%s): take it off the owed list", ex, by, why)
 		case !run && !isOwed:
 			t.Errorf("examples/%s: no test runs it end to end; write one (and list it in runLedger), or say in owed what it would take", ex)
-		case run && strings.HasPrefix(by, "Test") && !strings.Contains(tests, "func "+by+"("):
+		case run && strings.HasPrefix(by, "Test") && tests[by] == nil:
 			t.Errorf("examples/%s: runLedger names %s, which no test file defines", ex, by)
+		case run && strings.HasPrefix(by, "Test") && !mentions(tests, by, filepath.Dir(ex)):
+			t.Errorf("examples/%s: runLedger names %s, which (nor a function it calls) never names %q", ex, by, filepath.Dir(ex))
 		case run && !strings.HasPrefix(by, "Test"):
 			raw, err := os.ReadFile(filepath.Join("..", by))
 			if err != nil || !strings.Contains(string(raw), "examples/"+ex) {
@@ -98,20 +107,51 @@ func TestEveryExampleIsRunOrOwed(t *testing.T) {
 	}
 }
 
-// testSources is the text of the Go tests that run examples: the CLI's
-// (against the suite's services) and the e2e suite's.
-func testSources(t *testing.T) string {
+// testFuncs are the functions of the Go tests that run examples, by name:
+// the CLI's (against the suite's services) and the e2e suite's.
+func testFuncs(t *testing.T) map[string]*ast.FuncDecl {
 	t.Helper()
-	var b strings.Builder
+	fset := token.NewFileSet()
+	out := map[string]*ast.FuncDecl{}
 	for _, pat := range []string{"*_test.go", "../cmd/bridge-runner/*_test.go", "../e2e/*_test.go"} {
 		m, _ := filepath.Glob(pat)
 		for _, f := range m {
-			raw, err := os.ReadFile(f)
+			file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.Write(raw)
+			for _, d := range file.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+					out[fd.Name.Name] = fd
+				}
+			}
 		}
 	}
-	return b.String()
+	return out
+}
+
+// mentions says whether the function name, or one it calls directly,
+// names the example directory dir in a string literal: "dir" itself, or
+// a path through examples/dir/.
+func mentions(funcs map[string]*ast.FuncDecl, name, dir string) bool {
+	var called []string
+	found := false
+	ast.Inspect(funcs[name].Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BasicLit:
+			found = found || (n.Kind == token.STRING && (n.Value == strconv.Quote(dir) || strings.Contains(n.Value, "examples/"+dir+"/")))
+		case *ast.CallExpr:
+			switch fn := n.Fun.(type) {
+			case *ast.Ident:
+				called = append(called, fn.Name)
+			case *ast.SelectorExpr:
+				called = append(called, fn.Sel.Name)
+			}
+		}
+		return true
+	})
+	return found || slices.ContainsFunc(called, func(c string) bool {
+		// One call deep: the callee's own literals only.
+		return c != name && funcs[c] != nil && mentions(map[string]*ast.FuncDecl{c: funcs[c]}, c, dir)
+	})
 }

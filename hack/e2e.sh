@@ -2,7 +2,8 @@
 # The end-to-end suite: the product the way users run it. Starts (and afterwards
 # stops) a real Slurm with slurmrestd, a real S3 server and a real Ray (Jobs API,
 # token auth) listening on the node's own address as well (Ray: its Jobs API
-# only), a real single-node Kubernetes with Argo Workflows
+# only), the LSF and IBM Quantum protocol fakes (hack/fakes) on that address,
+# a real single-node Kubernetes with Argo Workflows
 # (hack/cluster-up.sh), a real Prometheus scraping the operator and the agents
 # (hack/prometheus-up.sh; Debian's package, installed if missing), builds the
 # bridge-runner image and loads it, runs the Go tests in e2e/, and tears
@@ -57,6 +58,7 @@ SAMPLER=$!
 teardown() {
   local rc=$?
   kill "$SAMPLER" 2>/dev/null || true
+  stop_fakes
   [ -z "${RAY_STARTER:-}" ] || wait "$RAY_STARTER" 2>/dev/null || true
   [ -z "${RAY_LOG:-}" ] || rm -f "$RAY_LOG" "$RAY_LOG.end" "$RAY_LOG.apt"
   if [ -n "${BUILDER:-}" ]; then
@@ -92,6 +94,41 @@ teardown() {
 }
 trap teardown EXIT
 
+# ---------------------------------------------------------------- protocol fakes
+# The LSF Application Center and IBM Quantum fakes (hack/fakes, the ones the
+# Go tests use) on the node's own address, where the pods run the shipped
+# LSF and Quantum examples against them: BRIDGE_E2E_{LSF,QUANTUM}_URL and
+# _CREDS_DIR (the files of their Secrets). They start in well under a second,
+# so they are stopped at the end of every run, KEEP_E2E=1 too.
+FAKES_DIR=
+FAKE_PIDS=()
+start_fakes() {
+  FAKES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/bridge-e2e-fakes.XXXXXX")
+  go build -o "$FAKES_DIR/fakes" ./hack/fakes
+  local which var deadline
+  for which in lsf quantum; do
+    "$FAKES_DIR/fakes" "$which" --addr "$NODE_IP:0" --dir "$FAKES_DIR/$which" --run-for 2s \
+      >"$FAKES_DIR/$which.env" 2>"$FAKES_DIR/$which.log" </dev/null 9>&- &
+    FAKE_PIDS+=("$!")
+    deadline=$(( $(now_ms) + 30000 ))
+    until grep -q '^export BRIDGE_FAKE_CREDENTIALS=' "$FAKES_DIR/$which.env"; do
+      kill -0 "$!" 2>/dev/null || { cat "$FAKES_DIR/$which.log" >&2; die "the $which fake exited"; }
+      [ "$(now_ms)" -lt "$deadline" ] || die "the $which fake printed no address within 30 s"
+      sleep 0.1
+    done
+    # shellcheck disable=SC1090
+    source "$FAKES_DIR/$which.env"
+    var=$(echo "$which" | tr '[:lower:]' '[:upper:]')
+    export "BRIDGE_E2E_${var}_URL=$BRIDGE_FAKE_URL" "BRIDGE_E2E_${var}_CREDS_DIR=$BRIDGE_FAKE_CREDENTIALS"
+  done
+}
+stop_fakes() {
+  local pid
+  for pid in "${FAKE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  FAKE_PIDS=()
+  [ -z "$FAKES_DIR" ] || rm -rf "$FAKES_DIR"
+}
+
 # ---------------------------------------------------------------- services
 # Ray starts in the background (3-7 s of mostly Python start-up, and on a machine
 # without the venv a pip install) while Slurm, S3 and the cluster come up; the
@@ -120,6 +157,10 @@ BRIDGE_S3_LISTEN=$NODE_IP bash "$HACK/s3-up.sh" >/dev/null
 # shellcheck disable=SC1091
 source "$BRIDGE_S3_DIR/env"
 mark "s3 up" "$ts"
+
+ts=$(now_ms)
+start_fakes
+mark "fakes up" "$ts"
 
 ts=$(now_ms)
 bash "$HACK/cluster-up.sh" >/dev/null

@@ -9,7 +9,9 @@
 // temporary one), prints the environment and the invoke command that use
 // them, and serves until interrupted. Jobs run to DONE (Completed) on their
 // own after --run-for; the fakes run no command. It is not part of the
-// bridge-runner binary.
+// bridge-runner binary. It listens on a loopback address, or on one of
+// this machine's own: hack/e2e.sh serves both fakes on the node's address,
+// where the e2e suite's pods run the shipped LSF and Quantum examples.
 package main
 
 import (
@@ -53,13 +55,13 @@ func run(args []string, stdout io.Writer) error {
 		return errors.New("say which fake to start: lsf or quantum (e.g. go run ./hack/fakes lsf --addr 127.0.0.1:8470)")
 	}
 	fs := flag.NewFlagSet("fakes "+args[0], flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on (port 0: any free port)")
+	addr := fs.String("addr", "127.0.0.1:0", "address to listen on: loopback, or one of this machine's own (port 0: any free port)")
 	dir := fs.String("dir", "", "directory to write the credentials into (default: a new temporary directory)")
 	runFor := fs.Duration("run-for", 3*time.Second, "how long a job runs before it is DONE")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if err := loopback(*addr); err != nil {
+	if err := ownAddress(*addr); err != nil {
 		return err
 	}
 	if *runFor <= 0 {
@@ -87,20 +89,37 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// loopback refuses an address other than a loopback one: the fakes accept
-// a password written in this program.
-func loopback(addr string) error {
+// ownAddress refuses an address that is not this machine's: a loopback
+// one, or one of its interfaces' (the node's own address, where the e2e
+// suite's pods reach it, hack/e2e.sh). The fakes accept a password written
+// in this program and run no command; they are never served elsewhere.
+func ownAddress(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err == nil {
 		var ip netip.Addr
-		if ip, err = netip.ParseAddr(host); err == nil && !ip.IsLoopback() {
-			err = errors.New("not a loopback address")
+		if ip, err = netip.ParseAddr(host); err == nil && !ip.IsLoopback() && !interfaceAddr(ip) {
+			err = errors.New("neither a loopback address nor one of this machine's")
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("--addr %q: %v; give a loopback host:port such as 127.0.0.1:8470", addr, err)
+		return fmt.Errorf("--addr %q: %v; give a loopback host:port such as 127.0.0.1:8470, or one of this machine's own addresses", addr, err)
 	}
 	return nil
+}
+
+// interfaceAddr says whether ip is assigned to one of this machine's
+// network interfaces.
+func interfaceAddr(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr() == ip.Unmap() {
+			return true
+		}
+	}
+	return false
 }
 
 func start(which, addr string, runFor time.Duration) (*fake, error) {
@@ -117,7 +136,8 @@ func start(which, addr string, runFor time.Duration) (*fake, error) {
 		return nil, err
 	}
 	return &fake{url: s.URL + "/api/v1", backend: "quantum",
-		creds:  map[string]string{"username": s.CRN, "password": s.APIKey, "iam_url": s.URL + "/identity/token"},
+		// The keys of examples/quantum/secret.yaml, and the IAM the fake serves.
+		creds:  map[string]string{"crn": s.CRN, "apikey": s.APIKey, "iam_url": s.URL + "/identity/token"},
 		props:  `{"program_id":"sampler","backend":"ibm_torino"}`,
 		script: `OPENQASM 3.0; include "stdgates.inc"; bit[2] c; h $0; cx $0,$1; c[0]=measure $0; c[1]=measure $1;`, close: s.Close}, nil
 }
