@@ -43,3 +43,45 @@ func TestBadInputSendsNothing(t *testing.T) {
 		t.Errorf("bad input sent %d requests to Prometheus, want none", n)
 	}
 }
+
+// TestFaultsOfPrometheus: a 503 is retried (the panel drawn once it
+// answers); a query Prometheus refuses (400 bad_data) is that panel's
+// error, not retried, exit 1 with the page written; a Prometheus that
+// refuses connections is given up after the bounded retries, exit 75.
+func TestFaultsOfPrometheus(t *testing.T) {
+	dir := t.TempDir()
+	dash := filepath.Join(dir, "d.json")
+	_ = os.WriteFile(dash, []byte(`{"title":"t","panels":[
+		{"title":"ok","type":"timeseries","gridPos":{"x":0,"y":0,"w":12,"h":8},"targets":[{"expr":"up"}]},
+		{"title":"bad","type":"timeseries","gridPos":{"x":12,"y":0,"w":12,"h":8},"targets":[{"expr":"rate(up)"}]}]}`), 0o600)
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := requests.Add(1)
+		switch {
+		case n <= 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case r.URL.Query().Get("query") == "rate(up)":
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"status":"error","errorType":"bad_data","error":"ranges only allowed for vector selectors"}`))
+		default:
+			w.Write([]byte(`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"job":"j"},"values":[[1764420000,"1"],[1764420060,"2"]]}]}}`))
+		}
+	}))
+	defer srv.Close()
+	args := []string{"-prometheus", srv.URL, "-dashboard", dash, "-from", "2025-11-29T12:40:00Z", "-to", "2025-11-29T12:42:00Z"}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append(args, "-html", filepath.Join(dir, "p.html")), &stdout, &stderr)
+	if code != 1 || requests.Load() != 4 || !strings.Contains(stdout.String(), `"with_data":1`) || !strings.Contains(stdout.String(), "bad_data") {
+		t.Errorf("exit %d after %d requests, stdout %s stderr %s; want 1 after 4 (two 503s retried, the refused query not), one panel with data, bad's error",
+			code, requests.Load(), stdout.String(), stderr.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "p.html")); err != nil || !strings.Contains(string(b), `data-state="error"`) {
+		t.Errorf("the page should be written with the refused panel's error: %v", err)
+	}
+	srv.Close()
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), append(args, "-html", filepath.Join(dir, "q.html")), &stdout, &stderr); code != 75 {
+		t.Errorf("a closed Prometheus: exit %d, want 75 after the retries: %s", code, stderr.String())
+	}
+}
