@@ -85,3 +85,23 @@ func TestFaultsOfPrometheus(t *testing.T) {
 		t.Errorf("a closed Prometheus: exit %d, want 75 after the retries: %s", code, stderr.String())
 	}
 }
+
+// TestFormatValue: the axis and legend write values in the panel's
+// Grafana unit, as Grafana does.
+func TestFormatValue(t *testing.T) {
+	for _, c := range []struct {
+		unit string
+		v    float64
+		want string
+	}{
+		{"short", 0, "0"}, {"short", 1.5, "1.5"}, {"short", 1234, "1.23 K"}, {"short", 1.8e9, "1.8 Bil"},
+		{"s", 0.25, "250 ms"}, {"s", 5, "5 s"}, {"s", 90, "1.5 min"}, {"s", 0.0000005, "0.5 µs"},
+		{"percentunit", 0.125, "12.5%"}, {"percent", 99, "99%"},
+		{"reqps", 1.64, "1.64 req/s"}, {"ops", 2000, "2 K ops/s"}, {"bytes", 1536, "1.5 KiB"},
+		{"unknown-unit", 42, "42"},
+	} {
+		if got := formatValue(c.unit, c.v); got != c.want {
+			t.Errorf("formatValue(%q, %g) = %q, want %q", c.unit, c.v, got, c.want)
+		}
+	}
+}

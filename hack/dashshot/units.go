@@ -35,7 +35,7 @@ func short(v float64) string {
 	for _, s := range []struct {
 		f   float64
 		sfx string
-	}{{1e12, " T"}, {1e9, " B"}, {1e6, " Mil"}, {1e3, " K"}} {
+	}{{1e12, " Tri"}, {1e9, " Bil"}, {1e6, " Mil"}, {1e3, " K"}} {
 		if math.Abs(v) >= s.f {
 			return trimNum(v/s.f, 2) + s.sfx
 		}
