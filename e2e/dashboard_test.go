@@ -219,6 +219,7 @@ func TestDashboardOnRealPrometheus(t *testing.T) {
 		}
 	}
 	t.Logf("%d dashboard queries, %d answered with data", len(qs), len(qs)-missing-len(w.refused))
+	e.renderDashboard(t, prom)
 }
 
 // runPlacementExample runs examples/placement/bridgejob.yaml with

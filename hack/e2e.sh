@@ -177,6 +177,8 @@ bash "$HACK/prometheus-up.sh" >/dev/null
 # shellcheck disable=SC1091
 source "$BRIDGE_PROMETHEUS_DIR/env"
 mark "prometheus up" "$ts"
+# Chromium for the dashboard's pictures (e2e/dashshot_test.go), if missing.
+bash "$HACK/dashshot-deps.sh" >/dev/null
 
 # The other Argo versions' binaries (on a cold cache 5-8 min of CPU from the Go module
 # proxy) build in the background, behind the first suite, which mostly waits on pods
