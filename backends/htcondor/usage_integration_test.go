@@ -35,7 +35,7 @@ func testUsageIsCondorHistorys(t *testing.T, srv testssh.Server) {
 	b := newBackend(t, srv)
 	props := map[string]any{"request_cpus": 1, "request_memory": 64}
 	usage := map[string]backends.Usage{}
-	for name, script := range map[string]string{"busy": "#!/bin/sh\ntimeout 3 sh -c 'while :; do :; done'\nexit 0\n", "sleeper": "#!/bin/sh\nsleep 3\n"} {
+	for name, script := range map[string]string{"busy": busyScript, "sleeper": "#!/bin/sh\nsleep 3\n"} {
 		id, err := b.Submit(testssh.Ctx(t, time.Minute), job(t, script, props))
 		require.NoError(t, err)
 		st := follow(t, b, id, backends.Done)
@@ -54,14 +54,36 @@ func testUsageIsCondorHistorys(t *testing.T, srv testssh.Server) {
 		t.Logf("the pool reported no CPU figure for the busy job: no CPU efficiency claimed")
 		assert.Zero(t, usage["busy"].CPUSeconds, "no CPU time without a figure from the pool")
 	}
-	// Relative: the machine is shared, the loop may get a tenth of a CPU.
+	// Relative: the machine is shared, and under load the loop gets a
+	// small share of a CPU for as long as it runs (one run here gave the
+	// busy job of 3 s of wall time the sleeper's figures), so it burns a
+	// second of CPU however long that takes. What the pool reports of a job
+	// this short can still be a snapshot of the starter's last update
+	// (23.9 said 0.10 s of the loop's second; 25 said 1.18), compared
+	// above with condor_history's; here only its direction is checked.
 	if eb.CPU != nil && es.CPU != nil {
-		assert.Greater(t, *eb.CPU, 5*(*es.CPU), "the busy job against the sleeper")
+		assert.Greater(t, usage["busy"].CPUSeconds, usage["sleeper"].CPUSeconds, "the busy job's CPU time against the sleeper's")
+		assert.Greater(t, *eb.CPU, *es.CPU, "the busy job's CPU efficiency against the sleeper's")
 		assert.Less(t, *es.CPU, 0.1)
 	}
 	require.NotNil(t, eb.QueueWaitSeconds)
 	assert.Nil(t, eb.Time, "HTCondor has no time limit")
 }
+
+// busyScript burns CPU in the job's own shell until that shell has used a
+// second of it (100 ticks of /proc/self/stat's utime and stime, fields 14
+// and 15; the shell's comm "(sh)" has no space), or 2 minutes have passed.
+const busyScript = `#!/bin/sh
+end=$(( $(date +%s) + 120 ))
+while :; do
+  set -- $(cat /proc/$$/stat)
+  [ $(( ${14} + ${15} )) -ge 100 ] && break
+  [ "$(date +%s)" -ge "$end" ] && break
+  i=0
+  while [ $i -lt 20000 ]; do i=$((i + 1)); done
+done
+exit 0
+`
 
 func condorUsage(t *testing.T, b *htcondor.Backend, id string) backends.Usage {
 	deadline := time.Now().Add(time.Minute)
