@@ -206,7 +206,7 @@ CONF
 # instance started before this file was written had none: rl=; one without
 # accounting says nothing of it).
 SETTINGS="rl=$RL"
-[ "$ACCOUNTING" = 0 ] || SETTINGS="$SETTINGS accounting=1"
+[ "$ACCOUNTING" = 0 ] || SETTINGS="$SETTINGS accounting=1 min_job_age=$MIN_JOB_AGE"
 started_with() { if [ -s "$DIR/settings" ]; then cat "$DIR/settings"; else echo rl=; fi; }
 if [ -s "$DIR/port" ] && all_alive && [ "$(started_with)" = "$SETTINGS" ]; then
 	REST_PORT=$(cat "$DIR/port")
