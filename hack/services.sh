@@ -72,8 +72,9 @@ source "$SLURM_DIR/env"
 up slurm-24.11 hack/slurm2411-up.sh hack/slurm2411-down.sh alive "$SLURM2411_DIR/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM2411_DIR/env"
-# A second 24.11 with slurmdbd (the host's MariaDB) and jobacct_gather/linux,
-# for the efficiency tests; the first keeps no accounting. About 15 s.
+# A second 24.11 with slurmdbd (the host's MariaDB), jobacct_gather/linux,
+# MinJobAge=2 s and a login node (sshd in its root), for the efficiency tests
+# over REST and SSH; the first keeps no accounting. 10-25 s.
 up slurm-24.11-slurmdbd hack/slurm2411dbd-up.sh hack/slurm2411dbd-down.sh alive "$SLURM2411DBD_DIR/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM2411DBD_DIR/env"

@@ -36,6 +36,9 @@
 #                                hack/slurm-accounting.sh runs it for 22.05), with
 #                                jobacct_gather/linux and slurmrestd's /slurmdb/
 #                                (hack/slurm2411dbd-up.sh starts such an instance)
+#   BRIDGE_SLURM2411_LOGIN       0 (default); 1: a login node, an sshd in the root
+#                                (hack/sshd-up.sh) whose user is the job user, for the
+#                                SSH backend; the env file gets its PREFIX_SSH_* variables
 #   BRIDGE_SLURM2411_ENV_PREFIX  the env file's variable prefix (BRIDGE_TEST_SLURM2411)
 #
 # A second instance beside the shared one: another BRIDGE_SLURM2411_DIR.
@@ -65,6 +68,11 @@ ACCOUNTING=${BRIDGE_SLURM2411_ACCOUNTING:-0}
 case "$ACCOUNTING" in
 0 | 1) ;;
 *) echo "BRIDGE_SLURM2411_ACCOUNTING: 0 or 1" >&2; exit 2 ;;
+esac
+LOGIN=${BRIDGE_SLURM2411_LOGIN:-0}
+case "$LOGIN" in
+0 | 1) ;;
+*) echo "BRIDGE_SLURM2411_LOGIN: 0 or 1" >&2; exit 2 ;;
 esac
 PREFIX=${BRIDGE_SLURM2411_ENV_PREFIX:-BRIDGE_TEST_SLURM2411}
 case "$PREFIX" in
@@ -145,7 +153,18 @@ export ${PREFIX}_JWT_KEY=$ROOT/var/lib/slurm/jwt_hs256.key
 export ${PREFIX}_CREDS=$DIR/creds
 export ${PREFIX}_ROOT=$ROOT
 EOF
+	[ "$LOGIN" = 0 ] || cat "$DIR/sshd/env" >>"$ENVFILE.tmp"
 	mv "$ENVFILE.tmp" "$ENVFILE"
+}
+
+# login_node: the sshd of BRIDGE_SLURM2411_LOGIN=1, in the root, so that its
+# sessions run this cluster's commands with its slurm.conf and munge socket;
+# the job user logs in (by key), as a cluster's user would. Idempotent
+# (hack/sshd-up.sh is); hack/slurm2411-down.sh stops it.
+login_node() {
+	[ "$LOGIN" = 1 ] || return 0
+	BRIDGE_SSHD_DIR=$DIR/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_USER=$JOB_USER BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH \
+		bash "$HACK/sshd-up.sh" >/dev/null
 }
 
 # start_accounting: MariaDB and slurmdbd (after munged, before slurmctld), the
@@ -212,6 +231,7 @@ if [ -s "$DIR/port" ] && all_alive && [ "$(started_with)" = "$SETTINGS" ]; then
 	REST_PORT=$(cat "$DIR/port")
 	mint_token
 	check_token || die "the daemons run but slurmrestd refuses a fresh token; see $DIR/*.log, or run hack/slurm2411-down.sh"
+	login_node
 	write_env
 	log "slurm 24.11 already running; new token in $ENVFILE"
 	echo "$ENVFILE"
@@ -339,6 +359,7 @@ until check_token; do
 	[ $SECONDS -lt $deadline ] || { tail_logs 20 "$DIR/slurmrestd.log"; die "slurmrestd refuses a fresh token after 30 s"; }
 	sleep 0.2
 done
+login_node
 write_env
 log "slurm 24.11 ready in $(elapsed_s "$t0") s: slurmrestd at http://127.0.0.1:$REST_PORT (v0.0.40-v0.0.42$([ "$ACCOUNTING" = 0 ] || echo ', with /slurmdb/')), jobs run as $JOB_USER"
 echo "$ENVFILE"

@@ -252,20 +252,34 @@ func testUsageREST(t *testing.T, rs *realSlurm, run slurmCmd, apis ...string) {
 	checkEfficiency(t, usage["busy"], usage["sleeper"], gathered)
 }
 
-// TestRealSlurmUsageSSH: sacct's figures over SSH, from a login node whose
-// sessions use the Slurm with slurmdbd (a private sshd copied from the
-// shared one, with that cluster's SLURM_CONF), equal sacct's run here.
+// TestRealSlurmUsageSSH: sacct's figures over SSH equal sacct's run here,
+// on 22.05 with slurmdbd (from a login node whose sessions use that
+// cluster: a private sshd copied from the shared one, with its SLURM_CONF)
+// and on 24.11 with slurmdbd (its login node, an sshd in its root).
 func TestRealSlurmUsageSSH(t *testing.T) {
-	run := slurmdbdCmd(t)
+	t.Run("22.05+slurmdbd", func(t *testing.T) {
+		run := slurmdbdCmd(t)
+		conf := os.Getenv(accountingEnv + "_CONF")
+		srv := testssh.Default(t)
+		d := testssh.StartCustom(t, srv, testssh.Config{Set: map[string]string{"SetEnv": "SLURM_CONF=" + conf}})
+		url := fmt.Sprintf("ssh://%s@%s", srv.User, d.Addr())
+		creds := testssh.Creds(t, srv.CredsDir)
+		kh, _ := creds.Get("known_hosts")
+		_, port, _ := strings.Cut(srv.Addr, ":")
+		creds.Set("known_hosts", strings.Replace(kh, "]:"+port+" ", fmt.Sprintf("]:%d ", d.Port), 1))
+		testUsageSSH(t, url, creds, run)
+	})
+	t.Run("24.11+slurmdbd", func(t *testing.T) {
+		rs := chrootedSlurm(t, slurm2411dbdEnv, "hack/slurm2411dbd-up.sh")
+		srv := testssh.Env(t, slurm2411dbdEnv+"_SSH", "hack/slurm2411dbd-up.sh starts its login node")
+		testUsageSSH(t, srv.URL, testssh.Creds(t, srv.CredsDir), chrootCmd(rs.root))
+	})
+}
+
+// testUsageSSH runs the busy job and the sleeper through the SSH backend at
+// url and checks its figures against sacct's (run).
+func testUsageSSH(t *testing.T, url string, creds backends.Credentials, run slurmCmd) {
 	gathered := gathers(t, run)
-	conf := os.Getenv(accountingEnv + "_CONF")
-	srv := testssh.Default(t)
-	d := testssh.StartCustom(t, srv, testssh.Config{Set: map[string]string{"SetEnv": "SLURM_CONF=" + conf}})
-	url := fmt.Sprintf("ssh://%s@%s", srv.User, d.Addr())
-	creds := testssh.Creds(t, srv.CredsDir)
-	kh, _ := creds.Get("known_hosts")
-	_, port, _ := strings.Cut(srv.Addr, ":")
-	creds.Set("known_hosts", strings.Replace(kh, "]:"+port+" ", fmt.Sprintf("]:%d ", d.Port), 1))
 	be, err := New(backends.Config{URL: url, Credentials: creds})
 	require.NoError(t, err)
 	b := be.(*SSHBackend)
