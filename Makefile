@@ -60,6 +60,7 @@ services-up:
 	bash hack/kube-up.sh
 	bash hack/slurm-up.sh
 	bash hack/slurm2411-up.sh
+	bash hack/slurm2411dbd-up.sh
 	bash hack/slurm2605-up.sh
 	bash hack/slurm2605-nometrics-up.sh
 	bash hack/slurmdbd-up.sh
@@ -79,6 +80,7 @@ services-down:
 	-bash hack/s3-down.sh
 	-bash hack/slurm2605-nometrics-down.sh
 	-bash hack/slurm2605-down.sh
+	-bash hack/slurm2411dbd-down.sh
 	-bash hack/slurm2411-down.sh
 	-bash hack/slurmdbd-down.sh
 	-bash hack/slurm-down.sh

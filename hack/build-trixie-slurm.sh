@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build-trixie-slurm.sh: builds a Debian 13 (trixie) root file system with
 # Slurm 24.11, slurmrestd, the JWT plugin, slurmdbd and MariaDB (and curl
-# for stage-out jobs), once, and
+# for stage-out jobs, and an OpenSSH server for the login node of
+# hack/slurm2411dbd-up.sh), once, and
 # caches it under $BRIDGE_CACHE/chroot/<name>/root; prints that path.
 #
 # Why a chroot: the machines run Debian 12, whose Slurm is 22.05. Adding
@@ -19,11 +20,11 @@ HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HACK/lib.sh"
 
 # Bump NAME when the package list or the preparation below changes.
-NAME=trixie-slurm-2
+NAME=trixie-slurm-3
 CACHE=${BRIDGE_CACHE:-$HOME/.cache/bridge-runner}
 OUT=$CACHE/chroot/$NAME
 ROOT=$OUT/root
-PKGS=slurmctld,slurmd,slurmrestd,slurm-client,slurm-wlm-jwt-plugin,slurmdbd,munge,mariadb-server,ca-certificates,curl
+PKGS=slurmctld,slurmd,slurmrestd,slurm-client,slurm-wlm-jwt-plugin,slurmdbd,munge,mariadb-server,openssh-server,ca-certificates,curl
 
 [ "$(id -u)" = 0 ] || die "run as root (debootstrap and chroot need it)"
 [ -e "$ROOT/.bridge-built" ] && { echo "$ROOT"; exit 0; }

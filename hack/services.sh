@@ -2,7 +2,7 @@
 # Sourced by hack/test.sh and hack/bench.sh: start the real services the
 # tests and benchmarks use (a kube-apiserver with etcd, an S3 server, a
 # Slurm 22.05, a Slurm 24.11 and a Slurm 26.05 with slurmrestd, a Slurm 22.05
-# with slurmdbd, a Ray cluster, an sshd whose user runs the Slurm 22.05 commands,
+# and a Slurm 24.11 with slurmdbd, a Ray cluster, an sshd whose user runs the Slurm 22.05 commands,
 # HTCondor 23.9 and 25 pools, each in a chroot with an sshd of its own), export their env, and on exit stop
 # the ones this run started (services already up are left up, so a
 # developer's second run is fast; KEEP_SERVICES=1 keeps all).
@@ -12,6 +12,7 @@ SLURM2411_DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
 SLURM2605_DIR=${BRIDGE_SLURM2605_DIR:-/tmp/bridge-runner-slurm2605}
 SLURM2605_NOMETRICS_DIR=${BRIDGE_SLURM2605_NOMETRICS_DIR:-/tmp/bridge-runner-slurm2605-nometrics}
 SLURMDBD_DIR=${BRIDGE_SLURMDBD_DIR:-/tmp/bridge-runner-slurmdbd}
+SLURM2411DBD_DIR=${BRIDGE_SLURM2411DBD_DIR:-/tmp/bridge-runner-slurm2411dbd}
 S3_DIR=${BRIDGE_S3_DIR:-/tmp/bridge-runner-s3}
 RAY_DIR=${BRIDGE_RAY_DIR:-/tmp/bridge-runner-ray}
 RAY_AUTH_DIR=${BRIDGE_RAY_AUTH_DIR:-/tmp/bridge-runner-ray-auth}
@@ -71,6 +72,12 @@ source "$SLURM_DIR/env"
 up slurm-24.11 hack/slurm2411-up.sh hack/slurm2411-down.sh alive "$SLURM2411_DIR/slurmrestd.pid"
 # shellcheck disable=SC1091
 source "$SLURM2411_DIR/env"
+# A second 24.11 with slurmdbd (the host's MariaDB), jobacct_gather/linux,
+# MinJobAge=2 s and a login node (sshd in its root), for the efficiency tests
+# over REST and SSH; the first keeps no accounting. 10-25 s.
+up slurm-24.11-slurmdbd hack/slurm2411dbd-up.sh hack/slurm2411dbd-down.sh alive "$SLURM2411DBD_DIR/slurmrestd.pid"
+# shellcheck disable=SC1091
+source "$SLURM2411DBD_DIR/env"
 # Slurm 26.05 (REST v0.0.42-v0.0.45, slurmdbd, slurmctld's metrics) from a cached
 # Debian unstable chroot (hack/prefetch.sh builds it in the background).
 up slurm-26.05 hack/slurm2605-up.sh hack/slurm2605-down.sh alive "$SLURM2605_DIR/slurmrestd.pid"

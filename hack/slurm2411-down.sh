@@ -9,5 +9,8 @@
 #   hack/slurm2411-down.sh --purge  # stop and delete $BRIDGE_SLURM2411_DIR
 set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BRIDGE_SLURM2605_DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411} \
+DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
+# The login node (BRIDGE_SLURM2411_LOGIN=1) first: its sshd runs in the root.
+[ ! -d "$DIR/sshd" ] || BRIDGE_SSHD_DIR=$DIR/sshd bash "$HACK/sshd-down.sh"
+BRIDGE_SLURM2605_DIR=$DIR \
 	exec bash "$HACK/slurm2605-down.sh" "$@"

@@ -30,6 +30,16 @@
 #   BRIDGE_SLURM2411_CPUS        CPUs the node claims (default: this machine's, at
 #                                least 8); the watcher's benchmark claims one per job
 #                                so that its N jobs run at once, as on a large cluster
+#   BRIDGE_SLURM2411_ACCOUNTING  0 (default): no accounting, as on a site without
+#                                slurmdbd; 1: slurmdbd 24.11 (the chroot's) storing
+#                                into a private MariaDB (the host's Debian 12 one, as
+#                                hack/slurm-accounting.sh runs it for 22.05), with
+#                                jobacct_gather/linux and slurmrestd's /slurmdb/
+#                                (hack/slurm2411dbd-up.sh starts such an instance)
+#   BRIDGE_SLURM2411_LOGIN       0 (default); 1: a login node, an sshd in the root
+#                                (hack/sshd-up.sh) whose user is the job user, for the
+#                                SSH backend; the env file gets its PREFIX_SSH_* variables
+#   BRIDGE_SLURM2411_ENV_PREFIX  the env file's variable prefix (BRIDGE_TEST_SLURM2411)
 #
 # A second instance beside the shared one: another BRIDGE_SLURM2411_DIR.
 # Each instance has its own ports (picked free), its own overlay over the
@@ -53,6 +63,20 @@ esac
 CPUS_WANTED=${BRIDGE_SLURM2411_CPUS:-}
 case "$CPUS_WANTED" in
 *[!0-9]*) echo "BRIDGE_SLURM2411_CPUS: a whole number of CPUs, e.g. 512" >&2; exit 2 ;;
+esac
+ACCOUNTING=${BRIDGE_SLURM2411_ACCOUNTING:-0}
+case "$ACCOUNTING" in
+0 | 1) ;;
+*) echo "BRIDGE_SLURM2411_ACCOUNTING: 0 or 1" >&2; exit 2 ;;
+esac
+LOGIN=${BRIDGE_SLURM2411_LOGIN:-0}
+case "$LOGIN" in
+0 | 1) ;;
+*) echo "BRIDGE_SLURM2411_LOGIN: 0 or 1" >&2; exit 2 ;;
+esac
+PREFIX=${BRIDGE_SLURM2411_ENV_PREFIX:-BRIDGE_TEST_SLURM2411}
+case "$PREFIX" in
+"" | [0-9]* | *[!A-Z0-9_]*) echo "BRIDGE_SLURM2411_ENV_PREFIX: a shell variable prefix (A-Z, 0-9, _), e.g. BRIDGE_TEST_SLURM2411DBD" >&2; exit 2 ;;
 esac
 JOB_USER=bridge # created in the chroot by build-trixie-slurm.sh
 ROOT=$DIR/root
@@ -79,10 +103,25 @@ as_user() {
 	AS=(chroot --userspec="$uid:$gid" --groups="$gid" "$ROOT")
 }
 
+# plain_alive PIDFILE: the daemon that wrote its bare PID there runs.
+plain_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
 all_alive() {
 	pidfile_alive "$DIR/munged.pid" && pidfile_alive "$DIR/slurmrestd.pid" &&
-		[ -s "$ROOT/run/slurmctld.pid" ] && kill -0 "$(cat "$ROOT/run/slurmctld.pid")" 2>/dev/null &&
-		[ -s "$ROOT/run/slurmd.pid" ] && kill -0 "$(cat "$ROOT/run/slurmd.pid")" 2>/dev/null
+		plain_alive "$ROOT/run/slurmctld.pid" && plain_alive "$ROOT/run/slurmd.pid" &&
+		{ [ "$ACCOUNTING" = 0 ] || { pidfile_alive "$DIR/mariadbd.pid" && plain_alive "$ROOT/run/slurmdbd.pid"; }; }
+}
+
+# until_ok SECONDS WHAT LOG CMD...: waits for CMD to succeed; dies with LOG's
+# tail after SECONDS.
+until_ok() {
+	local limit=$1 what=$2 logf=$3 deadline
+	shift 3
+	deadline=$((SECONDS + limit))
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt "$deadline" ] || { tail_logs 20 "$logf"; die "$what is not up after $limit s"; }
+		sleep 0.2
+	done
 }
 
 mint_token() {
@@ -107,24 +146,92 @@ write_env() {
 	printf '%s\n' "$TOKEN" >"$DIR/creds/token"
 	cat >"$ENVFILE.tmp" <<EOF
 # Written by hack/slurm2411-up.sh at $(date -u +%Y-%m-%dT%H:%M:%SZ); token valid for ${LIFESPAN}s.
-export BRIDGE_TEST_SLURM2411_URL=http://127.0.0.1:$REST_PORT
-export BRIDGE_TEST_SLURM2411_USER=$JOB_USER
-export BRIDGE_TEST_SLURM2411_TOKEN=$TOKEN
-export BRIDGE_TEST_SLURM2411_JWT_KEY=$ROOT/var/lib/slurm/jwt_hs256.key
-export BRIDGE_TEST_SLURM2411_CREDS=$DIR/creds
-export BRIDGE_TEST_SLURM2411_ROOT=$ROOT
+export ${PREFIX}_URL=http://127.0.0.1:$REST_PORT
+export ${PREFIX}_USER=$JOB_USER
+export ${PREFIX}_TOKEN=$TOKEN
+export ${PREFIX}_JWT_KEY=$ROOT/var/lib/slurm/jwt_hs256.key
+export ${PREFIX}_CREDS=$DIR/creds
+export ${PREFIX}_ROOT=$ROOT
 EOF
+	[ "$LOGIN" = 0 ] || cat "$DIR/sshd/env" >>"$ENVFILE.tmp"
 	mv "$ENVFILE.tmp" "$ENVFILE"
 }
 
+# login_node: the sshd of BRIDGE_SLURM2411_LOGIN=1, in the root, so that its
+# sessions run this cluster's commands with its slurm.conf and munge socket;
+# the job user logs in (by key), as a cluster's user would. Idempotent
+# (hack/sshd-up.sh is); hack/slurm2411-down.sh stops it.
+login_node() {
+	[ "$LOGIN" = 1 ] || return 0
+	BRIDGE_SSHD_DIR=$DIR/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_USER=$JOB_USER BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH \
+		bash "$HACK/sshd-up.sh" >/dev/null
+}
+
+# start_accounting: MariaDB and slurmdbd (after munged, before slurmctld), the
+# database and its user with a fresh password, and the cluster. MariaDB is the
+# host's (Debian 12's 10.11, as for 22.05 and 26.05), on its own port and data
+# directory, with a database and user of 24.11's own (slurm2411_acct_db,
+# slurm2411): nothing is shared with the other clusters' accounting.
+start_accounting() {
+	log "starting mariadbd (127.0.0.1:$DB_PORT) and slurmdbd (127.0.0.1:$DBD_PORT)"
+	need_cmd mariadbd mariadb-server
+	mkdir -p "$DIR/db"
+	chown mysql:mysql "$DIR/db" && chmod 700 "$DIR/db"
+	rm -rf "$DIR/db/data"
+	mariadb-install-db --user=mysql --datadir="$DIR/db/data" --auth-root-authentication-method=socket \
+		--skip-test-db >"$DIR/db/install.log" 2>&1 || die "mariadb-install-db failed; see $DIR/db/install.log"
+	start_daemon "$DIR/mariadbd.pid" "$DIR/mariadbd.log" /usr/sbin/mariadbd --no-defaults --user=mysql \
+		--datadir="$DIR/db/data" --bind-address=127.0.0.1 --port="$DB_PORT" --socket="$DIR/db/mariadbd.sock" \
+		--innodb-buffer-pool-size=64M --innodb-log-file-size=48M --innodb-lock-wait-timeout=900
+	until_ok 60 mariadbd "$DIR/mariadbd.log" mariadb --no-defaults --socket="$DIR/db/mariadbd.sock" -u root -e 'select 1'
+	local pass
+	pass=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+	mariadb --no-defaults --socket="$DIR/db/mariadbd.sock" -u root <<SQL
+CREATE USER IF NOT EXISTS 'slurm2411'@'127.0.0.1' IDENTIFIED BY '$pass';
+GRANT ALL ON slurm2411_acct_db.* TO 'slurm2411'@'127.0.0.1';
+SQL
+	(
+		umask 077
+		cat >"$ROOT/etc/slurm/slurmdbd.conf" <<CONF
+# Written by hack/slurm2411-up.sh (BRIDGE_SLURM2411_ACCOUNTING=1).
+AuthType=auth/munge
+# slurmrestd forwards the caller's token: slurmdbd checks it with slurmctld's key.
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/var/lib/slurm/jwt_hs256.key
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=slurm
+PidFile=/run/slurmdbd.pid
+LogFile=/var/log/slurm/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm2411
+StoragePass=$pass
+StorageLoc=slurm2411_acct_db
+CONF
+	)
+	in_root chown slurm:slurm /etc/slurm/slurmdbd.conf
+	# 9>&-: slurmdbd keeps inherited descriptors, and would hold with_lock's
+	# lock for as long as it runs (the next up would wait for it in vain).
+	in_root slurmdbd 9>&-
+	until_ok 60 slurmdbd "$ROOT/var/log/slurm/slurmdbd.log" in_root sacctmgr -n -P show cluster
+	# slurmctld registers with slurmdbd only as a known cluster.
+	in_root sacctmgr -i add cluster bridge2411 >/dev/null 2>&1 || true
+}
+
 # The settings an instance was started with: another set restarts it (an
-# instance started before this file was written had none: rl=).
+# instance started before this file was written had none: rl=; one without
+# accounting says nothing of it).
 SETTINGS="rl=$RL"
+[ "$ACCOUNTING" = 0 ] || SETTINGS="$SETTINGS accounting=1 min_job_age=$MIN_JOB_AGE"
 started_with() { if [ -s "$DIR/settings" ]; then cat "$DIR/settings"; else echo rl=; fi; }
 if [ -s "$DIR/port" ] && all_alive && [ "$(started_with)" = "$SETTINGS" ]; then
 	REST_PORT=$(cat "$DIR/port")
 	mint_token
 	check_token || die "the daemons run but slurmrestd refuses a fresh token; see $DIR/*.log, or run hack/slurm2411-down.sh"
+	login_node
 	write_env
 	log "slurm 24.11 already running; new token in $ENVFILE"
 	echo "$ENVFILE"
@@ -151,8 +258,8 @@ mount -t tmpfs -o mode=755 tmpfs "$ROOT/run"
 # --- keys and config --------------------------------------------------------------
 HOST=$(hostname -s)
 printf '127.0.0.1 localhost %s\n' "$HOST" >"$ROOT/etc/hosts"
-mapfile -t ports < <(free_ports 3)
-CTLD_PORT=${ports[0]} SLURMD_PORT=${ports[1]} REST_PORT=${ports[2]}
+mapfile -t ports < <(free_ports 5)
+CTLD_PORT=${ports[0]} SLURMD_PORT=${ports[1]} REST_PORT=${ports[2]} DB_PORT=${ports[3]} DBD_PORT=${ports[4]}
 echo "$REST_PORT" >"$DIR/port"
 echo "$SETTINGS" >"$DIR/settings"
 in_root /bin/sh -e <<'SH'
@@ -169,6 +276,21 @@ CPUS=$(nproc)
 [ "$CPUS" -ge 8 ] || CPUS=8
 [ -z "$CPUS_WANTED" ] || CPUS=$CPUS_WANTED
 MEM_MB=$(awk '/^MemTotal:/ {printf "%d", $2 / 1024 * 0.8}' /proc/meminfo)
+ACCT_CONF="JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none"
+REST_PLUGINS=openapi/slurmctld
+if [ "$ACCOUNTING" = 1 ]; then
+	# What a job used (CPU time, peak memory per step), sampled every second
+	# (JobAcctGatherFrequency) so that a job of a few seconds has its peak.
+	# The comment carries the record's key: keep it in the database too.
+	ACCT_CONF="JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+AccountingStoreFlags=job_comment"
+	REST_PLUGINS=openapi/slurmctld,openapi/slurmdbd
+fi
 cat >"$ROOT/etc/slurm/slurm.conf" <<EOF
 # Written by hack/slurm2411-up.sh: a private one-node cluster on 127.0.0.1.
 ClusterName=bridge2411
@@ -189,8 +311,7 @@ SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$ACCT_CONF
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -212,10 +333,12 @@ EOF
 echo 'CgroupPlugin=disabled' >"$ROOT/etc/slurm/cgroup.conf"
 
 # --- daemons ------------------------------------------------------------------------
-log "starting munged, slurmctld, slurmd (ports $CTLD_PORT, $SLURMD_PORT)"
+log "starting munged"
 as_user munge
 start_daemon "$DIR/munged.pid" "$DIR/munged.log" "${AS[@]}" /usr/sbin/munged --foreground
 for _ in $(seq 50); do [ -S "$ROOT/run/munge/munge.socket.2" ] && break; sleep 0.1; done
+[ "$ACCOUNTING" = 0 ] || start_accounting
+log "starting slurmctld, slurmd (ports $CTLD_PORT, $SLURMD_PORT)"
 in_root slurmctld
 in_root slurmd -N localhost
 node_idle() { [ "$(in_root sinfo -h -p debug -o %t 2>/dev/null)" = idle ]; }
@@ -228,7 +351,7 @@ done
 log "starting slurmrestd on 127.0.0.1:$REST_PORT"
 as_user slurmrest
 start_daemon "$DIR/slurmrestd.pid" "$DIR/slurmrestd.log" \
-	"${AS[@]}" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s openapi/slurmctld "127.0.0.1:$REST_PORT"
+	"${AS[@]}" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s "$REST_PLUGINS" "127.0.0.1:$REST_PORT"
 mint_token
 deadline=$((SECONDS + 30))
 until check_token; do
@@ -236,6 +359,7 @@ until check_token; do
 	[ $SECONDS -lt $deadline ] || { tail_logs 20 "$DIR/slurmrestd.log"; die "slurmrestd refuses a fresh token after 30 s"; }
 	sleep 0.2
 done
+login_node
 write_env
-log "slurm 24.11 ready in $(elapsed_s "$t0") s: slurmrestd at http://127.0.0.1:$REST_PORT (v0.0.40-v0.0.42), jobs run as $JOB_USER"
+log "slurm 24.11 ready in $(elapsed_s "$t0") s: slurmrestd at http://127.0.0.1:$REST_PORT (v0.0.40-v0.0.42$([ "$ACCOUNTING" = 0 ] || echo ', with /slurmdb/')), jobs run as $JOB_USER"
 echo "$ENVFILE"

@@ -173,8 +173,10 @@ func checkEfficiency(t *testing.T, busy, sleeper backends.Usage, gathered bool) 
 }
 
 // TestRealSlurmUsageREST: slurmdbd's figures over REST equal sacct's, on
-// Slurm 22.05 (/slurmdb/v0.0.38) and 26.05 (v0.0.45). 24.11's test cluster
-// keeps no accounting (hack/slurm2411-up.sh starts no slurmdbd).
+// Slurm 22.05 (/slurmdb/v0.0.38), 24.11 with slurmdbd (v0.0.40-v0.0.42: the
+// same jobs read over each) and 26.05 (v0.0.45). The shared 24.11 keeps no
+// accounting (hack/slurm2411-up.sh starts no slurmdbd); its twin of
+// hack/slurm2411dbd-up.sh does.
 func TestRealSlurmUsageREST(t *testing.T) {
 	t.Run("22.05+slurmdbd", func(t *testing.T) {
 		run := slurmdbdCmd(t)
@@ -182,27 +184,56 @@ func TestRealSlurmUsageREST(t *testing.T) {
 		require.NotNil(t, rs, "%s_URL and _CREDS", accountingEnv)
 		testUsageREST(t, rs, run)
 	})
+	t.Run("24.11+slurmdbd", func(t *testing.T) {
+		rs := chrootedSlurm(t, slurm2411dbdEnv, "hack/slurm2411dbd-up.sh")
+		testUsageREST(t, rs, chrootCmd(rs.root), "v0.0.40", "v0.0.41")
+	})
 	t.Run("26.05", func(t *testing.T) {
-		rs := realSlurmEnv(t, "BRIDGE_TEST_SLURM2605")
-		if rs == nil || rs.root == "" {
-			if os.Getenv("CI") != "" {
-				t.Fatal("no Slurm 26.05: hack/slurm2605-up.sh writes BRIDGE_TEST_SLURM2605_URL, _CREDS and _ROOT")
-			}
-			t.Skip("no Slurm 26.05")
-		}
-		testUsageREST(t, rs, func(args ...string) *exec.Cmd {
-			cmd := exec.Command("/usr/sbin/chroot", append([]string{rs.root}, args...)...)
-			// The suite's env names 22.05's slurm.conf (SLURM_CONF, a host
-			// path): inside the root, its own /etc/slurm/slurm.conf.
-			cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SLURM_CONF=") })
-			return cmd
-		})
+		rs := chrootedSlurm(t, "BRIDGE_TEST_SLURM2605", "hack/slurm2605-up.sh")
+		testUsageREST(t, rs, chrootCmd(rs.root))
 	})
 }
 
-func testUsageREST(t *testing.T, rs *realSlurm, run slurmCmd) {
+// slurm2411dbdEnv names the variables of the Slurm 24.11 with slurmdbd.
+const slurm2411dbdEnv = "BRIDGE_TEST_SLURM2411DBD"
+
+// chrootedSlurm is the cluster of env that runs in a root here; the test
+// fails in CI without it.
+func chrootedSlurm(t *testing.T, env, up string) *realSlurm {
+	rs := realSlurmEnv(t, env)
+	if rs == nil || rs.root == "" {
+		msg := fmt.Sprintf("no real Slurm: %s writes %s_URL, _CREDS and _ROOT", up, env)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return rs
+}
+
+// chrootCmd runs a Slurm command in the cluster's root, with its own
+// /etc/slurm/slurm.conf: the suite's env names 22.05's (SLURM_CONF, a host
+// path), which must not reach it.
+func chrootCmd(root string) slurmCmd {
+	return func(args ...string) *exec.Cmd {
+		cmd := exec.Command("/usr/sbin/chroot", append([]string{root}, args...)...)
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SLURM_CONF=") })
+		return cmd
+	}
+}
+
+// testUsageREST runs the busy job and the sleeper through the backend that
+// discovers the newest API, and reads their figures over it and over each
+// older API of apis too (pinned through the URL); each equals sacct's.
+func testUsageREST(t *testing.T, rs *realSlurm, run slurmCmd, apis ...string) {
 	gathered := gathers(t, run)
 	b, _ := rs.backend(t, nil)
+	readers := map[string]*Backend{"newest": b}
+	for _, api := range apis {
+		pinned := *rs
+		pinned.url = strings.TrimRight(rs.url, "/") + "/slurm/" + api
+		readers[api], _ = pinned.backend(t, nil)
+	}
 	usage := map[string]backends.Usage{}
 	for name, script := range map[string]string{"busy": busyScript, "sleeper": sleepScript} {
 		key := newKey()
@@ -212,26 +243,43 @@ func testUsageREST(t *testing.T, rs *realSlurm, run slurmCmd) {
 		t.Cleanup(func() { os.Remove(filepath.Join(rs.root, outPath(key, "out"))) })
 		st, _ := waitFor(t, b, id, 2*time.Minute, final)
 		require.Equal(t, backends.Done, st.State, st.Message)
-		usage[name] = usageOf(t, b, id)
-		t.Run(name, func(t *testing.T) { checkAgainstSacct(t, run, id, usage[name], gathered) })
+		for api, r := range readers {
+			u := usageOf(t, r, id)
+			t.Run(name+"-"+api, func(t *testing.T) { checkAgainstSacct(t, run, id, u, gathered) })
+			usage[name] = u
+		}
 	}
 	checkEfficiency(t, usage["busy"], usage["sleeper"], gathered)
 }
 
-// TestRealSlurmUsageSSH: sacct's figures over SSH, from a login node whose
-// sessions use the Slurm with slurmdbd (a private sshd copied from the
-// shared one, with that cluster's SLURM_CONF), equal sacct's run here.
+// TestRealSlurmUsageSSH: sacct's figures over SSH equal sacct's run here,
+// on 22.05 with slurmdbd (from a login node whose sessions use that
+// cluster: a private sshd copied from the shared one, with its SLURM_CONF)
+// and on 24.11 with slurmdbd (its login node, an sshd in its root).
 func TestRealSlurmUsageSSH(t *testing.T) {
-	run := slurmdbdCmd(t)
+	t.Run("22.05+slurmdbd", func(t *testing.T) {
+		run := slurmdbdCmd(t)
+		conf := os.Getenv(accountingEnv + "_CONF")
+		srv := testssh.Default(t)
+		d := testssh.StartCustom(t, srv, testssh.Config{Set: map[string]string{"SetEnv": "SLURM_CONF=" + conf}})
+		url := fmt.Sprintf("ssh://%s@%s", srv.User, d.Addr())
+		creds := testssh.Creds(t, srv.CredsDir)
+		kh, _ := creds.Get("known_hosts")
+		_, port, _ := strings.Cut(srv.Addr, ":")
+		creds.Set("known_hosts", strings.Replace(kh, "]:"+port+" ", fmt.Sprintf("]:%d ", d.Port), 1))
+		testUsageSSH(t, url, creds, run)
+	})
+	t.Run("24.11+slurmdbd", func(t *testing.T) {
+		rs := chrootedSlurm(t, slurm2411dbdEnv, "hack/slurm2411dbd-up.sh")
+		srv := testssh.Env(t, slurm2411dbdEnv+"_SSH", "hack/slurm2411dbd-up.sh starts its login node")
+		testUsageSSH(t, srv.URL, testssh.Creds(t, srv.CredsDir), chrootCmd(rs.root))
+	})
+}
+
+// testUsageSSH runs the busy job and the sleeper through the SSH backend at
+// url and checks its figures against sacct's (run).
+func testUsageSSH(t *testing.T, url string, creds backends.Credentials, run slurmCmd) {
 	gathered := gathers(t, run)
-	conf := os.Getenv(accountingEnv + "_CONF")
-	srv := testssh.Default(t)
-	d := testssh.StartCustom(t, srv, testssh.Config{Set: map[string]string{"SetEnv": "SLURM_CONF=" + conf}})
-	url := fmt.Sprintf("ssh://%s@%s", srv.User, d.Addr())
-	creds := testssh.Creds(t, srv.CredsDir)
-	kh, _ := creds.Get("known_hosts")
-	_, port, _ := strings.Cut(srv.Addr, ":")
-	creds.Set("known_hosts", strings.Replace(kh, "]:"+port+" ", fmt.Sprintf("]:%d ", d.Port), 1))
 	be, err := New(backends.Config{URL: url, Credentials: creds})
 	require.NoError(t, err)
 	b := be.(*SSHBackend)

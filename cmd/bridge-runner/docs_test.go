@@ -88,7 +88,7 @@ func commandRules() []commandRule {
 		{prefix: "argo submit", why: "needs a real cluster with Argo: make e2e submits the examples there"},
 		{prefix: "bridge-runner status -n ", why: "reads a cluster's records: the status command's tests run it against a real kube-apiserver"},
 	}
-	for _, svc := range []string{"kube", "slurm", "slurm2411", "s3", "ray", "sshd", "htcondor"} {
+	for _, svc := range []string{"kube", "slurm", "slurm2411", "slurm2411dbd", "s3", "ray", "sshd", "htcondor"} {
 		rules = append(rules, commandRule{prefix: "bash hack/" + svc + "-up.sh", ranBy: "hack/services.sh", want: svc + "-up.sh"})
 	}
 	return append(rules, commandRule{prefix: "BRIDGE_SSHD_SETENV=", ranBy: "hack/services.sh", want: "sshd-up.sh"})

@@ -13,18 +13,25 @@ import (
 
 // TestSlurmEfficiencyRecorded: invoke on the real Slurm clusters records
 // the job's efficiency once it ended: the figures from slurmdbd where the
-// cluster keeps accounting (22.05 with slurmdbd, 26.05), and why there are
-// none where it does not (22.05 and 24.11 without slurmdbd); the step ends
+// cluster keeps accounting (22.05 and 24.11 with slurmdbd, 26.05), and why
+// there are none where it does not (22.05 and 24.11 without); the step ends
 // DONE either way.
 func TestSlurmEfficiencyRecorded(t *testing.T) {
 	clearEnv(t)
 	clusters := slurmClusters(t)
-	if u, c := os.Getenv("BRIDGE_TEST_SLURMDBD_URL"), os.Getenv("BRIDGE_TEST_SLURMDBD_CREDS"); u != "" && c != "" {
-		clusters = append(clusters, slurmCluster{release: "22.05+slurmdbd", url: u, creds: c})
-	} else if os.Getenv("CI") != "" {
-		t.Error("no Slurm with slurmdbd: hack/slurmdbd-up.sh")
+	for _, d := range []struct{ release, env, up string }{
+		{"22.05+slurmdbd", "BRIDGE_TEST_SLURMDBD", "hack/slurmdbd-up.sh"},
+		{"24.11+slurmdbd", "BRIDGE_TEST_SLURM2411DBD", "hack/slurm2411dbd-up.sh"},
+	} {
+		if u, c := os.Getenv(d.env+"_URL"), os.Getenv(d.env+"_CREDS"); u != "" && c != "" {
+			clusters = append(clusters, slurmCluster{release: d.release, url: u, creds: c})
+		} else if os.Getenv("CI") != "" {
+			t.Error("no Slurm " + d.release + ": " + d.up)
+		}
 	}
-	accounting := map[string]bool{"22.05+slurmdbd": true, "26.05": true}
+	accounting := map[string]bool{"22.05+slurmdbd": true, "24.11+slurmdbd": true, "26.05": true}
+	// The twins with slurmdbd also gather what jobs used (jobacct_gather/linux).
+	gathers := map[string]bool{"22.05+slurmdbd": true, "24.11+slurmdbd": true}
 	for _, c := range clusters {
 		t.Run(c.release, func(t *testing.T) {
 			state := t.TempDir()
@@ -48,6 +55,11 @@ func TestSlurmEfficiencyRecorded(t *testing.T) {
 			assert.Equal(t, int64(64<<20), e.ReqMemBytes, "memory_per_node 64 (MiB)")
 			require.NotNil(t, e.Time)
 			require.NotNil(t, e.QueueWaitSeconds)
+			if gathers[c.release] {
+				assert.NotNil(t, e.CPU, "CPU time against CPUs x elapsed")
+				assert.NotNil(t, e.Memory, "peak memory against requested")
+				assert.Positive(t, e.MaxRSSBytes)
+			}
 		})
 	}
 }
