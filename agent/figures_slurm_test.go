@@ -17,7 +17,7 @@ import (
 // slurm2605 is the shared real Slurm 26.05 (hack/slurm2605-up.sh), the one
 // whose slurmrestd serves MaxArraySize (GET conf): its URL and
 // credentials; missing, the test is skipped, and fails under CI.
-func slurm2605(t *testing.T) (string, string) {
+func slurm2605(t testing.TB) (string, string) {
 	u, creds := os.Getenv("BRIDGE_TEST_SLURM2605_URL"), os.Getenv("BRIDGE_TEST_SLURM2605_CREDS")
 	if u == "" || creds == "" {
 		msg := "this test needs the real Slurm 26.05: bash hack/slurm2605-up.sh && source /tmp/bridge-runner-slurm2605/env"

@@ -28,7 +28,7 @@ func (e *slurmEnv) placedSpec(b *slurmCounter, bCreds string) func(int) *record.
 }
 
 // copyCreds is a copy of credentials directory dir (another Secret).
-func copyCreds(t *testing.T, dir string) string {
+func copyCreds(t testing.TB, dir string) string {
 	out := t.TempDir()
 	for _, f := range []string{"token", "username"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))

@@ -117,7 +117,7 @@ func (c *slurmCounter) pathCounts() string {
 	return fmt.Sprint(c.paths)
 }
 
-func newSlurmCounter(t *testing.T, target string) *slurmCounter {
+func newSlurmCounter(t testing.TB, target string) *slurmCounter {
 	u, err := url.Parse(target)
 	require.NoError(t, err)
 	c := &slurmCounter{kinds: map[string]int{}, paths: map[string]int{}}
@@ -174,7 +174,7 @@ func slurm2411(t *testing.T) (string, string) {
 // slurmEnv is a test's view of the real Slurm: behind its counter, with
 // its credentials, and the namespaces of its steps' records.
 type slurmEnv struct {
-	t        *testing.T
+	t        testing.TB
 	counter  *slurmCounter
 	creds    string
 	reg      *backends.Registry
@@ -191,7 +191,7 @@ func newSlurmEnv(t *testing.T, namespaces int, interval time.Duration) *slurmEnv
 }
 
 // newSlurmEnvOn is newSlurmEnv on the slurmrestd at u.
-func newSlurmEnvOn(t *testing.T, u, creds string, namespaces int, interval time.Duration) *slurmEnv {
+func newSlurmEnvOn(t testing.TB, u, creds string, namespaces int, interval time.Duration) *slurmEnv {
 	e := &slurmEnv{t: t, counter: newSlurmCounter(t, u), creds: creds, reg: builtin.Registry(), logs: &syncBuffer{}, interval: interval}
 	e.kube = testkube.KubeClient(t, testkube.Config(t))
 	for range namespaces {
