@@ -109,10 +109,11 @@ type Agent struct {
 	load  figure[string]
 }
 
-// figure is a value the agent read of the cluster, and when.
+// figure is a value the agent read of the cluster, when, and when it is
+// to be read next.
 type figure[T any] struct {
-	v  T
-	at time.Time
+	v       T
+	at, due time.Time
 }
 
 // fresh is f's value while it was read within twice every, else zero.
@@ -270,36 +271,39 @@ func (a *Agent) discover(ctx context.Context) (int, error) {
 	return 0, nil
 }
 
-// measure reads the figures that are due (see LimitEvery, LoadEvery); a
-// failure keeps what was read before, until it is no longer fresh.
+// measure reads the figures that are due (see LimitEvery, LoadEvery).
 func (a *Agent) measure(ctx context.Context) {
-	now := a.cfg.Now()
-	if a.cfg.Limiter != nil && !a.limit.at.After(now.Add(-LimitEvery)) {
-		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-		n, err := a.cfg.Limiter.ArrayLimit(qctx)
-		cancel()
-		if err != nil {
-			a.cfg.Log.Warn("could not read the cluster's array limit; steps read it for themselves until it is read", "err", err)
-		} else {
-			a.setFigure(func() { a.limit = figure[int]{n, now} })
-		}
+	if a.cfg.Limiter != nil {
+		refresh(ctx, a, &a.limit, LimitEvery, "could not read the cluster's array limit; steps read it for themselves until it is read", a.cfg.Limiter.ArrayLimit)
 	}
-	if a.cfg.Loader != nil && !a.load.at.After(now.Add(-a.loadEvery())) {
-		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-		m, err := a.cfg.Loader.MeasureLoad(qctx)
-		cancel()
-		if err != nil {
-			a.cfg.Log.Warn("could not measure the cluster's load; placements probe for themselves until it is measured", "err", err)
-		} else {
-			a.setFigure(func() { a.load = figure[string]{m, now} })
-		}
+	if a.cfg.Loader != nil {
+		refresh(ctx, a, &a.load, a.loadEvery(), "could not measure the cluster's load; placements probe for themselves until it is measured", a.cfg.Loader.MeasureLoad)
 	}
 }
 
-func (a *Agent) setFigure(set func()) {
+// figureRetry bounds the wait before a figure whose read failed is read
+// again: a failure keeps what was read before, until it is no longer
+// fresh.
+const figureRetry = time.Minute
+
+// refresh reads f with read if it is due: every after a read that
+// answered, min(every, figureRetry) after one that failed (warn says so).
+func refresh[T any](ctx context.Context, a *Agent, f *figure[T], every time.Duration, warn string, read func(context.Context) (T, error)) {
+	now := a.cfg.Now()
+	if now.Before(f.due) {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	v, err := read(qctx)
+	cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	set()
+	if err != nil {
+		f.due = now.Add(min(every, figureRetry))
+		a.cfg.Log.Warn(warn, "err", err, "retry_in", min(every, figureRetry))
+		return
+	}
+	f.v, f.at, f.due = v, now, now.Add(every)
 }
 
 // loadEvery is how often the load is measured: LoadEvery, or the query
