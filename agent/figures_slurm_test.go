@@ -38,12 +38,18 @@ func (e *slurmEnv) arraySpec(int) *record.Spec {
 // awaitHeartbeat waits (30 s at most) for ns's heartbeat to verify under
 // the steps' key and satisfy ok, and returns it.
 func (e *slurmEnv) awaitHeartbeat(ns string, ok func(runner.Heartbeat) bool) runner.Heartbeat {
-	key := runner.ClusterKey("slurm", e.counter.URL, e.creds)
+	return e.awaitHeartbeatOf(ns, cluster, e.counter.URL, e.creds, ok)
+}
+
+// awaitHeartbeatOf is awaitHeartbeat for the agent of cluster c at url
+// with the credentials creds.
+func (e *slurmEnv) awaitHeartbeatOf(ns, c, url, creds string, ok func(runner.Heartbeat) bool) runner.Heartbeat {
+	key := runner.ClusterKey("slurm", url, creds)
 	back := record.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Factor: 2, Jitter: 0.2}
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
 		cm := &kubeclient.ConfigMap{}
-		if err := e.kube.Get(context.Background(), kubeclient.ConfigMaps, ns, record.AgentConfigMap(cluster), cm); err == nil {
-			if hb, verified := runner.ReadHeartbeat(key, ns, cluster, cm.Data); verified && ok(hb) {
+		if err := e.kube.Get(context.Background(), kubeclient.ConfigMaps, ns, record.AgentConfigMap(c), cm); err == nil {
+			if hb, verified := runner.ReadHeartbeat(key, ns, c, cm.Data); verified && ok(hb) {
 				return hb
 			}
 		}

@@ -18,10 +18,11 @@ import (
 
 // placedSpec is a step's job placed between target a (the cluster the
 // agent serves: its URL and credentials) and target b (the same Slurm by
-// another proxy and a copy of the credentials: a cluster with no agent).
-func (e *slurmEnv) placedSpec(b *slurmCounter, bCreds string) func(int) *record.Spec {
-	targets := fmt.Sprintf(`[{"name":"a","backend":"slurm","resourceURL":%q,"credentials":%q},{"name":"b","backend":"slurm","resourceURL":%q,"credentials":%q}]`,
-		e.counter.URL, e.creds, b.URL, bCreds)
+// another proxy and a copy of the credentials: another cluster, named
+// bCluster when not "").
+func (e *slurmEnv) placedSpec(b *slurmCounter, bCreds, bCluster string) func(int) *record.Spec {
+	targets := fmt.Sprintf(`[{"name":"a","backend":"slurm","resourceURL":%q,"credentials":%q},{"name":"b","backend":"slurm","resourceURL":%q,"credentials":%q,"cluster":%q}]`,
+		e.counter.URL, e.creds, b.URL, bCreds, bCluster)
 	return func(int) *record.Spec {
 		return &record.Spec{JobScript: "#!/bin/sh\ntrue\n", Targets: targets, UpdateInterval: "5", Cluster: cluster}
 	}
@@ -50,7 +51,7 @@ func TestPlacementReadsTheAgentsLoadOnSlurm2605(t *testing.T) {
 	stop, _ := e.startAgentWith(agentOpts{figures: true})
 	e.awaitHeartbeat(e.nss[0], func(hb runner.Heartbeat) bool { return hb.Load != "" })
 	const n = 4
-	res, _ := e.runSpecs(n, e.placedSpec(b, bCreds))
+	res, _ := e.runSpecs(n, e.placedSpec(b, bCreds, ""))
 	stop()
 	for _, r := range res {
 		assert.Equal(t, "DONE", r.Status)
@@ -86,8 +87,30 @@ func TestPlacementProbesWithoutATrustedAgentOnSlurm2605(t *testing.T) {
 		cm := &kubeclient.ConfigMap{}
 		cm.Name, cm.Namespace, cm.Data = record.AgentConfigMap(cluster), ns, d
 		require.NoError(t, e.kube.Create(context.Background(), kubeclient.ConfigMaps, ns, cm, &kubeclient.ConfigMap{}))
-		res, _ := e.runSpecs(1, e.placedSpec(b, bCreds))
+		res, _ := e.runSpecs(1, e.placedSpec(b, bCreds, ""))
 		assert.Equal(t, "DONE", res[0].Status, c.name)
 		assert.Positive(t, e.counter.pathCount("step", "probe"), "%s: the step probed the cluster itself", c.name)
 	}
+}
+
+// Each target is judged by the load its own cluster's agent published:
+// target b names its cluster (hpc-2, another agent on another URL and
+// credentials), target a the record's; no step probes either.
+func TestPlacementReadsEachTargetsAgentOnSlurm2605(t *testing.T) {
+	u, creds := slurm2605(t)
+	e := newSlurmEnvOn(t, u, creds, 1, time.Second)
+	b, bCreds := newSlurmCounter(t, u), copyCreds(t, creds)
+	stopA, _ := e.startAgentWith(agentOpts{figures: true})
+	stopB, _ := e.startAgentWith(agentOpts{figures: true, id: "agent-b", cluster: "hpc-2", url: b.URL, creds: bCreds})
+	e.awaitHeartbeat(e.nss[0], func(hb runner.Heartbeat) bool { return hb.Load != "" })
+	e.awaitHeartbeatOf(e.nss[0], "hpc-2", b.URL, bCreds, func(hb runner.Heartbeat) bool { return hb.Load != "" })
+	res, _ := e.runSpecs(3, e.placedSpec(b, bCreds, "hpc-2"))
+	stopA()
+	stopB()
+	for _, r := range res {
+		assert.Equal(t, "DONE", r.Status)
+	}
+	t.Logf("requests to a %s; to b %s", e.counter.pathCounts(), b.pathCounts())
+	assert.Positive(t, b.pathCount("agent", "probe"), "b's agent measured b")
+	assert.Zero(t, e.counter.pathCount("step", "probe")+b.pathCount("step", "probe"), "no step probed either target")
 }

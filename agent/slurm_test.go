@@ -242,12 +242,16 @@ type agentOpts struct {
 	// figures: the agent reads and publishes the array limit and the load
 	// (as the command's agent does), at the cost of their requests.
 	figures bool
+	// cluster and url: another cluster than the steps' own (its name, and
+	// the URL of a counter in front of its slurmrestd).
+	cluster, url string
 }
 
 // startAgentWith runs an agent as o says, with a Kubernetes client of its
 // own (returned, to count its requests), until the returned stop.
 func (e *slurmEnv) startAgentWith(o agentOpts) (func(), *kubeclient.Client) {
 	cfg := e.backendConfig()
+	cfg.URL = cmp.Or(o.url, cfg.URL)
 	creds := cmp.Or(o.creds, e.creds)
 	cfg.Credentials = runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}
 	cfg.HTTPClient.Transport = agentTransport{next: cfg.HTTPClient.Transport, via: o.via}
@@ -255,7 +259,7 @@ func (e *slurmEnv) startAgentWith(o agentOpts) (func(), *kubeclient.Client) {
 	require.NoError(e.t, err)
 	e.batches = &countingBatcher{StatusBatcher: be.(backends.StatusBatcher)}
 	kc := testkube.KubeClient(e.t, testkube.Config(e.t))
-	ac := agent.Config{Cluster: cluster, Backend: "slurm", ResourceURL: e.counter.URL, Key: runner.ClusterKey("slurm", e.counter.URL, creds),
+	ac := agent.Config{Cluster: cmp.Or(o.cluster, cluster), Backend: "slurm", ResourceURL: cfg.URL, Key: runner.ClusterKey("slurm", cfg.URL, creds),
 		Namespaces: e.nss, Interval: e.interval, Kube: kc, Batcher: e.batches, Discoverer: be.(backends.Discoverer),
 		ID: cmp.Or(o.id, "agent-slurm-test"), Log: slog.New(slog.NewTextHandler(e.logs, nil))}
 	if o.figures {

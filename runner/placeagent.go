@@ -9,8 +9,9 @@ import (
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
-// publishedLoad is the load of job at the target of d as the agent of the
-// cluster the record names measured it (backends.LoadPublisher): read
+// publishedLoad is the load of job at the target of d as the agent of
+// cluster (the target's: record.Target.Cluster) measured it
+// (backends.LoadPublisher): read
 // from the agent's heartbeat with one Kubernetes request, judged here
 // without a request to the cluster. ok is false, and the caller probes,
 // unless the heartbeat verifies under the target's own key (so it is the
@@ -19,10 +20,10 @@ import (
 // this step's clock, and says the job fits: like a neighbour's shared
 // probe, a published "does not fit" or a partition it does not list
 // decides no refusal; this step's own probe does.
-func (r *run) publishedLoad(ctx context.Context, d *record.Description, be backends.Backend, job backends.Job) (backends.Load, bool) {
+func (r *run) publishedLoad(ctx context.Context, d *record.Description, cluster string, be backends.Backend, job backends.Job) (backends.Load, bool) {
 	lp, ok := be.(backends.LoadPublisher)
 	cs := record.ConfigMapOf(r.Store)
-	if !ok || cs == nil || d.Cluster == "" {
+	if !ok || cs == nil || cluster == "" {
 		return backends.Load{}, false
 	}
 	_, key := r.clusterGroup(d)
@@ -30,10 +31,10 @@ func (r *run) publishedLoad(ctx context.Context, d *record.Description, be backe
 		return backends.Load{}, false
 	}
 	cm := &kube.ConfigMap{}
-	if err := cs.Client.Get(ctx, kube.ConfigMaps, cs.Namespace, record.AgentConfigMap(d.Cluster), cm); err != nil {
+	if err := cs.Client.Get(ctx, kube.ConfigMaps, cs.Namespace, record.AgentConfigMap(cluster), cm); err != nil {
 		return backends.Load{}, false // none, not ours to read, or the API's fault: probe
 	}
-	hb, ok := ReadHeartbeat(key, cs.Namespace, d.Cluster, cm.Data)
+	hb, ok := ReadHeartbeat(key, cs.Namespace, cluster, cm.Data)
 	if !ok || hb.Load == "" || !hb.Current(time.Now()) {
 		return backends.Load{}, false
 	}
@@ -41,6 +42,6 @@ func (r *run) publishedLoad(ctx context.Context, d *record.Description, be backe
 	if err != nil || !l.Fits {
 		return backends.Load{}, false
 	}
-	r.Log.Debug("placement reads the load the cluster's agent measured", "target", d.Target, "cluster", d.Cluster)
+	r.Log.Debug("placement reads the load the cluster's agent measured", "target", d.Target, "cluster", cluster)
 	return l, true
 }

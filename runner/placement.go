@@ -198,7 +198,7 @@ func (r *run) probeOnce(ctx context.Context, d *record.Description, c candidate)
 	if d.ScriptLocation == record.Inline {
 		job.Script = d.Script
 	}
-	load, ok := r.publishedLoad(pctx, d, be, job)
+	load, ok := r.publishedLoad(pctx, d, c.target.Cluster, be, job)
 	if ok {
 		c.shared = true
 	} else {
