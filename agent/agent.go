@@ -54,12 +54,29 @@ type Config struct {
 	// request (Slurm's REST API version); the agent publishes its memo in
 	// the heartbeat, and the steps recall it instead of asking.
 	Discoverer backends.Discoverer
+	// Limiter and Loader, when the backend has them (the same backend as
+	// Batcher), read the cluster's array limit (every LimitEvery) and its
+	// load (every LoadEvery, or the interval if longer): the agent
+	// publishes both in the heartbeat, and the steps use them instead of
+	// asking (an array's chunks, placement's probe).
+	Limiter backends.ArrayLimiter
+	Loader  backends.LoadPublisher
 	// ID names this agent in its heartbeat (host/pid/random).
 	ID  string
 	Log *slog.Logger
 	// Now is the agent's clock (time.Now when nil).
 	Now func() time.Time
 }
+
+// How often the agent reads the figures it publishes: the array limit is
+// a setting of the cluster (read again in case it changed), the load
+// changes with every job (as often as steps shared their probes, see
+// runner.LoadShareTTL). A figure not read again in twice its period (the
+// cluster did not answer) is no longer published.
+const (
+	LimitEvery = 10 * time.Minute
+	LoadEvery  = 5 * time.Second
+)
 
 // unwatchedAfter: a job missing from this many answers in a row is told
 // Unwatched, so that its step polls for itself.
@@ -87,6 +104,25 @@ type Agent struct {
 	// discovered: the Discoverer has learnt its memo since the agent
 	// started or since the cluster last refused a query outright.
 	discovered bool
+	// The figures it publishes, as last read (at their times).
+	limit figure[int]
+	load  figure[string]
+}
+
+// figure is a value the agent read of the cluster, when, and when it is
+// to be read next.
+type figure[T any] struct {
+	v       T
+	at, due time.Time
+}
+
+// fresh is f's value while it was read within twice every, else zero.
+func (f figure[T]) fresh(now time.Time, every time.Duration) T {
+	var zero T
+	if f.at.IsZero() || now.Sub(f.at) >= 2*every {
+		return zero
+	}
+	return f.v
 }
 
 // job is one followed record and what the agent last told it.
@@ -192,6 +228,7 @@ func (a *Agent) loop(ctx context.Context) {
 		start := time.Now()
 		asked, err := a.discover(ctx)
 		if err == nil {
+			a.measure(ctx)
 			asked, err = a.round(ctx)
 		}
 		wait := every * time.Duration(backends.BatchRequests(a.cfg.Batcher, asked))
@@ -234,6 +271,45 @@ func (a *Agent) discover(ctx context.Context) (int, error) {
 	return 0, nil
 }
 
+// measure reads the figures that are due (see LimitEvery, LoadEvery).
+func (a *Agent) measure(ctx context.Context) {
+	if a.cfg.Limiter != nil {
+		refresh(ctx, a, &a.limit, LimitEvery, "could not read the cluster's array limit; steps read it for themselves until it is read", a.cfg.Limiter.ArrayLimit)
+	}
+	if a.cfg.Loader != nil {
+		refresh(ctx, a, &a.load, a.loadEvery(), "could not measure the cluster's load; placements probe for themselves until it is measured", a.cfg.Loader.MeasureLoad)
+	}
+}
+
+// figureRetry bounds the wait before a figure whose read failed is read
+// again: a failure keeps what was read before, until it is no longer
+// fresh.
+const figureRetry = time.Minute
+
+// refresh reads f with read if it is due: every after a read that
+// answered, min(every, figureRetry) after one that failed (warn says so).
+func refresh[T any](ctx context.Context, a *Agent, f *figure[T], every time.Duration, warn string, read func(context.Context) (T, error)) {
+	now := a.cfg.Now()
+	if now.Before(f.due) {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	v, err := read(qctx)
+	cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		f.due = now.Add(min(every, figureRetry))
+		a.cfg.Log.Warn(warn, "err", err, "retry_in", min(every, figureRetry))
+		return
+	}
+	f.v, f.at, f.due = v, now, now.Add(every)
+}
+
+// loadEvery is how often the load is measured: LoadEvery, or the query
+// interval (the site's budget) when longer.
+func (a *Agent) loadEvery() time.Duration { return max(LoadEvery, a.cfg.Interval) }
+
 // answered advances the sequence after an answered round (or one with
 // nothing to ask) and writes the heartbeats when due.
 func (a *Agent) answered(ctx context.Context) {
@@ -248,6 +324,8 @@ func (a *Agent) answered(ctx context.Context) {
 	if a.cfg.Discoverer != nil {
 		hb.Memo = a.cfg.Discoverer.Remember()
 	}
+	now := a.cfg.Now()
+	hb.At, hb.ArrayLimit, hb.Load = now, a.limit.fresh(now, LimitEvery), a.load.fresh(now, a.loadEvery())
 	a.mu.Unlock()
 	if !due {
 		return

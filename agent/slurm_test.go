@@ -72,6 +72,10 @@ func pathKind(r *http.Request) string {
 		return "ping"
 	case strings.HasPrefix(p, "/slurmdb/"):
 		return "accounting" // the efficiency read at a job's end (runner/efficiency.go)
+	case strings.HasSuffix(p, "/conf"):
+		return "conf" // the array limit (MaxArraySize)
+	case strings.HasSuffix(p, "/partitions") || strings.HasSuffix(p, "/nodes"):
+		return "probe" // the load probe's (its queue is a list)
 	case r.Method == http.MethodPost && strings.HasSuffix(p, "/job/submit"):
 		return "submit"
 	case r.Method == http.MethodGet && strings.Contains(p, "/job/"):
@@ -113,7 +117,7 @@ func (c *slurmCounter) pathCounts() string {
 	return fmt.Sprint(c.paths)
 }
 
-func newSlurmCounter(t *testing.T, target string) *slurmCounter {
+func newSlurmCounter(t testing.TB, target string) *slurmCounter {
 	u, err := url.Parse(target)
 	require.NoError(t, err)
 	c := &slurmCounter{kinds: map[string]int{}, paths: map[string]int{}}
@@ -170,7 +174,7 @@ func slurm2411(t *testing.T) (string, string) {
 // slurmEnv is a test's view of the real Slurm: behind its counter, with
 // its credentials, and the namespaces of its steps' records.
 type slurmEnv struct {
-	t        *testing.T
+	t        testing.TB
 	counter  *slurmCounter
 	creds    string
 	reg      *backends.Registry
@@ -183,6 +187,11 @@ type slurmEnv struct {
 
 func newSlurmEnv(t *testing.T, namespaces int, interval time.Duration) *slurmEnv {
 	u, creds := slurm2411(t)
+	return newSlurmEnvOn(t, u, creds, namespaces, interval)
+}
+
+// newSlurmEnvOn is newSlurmEnv on the slurmrestd at u.
+func newSlurmEnvOn(t testing.TB, u, creds string, namespaces int, interval time.Duration) *slurmEnv {
 	e := &slurmEnv{t: t, counter: newSlurmCounter(t, u), creds: creds, reg: builtin.Registry(), logs: &syncBuffer{}, interval: interval}
 	e.kube = testkube.KubeClient(t, testkube.Config(t))
 	for range namespaces {
@@ -230,12 +239,19 @@ func (e *slurmEnv) startAgent() func() {
 // (via: a fault proxy's host:port).
 type agentOpts struct {
 	id, creds, via string
+	// figures: the agent reads and publishes the array limit and the load
+	// (as the command's agent does), at the cost of their requests.
+	figures bool
+	// cluster and url: another cluster than the steps' own (its name, and
+	// the URL of a counter in front of its slurmrestd).
+	cluster, url string
 }
 
 // startAgentWith runs an agent as o says, with a Kubernetes client of its
 // own (returned, to count its requests), until the returned stop.
 func (e *slurmEnv) startAgentWith(o agentOpts) (func(), *kubeclient.Client) {
 	cfg := e.backendConfig()
+	cfg.URL = cmp.Or(o.url, cfg.URL)
 	creds := cmp.Or(o.creds, e.creds)
 	cfg.Credentials = runner.DirCredentials{Dir: creds, Secrets: &runner.Secrets{}}
 	cfg.HTTPClient.Transport = agentTransport{next: cfg.HTTPClient.Transport, via: o.via}
@@ -243,9 +259,13 @@ func (e *slurmEnv) startAgentWith(o agentOpts) (func(), *kubeclient.Client) {
 	require.NoError(e.t, err)
 	e.batches = &countingBatcher{StatusBatcher: be.(backends.StatusBatcher)}
 	kc := testkube.KubeClient(e.t, testkube.Config(e.t))
-	ag, err := agent.New(agent.Config{Cluster: cluster, Backend: "slurm", ResourceURL: e.counter.URL, Key: runner.ClusterKey("slurm", e.counter.URL, creds),
+	ac := agent.Config{Cluster: cmp.Or(o.cluster, cluster), Backend: "slurm", ResourceURL: cfg.URL, Key: runner.ClusterKey("slurm", cfg.URL, creds),
 		Namespaces: e.nss, Interval: e.interval, Kube: kc, Batcher: e.batches, Discoverer: be.(backends.Discoverer),
-		ID: cmp.Or(o.id, "agent-slurm-test"), Log: slog.New(slog.NewTextHandler(e.logs, nil))})
+		ID: cmp.Or(o.id, "agent-slurm-test"), Log: slog.New(slog.NewTextHandler(e.logs, nil))}
+	if o.figures {
+		ac.Limiter, ac.Loader = be.(backends.ArrayLimiter), be.(backends.LoadPublisher)
+	}
+	ag, err := agent.New(ac)
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -259,6 +279,14 @@ func (e *slurmEnv) startAgentWith(o agentOpts) (func(), *kubeclient.Client) {
 // run runs perNS steps of secs seconds in each namespace, naming the
 // cluster, and returns their results and times.
 func (e *slurmEnv) run(perNS, secs int) ([]runner.Result, []time.Duration) {
+	return e.runSpecs(perNS, func(int) *record.Spec {
+		return &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: fmt.Sprintf("#!/bin/sh\nsleep %d\n", secs), UpdateInterval: "5", Cluster: cluster}
+	})
+}
+
+// runSpecs runs perNS steps in each namespace, step i of spec(i), and
+// returns their results and times.
+func (e *slurmEnv) runSpecs(perNS int, spec func(i int) *record.Spec) ([]runner.Result, []time.Duration) {
 	n := perNS * len(e.nss)
 	res, took := make([]runner.Result, n), make([]time.Duration, n)
 	var wg sync.WaitGroup
@@ -268,7 +296,7 @@ func (e *slurmEnv) run(perNS, secs int) ([]runner.Result, []time.Duration) {
 			defer wg.Done()
 			ns, job := e.nss[i%len(e.nss)], fmt.Sprintf("agent-%d", i)
 			iv := &runner.Invoker{JobName: job, Registry: e.reg, Holder: ns + "/" + job, Backend: e.backendConfig(),
-				Spec:  &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: fmt.Sprintf("#!/bin/sh\nsleep %d\n", secs), UpdateInterval: "5", Cluster: cluster},
+				Spec:  spec(i),
 				Store: &record.ConfigMapStore{Client: e.kube, Namespace: ns, Name: record.ConfigMapName(job)},
 				Log:   slog.New(slog.NewTextHandler(e.logs, nil)), MinPoll: runner.DefaultMinPoll,
 				SubmitLease: 30 * time.Second, RetryBudget: 60 * time.Second, CancelWait: 10 * time.Second, Grace: 10 * time.Second}
@@ -356,7 +384,7 @@ func TestStepsUseTheAgentsDiscoveryOnSlurm2411(t *testing.T) {
 	assert.Zero(t, c.pathCount("step", "ping")+c.pathCount("step", "openapi"), "no step discovered")
 	assert.Equal(t, n, c.pathCount("step", "submit"), "one submit a job")
 	steps := 0
-	for _, k := range []string{"submit", "job", "list", "other"} {
+	for _, k := range []string{"submit", "job", "list", "conf", "probe", "other"} {
 		steps += c.pathCount("step", k)
 	}
 	assert.LessOrEqual(t, float64(steps)/n, 3.0, "the steps' requests a job: submit, a confirm, the final read")

@@ -69,3 +69,22 @@ func UnknownLoad(queue string) Load {
 	return Load{Fits: true, Queue: queue, FreeCPUs: -1, TotalCPUs: -1, FreeNodes: -1, TotalNodes: -1,
 		PendingJobs: -1, RunningJobs: -1, PendingCPUs: -1, JobCPUs: -1}
 }
+
+// LoadPublisher is implemented by LoadProbers whose probe splits in two:
+// what does not depend on the job (the cluster's partitions or queues,
+// their nodes and their queue), measured once for every step by the
+// cluster's agent, which publishes it sealed in its heartbeat; and the
+// judgement of one job against it, which a step makes without a request.
+// ProbeLoad must equal LoadFrom of a fresh MeasureLoad.
+type LoadPublisher interface {
+	LoadProber
+	// MeasureLoad reads the cluster's load with the probe's requests and
+	// returns it as a small single-line text (the backend's own format).
+	// Its errors are ProbeLoad's.
+	MeasureLoad(ctx context.Context) (string, error)
+	// LoadFrom judges job (and array, as ProbeLoad takes them) against
+	// a measure MeasureLoad returned, sending nothing. A measure it cannot
+	// read (another release's format) is an error not wrapping ErrInvalid
+	// or ErrTransient: the caller then probes.
+	LoadFrom(measure string, job Job, array *Array) (Load, error)
+}

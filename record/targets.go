@@ -29,6 +29,9 @@ type Target struct {
 	// checkCredentialOrigins) unless their Secret binds more (OriginsKey).
 	Credentials   string          `json:"credentials,omitempty"`
 	JobProperties json.RawMessage `json:"jobproperties,omitempty"`
+	// Cluster names the cluster whose agent measures this target's load
+	// (a BridgeCluster's name); the record's cluster unless given.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Placement policies (the placement key).
@@ -133,6 +136,9 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 		return backends.Invalid(field+".credentials", "is %s, where the pod's own identity (its ServiceAccount token) is mounted, which never goes to a target; "+
 			"mount the target's Secret elsewhere (e.g. /targets/%s) and name that directory", t.Credentials, t.Name)
 	}
+	if t.Cluster = strings.TrimSpace(t.Cluster); CheckCluster(t.Cluster) != nil {
+		return backends.Invalid(field+".cluster", "is not a cluster name; give at most 63 lowercase letters, digits, '-' or '.', beginning and ending with a letter or digit (a BridgeCluster's name)")
+	}
 	if len(t.JobProperties) > 0 {
 		if err := checkJSONObject(field+".jobproperties", string(t.JobProperties)); err != nil {
 			return err
@@ -144,7 +150,8 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 
 // Inherit is the one rule by which a target takes the job's fields: each
 // of backend, resourceURL and jobproperties that the target does not give
-// is the job's, and jobproperties it gives are laid over the job's. A
+// is the job's, and jobproperties it gives are laid over the job's (a
+// cluster it does not name is the record's: its load's agent). A
 // target at a URL of its own thus keeps the job's backend (a second Slurm
 // is a Slurm); only where neither names a backend is it chosen for the
 // target's URL at placement, and with neither a backend nor a URL the
@@ -154,6 +161,7 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 func (d *Description) Inherit(t Target) Target {
 	t.Backend = cmpOr(t.Backend, d.Backend)
 	t.ResourceURL = cmpOr(t.ResourceURL, d.ResourceURL)
+	t.Cluster = cmpOr(t.Cluster, d.Cluster)
 	if t.Backend == "" && t.ResourceURL == "" {
 		t.Backend = LocalBackend
 	}

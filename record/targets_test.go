@@ -64,6 +64,7 @@ func TestEveryTargetFieldHasAnInheritanceRule(t *testing.T) {
 		"ResourceURL":   "the job's unless given",
 		"Credentials":   "never inherited: the step's serve one origin",
 		"JobProperties": "laid over the job's",
+		"Cluster":       "the record's unless given (whose agent measures its load)",
 	}
 	typ := reflect.TypeOf(record.Target{})
 	for i := range typ.NumField() {

@@ -335,3 +335,29 @@ func (r *run) updateChunks(ctx context.Context, edit func(string) string) error 
 	}
 	return nil
 }
+
+// needsLimit reports whether plan would ask the cluster its array limit
+// (false for nil: not an array).
+func (a *arrayBackend) needsLimit() bool {
+	if a == nil || a.limiter == nil || a.arr.Chunk > 0 {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.size == 0 && a.chunks == nil
+}
+
+// useLimit makes n (the limit the cluster's agent read) the array's chunk
+// size, if plan has not fixed one yet; it reports whether it did.
+func (a *arrayBackend) useLimit(n int) bool {
+	if !a.needsLimit() || n <= 0 {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.size != 0 || a.chunks != nil {
+		return false
+	}
+	a.size = n
+	return true
+}

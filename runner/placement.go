@@ -179,7 +179,8 @@ func (r *run) probeTarget(ctx context.Context, desc *record.Description, t recor
 	return c
 }
 
-// probeOnce asks the target's backend for its load.
+// probeOnce asks the target's backend for its load, or reads what the
+// agent of the cluster the record names measured (placeagent.go).
 func (r *run) probeOnce(ctx context.Context, d *record.Description, c candidate) candidate {
 	be, err := r.buildBackend(d) // no memo: the record's is for the placed target only
 	if err != nil {
@@ -197,7 +198,12 @@ func (r *run) probeOnce(ctx context.Context, d *record.Description, c candidate)
 	if d.ScriptLocation == record.Inline {
 		job.Script = d.Script
 	}
-	load, err := prober.ProbeLoad(pctx, job, d.Array)
+	load, ok := r.publishedLoad(pctx, d, c.target.Cluster, be, job)
+	if ok {
+		c.shared = true
+	} else {
+		load, err = prober.ProbeLoad(pctx, job, d.Array)
+	}
 	switch {
 	case err != nil:
 		c.skip, c.down = skipReason(err), !record.Permanent(err)

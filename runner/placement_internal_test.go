@@ -125,3 +125,24 @@ func TestSharedLoadCountsPlacedCPUSeconds(t *testing.T) {
 	e.PlacedUntimed = 1
 	assert.False(t, e.withPlaced().CPUSecondsKnown)
 }
+
+// A target may name the cluster whose agent measures its load; a name
+// that is not a cluster's is refused as the field it is, naming the fix.
+func TestTargetNamesItsCluster(t *testing.T) {
+	spec := func(c string) *record.Spec {
+		return &record.Spec{Backend: "slurm", ResourceURL: "http://127.0.0.1:6820", JobScript: "#!/bin/sh\ntrue\n",
+			Targets: `[{"name":"a"},{"name":"b","resourceURL":"http://127.0.0.2:6820","credentials":"b","cluster":"` + c + `"}]`}
+	}
+	d, err := spec(" hpc-2 ").Parse()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "hpc-2"}, []string{d.Targets[0].Cluster, d.Targets[1].Cluster})
+	s := spec("hpc-2")
+	s.Cluster = "hpc-1"
+	d, err = s.Parse()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"hpc-1", "hpc-2"}, []string{d.Targets[0].Cluster, d.Targets[1].Cluster}, "the record's unless given")
+	_, err = spec("HPC_2").Parse()
+	require.ErrorIs(t, err, backends.ErrInvalid)
+	assert.Contains(t, err.Error(), "targets[1].cluster")
+	assert.Contains(t, err.Error(), "lowercase letters")
+}

@@ -41,6 +41,71 @@ type Heartbeat struct {
 	// Memo is what the agent learnt of the cluster once for every step
 	// (backends.Discoverer: Slurm's REST API version), "" when nothing.
 	Memo string
+	// What the agent measured of the cluster for every step, as of At (the
+	// agent's clock): the cluster's limit on one array
+	// (backends.ArrayLimiter; 0 unknown) and its load
+	// (backends.LoadPublisher's measure; "" unknown). A step uses them
+	// instead of asking only while Current.
+	At         time.Time
+	ArrayLimit int
+	Load       string
+}
+
+// Current reports whether hb's figures (ArrayLimit, Load) may stand in
+// for a step's own requests at now, by the step's clock: written less
+// than 3 heartbeat periods ago, and not more than one period ahead (the
+// clocks' skew). A heartbeat left by an agent that stopped, or replayed,
+// is not current however well it verifies.
+func (hb Heartbeat) Current(now time.Time) bool {
+	age := now.Sub(hb.At)
+	return !hb.At.IsZero() && age < 3*hb.Period() && age > -hb.Period()
+}
+
+// The figures ride in the heartbeat's sealed memo, after the backend's
+// memo on its first line, one "name=value" a line: a heartbeat stays
+// sealed over the same parts, so that a step of an earlier release still
+// verifies it (and, unable to read the memo as a whole, finds the API
+// version for itself), and a step of this release reads an earlier
+// agent's memo as the backend's alone.
+const (
+	figureAt         = "at"
+	figureArrayLimit = "arrayLimit"
+	figureLoad       = "load"
+)
+
+// memoText is hb's memo with its figures.
+func (hb Heartbeat) memoText() string {
+	lines := []string{hb.Memo}
+	if !hb.At.IsZero() && (hb.ArrayLimit > 0 || hb.Load != "") {
+		lines = append(lines, figureAt+"="+hb.At.UTC().Format(time.RFC3339Nano))
+		if hb.ArrayLimit > 0 {
+			lines = append(lines, figureArrayLimit+"="+strconv.Itoa(hb.ArrayLimit))
+		}
+		if hb.Load != "" && !strings.Contains(hb.Load, "\n") {
+			lines = append(lines, figureLoad+"="+hb.Load)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// readMemo sets hb's memo and figures from text (memoText's); a figure it
+// cannot read is left unknown.
+func (hb *Heartbeat) readMemo(text string) {
+	lines := strings.Split(text, "\n")
+	hb.Memo = lines[0]
+	for _, l := range lines[1:] {
+		k, v, _ := strings.Cut(l, "=")
+		switch k {
+		case figureAt:
+			hb.At, _ = time.Parse(time.RFC3339Nano, v)
+		case figureArrayLimit:
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				hb.ArrayLimit = n
+			}
+		case figureLoad:
+			hb.Load = v
+		}
+	}
 }
 
 // Period is how often the agent writes its heartbeat.
@@ -69,8 +134,8 @@ func heartbeatParts(ns, cluster string, d map[string]string) []string {
 // namespace ns, tagged under key (so that it cannot be moved elsewhere).
 func SealHeartbeat(key []byte, ns, cluster string, hb Heartbeat) map[string]string {
 	d := map[string]string{"agent": hb.Agent, "seq": strconv.FormatUint(hb.Seq, 10), "intervalMs": strconv.FormatInt(hb.Interval.Milliseconds(), 10)}
-	if hb.Memo != "" {
-		d["memo"] = hb.Memo
+	if m := hb.memoText(); m != "" {
+		d["memo"] = m
 	}
 	d["tag"] = tagOf(key, heartbeatParts(ns, cluster, d)...)
 	return d
@@ -87,7 +152,9 @@ func ReadHeartbeat(key []byte, ns, cluster string, d map[string]string) (Heartbe
 	if err1 != nil || err2 != nil || ms <= 0 || d["agent"] == "" {
 		return Heartbeat{}, false
 	}
-	return Heartbeat{Agent: d["agent"], Seq: seq, Interval: time.Duration(ms) * time.Millisecond, Memo: d["memo"]}, true
+	hb := Heartbeat{Agent: d["agent"], Seq: seq, Interval: time.Duration(ms) * time.Millisecond}
+	hb.readMemo(d["memo"])
+	return hb, true
 }
 
 // Observation is a watcher's or agent's word on the job id of one record:
@@ -229,7 +296,7 @@ type heartbeatView struct {
 	read     chan struct{} // closed once the heartbeat was first read
 	readOnce sync.Once
 	mu       sync.Mutex
-	memo     string // of the heartbeat last read, if it verified
+	hb       Heartbeat // the heartbeat last read, if it verified (else zero)
 }
 
 func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust) *heartbeatView {
@@ -240,27 +307,28 @@ func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string,
 	return v
 }
 
-// published is the memo the cluster's agent published (Heartbeat.Memo),
-// once the heartbeat was read (waiting up to wait for its first read):
-// "" unless it verifies under the step's key and the agent is trusted
-// (not stale, by the rule of agentTrust). A memo used is no more than a
-// hint: a version the server refuses is found again (Rememberer.Recall).
-func (v *heartbeatView) published(ctx context.Context, wait time.Duration) string {
+// published is the heartbeat the cluster's agent wrote, once it was read
+// (waiting up to wait for its first read): false unless it verifies under
+// the step's key and the agent is trusted (not stale, by the rule of
+// agentTrust). Its memo is no more than a hint: a version the server
+// refuses is found again (Rememberer.Recall); its figures are used only
+// while Current.
+func (v *heartbeatView) published(ctx context.Context, wait time.Duration) (Heartbeat, bool) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-v.read:
 	case <-t.C:
-		return ""
+		return Heartbeat{}, false
 	case <-ctx.Done():
-		return ""
+		return Heartbeat{}, false
 	}
 	if st, _ := v.trust.state(); st == agentStale {
-		return ""
+		return Heartbeat{}, false
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.memo
+	return v.hb, v.hb.Agent != ""
 }
 
 func (v *heartbeatView) stop() {
@@ -278,7 +346,7 @@ func (v *heartbeatView) see(cm *kube.ConfigMap) {
 	}
 	v.trust.saw(hb, ok)
 	v.mu.Lock()
-	v.memo = hb.Memo // "" unless it verified
+	v.hb = hb // zero unless it verified
 	v.mu.Unlock()
 	v.readOnce.Do(func() { close(v.read) })
 	select {
@@ -355,29 +423,45 @@ const publishedWait = 2 * time.Second
 // followAgent starts following the heartbeat of the cluster desc names
 // (when the cluster's agent can serve the job: as newWatchMember decides)
 // before the job is submitted, and hands the backend what the agent
-// published (its memo: Slurm's API version) unless the record had one, so
-// that the step does not ask the cluster what its agent asked once. The
-// view is the watch member's later (the same list and watch): it costs no
+// published, so that the step does not ask the cluster what its agent
+// asked once: its memo (Slurm's API version) unless the record had one,
+// and the cluster's array limit while the heartbeat is current. The view
+// is the watch member's later (the same list and watch): it costs no
 // Kubernetes request of its own.
 func (r *run) followAgent(ctx context.Context, desc *record.Description, be backends.Backend) {
 	cs := record.ConfigMapOf(r.Store)
 	if desc.Cluster == "" || cs == nil {
 		return
 	}
-	if _, ok := be.(backends.StatusBatcher); !ok {
-		return
-	}
 	_, key := r.clusterGroup(desc)
 	if key == nil {
 		return
 	}
-	r.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, key, newAgentTrust(time.Now, r.RetryBudget))
-	if r.memo == nil || r.rec.Data[record.KeyBackendMemo] != "" || r.rec.Data[record.KeyID] != "" {
+	learnMemo := r.memo != nil && r.rec.Data[record.KeyBackendMemo] == "" && r.rec.Data[record.KeyID] == ""
+	arr, _ := be.(*arrayBackend)
+	_, batched := be.(backends.StatusBatcher)
+	if !batched && !learnMemo && !arr.needsLimit() {
+		return
+	}
+	v := startHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, key, newAgentTrust(time.Now, r.RetryBudget))
+	if batched {
+		r.agentView = v
+	} else {
+		defer v.stop() // an array: the agent does not follow it, but it tells what it read
+	}
+	if !learnMemo && !arr.needsLimit() {
 		return // nothing to learn, or learnt by an earlier invoke of the job
 	}
-	if m := r.agentView.published(ctx, publishedWait); m != "" {
-		r.memo.Recall(m)
-		r.Log.Debug("using what the cluster's agent published", "cluster", desc.Cluster, "memo", m)
+	hb, ok := v.published(ctx, publishedWait)
+	if !ok {
+		return
+	}
+	if learnMemo && hb.Memo != "" {
+		r.memo.Recall(hb.Memo)
+		r.Log.Debug("using what the cluster's agent published", "cluster", desc.Cluster, "memo", hb.Memo)
+	}
+	if hb.ArrayLimit > 0 && hb.Current(time.Now()) && arr.useLimit(hb.ArrayLimit) {
+		r.Log.Debug("using the array limit the cluster's agent read", "cluster", desc.Cluster, "limit", hb.ArrayLimit)
 	}
 }
 

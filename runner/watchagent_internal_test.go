@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -180,6 +181,39 @@ func TestHeartbeatSealCoversTheMemo(t *testing.T) {
 	}
 	_, ok = ReadHeartbeat(key, "ns", "hpc-1", withMemo)
 	assert.False(t, ok, "memo added to an older heartbeat")
+}
+
+// The figures an agent publishes (array limit, load) ride sealed in the
+// memo after the backend's: read back whole, changed they do not verify,
+// and a memo of an earlier agent (the backend's alone) reads with none;
+// they are current only within 3 periods of their time by the reader's
+// clock (neither an agent that stopped nor one far ahead).
+func TestHeartbeatFiguresAreSealedAndCurrent(t *testing.T) {
+	key := []byte("key")
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	hb := Heartbeat{Agent: "agent-1", Seq: 7, Interval: time.Second, Memo: "api=v0.0.45", At: at, ArrayLimit: 1001, Load: `{"f":1}`}
+	d := SealHeartbeat(key, "ns", "hpc-1", hb)
+	got, ok := ReadHeartbeat(key, "ns", "hpc-1", d)
+	require.True(t, ok)
+	assert.Equal(t, hb, got)
+	d["memo"] = strings.Replace(d["memo"], "arrayLimit=1001", "arrayLimit=2", 1)
+	_, ok = ReadHeartbeat(key, "ns", "hpc-1", d)
+	assert.False(t, ok, "a limit edited without the seal")
+	hb.At, hb.ArrayLimit, hb.Load = time.Time{}, 0, ""
+	got, ok = ReadHeartbeat(key, "ns", "hpc-1", SealHeartbeat(key, "ns", "hpc-1", hb))
+	require.True(t, ok)
+	assert.Equal(t, hb, got, "an earlier agent's memo: the backend's alone")
+	assert.False(t, got.Current(at), "no time: not current")
+
+	period := HeartbeatFloor // an interval of 1 s beats every 2 s
+	cur := Heartbeat{Interval: time.Second, At: at}
+	for _, c := range []struct {
+		now  time.Time
+		want bool
+	}{{at, true}, {at.Add(3*period - time.Millisecond), true}, {at.Add(3 * period), false}, {at.Add(time.Hour), false},
+		{at.Add(-period + time.Millisecond), true}, {at.Add(-period), false}} {
+		assert.Equal(t, c.want, cur.Current(c.now), "at %s", c.now.Sub(at))
+	}
 }
 
 // An observation the agent writes is what a member verifies.

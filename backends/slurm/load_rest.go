@@ -48,13 +48,22 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 	if err != nil {
 		return backends.Load{}, err
 	}
-	d := restDemand(spec, array)
-	metrics, err := b.metricsBase()
+	m, err := b.measure(ctx)
 	if err != nil {
 		return backends.Load{}, err
 	}
+	return b.judgeMeasure(m, restDemand(spec, array))
+}
+
+// measure reads every partition's load, whatever the job: the part of the
+// probe a cluster's agent does once for every step (MeasureLoad).
+func (b *Backend) measure(ctx context.Context) (loadMeasure, error) {
+	metrics, err := b.metricsBase()
+	if err != nil {
+		return loadMeasure{}, err
+	}
 	if _, err := b.version(ctx); err != nil {
-		return backends.Load{}, probeError(err)
+		return loadMeasure{}, probeError(err)
 	}
 	var all []partLoad
 	var nodes []nodeInfo
@@ -74,9 +83,40 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 		}
 	}()
 	wg.Wait()
-	if errs[0] != nil {
-		return backends.Load{}, probeError(errs[0])
+	for _, err := range errs[:2] {
+		if err != nil {
+			return loadMeasure{}, probeError(err)
+		}
 	}
+	for _, n := range nodes {
+		n.addTo(all)
+	}
+	for _, j := range queue {
+		countJob(all, j.state, j.partition, j.cpus, j.tasks, j.secs)
+	}
+	if counted != nil {
+		addMetricsTo(all, counted)
+	}
+	// Jobs that name no partition cannot be counted to one: the counts
+	// are unknown, not zero.
+	m := loadMeasure{parts: all, noQueue: unattributed(queue)}
+	if err := probeError(errs[2]); err != nil {
+		if !errors.Is(err, backends.ErrTransient) {
+			return loadMeasure{}, err
+		}
+		// The queue is the answer a busy slurmrestd is slowest to give
+		// (every job it knows): without it the partitions still say
+		// whether the job fits and how many CPUs are free.
+		b.log.Warn("the queue did not come (slurmrestd's jobs/ or slurmctld's metrics); the probe reports its job counts as unknown", "error", err)
+		m.noQueue = true
+	}
+	return m, nil
+}
+
+// judgeMeasure is the Load of d at the partitions of m it names (or the
+// default one). A partition m does not have is invalid input.
+func (b *Backend) judgeMeasure(m loadMeasure, d demand) (backends.Load, error) {
+	all := append([]partLoad(nil), m.parts...)
 	if len(d.partitions) == 0 && len(all) == 1 {
 		all[0].isDefault = true // the only partition is the default
 	}
@@ -90,32 +130,8 @@ func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backen
 		l.JobCPUs = d.jobCPUs()
 		return l, nil
 	}
-	if errs[1] != nil {
-		return backends.Load{}, probeError(errs[1])
-	}
-	for _, n := range nodes {
-		n.addTo(parts)
-	}
-	for _, j := range queue {
-		countJob(parts, j.state, j.partition, j.cpus, j.tasks, j.secs)
-	}
-	if counted != nil {
-		addMetricsTo(parts, counted)
-	}
 	l := judge(d, parts)
-	if unattributed(queue) {
-		// Jobs that name no partition cannot be counted to one: the
-		// counts are unknown, not zero.
-		l.PendingJobs, l.RunningJobs, l.PendingCPUs, l.CPUSecondsKnown = -1, -1, -1, false
-	}
-	if err := probeError(errs[2]); err != nil {
-		if !errors.Is(err, backends.ErrTransient) {
-			return backends.Load{}, err
-		}
-		// The queue is the answer a busy slurmrestd is slowest to give
-		// (every job it knows): without it the partitions still say
-		// whether the job fits and how many CPUs are free.
-		b.log.Warn("the queue did not come (slurmrestd's jobs/ or slurmctld's metrics); the probe reports its job counts as unknown", "error", err)
+	if m.noQueue {
 		l.PendingJobs, l.RunningJobs, l.PendingCPUs, l.CPUSecondsKnown = -1, -1, -1, false
 	}
 	return l, nil

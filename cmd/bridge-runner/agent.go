@@ -127,6 +127,8 @@ func (a *app) runAgent(ctx context.Context, o *agentOptions) error {
 	}
 	cfg.Batcher = sb
 	cfg.Discoverer, _ = be.(backends.Discoverer)
+	cfg.Limiter, _ = be.(backends.ArrayLimiter)
+	cfg.Loader, _ = be.(backends.LoadPublisher)
 	ag, err := agent.New(cfg)
 	if err != nil {
 		return usageError{err}
