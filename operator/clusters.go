@@ -90,6 +90,11 @@ func (r *reconciler) clusterTarget(ctx context.Context, bj *BridgeJob, i int, na
 		return record.Target{}, "", err
 	}
 	t := record.Target{Name: name, Backend: backend, ResourceURL: strings.TrimSpace(bc.Spec.ResourceURL), Credentials: clusterCredentials(name)}
+	if agentEnabled(bc) {
+		// Placement reads this cluster's load from its agent's sealed
+		// heartbeat (falling back to its own probe), not from a probe per step.
+		t.Cluster = name
+	}
 	if p := strings.TrimSpace(bc.Spec.JobProperties); p != "" {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal([]byte(p), &obj) != nil {

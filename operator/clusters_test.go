@@ -25,6 +25,20 @@ func (e *env) cluster(name, url, secret, props string) {
 	}
 }
 
+// disableAgent sets the BridgeCluster's spec.agent.enabled to false.
+func (e *env) disableAgent(name string) {
+	e.t.Helper()
+	bc := &BridgeCluster{}
+	if err := e.c.Get(context.Background(), BridgeClusters, e.ns, name, bc); err != nil {
+		e.t.Fatal(err)
+	}
+	off := false
+	bc.Spec.Agent = &AgentSpec{Enabled: &off}
+	if err := e.c.Update(context.Background(), BridgeClusters, e.ns, name, bc, &BridgeCluster{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // clusterJob is a BridgeJob that may run on the clusters named.
 func (e *env) clusterJob(name string, clusters ...string) *BridgeJob {
 	bj := &BridgeJob{}
@@ -44,6 +58,7 @@ func TestClustersBecomeTargets(t *testing.T) {
 	e.secret("creds-b")
 	e.cluster("hpc-a", "https://slurm-a.example.org:6820", "creds-a", `{"partition":"debug"}`)
 	e.cluster("hpc-b", "https://slurm-b.example.org:6820", "creds-b", "")
+	e.disableAgent("hpc-b")
 	e.operator("a")
 	e.create(e.clusterJob("placed", "hpc-a", "hpc-b"))
 	cm, kj := e.children("placed")
@@ -55,8 +70,10 @@ func TestClustersBecomeTargets(t *testing.T) {
 	if len(ts) != 2 || ts[0].Name != "hpc-a" || ts[1].Name != "hpc-b" {
 		t.Fatalf("targets %+v, want hpc-a and hpc-b", ts)
 	}
-	for i, want := range []struct{ url, props string }{{"https://slurm-a.example.org:6820", `{"partition":"debug"}`}, {"https://slurm-b.example.org:6820", ""}} {
-		if ts[i].Backend != "slurm" || ts[i].ResourceURL != want.url || ts[i].Credentials != "/targets/"+ts[i].Name || string(ts[i].JobProperties) != want.props {
+	// hpc-a has its agent (the default): placement reads its load there;
+	// hpc-b's is off: the step probes it.
+	for i, want := range []struct{ url, props, cluster string }{{"https://slurm-a.example.org:6820", `{"partition":"debug"}`, "hpc-a"}, {"https://slurm-b.example.org:6820", "", ""}} {
+		if ts[i].Backend != "slurm" || ts[i].ResourceURL != want.url || ts[i].Credentials != "/targets/"+ts[i].Name || string(ts[i].JobProperties) != want.props || ts[i].Cluster != want.cluster {
 			t.Errorf("target %d = %+v (jobproperties %s)", i, ts[i], ts[i].JobProperties)
 		}
 	}

@@ -69,7 +69,7 @@ func parseTargets(raw, placement string, d *Description) error {
 	if err := dec.Decode(&ts); err != nil {
 		return backends.Invalid("targets", "is not a JSON list of targets (%s); give e.g. "+
 			`[{"name":"a","resourceURL":"http://a:6820"},{"name":"b","resourceURL":"http://b:6820","credentials":"b"}]`+
-			" (fields name, backend, resourceURL, credentials, jobproperties)", jsonProblem(err))
+			" (fields name, backend, resourceURL, credentials, jobproperties, cluster)", jsonProblem(err))
 	}
 	if len(ts) == 0 || len(ts) > MaxTargets {
 		return backends.Invalid("targets", "lists %d targets; give 1 to %d", len(ts), MaxTargets)
