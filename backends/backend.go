@@ -46,6 +46,20 @@ type Job struct {
 type LogShip struct {
 	URL   string
 	Every time.Duration
+	// Tasks, for an array, has every task ship its own output (else only
+	// the lowest index's task ships, to URL): URL is then where a
+	// presigned POST form is sent (Tasks.Fields, secrets like URL's
+	// signature), and task i's output goes to the object
+	// Tasks.KeyPrefix+"i.log", i being the index the user gave.
+	Tasks *TaskShip
+}
+
+// TaskShip is the presigned POST policy an array's tasks ship their
+// outputs with: it lets its holder write any key under KeyPrefix, and
+// nothing else, until it expires.
+type TaskShip struct {
+	KeyPrefix string
+	Fields    map[string]string
 }
 
 // Status is a backend's view of a job at one moment.

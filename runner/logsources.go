@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,9 @@ func (r *run) shipKey(desc *record.Description, be backends.Backend) (string, bo
 	if !ships || reads || r.LogOut == io.Discard || r.LogDir != "" || r.s3 == nil || desc.UploadBucket == "" {
 		return "", false
 	}
+	if r.arr != nil { // every task ships its own; the live log is one of them
+		return r.taskLogPrefix() + strconv.Itoa(r.liveTask()) + ".log", true
+	}
 	// Each attempt's job ships to an object of its own: a new attempt must
 	// not be read from where the failed one left off.
 	return RunPrefix(r.JobName, AttemptKey(r.rec.UID, attemptOf(r.rec.Data)), "") + "job.live.log", true
@@ -94,6 +98,9 @@ func (r *run) logShip(ctx context.Context, desc *record.Description, be backends
 		return nil, nil
 	}
 	life := shipURLLife(be, job)
+	if r.arr != nil {
+		return r.taskShip(ctx, desc, life)
+	}
 	u, err := r.s3.PresignPut(ctx, desc.UploadBucket, key, life)
 	if err != nil {
 		return nil, err
