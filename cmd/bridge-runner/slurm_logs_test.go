@@ -222,3 +222,27 @@ func TestSlurmArrayTaskLogsInS3(t *testing.T) {
 	assert.Contains(t, out, "task 0 out 1\n", "the step's live log is the lowest index's:\n%s", out)
 	assert.NotContains(t, out, "task 3 out", "one task's output in the step's log:\n%s", out)
 }
+
+// TestSlurmArrayLogTaskSelector: --log-task chooses the task whose output
+// is the step's live log (here 3, the failing one, in the second chunk of
+// 0-4/3); the lowest index's is not there. A --log-task that is no index
+// of the array is refused (exit 2) before anything is submitted.
+func TestSlurmArrayLogTaskSelector(t *testing.T) {
+	clearEnv(t)
+	bucket := tests3.Bucket(t, "logs")
+	url, slurmCreds := slurmEnv(t)
+	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-bad-log-task", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", slurmCreds, "--script", taskScript(3), "--array", "0-4", "--log-task", "7")
+	require.Equal(t, 2, code, out)
+	assert.Contains(t, out, "log-task: is 7, not an index of the array 0-4", out)
+	assert.Contains(t, out, `msg="requests sent" backend=0 `, "nothing was submitted:\n%s", out)
+
+	out, _, _ = runTaskArray(t, "slurm-log-task", bucket, "0-4/3", "--log-task", "3")
+	for n := 1; n <= 3; n++ {
+		assert.Equal(t, 1, strings.Count(out, fmt.Sprintf("task 3 out %d\n", n)), "task 3's output, once:\n%s", out)
+	}
+	for _, other := range []string{"task 0 ", "task 1 ", "task 2 ", "task 4 "} {
+		assert.NotContains(t, out, other, "only task 3's output:\n%s", out)
+	}
+	assert.Less(t, strings.Index(out, "task 3 out 1\n"), strings.Index(out, "state=FAILED"), "read before the end was said:\n%s", out)
+}
