@@ -60,6 +60,11 @@ type LogShip struct {
 type TaskShip struct {
 	KeyPrefix string
 	Fields    map[string]string
+	// Live is the index of the task whose output the step's log follows
+	// (-1: none): it ships every LogShip.Every, the others every
+	// OthersEvery, so that a wide array does not flood S3 with PUTs.
+	Live        int
+	OthersEvery time.Duration
 }
 
 // Status is a backend's view of a job at one moment.

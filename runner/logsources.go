@@ -46,17 +46,23 @@ func (r *run) logSource(desc *record.Description, be backends.Backend) backends.
 }
 
 // shipKey is the object a LogShipper's job ships its output to, when the job
-// ships it: the backend cannot read output itself, there is no shared
-// file system, and the job has an upload bucket. It is the same for every
-// retry of one attempt, so a re-attach reads it on.
+// ships it: the backend cannot read output itself and the job has an upload
+// bucket; a job that is no array ships only for the step's live log (no
+// shared file system, the output followed). It is the same for every retry
+// of one attempt, so a re-attach reads it on. An array's tasks ship their
+// own outputs in any case: they are the only copy of them in S3 (an array
+// has no stage-out); the key is the live task's (see tasklogs.go).
 func (r *run) shipKey(desc *record.Description, be backends.Backend) (string, bool) {
 	_, ships := be.(backends.LogShipper)
 	_, reads := be.(backends.LogReader)
-	if !ships || reads || r.LogOut == io.Discard || r.LogDir != "" || r.s3 == nil || desc.UploadBucket == "" {
+	if !ships || reads || r.s3 == nil || desc.UploadBucket == "" {
 		return "", false
 	}
-	if r.arr != nil { // every task ships its own; the live log is one of them
+	if r.arr != nil {
 		return r.taskLogPrefix() + strconv.Itoa(r.liveTask()) + ".log", true
+	}
+	if r.LogOut == io.Discard || r.LogDir != "" {
+		return "", false
 	}
 	// Each attempt's job ships to an object of its own: a new attempt must
 	// not be read from where the failed one left off.

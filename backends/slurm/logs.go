@@ -75,7 +75,8 @@ func (s *jobSpec) shipLogs(ship backends.LogShip, w wrapping) error {
 			return err
 		}
 		s.env["BRIDGE_LOG_FORM"], s.env["BRIDGE_LOG_KEY"] = form, ship.Tasks.KeyPrefix
-		w.shipTasks = true
+		w.shipTasks, w.liveTask = true, ship.Tasks.Live
+		w.othersEvery = max(w.every, int(ship.Tasks.OthersEvery/time.Second))
 	}
 	s.script = wrapScript(s.script, w)
 	return nil
@@ -143,8 +144,12 @@ type wrapping struct {
 	taskIndex bool
 	shipTask  int
 	// shipTasks: every task ships its output, with the POST form of
-	// backends.TaskShip, to its own object (see LogShip.Tasks).
-	shipTasks bool
+	// backends.TaskShip, to its own object (see LogShip.Tasks): the task
+	// of index liveTask every `every` seconds, the others every
+	// othersEvery.
+	shipTasks   bool
+	liveTask    int
+	othersEvery int
 	// taskOffset is added to SLURM_ARRAY_TASK_ID to give the task's index
 	// in the user's array (a chunk of an array past MaxArraySize runs as
 	// indexes from 0); the wrapper then sets SLURM_ARRAY_TASK_ID to that
@@ -203,7 +208,7 @@ unset BRIDGE_LOG_URL
 	b.WriteString(`br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
 `)
 	if w.ship {
-		b.WriteString(shipSetup(w.every, w.shipTasks))
+		b.WriteString(shipSetup(w))
 	}
 	b.WriteString(`cat > "$br_dir/script" <<'` + eof + "'\n" + script + eof + `
 IFS= read -r br_first < "$br_dir/script"
@@ -231,13 +236,16 @@ while kill -0 $br_job 2>/dev/null; do wait $br_job; br_rc=$?; done
 // shipSetup starts the shipping loop of shipScript's wrapper: a PUT to
 // one presigned URL, or with tasks a POST of the task's own object (named
 // by its index) with the array's presigned form.
-func shipSetup(every int, tasks bool) string {
+func shipSetup(w wrapping) string {
 	conf, send := `printf 'url = "%s"\n' "$br_url"`, `-H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - -K "$br_dir/ship.conf"`
-	if tasks {
+	every := "br_every=" + strconv.Itoa(w.every) + "\n"
+	if w.shipTasks {
+		every = "br_every=" + strconv.Itoa(w.othersEvery) + "\n" +
+			`[ "$` + backends.TaskIndexVar + `" = ` + strconv.Itoa(w.liveTask) + " ] && br_every=" + strconv.Itoa(w.every) + "\n"
 		conf += `; for br_f in $br_form; do printf 'form-string = "%s"\n' "$br_f"; done; printf 'form-string = "key=%s%s.log"\n' "$br_key" "$` + backends.TaskIndexVar + `"`
 		send = `-K "$br_dir/ship.conf" -F "file=@-;type=text/plain"`
 	}
-	return `br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
+	return every + `br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
 # curl reads the URL from a file of this 0700 directory, not from its
 # command line: other users of the node can read every process's.
 ( umask 077; { ` + conf + `; } > "$br_dir/ship.conf" )
@@ -248,7 +256,7 @@ br_ship() {
 	head -c "$br_size" "$br_out" | curl -fsS --retry 2 ` + send + ` >/dev/null 2>&1 &&
 		echo "$br_size" > "$br_dir/sent"
 }
-( trap exit TERM; while :; do sleep ` + strconv.Itoa(every) + ` & wait $!; br_ship; done ) &
+( trap exit TERM; while :; do sleep $br_every & wait $!; br_ship; done ) &
 br_loop=$!
 `
 }

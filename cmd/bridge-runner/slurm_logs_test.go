@@ -246,3 +246,19 @@ func TestSlurmArrayLogTaskSelector(t *testing.T) {
 	}
 	assert.Less(t, strings.Index(out, "task 3 out 1\n"), strings.Index(out, "state=FAILED"), "read before the end was said:\n%s", out)
 }
+
+// TestSlurmArrayTaskLogsUnfollowed: an array's tasks ship their logs to S3
+// even when the step does not follow its output (--follow-logs=false): they
+// are the only copy of the tasks' logs there.
+func TestSlurmArrayTaskLogsUnfollowed(t *testing.T) {
+	clearEnv(t)
+	bucket := tests3.Bucket(t, "logs")
+	out, key, outputs := runTaskArray(t, "slurm-task-logs-unfollowed", bucket, "0-4", "--follow-logs=false")
+	assert.NotContains(t, out, "task 0 out", "the step does not follow the output:\n%s", out)
+	tasks := runner.RunPrefix("slurm-task-logs-unfollowed", key, "") + "tasks/"
+	for i := 0; i <= 4; i++ {
+		assert.Contains(t, readObject(t, bucket, tasks+strconv.Itoa(i)+".log"), fmt.Sprintf("task %d err 3\n", i))
+	}
+	require.Len(t, outputs, 1)
+	assert.Contains(t, readObject(t, bucket, strings.TrimPrefix(outputs[0], "s3://"+bucket+"/")), "\n3\t", "job.log lists task 3")
+}
