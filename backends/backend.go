@@ -161,6 +161,15 @@ type LogReader interface {
 	ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (next int64, err error)
 }
 
+// TaskOutputLocator is an OutputLocator that also says where one task of
+// an array writes its output (on a shared file system), so that the step
+// can follow a task other than the lowest: task is the index in the native
+// array arrayID (a chunk's, when the array was split). ErrNotFound: the
+// task has not started (its file's name is not known yet).
+type TaskOutputLocator interface {
+	TaskOutputPath(ctx context.Context, arrayID string, task int) (string, error)
+}
+
 // LogShipper is implemented by backends whose API cannot read a job's
 // output (Slurm's REST API has no file access) but whose jobs can send it
 // out themselves: given Job.LogShip, Submit wraps the job so that it does.

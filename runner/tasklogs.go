@@ -50,8 +50,29 @@ func (r *run) checkLogTask(desc *record.Description) error {
 	if !hasIndex(*desc.Array, n) {
 		return backends.Invalid("log-task", "is %d, not an index of the array %s; give one of its indexes", n, desc.Array.Indexes())
 	}
-	if _, ok := r.logSrc.(*s3Logs); !ok {
-		return backends.Invalid("log-task", "chooses among the logs an array's tasks ship to S3 (Slurm over REST with s3upload.bucket, without --log-dir); this step's log follows the lowest index only: drop --log-task")
+	if !r.followsAnyTask() {
+		return backends.Invalid("log-task", "chooses the task the step's log follows among the logs an array's tasks ship to S3 or write to --log-dir (Slurm over REST); this step's log follows the lowest index only: drop --log-task")
+	}
+	return nil
+}
+
+// followsAnyTask reports whether the step's log source can follow any
+// task of an array (LogTask), not only the lowest index's.
+func (r *run) followsAnyTask() bool {
+	switch src := r.logSrc.(type) {
+	case *s3Logs:
+		return true
+	case *fileLogs:
+		return src.task != nil
+	}
+	return false
+}
+
+// fileLogTask is the task a fileLogs source of be follows: LogTask when
+// be can locate one task's output, else nil (the first task's).
+func (r *run) fileLogTask(be backends.Backend) *int {
+	if _, ok := be.(backends.TaskOutputLocator); ok && r.arr != nil {
+		return r.LogTask
 	}
 	return nil
 }

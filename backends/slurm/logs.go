@@ -53,11 +53,32 @@ func (b *Backend) OutputPath(ctx context.Context, id string) (string, error) {
 			return "", err
 		}
 	}
+	return absOutputPath(j, id), nil
+}
+
+// TaskOutputPath implements backends.TaskOutputLocator: the absolute path
+// of the output of array id's task (its index in that array).
+func (b *Backend) TaskOutputPath(ctx context.Context, id string, task int) (string, error) {
+	jobs, _, err := b.liveRecords(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	for i := range jobs {
+		if idx, ok := taskIndex(&jobs[i], id); ok && idx == task {
+			return absOutputPath(&jobs[i], id), nil
+		}
+	}
+	return "", fmt.Errorf("Slurm array %s: its task %d has not started: %w", id, task, backends.ErrNotFound)
+}
+
+// absOutputPath is where job j (of id) writes its output, as an absolute
+// path: relative ones are in its working directory.
+func absOutputPath(j *jobInfo, id string) string {
 	p := outputPath(j, id)
 	if !path.IsAbs(p) {
 		p = path.Join(cmp.Or(j.WorkingDir, DefaultWorkingDirectory), p)
 	}
-	return p, nil
+	return p
 }
 
 // shipLogs makes s ship its output: the URL goes into the environment (the
@@ -279,9 +300,10 @@ func sbatchLines(script string) string {
 }
 
 var (
-	_ backends.LogShipper    = (*Backend)(nil)
-	_ backends.TimeLimiter   = (*Backend)(nil)
-	_ backends.OutputLocator = (*Backend)(nil)
+	_ backends.LogShipper        = (*Backend)(nil)
+	_ backends.TimeLimiter       = (*Backend)(nil)
+	_ backends.OutputLocator     = (*Backend)(nil)
+	_ backends.TaskOutputLocator = (*Backend)(nil)
 )
 
 // isTask: j is an array task's own record.

@@ -262,3 +262,26 @@ func TestSlurmArrayTaskLogsUnfollowed(t *testing.T) {
 	require.Len(t, outputs, 1)
 	assert.Contains(t, readObject(t, bucket, strings.TrimPrefix(outputs[0], "s3://"+bucket+"/")), "\n3\t", "job.log lists task 3")
 }
+
+// TestSlurmArrayLogTaskFromSharedFile: with --log-dir, --log-task follows
+// that task's own output file (task 4 of 0-4/3 is the second chunk's task
+// 1: the file is found in the chunk that runs it), not the lowest index's.
+func TestSlurmArrayLogTaskFromSharedFile(t *testing.T) {
+	clearEnv(t)
+	url, creds := slurmEnv(t)
+	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-log-task-file", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", creds, "--script", taskScript(3), "--array", "0-4/3",
+		"--job-properties", `{"standard_output":"`+dir+`/%A_%a.out"}`, "--update-interval", "5",
+		"--log-interval", "500ms", "--log-dir", dir, "--log-task", "4")
+	require.Equal(t, 1, code, out)
+	for n := 1; n <= 3; n++ {
+		assert.Equal(t, 1, strings.Count(out, fmt.Sprintf("task 4 out %d\n", n)), "task 4's output, once:\n%s", out)
+	}
+	for _, other := range []string{"task 0 ", "task 1 ", "task 3 "} {
+		assert.NotContains(t, out, other, "only task 4's output:\n%s", out)
+	}
+}
