@@ -46,6 +46,25 @@ type Job struct {
 type LogShip struct {
 	URL   string
 	Every time.Duration
+	// Tasks, for an array, has every task ship its own output (else only
+	// the lowest index's task ships, to URL): URL is then where a
+	// presigned POST form is sent (Tasks.Fields, secrets like URL's
+	// signature), and task i's output goes to the object
+	// Tasks.KeyPrefix+"i.log", i being the index the user gave.
+	Tasks *TaskShip
+}
+
+// TaskShip is the presigned POST policy an array's tasks ship their
+// outputs with: it lets its holder write any key under KeyPrefix, and
+// nothing else, until it expires.
+type TaskShip struct {
+	KeyPrefix string
+	Fields    map[string]string
+	// Live is the index of the task whose output the step's log follows
+	// (-1: none): it ships every LogShip.Every, the others every
+	// OthersEvery, so that a wide array does not flood S3 with PUTs.
+	Live        int
+	OthersEvery time.Duration
 }
 
 // Status is a backend's view of a job at one moment.
@@ -140,6 +159,15 @@ type Validator interface {
 // the log's size. The runner decides when to call it and where the bytes go.
 type LogReader interface {
 	ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (next int64, err error)
+}
+
+// TaskOutputLocator is an OutputLocator that also says where one task of
+// an array writes its output (on a shared file system), so that the step
+// can follow a task other than the lowest: task is the index in the native
+// array arrayID (a chunk's, when the array was split). ErrNotFound: the
+// task has not started (its file's name is not known yet).
+type TaskOutputLocator interface {
+	TaskOutputPath(ctx context.Context, arrayID string, task int) (string, error)
 }
 
 // LogShipper is implemented by backends whose API cannot read a job's

@@ -28,9 +28,10 @@ type arrayBackend struct {
 	arr     backends.Array
 
 	mu     sync.Mutex
-	last   arraySummary     // the latest fold, for the record and the outputs
-	size   int              // the most indexes a chunk spans (arraychunks.go); 0 until known
-	chunks []backends.Array // the plan for size, once made
+	last   arraySummary            // the latest fold, for the record and the outputs
+	tasks  map[int]backends.Status // the latest tasks' states, by index, for job.log
+	size   int                     // the most indexes a chunk spans (arraychunks.go); 0 until known
+	chunks []backends.Array        // the plan for size, once made
 
 	progress taskProgress // what the step's log last said of the tasks
 }
@@ -60,15 +61,16 @@ func (a *arrayBackend) Status(ctx context.Context, id string) (backends.Status, 
 	}
 	sum := foldArray(a.arr, tasks)
 	a.mu.Lock()
-	a.last = sum
+	a.last, a.tasks = sum, tasks
 	a.mu.Unlock()
 	sum.Status.Message = fmt.Sprintf("array %s: %s", id, sum.describe())
 	return sum.Status, nil
 }
 
 // unwrapArray is the backend under an array's wrapper: the live log of an
-// array is what the backend reads or ships of it (its first task's), so
-// the log sources look at the backend itself.
+// array is what the backend reads or ships of it (its first task's, or the
+// one LogTask chooses of those its tasks ship; see tasklogs.go), so the
+// log sources look at the backend itself.
 func unwrapArray(be backends.Backend) backends.Backend {
 	if a, ok := be.(*arrayBackend); ok {
 		return a.Backend

@@ -210,7 +210,7 @@ func (r *run) submitChunks(ctx context.Context, job backends.Job, chunks []backe
 		}
 		ck := job
 		ck.Key = ChunkKey(job.Key, k)
-		if k > 0 {
+		if k > 0 && (ck.LogShip == nil || ck.LogShip.Tasks == nil) {
 			ck.LogShip = nil // one live log: the first chunk's (it has the lowest index)
 		}
 		find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, ck.Key) }

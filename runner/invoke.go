@@ -70,6 +70,9 @@ type Invoker struct {
 	// LogDir, when set, is where a shared file system shows the job's output
 	// in this pod: POD_DIR or REMOTE_DIR:POD_DIR (see ParseLogDir).
 	LogDir string
+	// LogTask, for an array, is the index of the task whose output is the
+	// step's live log; nil: the lowest index (see liveTask).
+	LogTask *int
 	// MinPoll is the first poll delay after a state change.
 	MinPoll time.Duration
 	// Watch shapes the cluster's watcher (watchgroup.go); the zero value
@@ -300,6 +303,10 @@ func (r *run) setUp(ctx context.Context) (*record.Description, backends.Backend,
 		}
 	}
 	r.logSrc = r.logSource(desc, unwrapArray(be))
+	if err := r.checkLogTask(desc); err != nil {
+		closeBackend(be, r.Log)
+		return nil, nil, err
+	}
 	return desc, be, nil
 }
 

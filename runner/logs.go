@@ -67,7 +67,7 @@ func (o *jobOutput) readNew(ctx context.Context, id string, log *slog.Logger) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, logReadTimeout)
-	next, err := o.src.ReadLogs(rctx, logID(id), o.read, o.out)
+	next, err := o.src.ReadLogs(rctx, id, o.read, o.out)
 	cancel()
 	if next > o.read {
 		o.every.Reset()

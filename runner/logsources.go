@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,7 +24,9 @@ import (
 //  2. the backend's own reader (local, Ray, LSF, Quantum, SSH tails);
 //  3. the object a log shipper in the job writes (Slurm over REST with S3).
 //
-// It returns nil when the output is not followed or cannot be read.
+// It returns nil when the output is not followed or cannot be read. Each
+// source is given the job's id as recorded (a chunked array's too) and
+// picks the output it follows: an array's first task's, or LogTask's.
 func (r *run) logSource(desc *record.Description, be backends.Backend) backends.LogReader {
 	if r.LogOut == io.Discard {
 		return nil
@@ -31,12 +34,12 @@ func (r *run) logSource(desc *record.Description, be backends.Backend) backends.
 	if r.LogDir != "" {
 		if loc, ok := be.(backends.OutputLocator); ok {
 			m, _ := ParseLogDir(r.LogDir) // checked by the command
-			return &fileLogs{locate: loc, mount: m, paths: map[string]string{}}
+			return &fileLogs{locate: loc, mount: m, paths: map[string]string{}, task: r.fileLogTask(be)}
 		}
 		r.Log.Warn("--log-dir is ignored: this backend does not say where a job's output goes", "backend", desc.Backend)
 	}
 	if lr, ok := be.(backends.LogReader); ok {
-		return lr
+		return firstChunk{lr}
 	}
 	if key, ok := r.shipKey(desc, be); ok {
 		return &s3Logs{s3: r.s3, bucket: desc.UploadBucket, key: key}
@@ -44,14 +47,31 @@ func (r *run) logSource(desc *record.Description, be backends.Backend) backends.
 	return nil
 }
 
+// firstChunk reads a backend's own log of an array's first chunk (it holds
+// the lowest index), or of the job.
+type firstChunk struct{ backends.LogReader }
+
+func (f firstChunk) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
+	return f.LogReader.ReadLogs(ctx, logID(id), offset, w)
+}
+
 // shipKey is the object a LogShipper's job ships its output to, when the job
-// ships it: the backend cannot read output itself, there is no shared
-// file system, and the job has an upload bucket. It is the same for every
-// retry of one attempt, so a re-attach reads it on.
+// ships it: the backend cannot read output itself and the job has an upload
+// bucket; a job that is no array ships only for the step's live log (no
+// shared file system, the output followed). It is the same for every retry
+// of one attempt, so a re-attach reads it on. An array's tasks ship their
+// own outputs in any case: they are the only copy of them in S3 (an array
+// has no stage-out); the key is the live task's (see tasklogs.go).
 func (r *run) shipKey(desc *record.Description, be backends.Backend) (string, bool) {
 	_, ships := be.(backends.LogShipper)
 	_, reads := be.(backends.LogReader)
-	if !ships || reads || r.LogOut == io.Discard || r.LogDir != "" || r.s3 == nil || desc.UploadBucket == "" {
+	if !ships || reads || r.s3 == nil || desc.UploadBucket == "" {
+		return "", false
+	}
+	if r.arr != nil {
+		return r.taskLogPrefix() + strconv.Itoa(r.liveTask()) + ".log", true
+	}
+	if r.LogOut == io.Discard || r.LogDir != "" {
 		return "", false
 	}
 	// Each attempt's job ships to an object of its own: a new attempt must
@@ -94,6 +114,9 @@ func (r *run) logShip(ctx context.Context, desc *record.Description, be backends
 		return nil, nil
 	}
 	life := shipURLLife(be, job)
+	if r.arr != nil {
+		return r.taskShip(ctx, desc, life)
+	}
 	u, err := r.s3.PresignPut(ctx, desc.UploadBucket, key, life)
 	if err != nil {
 		return nil, err
@@ -169,18 +192,35 @@ func (m logMount) podPath(p string) (string, error) {
 	return filepath.Join(m.Pod, filepath.FromSlash(rel)), nil
 }
 
+// remotePath is where the followed output of job id is on the cluster:
+// task's, in the chunk that runs it, or the first task's (of the first
+// chunk) or the job's.
+func (l *fileLogs) remotePath(ctx context.Context, id string) (string, error) {
+	tl, ok := l.locate.(backends.TaskOutputLocator)
+	if l.task == nil || !ok {
+		return l.locate.OutputPath(ctx, logID(id))
+	}
+	refs, chunked := parseChunkedID(id)
+	if !chunked {
+		refs = []chunkRef{{id, 0}}
+	}
+	c := chunkOf(refs, *l.task)
+	return tl.TaskOutputPath(ctx, c.id, *l.task-c.offset)
+}
+
 // fileLogs reads the job's output file where a shared file system makes it
 // visible in the pod.
 type fileLogs struct {
 	locate backends.OutputLocator
 	mount  logMount
 	paths  map[string]string // job id -> the file in the pod
+	task   *int              // the array's task followed (LogTask); nil: the first
 }
 
 func (l *fileLogs) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
 	p, ok := l.paths[id]
 	if !ok {
-		remote, err := l.locate.OutputPath(ctx, id)
+		remote, err := l.remotePath(ctx, id)
 		if err != nil {
 			return offset, err
 		}

@@ -320,6 +320,36 @@ func (s *S3Store) PresignPut(ctx context.Context, bucket, key string, expiry tim
 	return u.String(), nil
 }
 
+// Keys lists the keys under prefix in bucket.
+func (s *S3Store) Keys(ctx context.Context, bucket, prefix string) (map[string]bool, error) {
+	keys := map[string]bool{}
+	for o := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			return nil, s.classify(o.Err, "s3upload.bucket", "listing s3://"+bucket+"/"+prefix)
+		}
+		keys[o.Key] = true
+	}
+	return keys, nil
+}
+
+// PresignPostPrefix returns a presigned POST form (the URL to send it to
+// and its fields) that lets its holder write any key under prefix in
+// bucket, and nothing else, until expiry: what an array's tasks ship their
+// outputs with, each to an object of its own, with one form for them all.
+func (s *S3Store) PresignPostPrefix(ctx context.Context, bucket, prefix string, expiry time.Duration) (string, map[string]string, error) {
+	p := minio.NewPostPolicy()
+	err := errors.Join(p.SetBucket(bucket), p.SetKeyStartsWith(prefix), p.SetExpires(time.Now().Add(expiry)))
+	if err != nil {
+		return "", nil, err
+	}
+	u, fields, err := s.client.PresignedPostPolicy(ctx, p)
+	if err != nil {
+		return "", nil, s.classify(err, "s3upload.bucket", "presigning a form for s3://"+bucket+"/"+prefix)
+	}
+	delete(fields, "key") // each task names its own
+	return u.String(), fields, nil
+}
+
 // presignSecret is what makes a presigned URL usable, its signature: that
 // is what gets registered for scrubbing. The rest grants nothing (the access
 // key id in it is a secret of its own), and a whole URL of hundreds of

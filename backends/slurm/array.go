@@ -6,7 +6,9 @@ package slurm
 // carry the key too). Each task's script runs inside the POSIX sh wrapper
 // of wrapScript, which exports BRIDGE_TASK_INDEX from SLURM_ARRAY_TASK_ID
 // before it runs the script through its #! interpreter. With the log
-// shipper, only the lowest index's task ships its output to the step's log.
+// shipper's task form (LogShip.Tasks) every task ships its output to an
+// object of its own, named by its index; with a plain URL only the lowest
+// index's task ships.
 //
 // Slurm keeps an array as one record per started task and one record for
 // the tasks not started yet (array_task_string "5-999%50", with the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -52,11 +53,32 @@ func (b *Backend) OutputPath(ctx context.Context, id string) (string, error) {
 			return "", err
 		}
 	}
+	return absOutputPath(j, id), nil
+}
+
+// TaskOutputPath implements backends.TaskOutputLocator: the absolute path
+// of the output of array id's task (its index in that array).
+func (b *Backend) TaskOutputPath(ctx context.Context, id string, task int) (string, error) {
+	jobs, _, err := b.liveRecords(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	for i := range jobs {
+		if idx, ok := taskIndex(&jobs[i], id); ok && idx == task {
+			return absOutputPath(&jobs[i], id), nil
+		}
+	}
+	return "", fmt.Errorf("Slurm array %s: its task %d has not started: %w", id, task, backends.ErrNotFound)
+}
+
+// absOutputPath is where job j (of id) writes its output, as an absolute
+// path: relative ones are in its working directory.
+func absOutputPath(j *jobInfo, id string) string {
 	p := outputPath(j, id)
 	if !path.IsAbs(p) {
 		p = path.Join(cmp.Or(j.WorkingDir, DefaultWorkingDirectory), p)
 	}
-	return p, nil
+	return p
 }
 
 // shipLogs makes s ship its output: the URL goes into the environment (the
@@ -68,6 +90,15 @@ func (s *jobSpec) shipLogs(ship backends.LogShip, w wrapping) error {
 	}
 	s.env["BRIDGE_LOG_URL"] = ship.URL
 	w.ship, w.every = true, max(1, int(ship.Every/time.Second))
+	if ship.Tasks != nil && w.taskIndex {
+		form, err := taskForm(*ship.Tasks)
+		if err != nil {
+			return err
+		}
+		s.env["BRIDGE_LOG_FORM"], s.env["BRIDGE_LOG_KEY"] = form, ship.Tasks.KeyPrefix
+		w.shipTasks, w.liveTask = true, ship.Tasks.Live
+		w.othersEvery = max(w.every, int(ship.Tasks.OthersEvery/time.Second))
+	}
 	s.script = wrapScript(s.script, w)
 	return nil
 }
@@ -83,6 +114,30 @@ func curlConfigSafe(u string) bool {
 		}
 	}
 	return u != ""
+}
+
+// taskForm is the POST form's fields as the wrapper reads them from
+// BRIDGE_LOG_FORM: "name=value" words, in a stable order. Every word and
+// the key prefix must survive the wrapper's word splitting (no blanks, no
+// glob characters) and curl's config quoting.
+func taskForm(t backends.TaskShip) (string, error) {
+	names := make([]string, 0, len(t.Fields))
+	for n := range t.Fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	words := make([]string, 0, len(names))
+	for _, n := range names {
+		w := n + "=" + t.Fields[n]
+		if !curlConfigSafe(w) || strings.ContainsAny(w, "*?[") || n == "key" || n == "file" {
+			return "", fmt.Errorf("the log shipper's form field %q cannot be passed to the job", n)
+		}
+		words = append(words, w)
+	}
+	if !curlConfigSafe(t.KeyPrefix) {
+		return "", errors.New("the log shipper's key prefix cannot be written in a curl config file")
+	}
+	return strings.Join(words, " "), nil
 }
 
 // shipScript wraps script (a batch script starting with #!) in a POSIX sh
@@ -109,6 +164,13 @@ type wrapping struct {
 	// output, since every task would write the same object.
 	taskIndex bool
 	shipTask  int
+	// shipTasks: every task ships its output, with the POST form of
+	// backends.TaskShip, to its own object (see LogShip.Tasks): the task
+	// of index liveTask every `every` seconds, the others every
+	// othersEvery.
+	shipTasks   bool
+	liveTask    int
+	othersEvery int
 	// taskOffset is added to SLURM_ARRAY_TASK_ID to give the task's index
 	// in the user's array (a chunk of an array past MaxArraySize runs as
 	// indexes from 0); the wrapper then sets SLURM_ARRAY_TASK_ID to that
@@ -147,6 +209,9 @@ func wrapScript(script string, w wrapping) string {
 br_url=$BRIDGE_LOG_URL
 unset BRIDGE_LOG_URL
 `)
+		if w.shipTasks {
+			b.WriteString("br_form=$BRIDGE_LOG_FORM\nbr_key=$BRIDGE_LOG_KEY\nunset BRIDGE_LOG_FORM BRIDGE_LOG_KEY\n")
+		}
 	} else {
 		b.WriteString(".\n")
 	}
@@ -157,14 +222,14 @@ unset BRIDGE_LOG_URL
 			b.WriteString("export " + backends.TaskIndexVar + "=$((SLURM_ARRAY_TASK_ID + " + strconv.Itoa(w.taskOffset) + "))\n" +
 				"export SLURM_ARRAY_TASK_ID=$" + backends.TaskIndexVar + "\n")
 		}
-		if w.ship {
+		if w.ship && !w.shipTasks {
 			b.WriteString(`[ "$` + backends.TaskIndexVar + `" = ` + strconv.Itoa(w.shipTask) + " ] || br_url=\n")
 		}
 	}
 	b.WriteString(`br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
 `)
 	if w.ship {
-		b.WriteString(shipSetup(w.every))
+		b.WriteString(shipSetup(w))
 	}
 	b.WriteString(`cat > "$br_dir/script" <<'` + eof + "'\n" + script + eof + `
 IFS= read -r br_first < "$br_dir/script"
@@ -189,20 +254,30 @@ while kill -0 $br_job 2>/dev/null; do wait $br_job; br_rc=$?; done
 	return b.String()
 }
 
-// shipSetup starts the shipping loop of shipScript's wrapper.
-func shipSetup(every int) string {
-	return `br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
+// shipSetup starts the shipping loop of shipScript's wrapper: a PUT to
+// one presigned URL, or with tasks a POST of the task's own object (named
+// by its index) with the array's presigned form.
+func shipSetup(w wrapping) string {
+	conf, send := `printf 'url = "%s"\n' "$br_url"`, `-H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - -K "$br_dir/ship.conf"`
+	every := "br_every=" + strconv.Itoa(w.every) + "\n"
+	if w.shipTasks {
+		every = "br_every=" + strconv.Itoa(w.othersEvery) + "\n" +
+			`[ "$` + backends.TaskIndexVar + `" = ` + strconv.Itoa(w.liveTask) + " ] && br_every=" + strconv.Itoa(w.every) + "\n"
+		conf += `; for br_f in $br_form; do printf 'form-string = "%s"\n' "$br_f"; done; printf 'form-string = "key=%s%s.log"\n' "$br_key" "$` + backends.TaskIndexVar + `"`
+		send = `-K "$br_dir/ship.conf" -F "file=@-;type=text/plain"`
+	}
+	return every + `br_out=$(readlink -f "/proc/$$/fd/1" 2>/dev/null)
 # curl reads the URL from a file of this 0700 directory, not from its
 # command line: other users of the node can read every process's.
-( umask 077; printf 'url = "%s"\n' "$br_url" > "$br_dir/ship.conf" )
+( umask 077; { ` + conf + `; } > "$br_dir/ship.conf" )
 br_ship() {
 	[ -n "$br_url" ] && [ -f "$br_out" ] || return 0
 	br_size=$(wc -c < "$br_out" | tr -d ' ')
 	[ "$br_size" = "$(cat "$br_dir/sent" 2>/dev/null)" ] && return 0
-	head -c "$br_size" "$br_out" | curl -fsS --retry 2 -H "Transfer-Encoding:" -H "Content-Length: $br_size" -T - -K "$br_dir/ship.conf" >/dev/null 2>&1 &&
+	head -c "$br_size" "$br_out" | curl -fsS --retry 2 ` + send + ` >/dev/null 2>&1 &&
 		echo "$br_size" > "$br_dir/sent"
 }
-( trap exit TERM; while :; do sleep ` + strconv.Itoa(every) + ` & wait $!; br_ship; done ) &
+( trap exit TERM; while :; do sleep $br_every & wait $!; br_ship; done ) &
 br_loop=$!
 `
 }
@@ -225,9 +300,10 @@ func sbatchLines(script string) string {
 }
 
 var (
-	_ backends.LogShipper    = (*Backend)(nil)
-	_ backends.TimeLimiter   = (*Backend)(nil)
-	_ backends.OutputLocator = (*Backend)(nil)
+	_ backends.LogShipper        = (*Backend)(nil)
+	_ backends.TimeLimiter       = (*Backend)(nil)
+	_ backends.OutputLocator     = (*Backend)(nil)
+	_ backends.TaskOutputLocator = (*Backend)(nil)
 )
 
 // isTask: j is an array task's own record.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -87,4 +88,100 @@ func TestWrapperTaskOffset(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, c.want, string(out), "offset %d", c.offset)
 	}
+}
+
+// taskPosts is a server that keeps every POST form the wrappers of an
+// array's tasks send, by key.
+type taskPosts struct {
+	mu    sync.Mutex
+	files map[string][]string // key -> each POST's file, in order
+	forms []map[string]string
+}
+
+func (p *taskPosts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.ParseMultipartForm(1<<20) != nil {
+		http.Error(w, "a POST form, please", http.StatusBadRequest)
+		return
+	}
+	f, _, err := r.FormFile("file")
+	if err != nil {
+		http.Error(w, "no file", http.StatusBadRequest)
+		return
+	}
+	b, _ := io.ReadAll(f)
+	form := map[string]string{}
+	for k, v := range r.MultipartForm.Value {
+		form[k] = v[0]
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.files[form["key"]] = append(p.files[form["key"]], string(b))
+	p.forms = append(p.forms, form)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// TestTaskShipScriptPostsEachTaskByItsIndex runs a chunk's task wrapper
+// (offset 1001) as Slurm would: each task POSTs its own output with the
+// array's form to KeyPrefix+<its index in the user's array>.log; the live
+// task while it runs, the others (every minute here) at least at their
+// end. Neither the form nor the URL reaches the script.
+func TestTaskShipScriptPostsEachTaskByItsIndex(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the log shipper needs curl:", err)
+	}
+	posts := &taskPosts{files: map[string][]string{}}
+	srv := httptest.NewServer(posts)
+	defer srv.Close()
+	user := "#!/bin/bash\necho \"task $BRIDGE_TASK_INDEX; form: ${BRIDGE_LOG_FORM:-unset} ${BRIDGE_LOG_URL:-unset}\"\nfor i in 1 2 3; do echo line $i >&2; sleep 1; done\n"
+	s := &jobSpec{env: map[string]string{}, script: user}
+	ship := backends.LogShip{URL: srv.URL + "/bucket/", Every: time.Second, Tasks: &backends.TaskShip{KeyPrefix: "job/key/tasks/",
+		Fields: map[string]string{"policy": "cG9saWN5", "x-amz-signature": "c2ln"}, Live: 1003, OthersEvery: time.Minute}}
+	require.NoError(t, s.shipLogs(ship, wrapping{taskIndex: true, taskOffset: 1001}))
+	assert.NotContains(t, s.script, "c2ln", "the form's signature is never in the script")
+	dir := t.TempDir()
+	for _, slurmIndex := range []string{"2", "0"} { // 1003 (live), 1001
+		outFile, err := os.Create(filepath.Join(dir, "slurm-"+slurmIndex+".out"))
+		require.NoError(t, err)
+		cmd := exec.Command("/bin/sh", "-c", s.script)
+		cmd.Stdout, cmd.Stderr = outFile, outFile
+		cmd.Env = append(os.Environ(), "SLURM_ARRAY_TASK_ID="+slurmIndex, "TMPDIR="+dir,
+			"BRIDGE_LOG_URL="+s.env["BRIDGE_LOG_URL"], "BRIDGE_LOG_FORM="+s.env["BRIDGE_LOG_FORM"], "BRIDGE_LOG_KEY="+s.env["BRIDGE_LOG_KEY"])
+		require.NoError(t, cmd.Run())
+		outFile.Close()
+	}
+	posts.mu.Lock()
+	defer posts.mu.Unlock()
+	for _, c := range []struct {
+		key, task string
+		live      bool
+	}{{"job/key/tasks/1003.log", "1003", true}, {"job/key/tasks/1001.log", "1001", false}} {
+		files := posts.files[c.key]
+		require.NotEmpty(t, files, "%s was shipped: %v", c.key, posts.files)
+		assert.Equal(t, "task "+c.task+"; form: unset unset\nline 1\nline 2\nline 3\n", files[len(files)-1], "the last POST is the whole output")
+		if c.live {
+			assert.Greater(t, len(files), 1, "the live task ships while it runs: %q", files)
+		} else {
+			assert.Len(t, files, 1, "the other tasks ship once a minute, and at their end: %q", files)
+		}
+	}
+	assert.Len(t, posts.files, 2, "one object per task: %v", posts.files)
+	for _, f := range posts.forms {
+		assert.Equal(t, "cG9saWN5", f["policy"])
+		assert.Equal(t, "c2ln", f["x-amz-signature"])
+	}
+}
+
+// A form field the wrapper could not pass on intact (blanks, glob
+// characters, quotes) is refused before anything is submitted.
+func TestTaskFormRefusesUnsafeFields(t *testing.T) {
+	for _, v := range []string{"a b", "a*", "a\"b", "a[1]", ""} {
+		_, err := taskForm(backends.TaskShip{KeyPrefix: "p/", Fields: map[string]string{"policy": v}})
+		if v == "" {
+			assert.NoError(t, err, "an empty value is passed as name=")
+			continue
+		}
+		assert.Error(t, err, "%q", v)
+	}
+	_, err := taskForm(backends.TaskShip{KeyPrefix: "p q/", Fields: map[string]string{}})
+	assert.Error(t, err, "a key prefix with a blank")
 }

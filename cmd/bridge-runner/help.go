@@ -47,7 +47,7 @@ func groupOf(name string) string {
 	case "backend", "resource-url", "resource-secret", "credentials-dir", "ca-file", "insecure-skip-tls-verify",
 		"watcher", "max-requests-per-second", "cluster":
 		return groupBackend
-	case "termination-log", "follow-logs", "log-interval", "log-dir":
+	case "termination-log", "follow-logs", "log-interval", "log-dir", "log-task":
 		return groupOutputs
 	case "grace-period", "submit-lease", "retry-budget", "resubmit", "exit-zero", "wait", "force", "any-owner":
 		return groupBehaviour

@@ -29,6 +29,7 @@ type invokeOptions struct {
 	followLogs     bool
 	logInterval    time.Duration
 	logDir         string
+	logTask        string
 	s3CredsDir     string
 	statusKeys     string
 	watcher        bool
@@ -93,6 +94,7 @@ A retried or restarted invoke never submits twice: it re-attaches to the job rec
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	fs.DurationVar(&o.logInterval, "log-interval", runner.DefaultLogInterval, "how often a running job's output is read (and shipped, for Slurm with S3: at least every 5s); $BRIDGE_LOG_INTERVAL sets the default")
 	fs.StringVar(&o.logDir, "log-dir", os.Getenv("BRIDGE_LOG_DIR"), "where a shared file system shows the job's output in this pod: POD_DIR (the output file by its base name) or REMOTE_DIR:POD_DIR; $BRIDGE_LOG_DIR sets the default")
+	fs.StringVar(&o.logTask, "log-task", "", "for an array, the index of the task whose output the step's log follows (Slurm over REST, from the tasks' S3 logs or --log-dir); unset: the lowest index")
 	fs.BoolVar(&o.watcher, "watcher", true, "share one batched status query per cluster with the other invokes of the namespace that use the same backend, URL and credentials (records in ConfigMaps only); false polls this job alone")
 	fs.Float64Var(&o.maxRPS, "max-requests-per-second", 1, "the most batched status queries per second that the cluster's watcher sends to one cluster")
 	o.inputs = bindInvokeInputs(cmd)
@@ -255,6 +257,7 @@ func (a *app) invoke(cmd *cobra.Command, o *invokeOptions) (*runner.Result, erro
 	iv.Watch = runner.WatchConfig{Off: !o.watcher, MaxRequestsPerSecond: o.maxRPS}
 	if o.followLogs {
 		iv.LogOut, iv.LogInterval, iv.LogDir = a.stderr, o.logInterval, o.logDir
+		iv.LogTask, _ = parseLogTask(o.logTask) // checked by checkLogFlags
 	}
 	if d := runner.DisruptionFor(store); d != nil {
 		iv.Detach = d.Detach
@@ -314,9 +317,24 @@ func (o *invokeOptions) checkLogFlags(cmd *cobra.Command) error {
 	if o.logInterval < 100*time.Millisecond || o.logInterval > time.Hour {
 		return backends.Invalid("log-interval", "is %s; give a duration from 100ms to 1h", o.logInterval)
 	}
+	if _, err := parseLogTask(o.logTask); err != nil {
+		return err
+	}
 	if o.logDir != "" {
 		_, err := runner.ParseLogDir(o.logDir)
 		return err
 	}
 	return nil
+}
+
+// parseLogTask reads --log-task: nil when unset (the array's lowest index).
+func parseLogTask(v string) (*int, error) {
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > backends.MaxArrayIndex {
+		return nil, backends.Invalid("log-task", "is %q; give the index of one of the array's tasks (0 to %d), or leave it unset for the lowest", v, backends.MaxArrayIndex)
+	}
+	return &n, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -144,5 +145,143 @@ func TestSlurmArrayLogsFromSharedFile(t *testing.T) {
 			require.Len(t, files, 1, "task 2 wrote its own file")
 			assert.NotContains(t, files[0], "%", "Slurm expanded every pattern")
 		})
+	}
+}
+
+// taskScript prints its task's index on stdout and stderr, for a few
+// seconds (so the live log is read while it runs), and fails task fail
+// with exit code 3.
+func taskScript(fail int) string {
+	return "#!/bin/bash\nfor i in 1 2 3; do echo \"task $BRIDGE_TASK_INDEX out $i\"; echo \"task $BRIDGE_TASK_INDEX err $i\" >&2; sleep 1; done\n" +
+		"[ \"$BRIDGE_TASK_INDEX\" != " + strconv.Itoa(fail) + " ] || exit 3\n"
+}
+
+// readObject is the text of bucket/key.
+func readObject(t *testing.T, bucket, key string) string {
+	t.Helper()
+	o, err := tests3.Client(t).GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	require.NoError(t, err)
+	b, err := io.ReadAll(o)
+	require.NoError(t, err, "s3://%s/%s", bucket, key)
+	return string(b)
+}
+
+// runTaskArray runs the array 0-4 of taskScript(3) on the real Slurm with
+// the S3 log shipper and returns invoke's output, the record's attempt key
+// and its output locations.
+func runTaskArray(t *testing.T, name, bucket, array string, extra ...string) (string, string, []string) {
+	t.Helper()
+	url, slurmCreds := slurmEnv(t)
+	endpoint, _, _, s3Creds := tests3.Env(t)
+	state := t.TempDir()
+	args := append([]string{"invoke", "--state-dir", state, "--job-name", name, "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", slurmCreds, "--s3-credentials-dir", s3Creds,
+		"--script", taskScript(3), "--array", array, "--s3-endpoint", endpoint, "--s3-secure", "false",
+		"--s3-upload-bucket", bucket, "--update-interval", "5", "--log-interval", "1s"}, extra...)
+	code, out := runBinary(t, args...)
+	require.Equal(t, 1, code, "task 3 failed: the array FAILED\n%s", out)
+	rec, err := record.NewFileStore(state, name).Get(context.Background())
+	require.NoError(t, err)
+	return out, rec.Data[record.KeyKey], strings.Split(rec.Data[record.KeyOutputs], "\n")
+}
+
+// TestSlurmArrayTaskLogsInS3: every task of an array ships its own output
+// (stdout and stderr) to tasks/<index>.log under the step's prefix, named
+// by the index the user gave even when the array runs as chunks (0-4/2:
+// index 3 is the second chunk's task 1), and job.log beside the outputs
+// lists every task with its chunk, state and exit code and its log. The
+// step's live log is the lowest index's.
+func TestSlurmArrayTaskLogsInS3(t *testing.T) {
+	clearEnv(t)
+	bucket := tests3.Bucket(t, "logs")
+	out, key, outputs := runTaskArray(t, "slurm-task-logs", bucket, "0-4/2")
+	tasks := runner.RunPrefix("slurm-task-logs", key, "") + "tasks/"
+	for i := 0; i <= 4; i++ {
+		got := readObject(t, bucket, tasks+strconv.Itoa(i)+".log")
+		for n := 1; n <= 3; n++ {
+			assert.Contains(t, got, fmt.Sprintf("task %d out %d\n", i, n), "task %d's log", i)
+			assert.Contains(t, got, fmt.Sprintf("task %d err %d\n", i, n), "task %d's log", i)
+		}
+		assert.Equal(t, 6, strings.Count(got, "task "), "task %d's log holds its own lines only: %q", i, got)
+	}
+	require.Len(t, outputs, 1, "job.log is the array's output")
+	require.True(t, strings.HasPrefix(outputs[0], "s3://"+bucket+"/") && strings.HasSuffix(outputs[0], "/job.log"), outputs[0])
+	jobLog := readObject(t, bucket, strings.TrimPrefix(outputs[0], "s3://"+bucket+"/"))
+	lines := strings.Split(strings.TrimSpace(jobLog), "\n")
+	require.Len(t, lines, 2+5, "a state line, a header and one line per task:\n%s", jobLog)
+	for i, line := range lines[2:] {
+		f := strings.Split(line, "\t")
+		require.Len(t, f, 7, line)
+		state, code := "DONE", "0"
+		if i == 3 {
+			state, code = "FAILED", "3"
+		}
+		assert.Equal(t, []string{strconv.Itoa(i), strconv.Itoa(i % 2), state, code, "s3://" + bucket + "/" + tasks + strconv.Itoa(i) + ".log"},
+			[]string{f[0], f[2], f[3], f[5], f[6]}, "task %d: index, its task number in its chunk, state, exit code, log", i)
+	}
+	assert.Contains(t, out, "task 0 out 1\n", "the step's live log is the lowest index's:\n%s", out)
+	assert.NotContains(t, out, "task 3 out", "one task's output in the step's log:\n%s", out)
+}
+
+// TestSlurmArrayLogTaskSelector: --log-task chooses the task whose output
+// is the step's live log (here 3, the failing one, in the second chunk of
+// 0-4/3); the lowest index's is not there. A --log-task that is no index
+// of the array is refused (exit 2) before anything is submitted.
+func TestSlurmArrayLogTaskSelector(t *testing.T) {
+	clearEnv(t)
+	bucket := tests3.Bucket(t, "logs")
+	url, slurmCreds := slurmEnv(t)
+	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-bad-log-task", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", slurmCreds, "--script", taskScript(3), "--array", "0-4", "--log-task", "7")
+	require.Equal(t, 2, code, out)
+	assert.Contains(t, out, "log-task: is 7, not an index of the array 0-4", out)
+	assert.Contains(t, out, `msg="requests sent" backend=0 `, "nothing was submitted:\n%s", out)
+
+	out, _, _ = runTaskArray(t, "slurm-log-task", bucket, "0-4/3", "--log-task", "3")
+	for n := 1; n <= 3; n++ {
+		assert.Equal(t, 1, strings.Count(out, fmt.Sprintf("task 3 out %d\n", n)), "task 3's output, once:\n%s", out)
+	}
+	for _, other := range []string{"task 0 ", "task 1 ", "task 2 ", "task 4 "} {
+		assert.NotContains(t, out, other, "only task 3's output:\n%s", out)
+	}
+	assert.Less(t, strings.Index(out, "task 3 out 1\n"), strings.Index(out, "state=FAILED"), "read before the end was said:\n%s", out)
+}
+
+// TestSlurmArrayTaskLogsUnfollowed: an array's tasks ship their logs to S3
+// even when the step does not follow its output (--follow-logs=false): they
+// are the only copy of the tasks' logs there.
+func TestSlurmArrayTaskLogsUnfollowed(t *testing.T) {
+	clearEnv(t)
+	bucket := tests3.Bucket(t, "logs")
+	out, key, outputs := runTaskArray(t, "slurm-task-logs-unfollowed", bucket, "0-4", "--follow-logs=false")
+	assert.NotContains(t, out, "task 0 out", "the step does not follow the output:\n%s", out)
+	tasks := runner.RunPrefix("slurm-task-logs-unfollowed", key, "") + "tasks/"
+	for i := 0; i <= 4; i++ {
+		assert.Contains(t, readObject(t, bucket, tasks+strconv.Itoa(i)+".log"), fmt.Sprintf("task %d err 3\n", i))
+	}
+	require.Len(t, outputs, 1)
+	assert.Contains(t, readObject(t, bucket, strings.TrimPrefix(outputs[0], "s3://"+bucket+"/")), "\n3\t", "job.log lists task 3")
+}
+
+// TestSlurmArrayLogTaskFromSharedFile: with --log-dir, --log-task follows
+// that task's own output file (task 4 of 0-4/3 is the second chunk's task
+// 1: the file is found in the chunk that runs it), not the lowest index's.
+func TestSlurmArrayLogTaskFromSharedFile(t *testing.T) {
+	clearEnv(t)
+	url, creds := slurmEnv(t)
+	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-log-task-file", "--backend", "slurm",
+		"--resource-url", url, "--credentials-dir", creds, "--script", taskScript(3), "--array", "0-4/3",
+		"--job-properties", `{"standard_output":"`+dir+`/%A_%a.out"}`, "--update-interval", "5",
+		"--log-interval", "500ms", "--log-dir", dir, "--log-task", "4")
+	require.Equal(t, 1, code, out)
+	for n := 1; n <= 3; n++ {
+		assert.Equal(t, 1, strings.Count(out, fmt.Sprintf("task 4 out %d\n", n)), "task 4's output, once:\n%s", out)
+	}
+	for _, other := range []string{"task 0 ", "task 1 ", "task 3 "} {
+		assert.NotContains(t, out, other, "only task 4's output:\n%s", out)
 	}
 }
