@@ -52,6 +52,8 @@ set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/lib.sh
 source "$HACK/lib.sh"
+# shellcheck source=hack/chroot-accounting.sh
+source "$HACK/chroot-accounting.sh"
 
 DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
 LIFESPAN=${BRIDGE_SLURM_TOKEN_LIFESPAN:-86400}
@@ -167,59 +169,6 @@ login_node() {
 		bash "$HACK/sshd-up.sh" >/dev/null
 }
 
-# start_accounting: MariaDB and slurmdbd (after munged, before slurmctld), the
-# database and its user with a fresh password, and the cluster. MariaDB is the
-# host's (Debian 12's 10.11, as for 22.05 and 26.05), on its own port and data
-# directory, with a database and user of 24.11's own (slurm2411_acct_db,
-# slurm2411): nothing is shared with the other clusters' accounting.
-start_accounting() {
-	log "starting mariadbd (127.0.0.1:$DB_PORT) and slurmdbd (127.0.0.1:$DBD_PORT)"
-	need_cmd mariadbd mariadb-server
-	mkdir -p "$DIR/db"
-	chown mysql:mysql "$DIR/db" && chmod 700 "$DIR/db"
-	rm -rf "$DIR/db/data"
-	mariadb-install-db --user=mysql --datadir="$DIR/db/data" --auth-root-authentication-method=socket \
-		--skip-test-db >"$DIR/db/install.log" 2>&1 || die "mariadb-install-db failed; see $DIR/db/install.log"
-	start_daemon "$DIR/mariadbd.pid" "$DIR/mariadbd.log" /usr/sbin/mariadbd --no-defaults --user=mysql \
-		--datadir="$DIR/db/data" --bind-address=127.0.0.1 --port="$DB_PORT" --socket="$DIR/db/mariadbd.sock" \
-		--innodb-buffer-pool-size=64M --innodb-log-file-size=48M --innodb-lock-wait-timeout=900
-	until_ok 60 mariadbd "$DIR/mariadbd.log" mariadb --no-defaults --socket="$DIR/db/mariadbd.sock" -u root -e 'select 1'
-	local pass
-	pass=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
-	mariadb --no-defaults --socket="$DIR/db/mariadbd.sock" -u root <<SQL
-CREATE USER IF NOT EXISTS 'slurm2411'@'127.0.0.1' IDENTIFIED BY '$pass';
-GRANT ALL ON slurm2411_acct_db.* TO 'slurm2411'@'127.0.0.1';
-SQL
-	(
-		umask 077
-		cat >"$ROOT/etc/slurm/slurmdbd.conf" <<CONF
-# Written by hack/slurm2411-up.sh (BRIDGE_SLURM2411_ACCOUNTING=1).
-AuthType=auth/munge
-# slurmrestd forwards the caller's token: slurmdbd checks it with slurmctld's key.
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=/var/lib/slurm/jwt_hs256.key
-DbdHost=localhost
-DbdAddr=127.0.0.1
-DbdPort=$DBD_PORT
-SlurmUser=slurm
-PidFile=/run/slurmdbd.pid
-LogFile=/var/log/slurm/slurmdbd.log
-StorageType=accounting_storage/mysql
-StorageHost=127.0.0.1
-StoragePort=$DB_PORT
-StorageUser=slurm2411
-StoragePass=$pass
-StorageLoc=slurm2411_acct_db
-CONF
-	)
-	in_root chown slurm:slurm /etc/slurm/slurmdbd.conf
-	# 9>&-: slurmdbd keeps inherited descriptors, and would hold with_lock's
-	# lock for as long as it runs (the next up would wait for it in vain).
-	in_root slurmdbd 9>&-
-	until_ok 60 slurmdbd "$ROOT/var/log/slurm/slurmdbd.log" in_root sacctmgr -n -P show cluster
-	# slurmctld registers with slurmdbd only as a known cluster.
-	in_root sacctmgr -i add cluster bridge2411 >/dev/null 2>&1 || true
-}
 
 # The settings an instance was started with: another set restarts it (an
 # instance started before this file was written had none: rl=; one without
@@ -337,7 +286,7 @@ log "starting munged"
 as_user munge
 start_daemon "$DIR/munged.pid" "$DIR/munged.log" "${AS[@]}" /usr/sbin/munged --foreground
 for _ in $(seq 50); do [ -S "$ROOT/run/munge/munge.socket.2" ] && break; sleep 0.1; done
-[ "$ACCOUNTING" = 0 ] || start_accounting
+[ "$ACCOUNTING" = 0 ] || start_chroot_accounting slurm2411 slurm2411_acct_db bridge2411 "hack/slurm2411-up.sh (BRIDGE_SLURM2411_ACCOUNTING=1)"
 log "starting slurmctld, slurmd (ports $CTLD_PORT, $SLURMD_PORT)"
 in_root slurmctld
 in_root slurmd -N localhost
