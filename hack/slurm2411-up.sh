@@ -52,8 +52,8 @@ set -euo pipefail
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/lib.sh
 source "$HACK/lib.sh"
-# shellcheck source=hack/chroot-accounting.sh
-source "$HACK/chroot-accounting.sh"
+# shellcheck source=hack/chroot-slurm.sh
+source "$HACK/chroot-slurm.sh"
 
 DIR=${BRIDGE_SLURM2411_DIR:-/tmp/bridge-runner-slurm2411}
 LIFESPAN=${BRIDGE_SLURM_TOKEN_LIFESPAN:-86400}
@@ -103,27 +103,6 @@ as_user() {
 	local uid gid
 	uid=$(in_root id -u "$1") gid=$(in_root id -g "$1")
 	AS=(chroot --userspec="$uid:$gid" --groups="$gid" "$ROOT")
-}
-
-# plain_alive PIDFILE: the daemon that wrote its bare PID there runs.
-plain_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-all_alive() {
-	pidfile_alive "$DIR/munged.pid" && pidfile_alive "$DIR/slurmrestd.pid" &&
-		plain_alive "$ROOT/run/slurmctld.pid" && plain_alive "$ROOT/run/slurmd.pid" &&
-		{ [ "$ACCOUNTING" = 0 ] || { pidfile_alive "$DIR/mariadbd.pid" && plain_alive "$ROOT/run/slurmdbd.pid"; }; }
-}
-
-# until_ok SECONDS WHAT LOG CMD...: waits for CMD to succeed; dies with LOG's
-# tail after SECONDS.
-until_ok() {
-	local limit=$1 what=$2 logf=$3 deadline
-	shift 3
-	deadline=$((SECONDS + limit))
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt "$deadline" ] || { tail_logs 20 "$logf"; die "$what is not up after $limit s"; }
-		sleep 0.2
-	done
 }
 
 mint_token() {

@@ -1,8 +1,29 @@
 #!/usr/bin/env bash
-# chroot_accounting, sourced by hack/slurm2411-up.sh and hack/slurm2605-up.sh
-# (after lib.sh, with their DIR, ROOT, DB_PORT, DBD_PORT and in_root,
-# until_ok): MariaDB and slurmdbd for a Slurm that runs in a Debian root.
-#
+# What hack/slurm2411-up.sh and hack/slurm2605-up.sh share, sourced after
+# lib.sh (with their DIR, ROOT, ACCOUNTING, DB_PORT, DBD_PORT and in_root):
+# a Slurm that runs in a Debian root, its liveness and its accounting.
+
+# plain_alive PIDFILE: the daemon that wrote its bare PID there runs.
+plain_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+all_alive() {
+	pidfile_alive "$DIR/munged.pid" && pidfile_alive "$DIR/slurmrestd.pid" &&
+		plain_alive "$ROOT/run/slurmctld.pid" && plain_alive "$ROOT/run/slurmd.pid" &&
+		{ [ "$ACCOUNTING" = 0 ] || { pidfile_alive "$DIR/mariadbd.pid" && plain_alive "$ROOT/run/slurmdbd.pid"; }; }
+}
+
+# until_ok SECONDS WHAT LOG CMD...: waits for CMD to succeed; dies with LOG's
+# tail after SECONDS.
+until_ok() {
+	local limit=$1 what=$2 logf=$3 deadline
+	shift 3
+	deadline=$((SECONDS + limit))
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt "$deadline" ] || { tail_logs 20 "$logf"; die "$what is not up after $limit s"; }
+		sleep 0.2
+	done
+}
+
 # start_chroot_accounting DBUSER DBNAME CLUSTER SCRIPT: MariaDB and slurmdbd
 # (after munged, before slurmctld), the database and its user with a fresh
 # password, and the cluster. MariaDB is the host's (Debian 12's 10.11, as
