@@ -91,7 +91,10 @@ fi
 need_cmd ssh-keygen openssh-client
 need_cmd ssh openssh-client
 CONF=$ROOT$CONF_IN
-SETTINGS="user=$SSH_USER root=$ROOT setenv=$SETENV listen=$LISTEN"
+SETTINGS="user=$SSH_USER root=$ROOT setenv=$SETENV"
+# Only an address other than the default is part of them: a server started
+# before this option existed still counts as up (no restart, no new port).
+[ "$LISTEN" = 127.0.0.1 ] || SETTINGS+=" listen=$LISTEN"
 
 # is_up : the server of this state dir runs, with these settings, and lets
 # the user in.
