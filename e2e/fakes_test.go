@@ -86,9 +86,10 @@ type fakeExample struct {
 	which string
 	site  map[string]string // the example's address -> the suite's
 	s3    bool              // it uploads to S3: the suite's is plain HTTP
-	// check looks at a DONE job's record or step outputs (status.outputs
-	// or the step's outputs parameter: the uploaded files' locations).
-	check func(t *testing.T, outputs string)
+	// check looks at a DONE job: its id, and its record's or step's
+	// outputs (status.outputs or the step's outputs parameter: the
+	// uploaded files' locations).
+	check func(t *testing.T, id, outputs string)
 }
 
 // TestExamplesLSF: examples/lsf/{workflow,bridgejob,job}.yaml as shipped
@@ -101,7 +102,7 @@ func TestExamplesLSF(t *testing.T) {
 	t.Parallel()
 	e.applyFakeSecrets(t, "lsf", f)
 	e.runFakeExamples(t, fakeExample{which: "lsf", site: map[string]string{"https://lsf.example.org:8443": f.url},
-		check: func(*testing.T, string) {}})
+		check: func(*testing.T, string, string) {}})
 }
 
 // TestExamplesQuantum: examples/quantum/{workflow,bridgejob,job}.yaml as
@@ -116,7 +117,7 @@ func TestExamplesQuantum(t *testing.T) {
 	bucket := e.bucket(t)
 	e.runFakeExamples(t, fakeExample{which: "quantum", s3: true,
 		site:  map[string]string{"https://quantum.cloud.ibm.com/api/v1": f.url, "s3.example.org:443": e.s3Endpoint, "quantum-results": bucket},
-		check: func(t *testing.T, outputs string) { e.checkUploaded(t, bucket, outputs, 2) }})
+		check: func(t *testing.T, _, outputs string) { e.checkUploaded(t, bucket, outputs, 2) }})
 }
 
 // runFakeExamples runs the workflow, the BridgeJob and the plain Job of
@@ -134,7 +135,7 @@ func (e *env) runFakeExamples(t *testing.T, x fakeExample) {
 		if x.s3 {
 			_ = unstructured.SetNestedField(bj.Object, false, "spec", "s3storage", "secure")
 		}
-		e.runBridgeJob(t, bj, func(string) { x.check(t, e.configMap(t, bj.GetName()).Data["status.outputs"]) })
+		e.runBridgeJob(t, bj, func(id string) { x.check(t, id, e.configMap(t, bj.GetName()).Data["status.outputs"]) })
 	})
 	t.Run("job", func(t *testing.T) {
 		t.Parallel()
@@ -152,7 +153,7 @@ func (e *env) runFakeExamples(t *testing.T, x fakeExample) {
 		if cm == nil || cm.Data["status.jobStatus"] != "DONE" || cm.Data["id"] == "" {
 			t.Fatalf("the record %s-example-bridge-cm: %v, want DONE with the job's id", x.which, cm)
 		}
-		x.check(t, cm.Data["status.outputs"])
+		x.check(t, cm.Data["id"], cm.Data["status.outputs"])
 	})
 }
 
@@ -177,7 +178,7 @@ func (e *env) runFakeWorkflow(t *testing.T, x fakeExample) {
 	if !ok || job.Params["status"] != "DONE" || job.Params["job_id"] == "" {
 		t.Fatalf("the job's outputs %v, want DONE with a job id", job.Params)
 	}
-	x.check(t, job.Params["outputs"])
+	x.check(t, job.Params["job_id"], job.Params["outputs"])
 	e.waitNoConfigMap(t, name, 30*time.Second)
 }
 

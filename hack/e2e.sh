@@ -3,6 +3,7 @@
 # stops) a real Slurm with slurmrestd, a real S3 server and a real Ray (Jobs API,
 # token auth) listening on the node's own address as well (Ray: its Jobs API
 # only), the LSF and IBM Quantum protocol fakes (hack/fakes) on that address,
+# an HTCondor pool of its own whose login node's sshd listens on that address,
 # a real single-node Kubernetes with Argo Workflows
 # (hack/cluster-up.sh), a real Prometheus scraping the operator and the agents
 # (hack/prometheus-up.sh; Debian's package, installed if missing), builds the
@@ -33,6 +34,7 @@ export BRIDGE_SLURM_DIR=${BRIDGE_E2E_SLURM_DIR:-/tmp/bridge-runner-e2e-slurm}
 export BRIDGE_S3_DIR=${BRIDGE_E2E_S3_DIR:-/tmp/bridge-runner-e2e-s3}
 export BRIDGE_RAY_DIR=${BRIDGE_E2E_RAY_DIR:-/tmp/bridge-runner-e2e-ray}
 export BRIDGE_CLUSTER_DIR=${BRIDGE_CLUSTER_DIR:-/tmp/bridge-runner-cluster}
+export BRIDGE_CONDOR_DIR=${BRIDGE_E2E_HTCONDOR_DIR:-/tmp/bridge-runner-e2e-htcondor}
 t0=$(now_ms)
 timings=()
 mark() { timings+=("$1: $(elapsed_s "$2")s"); }
@@ -61,13 +63,15 @@ teardown() {
   stop_fakes
   [ -z "${RAY_STARTER:-}" ] || wait "$RAY_STARTER" 2>/dev/null || true
   [ -z "${RAY_LOG:-}" ] || rm -f "$RAY_LOG" "$RAY_LOG.end" "$RAY_LOG.apt"
+  [ -z "${CONDOR_STARTER:-}" ] || wait "$CONDOR_STARTER" 2>/dev/null || true
+  [ -z "${CONDOR_LOG:-}" ] || rm -f "$CONDOR_LOG"
   if [ -n "${BUILDER:-}" ]; then
     wait "$BUILDER" 2>/dev/null || { log "building Argo ${ALSO[*]} failed:"; tail -n 20 "$BUILD_LOG" >&2; }
     rm -f "$BUILD_LOG"
   fi
   wait "$SAMPLER" 2>/dev/null || true
   if [ "${KEEP_E2E:-0}" = 1 ]; then
-    log "KEEP_E2E=1: leaving the cluster, Slurm, S3, Ray and Prometheus up (hack/prometheus-down.sh, cluster-down.sh, slurm-down.sh --purge, s3-down.sh, ray-down.sh stop them)"
+    log "KEEP_E2E=1: leaving the cluster, Slurm, S3, Ray, HTCondor and Prometheus up (hack/prometheus-down.sh, cluster-down.sh, slurm-down.sh --purge, s3-down.sh, ray-down.sh, BRIDGE_CONDOR_DIR=$BRIDGE_CONDOR_DIR htcondor-down.sh stop them)"
   else
     local td; td=$(now_ms)
     # Ray's processes take 5-13 s to end (some ignore SIGTERM): meanwhile the cluster goes.
@@ -80,6 +84,7 @@ teardown() {
     fi
     bash "$HACK/slurm-down.sh" --purge || true
     bash "$HACK/s3-down.sh" || true
+    bash "$HACK/htcondor-down.sh" || true
     wait "$ray_down" || true
     mark "tear-down" "$td"
   fi
@@ -128,6 +133,34 @@ stop_fakes() {
   FAKE_PIDS=()
   [ -z "$FAKES_DIR" ] || rm -rf "$FAKES_DIR"
 }
+
+# ---------------------------------------------------------------- HTCondor
+# A pool of the suite's own (hack/htcondor-up.sh, HTCondor 23.9) in a copy of
+# the cached root (the suite's services may run a pool in that one; one pool
+# per root), kept beside it for the next runs. The pool stays on loopback
+# inside its root; its login node's sshd listens on the node's address, where
+# the pods run the shipped HTCondor examples: BRIDGE_E2E_HTCONDOR_URL,
+# _CREDS_DIR (the files of their Secret) and _ROOT (for condor_history).
+e2e_condor_root() {
+  local built copy
+  built=$(bash "$HACK/build-trixie-htcondor.sh" | tail -n 1)
+  copy=$(dirname "$built")-e2e
+  if [ ! -e "$copy/copied" ]; then
+    [ ! -e "$copy" ] || safe_rm_state_dir "$copy"
+    mkdir -p "$copy"
+    # -x: not the mounts of a pool running in the cached root (/proc, /run, ...).
+    cp -ax "$built" "$copy/root.tmp"
+    mv "$copy/root.tmp" "$copy/root"
+    touch "$copy/copied"
+  fi
+  echo "$copy/root"
+}
+CONDOR_LOG=$(mktemp "${TMPDIR:-/tmp}/bridge-e2e-htcondor.XXXXXX")
+t_condor=$(now_ms)
+(root=$(e2e_condor_root 2>"$CONDOR_LOG") || exit 1
+  BRIDGE_CONDOR_ROOT=$root BRIDGE_CONDOR_SSH_LISTEN=$NODE_IP CONDOR_ENV_PREFIX=BRIDGE_E2E_CONDOR \
+    bash "$HACK/htcondor-up.sh" >/dev/null 2>>"$CONDOR_LOG") 9>&- &
+CONDOR_STARTER=$!
 
 # ---------------------------------------------------------------- services
 # Ray starts in the background (3-7 s of mostly Python start-up, and on a machine
@@ -206,6 +239,20 @@ fi
 RAY_STARTER=
 d=$(( $(cat "$RAY_LOG.end" 2>/dev/null || echo "$t_ray") - t_ray ))
 timings+=("ray up (in the background): $((d / 1000)).$(((d % 1000) / 100))s, of which waited $(elapsed_s "$ts")s")
+
+# Without HTCondor the rest of the suite still runs; the HTCondor tests fail under CI=true.
+ts=$(now_ms)
+if wait "$CONDOR_STARTER"; then
+  # shellcheck disable=SC1091
+  source "$BRIDGE_CONDOR_DIR/env"
+  export BRIDGE_E2E_HTCONDOR_URL=$BRIDGE_E2E_CONDOR_SSH_URL BRIDGE_E2E_HTCONDOR_CREDS_DIR=$BRIDGE_E2E_CONDOR_SSH_CREDS \
+    BRIDGE_E2E_HTCONDOR_ROOT=$BRIDGE_E2E_CONDOR_ROOT
+else
+  cat "$CONDOR_LOG" >&2
+  log "HTCondor did not come up for the e2e suite (hack/htcondor-up.sh, state in $BRIDGE_CONDOR_DIR)"
+fi
+CONDOR_STARTER=
+timings+=("htcondor up (in the background): $(elapsed_s "$t_condor")s since its start, of which waited $(elapsed_s "$ts")s")
 
 # ---------------------------------------------------------------- tests
 export BRIDGE_E2E_IMAGE=$IMAGE BRIDGE_E2E_REPO=$ROOT BRIDGE_E2E_SLURM_WORKDIR=$WORKDIR

@@ -24,6 +24,10 @@
 #   BRIDGE_CONDOR_DIR   state dir (env, PID file, logs); /tmp/bridge-runner-htcondor
 #   BRIDGE_CACHE        where the chroot is cached; ~/.cache/bridge-runner
 #   BRIDGE_DEBIAN_MIRROR  Debian mirror (default: the one apt uses, else deb.debian.org)
+#   BRIDGE_CONDOR_ROOT  a root of the caller's (a copy of a built one) instead of
+#                       the cached one: a second pool beside the suite's (hack/e2e.sh)
+#   BRIDGE_CONDOR_SSH_LISTEN  the address the login node's sshd listens on
+#                       (default 127.0.0.1; hack/sshd-up.sh's BRIDGE_SSHD_LISTEN)
 #
 # The env file exports BRIDGE_TEST_CONDOR_SSH_* (see hack/sshd-up.sh: URL,
 # ADDR, USER, CREDS, CERT_CREDS, SSHD_CONFIG, ROOT) and BRIDGE_TEST_CONDOR_ROOT.
@@ -42,12 +46,14 @@ STATE=${BRIDGE_CONDOR_DIR:-/tmp/bridge-runner-htcondor}
 STATE=${STATE%/}
 BUILD=${CONDOR_BUILD:-build-trixie-htcondor.sh}
 PREFIX=${CONDOR_ENV_PREFIX:-BRIDGE_TEST_CONDOR}
+SSH_LISTEN=${BRIDGE_CONDOR_SSH_LISTEN:-127.0.0.1}
 t0=$(now_ms)
 
 [ "$(id -u)" = 0 ] || die "run as root (debootstrap, chroot, mounts, daemons that switch users)"
 # --- the chroot, built once (hack/$BUILD; it waits for a build under way) -------------
-ROOT=$(bash "$HACK/$BUILD" | tail -n 1)
-[ -d "$ROOT/etc/condor" ] || die "hack/$BUILD did not build an HTCondor root (it printed '$ROOT')"
+ROOT=${BRIDGE_CONDOR_ROOT:-$(bash "$HACK/$BUILD" | tail -n 1)}
+ROOT=${ROOT%/}
+[ -d "$ROOT/etc/condor" ] || die "no HTCondor root at '$ROOT' (BRIDGE_CONDOR_ROOT, or what hack/$BUILD printed)"
 BASE=$(dirname "$ROOT")
 mkdir -p "$(dirname "$STATE")"
 with_lock "$BASE/lock"
@@ -55,7 +61,7 @@ with_lock "$BASE/lock"
 is_up() {
   [ -f "$STATE/env" ] && pidfile_alive "$STATE/condor_master.pid" || return 1
   [ -n "$(chroot "$ROOT" condor_status -schedd -af Name 2>/dev/null)" ] || return 1
-  BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH \
+  BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH BRIDGE_SSHD_LISTEN=$SSH_LISTEN \
     bash "$HACK/sshd-up.sh" >/dev/null 2>&1
 }
 if is_up; then
@@ -123,7 +129,7 @@ until [ -n "$(chroot "$ROOT" condor_status -schedd -af Name 2>/dev/null)" ] &&
   sleep 0.5
 done
 
-BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH \
+BRIDGE_SSHD_DIR=$STATE/sshd BRIDGE_SSHD_ROOT=$ROOT BRIDGE_SSHD_ENV_PREFIX=${PREFIX}_SSH BRIDGE_SSHD_LISTEN=$SSH_LISTEN \
   bash "$HACK/sshd-up.sh" >/dev/null
 {
   cat "$STATE/sshd/env"

@@ -27,10 +27,12 @@
 #   BRIDGE_SSHD_ROOT    a chroot to run the server in (default: none)
 #   BRIDGE_SSHD_SETENV  space-separated NAME=VALUE pairs set in every session
 #                       (sshd's SetEnv), e.g. SLURM_CONF=/path/slurm.conf
+#   BRIDGE_SSHD_LISTEN  the IPv4 address to listen on (default 127.0.0.1); the
+#                       e2e suite gives the node's own, which its pods reach
 #
 # The env file exports (PREFIX is BRIDGE_TEST_SSH, or BRIDGE_SSHD_ENV_PREFIX):
-#   PREFIX_URL        ssh://USER@127.0.0.1:PORT
-#   PREFIX_ADDR       127.0.0.1:PORT
+#   PREFIX_URL        ssh://USER@LISTEN:PORT (LISTEN: 127.0.0.1 by default)
+#   PREFIX_ADDR       LISTEN:PORT
 #   PREFIX_USER       the user
 #   PREFIX_CREDS      a directory laid out like a mounted Secret: ssh-privatekey
 #                     (OpenSSH format) and known_hosts
@@ -52,9 +54,11 @@ ROOT=${BRIDGE_SSHD_ROOT:-}
 ROOT=${ROOT%/}
 SETENV=${BRIDGE_SSHD_SETENV:-}
 PREFIX=${BRIDGE_SSHD_ENV_PREFIX:-BRIDGE_TEST_SSH}
+LISTEN=${BRIDGE_SSHD_LISTEN:-127.0.0.1}
 t0=$(now_ms)
 
 [ "$(id -u)" = 0 ] || die "run as root (sshd must be root to switch to the user it logs in)"
+[[ $LISTEN =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "BRIDGE_SSHD_LISTEN=$LISTEN: give an IPv4 address, e.g. 127.0.0.1"
 case "$SSH_USER" in
   '' | *[!a-z0-9_-]* | [!a-z]*) die "BRIDGE_SSHD_USER=$SSH_USER: use a lower-case user name" ;;
 esac
@@ -88,6 +92,9 @@ need_cmd ssh-keygen openssh-client
 need_cmd ssh openssh-client
 CONF=$ROOT$CONF_IN
 SETTINGS="user=$SSH_USER root=$ROOT setenv=$SETENV"
+# Only an address other than the default is part of them: a server started
+# before this option existed still counts as up (no restart, no new port).
+[ "$LISTEN" = 127.0.0.1 ] || SETTINGS+=" listen=$LISTEN"
 
 # is_up : the server of this state dir runs, with these settings, and lets
 # the user in.
@@ -100,11 +107,11 @@ is_up() {
 try_login() {
   ssh -F none -o BatchMode=yes -o ConnectTimeout=3 -o IdentitiesOnly=yes \
     -o UserKnownHostsFile="$STATE/creds/known_hosts" -o StrictHostKeyChecking=yes \
-    -i "$STATE/creds/ssh-privatekey" -p "$(cat "$STATE/port")" "$SSH_USER@127.0.0.1" true </dev/null >/dev/null 2>&1
+    -i "$STATE/creds/ssh-privatekey" -p "$(cat "$STATE/port")" "$SSH_USER@$LISTEN" true </dev/null >/dev/null 2>&1
 }
 
 if is_up; then
-  log "sshd already up at 127.0.0.1:$(cat "$STATE/port") (state $STATE)"
+  log "sshd already up at $LISTEN:$(cat "$STATE/port") (state $STATE)"
   echo "$STATE/env"
   exit 0
 fi
@@ -145,7 +152,7 @@ PORT=$(free_ports 1)
 {
   echo "# Written by hack/sshd-up.sh: a private sshd for bridge-runner's tests."
   echo "Port $PORT"
-  echo "ListenAddress 127.0.0.1"
+  echo "ListenAddress $LISTEN"
   echo "HostKey $CONF_IN/ssh_host_ed25519_key"
   echo "PidFile none"
   echo "UsePAM no"
@@ -168,7 +175,7 @@ PORT=$(free_ports 1)
 chmod 644 "$CONF/sshd_config"
 echo "$PORT" >"$STATE/port"
 echo "$SETTINGS" >"$STATE/settings"
-printf '[127.0.0.1]:%s %s\n' "$PORT" "$(cut -d' ' -f1,2 "$CONF/ssh_host_ed25519_key.pub")" >"$STATE/creds/known_hosts"
+printf '[%s]:%s %s\n' "$LISTEN" "$PORT" "$(cut -d' ' -f1,2 "$CONF/ssh_host_ed25519_key.pub")" >"$STATE/creds/known_hosts"
 cp "$STATE/creds/known_hosts" "$STATE/certcreds/known_hosts"
 chmod 600 "$STATE"/creds/* "$STATE"/certcreds/*
 
@@ -192,8 +199,8 @@ done
 umask 077
 {
   echo "# Written by hack/sshd-up.sh at $(date -u +%Y-%m-%dT%H:%M:%SZ)."
-  echo "export ${PREFIX}_URL=ssh://$SSH_USER@127.0.0.1:$PORT"
-  echo "export ${PREFIX}_ADDR=127.0.0.1:$PORT"
+  echo "export ${PREFIX}_URL=ssh://$SSH_USER@$LISTEN:$PORT"
+  echo "export ${PREFIX}_ADDR=$LISTEN:$PORT"
   echo "export ${PREFIX}_USER=$SSH_USER"
   echo "export ${PREFIX}_CREDS=$STATE/creds"
   echo "export ${PREFIX}_CERT_CREDS=$STATE/certcreds"
@@ -201,5 +208,5 @@ umask 077
   echo "export ${PREFIX}_ROOT=$ROOT"
 } >"$STATE/env.tmp"
 mv "$STATE/env.tmp" "$STATE/env"
-log "sshd up at 127.0.0.1:$PORT for $SSH_USER${ROOT:+ in $ROOT} in $(elapsed_s "$t0")s (state $STATE)"
+log "sshd up at $LISTEN:$PORT for $SSH_USER${ROOT:+ in $ROOT} in $(elapsed_s "$t0")s (state $STATE)"
 echo "$STATE/env"
