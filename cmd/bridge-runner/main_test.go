@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,15 @@ func TestMain(m *testing.M) {
 	// process, which imports it: give the parallel tests every core again.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.SetDefaultGOMAXPROCS()
+	}
+	// -test.parallel's default was taken from GOMAXPROCS while it was 1,
+	// which ran the crash and outage tests (the parallel ones, several
+	// minutes each, mostly waiting on jobs and grace periods) one at a
+	// time: two at once (a -test.parallel on the command line still wins,
+	// flags being parsed in m.Run). The watcher's fault test, whose jobs
+	// must outlast its faults, is not among them.
+	if err := flag.Set("test.parallel", "2"); err != nil {
+		panic(err)
 	}
 	scrubDeveloperEnv()
 	dir, err := os.MkdirTemp("", "bridge-runner-bin")
