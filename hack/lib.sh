@@ -250,8 +250,9 @@ ARGO_DEFAULT_VERSION=v4.0.7
 ARGO_ALSO_DEFAULT=v3.7.18
 
 # report_failures LOG: the failed Go tests of a `go test` log (-v or not) and
-# their own messages (file_test.go:N: lines, each cut at 240 characters; a
-# dump a test logs after its "--- " heading is left out), printed last so
+# their own messages (file_test.go:N: lines and up to 8 lines continuing
+# each, as testify's Error and Messages; each cut at 240 characters; a dump
+# a test logs after its "--- " heading is left out), printed last so
 # that a log's tail (all CI shows) names the failure, not only the dumps.
 report_failures() {
   [ -s "$1" ] || return 0
@@ -259,8 +260,15 @@ report_failures() {
   echo "== failed tests and their messages (from $1):" >&2
   awk '
     FNR == NR { if (match($0, /--- FAIL: [^ ]+/)) failed[substr($0, RSTART + 10, RLENGTH - 10)] = 1; next }
-    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
-    /^ *--- (FAIL|PASS|SKIP): / { cur = $3; if ($2 == "FAIL:") print substr($0, 1, 240); next }
-    (cur in failed) && /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: / && !/_test\.go:[0-9]+: --- / { print substr($0, 1, 240) }
-  ' "$1" "$1" | head -n 120 >&2
+    /^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; more = 0; next }
+    /^ *--- (FAIL|PASS|SKIP): / { cur = $3; more = 0; if ($2 == "FAIL:") print substr($0, 1, 240); next }
+    /^ +[A-Za-z0-9_]+_test\.go:[0-9]+: / {
+      more = 0
+      if ((cur in failed) && !/_test\.go:[0-9]+: --- /) { print substr($0, 1, 240); more = 8 }
+      next
+    }
+    more > 0 && /Error Trace:|_test\.go:[0-9]+$/ { next }
+    more > 0 && /^ / { print substr($0, 1, 240); more--; next }
+    { more = 0 }
+  ' "$1" "$1" | head -n 160 >&2
 }

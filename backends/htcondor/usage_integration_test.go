@@ -59,11 +59,12 @@ func testUsageIsCondorHistorys(t *testing.T, srv testssh.Server) {
 	// busy job of 3 s of wall time the sleeper's figures), so it burns a
 	// second of CPU however long that takes. What the pool reports of a job
 	// this short can still be a snapshot of the starter's last update
-	// (23.9 said 0.10 s of the loop's second; 25 said 1.18), compared
-	// above with condor_history's; here only its direction is checked.
+	// (23.9 said 0.07–0.10 s of the loop's second; 25 said 1.18), compared
+	// above with condor_history's; here only the CPU time's direction is
+	// checked (not the efficiency: the busy job's wall time grows with the
+	// load while 23.9's snapshot does not).
 	if eb.CPU != nil && es.CPU != nil {
 		assert.Greater(t, usage["busy"].CPUSeconds, usage["sleeper"].CPUSeconds, "the busy job's CPU time against the sleeper's")
-		assert.Greater(t, *eb.CPU, *es.CPU, "the busy job's CPU efficiency against the sleeper's")
 		assert.Less(t, *es.CPU, 0.1)
 	}
 	require.NotNil(t, eb.QueueWaitSeconds)

@@ -92,7 +92,11 @@ func testCleanupIntentUnreachable(t *testing.T, sys lostJobSystem) {
 	assert.Equal(t, true, r.summary["cancelled"], r.stdout)
 	assert.Equal(t, true, r.summary["deleted"], r.stdout)
 	assert.NoFileExists(t, filepath.Join(state, "lost-bridge-cm.json"))
-	jobs := sys.jobs(t, key)
+	// A job just removed may be in neither the queue nor the history for a
+	// moment (HTCondor's schedd moves it between them): ask until it shows.
+	var jobs map[string]string
+	require.Eventually(t, func() bool { jobs = sys.jobs(t, key); return len(jobs) > 0 }, 30*time.Second, 500*time.Millisecond,
+		"the cancelled job is in neither the queue nor the history")
 	require.Len(t, jobs, 1, "one job, never a second")
 	for id := range jobs {
 		assert.Equal(t, id, r.summary["id"])
