@@ -90,11 +90,7 @@ func (e *env) runShippedWorkflow(t *testing.T, dir string, timeout time.Duration
 func (e *env) runSiteWorkflow(t *testing.T, dir string, site map[string]string, timeout time.Duration, placeholders ...string) *unstructured.Unstructured {
 	t.Helper()
 	wf := e.siteExample(t, dir, "workflow.yaml", site, placeholders...)[0]
-	name := wf.GetGenerateName() + randHex(3)
-	wf.SetGenerateName("")
-	wf.SetName(name)
-	e.dumpOnFailure(t, "workflow", name)
-	e.apply(t, wf)
+	name := e.submitWorkflow(t, wf)
 	done := e.waitDone(t, name, timeout)
 	if got := phaseOf(done); got != "Succeeded" {
 		t.Fatalf("workflow %s phase = %s, want Succeeded", name, got)
@@ -177,12 +173,7 @@ func TestExampleSlurmJob(t *testing.T) {
 	t.Parallel()
 	job := e.shippedExample(t, "slurm", "job.yaml", "https://slurm.example.org:6820", "/scratch/bridge",
 		"image: ghcr.io/bridge-runner/bridge-runner:v0.1.0")[0]
-	e.dumpOnFailure(t, "job", job.GetName())
-	e.apply(t, job)
-	j := e.waitJobDone(t, job.GetName(), 5*time.Minute)
-	if j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-		t.Fatalf("job succeeded=%d failed=%d, want 1 and 0", j.Status.Succeeded, j.Status.Failed)
-	}
+	e.runJobOnce(t, job, 5*time.Minute)
 	e.checkPlainJobRecord(t, "slurm-example")
 }
 
@@ -331,4 +322,28 @@ func TestExamplePlacementWorkflow(t *testing.T) {
 		t.Errorf("Slurm ran %v named %s, want the one job %s COMPLETED", ran, wf.GetName(), job.Params["job_id"])
 	}
 	e.waitNoConfigMap(t, wf.GetName(), 30*time.Second)
+}
+
+// submitWorkflow names wf from its generateName, as a submit would, and
+// creates it (dumped if the test fails); it returns the name.
+func (e *env) submitWorkflow(t *testing.T, wf *unstructured.Unstructured) string {
+	t.Helper()
+	name := wf.GetGenerateName() + randHex(3)
+	wf.SetGenerateName("")
+	wf.SetName(name)
+	e.dumpOnFailure(t, "workflow", name)
+	e.apply(t, wf)
+	return name
+}
+
+// runJobOnce creates the plain Job (dumped if the test fails), waits for
+// it within timeout and wants it to have succeeded once and failed never.
+func (e *env) runJobOnce(t *testing.T, job *unstructured.Unstructured, timeout time.Duration) {
+	t.Helper()
+	e.dumpOnFailure(t, "job", job.GetName())
+	e.apply(t, job)
+	j := e.waitJobDone(t, job.GetName(), timeout)
+	if j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+		t.Fatalf("job succeeded=%d failed=%d, want 1 and 0", j.Status.Succeeded, j.Status.Failed)
+	}
 }

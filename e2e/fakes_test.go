@@ -143,12 +143,7 @@ func (e *env) runFakeExamples(t *testing.T, x fakeExample) {
 		if x.s3 {
 			addContainerArgs(t, job, "--s3-secure", "false")
 		}
-		e.dumpOnFailure(t, "job", job.GetName())
-		e.apply(t, job)
-		j := e.waitJobDone(t, job.GetName(), 3*time.Minute)
-		if j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-			t.Fatalf("job succeeded=%d failed=%d, want 1 and 0", j.Status.Succeeded, j.Status.Failed)
-		}
+		e.runJobOnce(t, job, 3*time.Minute)
 		cm := e.configMap(t, x.which+"-example")
 		if cm == nil || cm.Data["status.jobStatus"] != "DONE" || cm.Data["id"] == "" {
 			t.Fatalf("the record %s-example-bridge-cm: %v, want DONE with the job's id", x.which, cm)
@@ -165,11 +160,7 @@ func (e *env) runFakeWorkflow(t *testing.T, x fakeExample) {
 	if x.s3 {
 		addTaskParam(t, wf, "job", "s3_secure", "false")
 	}
-	name := wf.GetGenerateName() + randHex(3)
-	wf.SetGenerateName("")
-	wf.SetName(name)
-	e.dumpOnFailure(t, "workflow", name)
-	e.apply(t, wf)
+	name := e.submitWorkflow(t, wf)
 	wf = e.waitDone(t, name, 4*time.Minute)
 	if got := phaseOf(wf); got != "Succeeded" {
 		t.Fatalf("workflow %s phase = %s, want Succeeded", name, got)

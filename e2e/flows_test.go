@@ -76,11 +76,7 @@ func (e *env) submitExample(t *testing.T, dir string, params map[string]string) 
 			t.Fatal(err)
 		}
 	}
-	name := wf.GetGenerateName() + randHex(3)
-	wf.SetGenerateName("")
-	wf.SetName(name)
-	e.dumpOnFailure(t, "workflow", name)
-	e.apply(t, wf)
+	name := e.submitWorkflow(t, wf)
 	return name
 }
 
@@ -126,12 +122,7 @@ func TestExampleLocalJob(t *testing.T) {
 	t.Parallel()
 	e.apply(t, e.example(t, "local", "secret.yaml")[0])
 	job := e.example(t, "local", "job.yaml")[0]
-	e.dumpOnFailure(t, "job", job.GetName())
-	e.apply(t, job)
-	j := e.waitJobDone(t, job.GetName(), 3*time.Minute)
-	if j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-		t.Fatalf("job succeeded=%d failed=%d, want 1 and 0", j.Status.Succeeded, j.Status.Failed)
-	}
+	e.runJobOnce(t, job, 3*time.Minute)
 	cm := e.configMap(t, "local-example")
 	if cm == nil || cm.Data["status.jobStatus"] != "DONE" || cm.Data["status.owner"] == "" {
 		t.Errorf("the record local-example-bridge-cm: %v, want DONE with its owner", cm)

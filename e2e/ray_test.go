@@ -69,11 +69,7 @@ func TestExampleRayWorkflow(t *testing.T) {
 	t.Parallel()
 	wf := e.example(t, "ray", "workflow.yaml")[0]
 	setTaskParams(t, wf, "job", map[string]string{"resource_url": e.rayURL, "job_properties": `{"entrypoint_num_cpus":1}`})
-	name := wf.GetGenerateName() + randHex(3)
-	wf.SetGenerateName("")
-	wf.SetName(name)
-	e.dumpOnFailure(t, "workflow", name)
-	e.apply(t, wf)
+	name := e.submitWorkflow(t, wf)
 	wf = e.waitDone(t, name, 3*time.Minute)
 	if got := phaseOf(wf); got != "Succeeded" {
 		t.Fatalf("workflow phase = %s, want Succeeded", got)
@@ -139,12 +135,7 @@ func TestExampleRayJob(t *testing.T) {
 		`,\"runtime_env\":{\"pip\":[\"numpy\"]}`: "",
 	}
 	job := e.siteExample(t, "ray", "job.yaml", site, "image: ghcr.io/bridge-runner/bridge-runner:v0.1.0")[0]
-	e.dumpOnFailure(t, "job", job.GetName())
-	e.apply(t, job)
-	j := e.waitJobDone(t, job.GetName(), 3*time.Minute)
-	if j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-		t.Fatalf("job succeeded=%d failed=%d, want 1 and 0", j.Status.Succeeded, j.Status.Failed)
-	}
+	e.runJobOnce(t, job, 3*time.Minute)
 	cm := e.configMap(t, "ray-example")
 	if cm == nil || cm.Data["status.jobStatus"] != "DONE" || cm.Data["id"] == "" {
 		t.Fatalf("the record ray-example-bridge-cm: %v, want DONE with the Ray job's id", cm)

@@ -42,16 +42,24 @@ func assertStreamed(t *testing.T, out string, n int) {
 	assert.Less(t, strings.Index(out, "slurm line 1\n"), end, "the output was streamed while the job ran:\n%s", out)
 }
 
+// sharedLogDir is a folder under the host's /tmp that the job's user
+// (another user) may write its output into, removed after the test.
+func sharedLogDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	return dir
+}
+
 // TestSlurmLogsFromSharedFile: the job writes its output where the pod sees
 // it (here the real Slurm runs on this machine, so its /tmp is shared);
 // --log-dir says where, and invoke streams the file to its stderr.
 func TestSlurmLogsFromSharedFile(t *testing.T) {
 	clearEnv(t)
 	url, creds := slurmEnv(t)
-	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
+	dir := sharedLogDir(t)
 	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-file-logs", "--backend", "slurm",
 		"--resource-url", url, "--credentials-dir", creds, "--script", printingScript(6),
 		"--job-properties", `{"standard_output":"`+dir+`/%j.out"}`, "--update-interval", "5",
@@ -269,10 +277,7 @@ func TestSlurmArrayTaskLogsUnfollowed(t *testing.T) {
 func TestSlurmArrayLogTaskFromSharedFile(t *testing.T) {
 	clearEnv(t)
 	url, creds := slurmEnv(t)
-	dir, err := os.MkdirTemp("/tmp", "bridge-logs-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
+	dir := sharedLogDir(t)
 	code, out := runBinary(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "slurm-log-task-file", "--backend", "slurm",
 		"--resource-url", url, "--credentials-dir", creds, "--script", taskScript(3), "--array", "0-4/3",
 		"--job-properties", `{"standard_output":"`+dir+`/%A_%a.out"}`, "--update-interval", "5",
