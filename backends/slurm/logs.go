@@ -226,7 +226,12 @@ unset BRIDGE_LOG_URL
 			b.WriteString(`[ "$` + backends.TaskIndexVar + `" = ` + strconv.Itoa(w.shipTask) + " ] || br_url=\n")
 		}
 	}
-	b.WriteString(`br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
+	// A cancel may come before the script is started: remembered from the
+	// first line on and passed to the script once it runs, so that the
+	// wrapper still ends by its own hand (and leaves its end marker).
+	b.WriteString(`br_sig=
+trap 'br_sig=1' TERM INT HUP
+br_dir=$(mktemp -d "${TMPDIR:-/tmp}/bridge-job.XXXXXX") || exit 1
 `)
 	if w.ship {
 		b.WriteString(shipSetup(w))
@@ -238,6 +243,7 @@ ${br_first#??} "$br_dir/script" "$@" &
 br_job=$!
 set +f
 trap 'kill -TERM $br_job 2>/dev/null' TERM INT HUP
+[ -z "$br_sig" ] || kill -TERM $br_job 2>/dev/null
 wait $br_job
 br_rc=$?
 while kill -0 $br_job 2>/dev/null; do wait $br_job; br_rc=$?; done

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/testssh"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // TestSSHEndMarker: the wrapper leaves the script's exit status in the end
@@ -27,7 +29,7 @@ func TestSSHEndMarker(t *testing.T) {
 	}{
 		{"done", "#!/bin/sh\necho hi\n", "0", false, backends.Done},
 		{"failed", "#!/bin/bash\nexit 3\n", "3", false, backends.Failed},
-		{"cancelled", "#!/bin/sh\nsleep 300\n", "143", true, backends.Killed},
+		{"cancelled", "#!/bin/sh\ntouch started\nsleep 300\n", "143", true, backends.Killed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id, err := b.Submit(ctx, backends.Job{Name: "end-" + c.name, Key: sshKey(t), Script: c.script})
@@ -36,6 +38,10 @@ func TestSSHEndMarker(t *testing.T) {
 			}
 			if c.cancel {
 				sshFollow(t, b, id, backends.Running)
+				// Slurm says RUNNING before slurmd has started the batch
+				// script (under load, seconds before): a cancel then ends the
+				// job with no wrapper to leave a marker.
+				sshAwaitFile(t, b, path.Join(path.Dir(b.files[id].end), "started"))
 				if err := b.Cancel(ctx, id); err != nil {
 					t.Fatal(err)
 				}
@@ -95,6 +101,23 @@ func TestSSHEndMarkerNotForSIGKILL(t *testing.T) {
 	}
 	if err := b.WaitEnd(ctx, arr); err == nil || ctx.Err() != nil {
 		t.Fatalf("WaitEnd of an array: %v, want an error at once", err)
+	}
+}
+
+// sshAwaitFile waits until file exists on the cluster (the job wrote it).
+func sshAwaitFile(t *testing.T, b *SSHBackend, file string) {
+	t.Helper()
+	ctx := testssh.Ctx(t, 2*time.Minute)
+	back := record.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Factor: 2, Jitter: 0.2}
+	for {
+		res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"test", "-e", file}})
+		if err == nil && res.ExitCode == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s never appeared: %v", file, err)
+		}
+		record.SleepCtx(ctx, back.Next())
 	}
 }
 
