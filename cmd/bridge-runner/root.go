@@ -185,9 +185,30 @@ func (a *app) setupLogging() error {
 	}
 	a.log = slog.New(runner.NewScrubHandler(h, a.secrets))
 	// client-go logs through klog; send it to the same place, scrubbed.
-	klog.SetSlogLogger(a.log.With("source", "client-go"))
+	// Its verbose levels (klog.V(n), n ≥ 1: feature gates, request
+	// tracing) are its developers', not ours: --log-level debug shows
+	// bridge-runner's own detail, not ten lines of client-go's defaults.
+	klog.SetSlogLogger(slog.New(infoAndUp{a.log.Handler()}).With("source", "client-go"))
 	return nil
 }
+
+// infoAndUp passes only records at Info or above (klog's V(0) and its
+// errors) to h.
+type infoAndUp struct{ slog.Handler }
+
+func (h infoAndUp) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo && h.Handler.Enabled(ctx, l)
+}
+
+func (h infoAndUp) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < slog.LevelInfo {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h infoAndUp) WithAttrs(as []slog.Attr) slog.Handler { return infoAndUp{h.Handler.WithAttrs(as)} }
+func (h infoAndUp) WithGroup(g string) slog.Handler       { return infoAndUp{h.Handler.WithGroup(g)} }
 
 // envAliases are IBM Bridge Operator's variables, honoured for compatibility.
 var envAliases = map[string][]string{
