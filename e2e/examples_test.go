@@ -149,6 +149,27 @@ func TestExampleArrayWorkflow(t *testing.T) {
 	}
 }
 
+// TestExampleArrayWorkflowSplit: examples/array/workflow.yaml with an
+// array past the e2e Slurm's MaxArraySize (22.05's default, 1,001) in
+// chunks of 10 (`/10`): the step runs it as two native arrays under one
+// record and reports the twenty tasks as one array, DONE.
+func TestExampleArrayWorkflowSplit(t *testing.T) {
+	e := setup(t)
+	t.Parallel()
+	wf := e.runSiteWorkflow(t, "array", map[string]string{`{name: array, value: "0-99%10"}`: `{name: array, value: "990-1009%10/10"}`},
+		10*time.Minute, "https://slurm.example.org:6820", `"current_working_directory":"/tmp"`)
+	tasks, ok := nodeNamed(wf, "tasks")
+	if !ok || tasks.Params["status"] != "DONE" || tasks.Params["array_failed"] != "" || tasks.Params["array_counts"] != "DONE=20" {
+		t.Fatalf("the array step's outputs %v, want DONE=20 with no failed task", tasks.Params)
+	}
+	// Indexes past the limit run shifted (the wrapper adds the chunk's
+	// offset back); without /10 the 20 tasks would be one array at @990.
+	chunks := strings.Split(tasks.Params["job_id"], "+")
+	if len(chunks) != 2 || !strings.HasSuffix(chunks[0], "@990") || !strings.HasSuffix(chunks[1], "@1000") {
+		t.Fatalf("job_id %q, want two chunks, from indexes 990 and 1000", tasks.Params["job_id"])
+	}
+}
+
 // TestExampleSlurmBridgeJob: examples/slurm/bridgejob.yaml as shipped
 // through the operator: DONE, its Slurm job COMPLETED.
 func TestExampleSlurmBridgeJob(t *testing.T) {

@@ -421,6 +421,19 @@ def _():
     require(outs[0]["array_counts"] == "DONE=100" and outs[0]["array_failed"] == "", f"the array's outputs {outs[0]}")
 
 
+@check("examples/array/kfp_pipeline.py past Slurm 22.05's MaxArraySize (990-1009, chunks of 10): two native arrays, 20 tasks DONE")
+def _():
+    url, creds = env("BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS")
+    _, outs = run_example("array", "array-split", {"/credentials": creds}, resource_url=url, array="990-1009%10/10")
+    require(len(outs) == 1, f"{len(outs)} bridge-job tasks ran, want the array alone (nothing failed to retry)")
+    require_done(outs[0], "the split array")
+    require(outs[0]["array_counts"] == "DONE=20" and outs[0]["array_failed"] == "", f"the split array's outputs {outs[0]}")
+    chunks = outs[0]["job_id"].split("+")
+    # Indexes past the limit run shifted (the wrapper adds the chunk's
+    # offset back): without /10 the 20 tasks would be one array at @990.
+    require([c.partition("@")[2] for c in chunks] == ["990", "1000"], f"job_id {outs[0]['job_id']!r}, want two chunks, from indexes 990 and 1000")
+
+
 @check("examples/htcondor/kfp_pipeline.py on the suite's HTCondor over SSH: DONE, exit code 0")
 def _():
     url, creds = env("BRIDGE_TEST_CONDOR_SSH_URL", "BRIDGE_TEST_CONDOR_SSH_CREDS")

@@ -12,6 +12,12 @@ the array's end, so its outputs exist: status, array_counts (DONE=97
 FAILED=3) and array_failed (the indexes that did not end DONE, as ranges).
 When array_failed is not empty, a second bridge job runs with it as its
 array: only those tasks again, under a job name and a cleanup of its own. hack/kfp-check.sh compiles it in the tests.
+
+An array past the cluster's limit on one array (Slurm's MaxArraySize: 1,001
+by default, so indexes 0-1000) is given whole, e.g. array='0-4999%100': the
+task splits it into several native arrays under its one record (its job_id
+lists them, 123@0+124@1001) and still gives one status, one array_counts and
+one array_failed over all of them.
 """
 import pathlib
 import sys
@@ -46,7 +52,7 @@ def retry_tasks(job_name: str, array: str, resource_url: str, credentials_secret
 
 
 @dsl.pipeline(name="bridge-array", description="A Slurm job array, then a retry of its failed tasks.")
-def pipeline(resource_url: str = URL, credentials_secret: str = 'slurm-credentials'):
+def pipeline(resource_url: str = URL, credentials_secret: str = 'slurm-credentials', array: str = '0-99%10'):
     job_name = dsl.PIPELINE_JOB_ID_PLACEHOLDER  # one record and one array per run
     done = cleanup(job_name=job_name)
     done.set_caching_options(False)
@@ -58,7 +64,7 @@ def pipeline(resource_url: str = URL, credentials_secret: str = 'slurm-credentia
             resource_url=resource_url,
             job_properties=PROPERTIES,
             script=SCRIPT,
-            array='0-99%10',
+            array=array,
             exit_zero=True,
         )
         tasks.set_caching_options(False)
