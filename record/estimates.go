@@ -2,8 +2,11 @@ package record
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/bridge-runner/bridge-runner/backends"
 )
 
 // KeyStartEstimate is a placed job's start as its placement predicted it
@@ -105,4 +108,85 @@ func ParseStartEstimate(v string) (*StartEstimate, error) {
 		return nil, bad
 	}
 	return &e, nil
+}
+
+// Learning from the errors: the operator keeps, per BridgeCluster and
+// partition, what the newest estimates were off by (StartError, in the
+// cluster's status) and hands it to the records it makes in the
+// BridgeJob's targets (Target.StartErrors), so a placement corrects an
+// estimate with no request of its own.
+const (
+	// LearnWindow is how many of a partition's newest errors are learnt from.
+	LearnWindow = 20
+	// MinLearnSamples is the fewest errors that correct an estimate: one
+	// or two odd starts teach nothing.
+	MinLearnSamples = 3
+)
+
+// StartError is what a partition's start estimates were off by lately
+// (observed − predicted, seconds): the median of the newest errors and
+// their range.
+type StartError struct {
+	Partition     string `json:"partition"`
+	MedianSeconds int64  `json:"medianSeconds"`
+	LowSeconds    int64  `json:"lowSeconds"`
+	HighSeconds   int64  `json:"highSeconds"`
+	Samples       int    `json:"samples"`
+}
+
+// LearnStartError is partition's StartError from its errors, oldest
+// first: the newest LearnWindow of them count.
+func LearnStartError(partition string, errs []int64) StartError {
+	errs = errs[max(0, len(errs)-LearnWindow):]
+	s := StartError{Partition: partition, Samples: len(errs)}
+	if len(errs) == 0 {
+		return s
+	}
+	sorted := append([]int64(nil), errs...)
+	slices.Sort(sorted)
+	s.LowSeconds, s.HighSeconds = sorted[0], sorted[len(sorted)-1]
+	mid := len(sorted) / 2
+	s.MedianSeconds = sorted[mid]
+	if len(sorted)%2 == 0 {
+		s.MedianSeconds = (sorted[mid-1] + sorted[mid]) / 2
+	}
+	return s
+}
+
+// Correction is how far an estimate moves: the median error, never
+// outside the range of the errors observed (nor beyond MaxEstimateAhead),
+// and nothing with fewer than MinLearnSamples errors.
+func (s StartError) Correction() time.Duration {
+	if s.Samples < MinLearnSamples || s.LowSeconds > s.HighSeconds {
+		return 0
+	}
+	secs := min(max(s.MedianSeconds, s.LowSeconds), s.HighSeconds)
+	limit := int64(MaxEstimateAhead / time.Second)
+	return time.Duration(min(max(secs, -limit), limit)) * time.Second
+}
+
+// StartErrorFor is the StartError of partition among errs, nil if none.
+func StartErrorFor(errs []StartError, partition string) *StartError {
+	for i := range errs {
+		if errs[i].Partition == partition {
+			return &errs[i]
+		}
+	}
+	return nil
+}
+
+// checkStartErrors checks a target's startErrors as the operator writes
+// them: one per partition, each median within its range.
+func checkStartErrors(field string, errs []StartError) error {
+	if len(errs) > MaxTargets*4 {
+		return backends.Invalid(field, "lists %d partitions; give at most %d", len(errs), MaxTargets*4)
+	}
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if seen[e.Partition] || len(e.Partition) > 64 || e.Samples < 0 || e.LowSeconds > e.MedianSeconds || e.MedianSeconds > e.HighSeconds {
+			return backends.Invalid(field, "is not what the operator writes (one entry per partition, lowSeconds ≤ medianSeconds ≤ highSeconds, samples ≥ 0); remove it")
+		}
+		seen[e.Partition] = true
+	}
+	return nil
 }

@@ -54,3 +54,25 @@ func TestPlausibleStart(t *testing.T) {
 		assert.Equal(t, ok, !record.PlausibleStart(est, at).IsZero(), "%s", est)
 	}
 }
+
+// A target's startErrors that the operator never writes are refused as
+// the field they are, naming the fix.
+func TestTargetStartErrorsAreChecked(t *testing.T) {
+	spec := func(errs string) *record.Spec {
+		return &record.Spec{Backend: "slurm", ResourceURL: "http://127.0.0.1:6820", JobScript: "#!/bin/sh\ntrue\n",
+			Targets: `[{"name":"a"},{"name":"b","resourceURL":"http://127.0.0.2:6820","credentials":"b","startErrors":` + errs + `}]`}
+	}
+	d, err := spec(`[{"partition":"debug","medianSeconds":60,"lowSeconds":-5,"highSeconds":300,"samples":4}]`).Parse()
+	require.NoError(t, err)
+	assert.Equal(t, 60*time.Second, d.Targets[1].StartErrors[0].Correction())
+	for _, bad := range []string{
+		`[{"partition":"debug","medianSeconds":600,"lowSeconds":-5,"highSeconds":300,"samples":4}]`,
+		`[{"partition":"debug","samples":4},{"partition":"debug","samples":1}]`,
+		`[{"partition":"debug","samples":-1}]`,
+	} {
+		_, err := spec(bad).Parse()
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "targets[1].startErrors")
+		assert.Contains(t, err.Error(), "remove it")
+	}
+}

@@ -25,6 +25,33 @@ func distrustAbsurd(cands []candidate, at time.Time) {
 	}
 }
 
+// correctByLearnt moves each trusted estimate by what its target's
+// partition's estimates were off by lately (record.StartError.Correction:
+// the median error, bounded by the errors' range; nothing when unknown),
+// so that a cluster whose estimates come true late ranks by when its jobs
+// actually start.
+func correctByLearnt(cands []candidate) {
+	for i := range cands {
+		c := &cands[i]
+		se := record.StartErrorFor(c.target.StartErrors, c.load.Queue)
+		if c.load.EstimatedStart.IsZero() || se == nil {
+			continue
+		}
+		c.shift = se.Correction()
+		c.load.EstimatedStart = c.load.EstimatedStart.Add(c.shift)
+	}
+}
+
+// schedulerStart is c's start estimate as its scheduler gave it (before
+// correctByLearnt): what the record keeps, so the errors measured are the
+// scheduler's, not the correction's.
+func (c candidate) schedulerStart() time.Time {
+	if c.load.EstimatedStart.IsZero() {
+		return time.Time{}
+	}
+	return c.load.EstimatedStart.Add(-c.shift)
+}
+
 // predictedStart is the record's start estimate for a placement at time
 // at on c: "" when c's probe gave no estimate (the placement used none).
 func predictedStart(c candidate, at time.Time) string {
@@ -32,7 +59,7 @@ func predictedStart(c candidate, at time.Time) string {
 		return ""
 	}
 	return record.StartEstimate{Cluster: clusterLabel(c.target), Partition: c.load.Queue,
-		Predicted: record.PlausibleStart(c.load.EstimatedStart, at).UTC()}.String()
+		Predicted: record.PlausibleStart(c.schedulerStart(), at).UTC()}.String()
 }
 
 // clusterLabel is the cluster a target's estimates are counted for: the

@@ -64,3 +64,62 @@ func TestAbsurdEstimatesRankNothing(t *testing.T) {
 		assert.True(t, cs[1].load.EstimatedStart.IsZero())
 	}
 }
+
+// Two targets whose raw estimates rank a first are ranked b first once
+// a's recorded errors say a starts late; an unknown error, or too few
+// errors, changes nothing.
+func TestLearntErrorsReorderEstimates(t *testing.T) {
+	now := time.Now()
+	late := record.LearnStartError("p", []int64{1500, 1800, 2100, 1700, 2400}) // a starts ~30m late
+	for _, c := range []struct {
+		name string
+		errs []record.StartError
+		want int
+	}{
+		{"a starts late: b first", []record.StartError{late}, 1},
+		{"no error learnt: a first", nil, 0},
+		{"another partition's error: a first", []record.StartError{record.LearnStartError("other", []int64{1800, 1800, 1800})}, 0},
+		{"too few errors: a first", []record.StartError{record.LearnStartError("p", []int64{3600, 3600})}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := load(0, 4, 2), load(0, 4, 2)
+			a.EstimatedStart, b.EstimatedStart = now.Add(10*time.Minute), now.Add(20*time.Minute)
+			cs := cands(a, b)
+			raw, err := choose(record.PolicyEarliestStart, cs)
+			require.NoError(t, err)
+			require.Equal(t, 0, raw, "the raw estimates rank a first")
+			cs[0].target.StartErrors = c.errs
+			correctByLearnt(cs)
+			got, err := choose(record.PolicyEarliestStart, cs)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, got)
+			assert.True(t, a.EstimatedStart.Equal(cs[0].schedulerStart()), "the scheduler's own estimate is kept for the record")
+		})
+	}
+}
+
+// A correction never moves an estimate outside the range of the errors
+// observed, whatever the median handed in says.
+func TestCorrectionIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		se   record.StartError
+		want time.Duration
+	}{
+		{record.StartError{Partition: "p", MedianSeconds: 600, LowSeconds: 60, HighSeconds: 900, Samples: 5}, 10 * time.Minute},
+		{record.StartError{Partition: "p", MedianSeconds: 99999, LowSeconds: -60, HighSeconds: 120, Samples: 5}, 2 * time.Minute},
+		{record.StartError{Partition: "p", MedianSeconds: -99999, LowSeconds: -60, HighSeconds: 120, Samples: 5}, -time.Minute},
+		{record.StartError{Partition: "p", MedianSeconds: 600, LowSeconds: 60, HighSeconds: 900, Samples: 2}, 0},
+		{record.StartError{Partition: "p", MedianSeconds: 600, LowSeconds: 900, HighSeconds: 60, Samples: 5}, 0},
+	} {
+		assert.Equal(t, c.want, c.se.Correction(), "%+v", c.se)
+	}
+	se := record.LearnStartError("p", []int64{9, 1, 5, 3})
+	assert.Equal(t, record.StartError{Partition: "p", MedianSeconds: 4, LowSeconds: 1, HighSeconds: 9, Samples: 4}, se)
+	many := make([]int64, 0, 30)
+	for i := range 30 {
+		many = append(many, int64(i))
+	}
+	se = record.LearnStartError("p", many)
+	assert.Equal(t, record.LearnWindow, se.Samples, "the newest LearnWindow errors count")
+	assert.EqualValues(t, 30-record.LearnWindow, se.LowSeconds)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // A placement that used a start estimate records it with the chosen
@@ -77,4 +78,30 @@ func TestPlacementWithoutEstimateRecordsNone(t *testing.T) {
 	iv := tc.invoker("")
 	require.NoError(t, iv.Run(context.Background()))
 	assert.Empty(t, tc.record()[record.KeyStartEstimate])
+}
+
+// The learnt errors a target carries (the operator copies them from its
+// BridgeCluster) reach placement through the record's targets: a's
+// earlier raw estimate loses once a's jobs are known to start an hour
+// late, and the record keeps the scheduler's own estimate.
+func TestPlacementCorrectsByLearntErrors(t *testing.T) {
+	tc := newTwoClusters(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	a, b := loadOf(0, 4, 2), loadOf(0, 4, 2)
+	a.EstimatedStart, b.EstimatedStart = now.Add(10*time.Minute), now.Add(30*time.Minute)
+	tc.a.SetLoad(a, nil)
+	tc.b.SetLoad(b, nil)
+	targets := `[{"name":"a","backend":"fakea","resourceURL":"https://a.example.org:6820",` +
+		`"startErrors":[{"partition":"batch","medianSeconds":3600,"lowSeconds":3000,"highSeconds":4000,"samples":6}]},` +
+		`{"name":"b","backend":"fakeb","resourceURL":"https://b.example.org:6820","credentials":"b"}]`
+	spec := &record.Spec{Targets: targets, ResourceURL: "https://a.example.org:6820",
+		JobScript: "#!/bin/sh\ntrue\n", JobProperties: `{"run":"50ms"}`, UpdateInterval: "0.5"}
+	iv := tc.harness.invoker(spec)
+	iv.Backend.Credentials = runner.DirCredentials{Dir: tc.creds, Secrets: &runner.Secrets{}}
+	require.NoError(t, iv.Run(context.Background()))
+	assert.Equal(t, "b", iv.Result().Target, "a's estimates come true an hour late")
+	p, err := record.ParsePlaced(tc.record()[record.KeyPlacement])
+	require.NoError(t, err)
+	require.NotNil(t, p.Probes[0].EstimatedStart)
+	assert.True(t, a.EstimatedStart.Equal(*p.Probes[0].EstimatedStart), "the probe records the scheduler's own estimate")
 }

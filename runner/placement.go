@@ -92,6 +92,7 @@ func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate
 	for round := 1; ; round++ {
 		cands := r.probeTargets(ctx, desc)
 		distrustAbsurd(cands, time.Now())
+		correctByLearnt(cands)
 		choice, err := choose(desc.Policy, cands)
 		if err != nil {
 			return nil, -1, err
@@ -110,8 +111,9 @@ type candidate struct {
 	skip   string // why it cannot take the job now; "" if it can
 	down   bool   // it did not answer (rather than refused the job)
 	// absurdStart: the probe's start estimate was absurd and is cleared
-	// (distrustAbsurd).
+	// (distrustAbsurd); shift is what correctByLearnt moved it by.
 	absurdStart bool
+	shift       time.Duration
 	// share is the cluster's shared load (loadshare.go), nil without one;
 	// shared: the load came from it rather than from a probe of ours.
 	share  *loadShare
@@ -135,8 +137,8 @@ func (c candidate) probe() record.Probe {
 		ps, rs := c.load.PendingCPUSeconds, c.load.RunningCPUSeconds
 		p.PendingCPUSeconds, p.RunningCPUSeconds = &ps, &rs
 	}
-	if !c.load.EstimatedStart.IsZero() {
-		t := c.load.EstimatedStart.UTC()
+	if t := c.schedulerStart(); !t.IsZero() {
+		t = t.UTC()
 		p.EstimatedStart = &t
 	}
 	return p
