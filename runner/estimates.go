@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -63,10 +62,10 @@ func predictedStart(c candidate, at time.Time) string {
 }
 
 // clusterLabel is the cluster a target's estimates are counted for: the
-// BridgeCluster it names, else the target's own name (a BridgeJob's
-// targets are named after their BridgeClusters).
+// target's name, which for a BridgeJob is its BridgeCluster's (a target's
+// cluster field is no better: every target inherits the record's).
 func clusterLabel(t record.Target) string {
-	return cmp.Or(t.Cluster, t.Name)
+	return t.Name
 }
 
 // observedStart is the record's start estimate with the observed start
