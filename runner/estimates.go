@@ -12,6 +12,15 @@ import (
 // again when the job is first seen running (the observation), so that
 // their error can be measured by cluster and partition.
 
+// trustEstimates is the one way candidates' start estimates reach a
+// policy: absurd ones cleared (distrustAbsurd), the rest corrected by
+// what their cluster's estimates were off by (correctByLearnt).
+// TestEstimatesReachPoliciesOnlyThroughTrust holds every ranking to it.
+func trustEstimates(cands []candidate, at time.Time) {
+	distrustAbsurd(cands, at)
+	correctByLearnt(cands)
+}
+
 // distrustAbsurd clears the start estimates no placement at time at may
 // trust (record.PlausibleStart: before it, or years after it), marking
 // them absurd, so that they rank nothing and are recorded as unknown.

@@ -91,8 +91,7 @@ const maxChoices = 10
 func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate, int, error) {
 	for round := 1; ; round++ {
 		cands := r.probeTargets(ctx, desc)
-		distrustAbsurd(cands, time.Now())
-		correctByLearnt(cands)
+		trustEstimates(cands, time.Now())
 		choice, err := choose(desc.Policy, cands)
 		if err != nil {
 			return nil, -1, err
