@@ -89,7 +89,8 @@ func (r *reconciler) clusterTarget(ctx context.Context, bj *BridgeJob, i int, na
 	if err != nil {
 		return record.Target{}, "", err
 	}
-	t := record.Target{Name: name, Backend: backend, ResourceURL: strings.TrimSpace(bc.Spec.ResourceURL), Credentials: clusterCredentials(name)}
+	t := record.Target{Name: name, Backend: backend, ResourceURL: strings.TrimSpace(bc.Spec.ResourceURL), Credentials: clusterCredentials(name),
+		StartErrors: bc.Status.StartErrors} // earliest-start corrects the cluster's estimates by them
 	if agentEnabled(bc) {
 		// Placement reads this cluster's load from its agent's sealed
 		// heartbeat (falling back to its own probe), not from a probe per step.

@@ -141,6 +141,7 @@ func (r *reconciler) clusterStatus(bc *BridgeCluster) BridgeClusterStatus {
 		}
 	}
 	s := BridgeClusterStatus{Host: targetOf(bc.Spec.ResourceURL)}
+	s.StartErrors, s.StartError = r.clusterStartErrors(bc)
 	if chosen != nil {
 		s.LastPlacedJob = chosen.job
 	}

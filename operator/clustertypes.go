@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/bridge-runner/bridge-runner/kube"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // BridgeCluster (bridgejob.ibm.com/v1alpha1, bridge-runner's; IBM's
@@ -58,6 +59,11 @@ type BridgeClusterStatus struct {
 	LastProbe     *metav1.MicroTime `json:"lastProbe,omitempty"`
 	LastPlacedJob string            `json:"lastPlacedJob,omitempty"`
 	Message       string            `json:"message,omitempty"`
+	// StartErrors are what the start estimates of the jobs placed here
+	// were off by lately, by partition (starterror.go); StartError says
+	// it in one line for kubectl get.
+	StartErrors []record.StartError `json:"startErrors,omitempty"`
+	StartError  string              `json:"startError,omitempty"`
 	// Agent and Conditions are the agent's (agent.go).
 	Agent      *AgentStatus `json:"agent,omitempty"`
 	Conditions []Condition  `json:"conditions,omitempty"`

@@ -33,6 +33,7 @@ type opMetrics struct {
 	memEff          metrics.Histogram // backend, target
 	timeFrac        metrics.Histogram // backend, target
 	queueWait       metrics.Histogram // backend, target, partition
+	startError      metrics.Histogram // cluster, partition
 	records         recordMetrics
 
 	// r is the reconciler once its informers have synced (this replica
@@ -68,6 +69,7 @@ func newOpMetrics() *opMetrics {
 	m.memEff = reg.Histogram("bridge_runner_operator_job_memory_efficiency", "Ended jobs' peak memory against the memory requested (status.efficiency's memory), by the cluster's host.", efficiencyBuckets, "backend", "target")
 	m.timeFrac = reg.Histogram("bridge_runner_operator_job_time_limit_fraction", "Ended jobs' elapsed time against their time limit (status.efficiency's time), by the cluster's host.", efficiencyBuckets, "backend", "target")
 	m.queueWait = reg.Histogram("bridge_runner_operator_queue_wait_seconds", "From a job's submit to its start (the record's times), by the cluster's host and the partition jobproperties names (\"\" for none).", queueWaitBuckets, "backend", "target", "partition")
+	m.startError = reg.Histogram("bridge_runner_operator_start_estimate_error_seconds", "A placed job's observed start minus the start its placement predicted (status.startEstimate; positive: later than predicted), by the cluster (BridgeCluster or target) and partition it was placed at. Absurd estimates are not counted.", startErrorBuckets, "cluster", "partition")
 	m.records.m = m
 	m.registerClusterGauges(reg)
 	return m

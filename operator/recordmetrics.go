@@ -128,6 +128,7 @@ func (rm *recordMetrics) observeUse(od, d map[string]string, backend, target str
 			}
 		}
 	}
+	rm.observeStartError(od, d)
 	if d[record.KeyStart] == "" || od[record.KeyStart] != "" {
 		return
 	}

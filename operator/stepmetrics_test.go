@@ -42,8 +42,12 @@ func TestMetricsCountWorkflowSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(record.KeyID, "41", record.KeyJobStatus, "PENDING", record.KeySubmit, submit.Format(time.RFC3339), record.KeyBackendRequests, "2xx=3")
-	write(record.KeyJobStatus, "RUNNING", record.KeyStart, submit.Add(12*time.Second).Format(time.RFC3339), record.KeyBackendRequests, "2xx=4")
+	est := record.StartEstimate{Cluster: "hpc-1", Partition: "debug", Predicted: submit.Add(5 * time.Second)}
+	write(record.KeyID, "41", record.KeyJobStatus, "PENDING", record.KeySubmit, submit.Format(time.RFC3339), record.KeyBackendRequests, "2xx=3",
+		record.KeyStartEstimate, est.String())
+	est.Observed = submit.Add(12 * time.Second)
+	write(record.KeyJobStatus, "RUNNING", record.KeyStart, submit.Add(12*time.Second).Format(time.RFC3339), record.KeyBackendRequests, "2xx=4",
+		record.KeyStartEstimate, est.String())
 	write(record.KeyJobStatus, "DONE", record.KeyEnd, time.Now().UTC().Format(time.RFC3339), record.KeyBackendRequests, "2xx=5 5xx=1")
 	write(record.KeyEfficiency, `{"cpu":0.5,"memory":0.25,"time":0.1,"queueWaitSeconds":12}`, record.KeyBackendRequests, "2xx=6 5xx=1")
 
@@ -67,12 +71,13 @@ func TestMetricsCountWorkflowSteps(t *testing.T) {
 		{"bridge_runner_operator_job_memory_efficiency", slurm, 1},
 		{"bridge_runner_operator_job_time_limit_fraction", slurm, 1},
 		{"bridge_runner_operator_queue_wait_seconds", append(slurm, "partition", "debug"), 1},
+		{"bridge_runner_operator_start_estimate_error_seconds", []string{"cluster", "hpc-1", "partition", "debug"}, 1},
 	} {
 		if v := value(fams, c.fam, c.labels...); v != c.want {
 			t.Errorf("%s%v = %v, want %v", c.fam, c.labels, v, c.want)
 		}
 	}
-	for fam, sum := range map[string]float64{"bridge_runner_operator_queue_wait_seconds": 12, "bridge_runner_operator_job_cpu_efficiency": 0.5} {
+	for fam, sum := range map[string]float64{"bridge_runner_operator_queue_wait_seconds": 12, "bridge_runner_operator_start_estimate_error_seconds": 7, "bridge_runner_operator_job_cpu_efficiency": 0.5} {
 		if h := histogram(fams, fam); h == nil || h.GetSampleSum() != sum {
 			t.Errorf("%s: %v, want the sum %v", fam, h, sum)
 		}

@@ -32,6 +32,10 @@ type Target struct {
 	// Cluster names the cluster whose agent measures this target's load
 	// (a BridgeCluster's name); the record's cluster unless given.
 	Cluster string `json:"cluster,omitempty"`
+	// StartErrors are what the target's start estimates were off by lately,
+	// by partition (the operator copies them from the BridgeCluster's
+	// status): earliest-start corrects an estimate by them (StartError).
+	StartErrors []StartError `json:"startErrors,omitempty"`
 }
 
 // Placement policies (the placement key).
@@ -69,7 +73,7 @@ func parseTargets(raw, placement string, d *Description) error {
 	if err := dec.Decode(&ts); err != nil {
 		return backends.Invalid("targets", "is not a JSON list of targets (%s); give e.g. "+
 			`[{"name":"a","resourceURL":"http://a:6820"},{"name":"b","resourceURL":"http://b:6820","credentials":"b"}]`+
-			" (fields name, backend, resourceURL, credentials, jobproperties, cluster)", jsonProblem(err))
+			" (fields name, backend, resourceURL, credentials, jobproperties, cluster, startErrors)", jsonProblem(err))
 	}
 	if len(ts) == 0 || len(ts) > MaxTargets {
 		return backends.Invalid("targets", "lists %d targets; give 1 to %d", len(ts), MaxTargets)
@@ -144,6 +148,9 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 			return err
 		}
 	}
+	if err := checkStartErrors(field+".startErrors", t.StartErrors); err != nil {
+		return err
+	}
 	*t = d.Inherit(*t)
 	return nil
 }
@@ -157,7 +164,7 @@ func checkTarget(i int, t *Target, d *Description, seen map[string]bool) error {
 // target's URL at placement, and with neither a backend nor a URL the
 // target is local, as a job is. Credentials are not inherited: a target
 // without its own uses the step's, which checkCredentialOrigins keeps to
-// one origin.
+// one origin. Nor are startErrors: they are the target's own cluster's.
 func (d *Description) Inherit(t Target) Target {
 	t.Backend = cmpOr(t.Backend, d.Backend)
 	t.ResourceURL = cmpOr(t.ResourceURL, d.ResourceURL)

@@ -65,6 +65,7 @@ func TestEveryTargetFieldHasAnInheritanceRule(t *testing.T) {
 		"Credentials":   "never inherited: the step's serve one origin",
 		"JobProperties": "laid over the job's",
 		"Cluster":       "the record's unless given (whose agent measures its load)",
+		"StartErrors":   "never inherited: what the target's own cluster's estimates were off by",
 	}
 	typ := reflect.TypeOf(record.Target{})
 	for i := range typ.NumField() {

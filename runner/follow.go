@@ -584,6 +584,9 @@ func (r *run) statusData(st backends.Status) map[string]string {
 	if n := r.backendRequests(); n != "" {
 		d[record.KeyBackendRequests] = n
 	}
+	if e := observedStart(r.rec.Data[record.KeyStartEstimate], st, time.Now()); e != "" {
+		d[record.KeyStartEstimate] = e
+	}
 	return d
 }
 

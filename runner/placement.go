@@ -57,12 +57,14 @@ func (r *run) place(ctx context.Context, desc *record.Description) (*record.Plac
 		p.Probes = append(p.Probes, c.probe())
 	}
 	b, _ := json.Marshal(p)
+	est := predictedStart(cands[choice], p.At)
 	err = retryTransient(ctx, r.RetryBudget, func(ctx context.Context) error {
 		return r.update(ctx, func(d map[string]string) (bool, error) {
 			if d[record.KeyPlacement] != "" || (r.Owner != "" && !mayClaim(d[record.KeyOwner], r.Owner)) {
 				return false, nil // placed meanwhile, or another task's record (claim refuses it next)
 			}
 			d[record.KeyPlacement] = string(b)
+			record.Set(d, record.KeyStartEstimate, est)
 			return true, nil
 		})
 	})
@@ -89,6 +91,7 @@ const maxChoices = 10
 func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate, int, error) {
 	for round := 1; ; round++ {
 		cands := r.probeTargets(ctx, desc)
+		trustEstimates(cands, time.Now())
 		choice, err := choose(desc.Policy, cands)
 		if err != nil {
 			return nil, -1, err
@@ -106,6 +109,10 @@ type candidate struct {
 	load   backends.Load
 	skip   string // why it cannot take the job now; "" if it can
 	down   bool   // it did not answer (rather than refused the job)
+	// absurdStart: the probe's start estimate was absurd and is cleared
+	// (distrustAbsurd); shift is what correctByLearnt moved it by.
+	absurdStart bool
+	shift       time.Duration
 	// share is the cluster's shared load (loadshare.go), nil without one;
 	// shared: the load came from it rather than from a probe of ours.
 	share  *loadShare
@@ -129,8 +136,8 @@ func (c candidate) probe() record.Probe {
 		ps, rs := c.load.PendingCPUSeconds, c.load.RunningCPUSeconds
 		p.PendingCPUSeconds, p.RunningCPUSeconds = &ps, &rs
 	}
-	if !c.load.EstimatedStart.IsZero() {
-		t := c.load.EstimatedStart.UTC()
+	if t := c.schedulerStart(); !t.IsZero() {
+		t = t.UTC()
 		p.EstimatedStart = &t
 	}
 	return p

@@ -42,7 +42,9 @@ found by their label app.kubernetes.io/managed-by=bridge-runner) or of a state
 directory (--store file), one job a line: name, backend, state, remote job id and
 age, in 80 columns; -o wide adds the target (the host of its resourceURL), the
 owner (BridgeJob, workflow step or Job), the backend's state and reason, the kill
-flag, an array's tasks, the queue wait (submit to start), the efficiency (CPU,
+flag, an array's tasks, the queue wait (submit to start), the start against
+the placement's estimate (START: late 5m, early 30s, or the predicted start
+while the job waits), the efficiency (CPU,
 memory and time used against what was asked, from the cluster's accounting) and
 the message. On a terminal the state is in colour
 (NO_COLOR=1 turns it off). It reads records only and never asks a backend, so it
@@ -204,8 +206,11 @@ type statusRow struct {
 	// Efficiency is what the ended job used against what it asked
 	// (status.efficiency), when invoke could read the accounting.
 	Efficiency *record.Efficiency `json:"efficiency,omitempty"`
-	Created    time.Time          `json:"created"`
-	Record     string             `json:"record"`
+	// StartEstimate is the placement's predicted start against the
+	// observed one (status.startEstimate).
+	StartEstimate *startEstimate `json:"startEstimate,omitempty"`
+	Created       time.Time      `json:"created"`
+	Record        string         `json:"record"`
 	// Event is set while watching: ADDED, MODIFIED or DELETED.
 	Event string `json:"event,omitempty"`
 }
@@ -227,7 +232,7 @@ func toRow(l record.Listed) statusRow {
 		State: state, BackendState: d[record.KeyRawState], Reason: d[record.KeyReason],
 		JobID: d[record.KeyID], Owner: record.RecordOwner(l), Kill: d[record.KeyKill] == "true", Tasks: d[record.KeyArrayCounts],
 		Message: d[record.KeyMessage], SubmitTime: d[record.KeySubmit], StartTime: d[record.KeyStart], EndTime: d[record.KeyEnd],
-		QueueWaitSeconds: queueWait(d), Efficiency: efficiencyOf(d),
+		QueueWaitSeconds: queueWait(d), Efficiency: efficiencyOf(d), StartEstimate: startEstimateOf(d),
 		Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,
 	}
 }
@@ -445,7 +450,7 @@ func (p *statusPrinter) encode(v any, indent bool) error {
 func (p *statusPrinter) header() []string {
 	h := []string{"NAME", "BACKEND", "STATE", "JOB-ID", "AGE"}
 	if p.o.output == "wide" {
-		h = []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE", "BACKEND-STATE", "REASON", "KILL", "TASKS", "WAIT", "EFFICIENCY", "MESSAGE"}
+		h = []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE", "BACKEND-STATE", "REASON", "KILL", "TASKS", "WAIT", "START", "EFFICIENCY", "MESSAGE"}
 	}
 	if p.o.allNamespaces {
 		h = append([]string{"NAMESPACE"}, h...)
@@ -470,7 +475,7 @@ func (p *statusPrinter) cells(r statusRow) []string {
 		}
 		c = []string{r.Name, none(r.Backend), none(r.Target), state, none(r.JobID), none(r.Owner), age,
 			none(r.BackendState), none(r.Reason), none(kill), none(r.Tasks), none(waitCell(r.QueueWaitSeconds)),
-			none(efficiencyCell(r.Efficiency)), none(oneLine(r.Message))}
+			none(r.StartEstimate.cell()), none(efficiencyCell(r.Efficiency)), none(oneLine(r.Message))}
 	}
 	if p.o.allNamespaces {
 		c = append([]string{r.Namespace}, c...)
