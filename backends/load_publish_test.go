@@ -22,9 +22,6 @@ var notPublishing = map[string]string{
 	// /backends/{name}/status); a measure for every job would be every
 	// backend's status, one request each, for figures a step gets with one.
 	"quantum.Backend": "the probe is of the job's own quantum backend",
-	// Not split yet: the measure would carry every queue's bqueues line
-	// and the hosts' bhosts totals.
-	"lsf.Backend": "not split yet",
 	// A test double whose probe answers what its parameters say.
 	"fake.Backend": "a test double",
 }
