@@ -173,17 +173,22 @@ func (e *sshPlaceEnv) place(prefix string, n int) {
 // load, they send no probe at all, and only the agent measures.
 func placesWithoutProbing(t *testing.T, e *sshPlaceEnv) {
 	const n = 3
+	k0 := e.kube.Requests()
 	e.place("alone", n)
-	alone := e.steps.probes.Load()
+	alone, kAlone := e.steps.probes.Load(), e.kube.Requests()-k0
 	// Steps of a namespace share a probe for LoadShareTTL: one at least.
 	assert.Positive(t, alone, "without an agent the steps probe")
 	stop := e.startAgent()
 	e.awaitLoad()
+	k1 := e.kube.Requests()
 	e.place("agent", n)
+	kAgent := e.kube.Requests() - k1
 	stop()
 	withAgent := e.steps.probes.Load() - alone
-	t.Logf("%s: %d placements: %d step probes without an agent; %d with it (the agent measured %d times)",
-		e.name, n, alone, withAgent, e.agents.measures.Load())
+	// Figures for the report: probes and the steps' Kubernetes requests
+	// (the whole invoke's, placement's among them).
+	t.Logf("%s: %d placements: %d step probes and %d Kubernetes requests without an agent; %d probes and %d requests with it (the agent measured %d times)",
+		e.name, n, alone, kAlone, withAgent, kAgent, e.agents.measures.Load())
 	assert.Zero(t, withAgent, "no step probes the cluster whose agent publishes its load")
 	assert.Positive(t, e.agents.measures.Load(), "the agent measured the load")
 }
