@@ -103,9 +103,9 @@ type Agent struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job // by namespace/name
-	// open are the records that name the cluster (record.KeyCluster) and
-	// hold no final state (with an id or not yet: a placement reads the
-	// load before its submit), by namespace/name; none is the agent idle.
+	// open are the records that name the cluster (its label) and hold no
+	// final state (with an id or not yet: a placement reads the load
+	// before its submit), by namespace/name; none is the agent idle.
 	open map[string]bool
 	// listed counts the namespaces listed at least once.
 	listed int
@@ -458,8 +458,9 @@ func (a *Agent) put(ns, name string, rec *record.Record, deleted bool) {
 	k := ns + "/" + name
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	// The label alone does not open: the agent's own heartbeat bears it.
-	a.keepOpen(k, !deleted && rec.Data[record.KeyCluster] == a.cfg.Cluster && !backends.State(rec.Data[record.KeyJobStatus]).Final())
+	// Every record listed bears the cluster's label; so does the agent's
+	// own heartbeat, which is no record.
+	a.keepOpen(k, !deleted && name != record.AgentConfigMap(a.cfg.Cluster) && !backends.State(rec.Data[record.KeyJobStatus]).Final())
 	if deleted || !a.serves(rec.Data) {
 		delete(a.jobs, k)
 		a.m.served.Set(float64(len(a.jobs)))
