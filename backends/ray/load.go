@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -85,7 +86,12 @@ func (b *Backend) measure(ctx context.Context) (clusterMeasure, error) {
 	}
 	m := clusterMeasure{Format: measureFormat, Known: known, Pending: pending, Running: running}
 	if known {
-		m.Usage, m.Nodes = usage, len(perNode)
+		m.Usage, m.Nodes = map[string][]float64{}, len(perNode)
+		for name, v := range usage {
+			if resourceName.MatchString(name) && len(v) == 2 {
+				m.Usage[name] = v
+			}
+		}
 		for _, res := range perNode {
 			if u, t := pair(res, "CPU"); u == 0 && t > 0 {
 				m.FreeNodes++
@@ -94,6 +100,12 @@ func (b *Backend) measure(ctx context.Context) (clusterMeasure, error) {
 	}
 	return m, nil
 }
+
+// resourceName is what a resource's name may be to be kept in the
+// measure (CPU, GPU, memory, node:10.0.0.1, accelerator_type:A100, a
+// custom one): no other text of the server's is published. A job asking
+// for a resource of another name finds the cluster without it.
+var resourceName = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
 
 // judgeCluster is the Load of a job of properties p in the cluster m.
 func judgeCluster(m clusterMeasure, p Properties) backends.Load {
