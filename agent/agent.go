@@ -58,7 +58,8 @@ type Config struct {
 	// Batcher), read the cluster's array limit (every LimitEvery) and its
 	// load (every LoadEvery, or the interval if longer): the agent
 	// publishes both in the heartbeat, and the steps use them instead of
-	// asking (an array's chunks, placement's probe).
+	// asking (an array's chunks, placement's probe). While no record of
+	// the cluster is open (idle), the load is read every IdleLoadEvery.
 	Limiter backends.ArrayLimiter
 	Loader  backends.LoadPublisher
 	// ID names this agent in its heartbeat (host/pid/random).
@@ -76,6 +77,13 @@ type Config struct {
 const (
 	LimitEvery = 10 * time.Minute
 	LoadEvery  = 5 * time.Second
+	// IdleLoadEvery is how often the load is read while no record in the
+	// namespaces served names the cluster without a final state: nobody
+	// places a job then, and a BridgeCluster's status stays as fresh as
+	// this. A record that opens wakes it: the load is read again at the
+	// next round, and a measure older than twice LoadEvery is not
+	// published meanwhile (a step then probes for itself).
+	IdleLoadEvery = time.Minute
 )
 
 // unwatchedAfter: a job missing from this many answers in a row is told
@@ -95,6 +103,10 @@ type Agent struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job // by namespace/name
+	// open are the records that name the cluster (its label) and hold no
+	// final state (with an id or not yet: a placement reads the load
+	// before its submit), by namespace/name; none is the agent idle.
+	open map[string]bool
 	// listed counts the namespaces listed at least once.
 	listed int
 	seq    uint64
@@ -147,7 +159,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	a := &Agent{cfg: cfg, m: newMetrics(), jobs: map[string]*job{}, beats: map[string]*kube.ConfigMap{}}
+	a := &Agent{cfg: cfg, m: newMetrics(), jobs: map[string]*job{}, open: map[string]bool{}, beats: map[string]*kube.ConfigMap{}}
 	a.m.lastAnswer(func() float64 {
 		if at := a.okAt.Load(); at != 0 {
 			return a.cfg.Now().Sub(time.Unix(0, at)).Seconds()
@@ -277,7 +289,10 @@ func (a *Agent) measure(ctx context.Context) {
 		refresh(ctx, a, &a.limit, LimitEvery, "could not read the cluster's array limit; steps read it for themselves until it is read", a.cfg.Limiter.ArrayLimit)
 	}
 	if a.cfg.Loader != nil {
-		refresh(ctx, a, &a.load, a.loadEvery(), "could not measure the cluster's load; placements probe for themselves until it is measured", a.cfg.Loader.MeasureLoad)
+		a.mu.Lock()
+		every := a.loadEvery()
+		a.mu.Unlock()
+		refresh(ctx, a, &a.load, every, "could not measure the cluster's load; placements probe for themselves until it is measured", a.cfg.Loader.MeasureLoad)
 	}
 }
 
@@ -290,7 +305,10 @@ const figureRetry = time.Minute
 // answered, min(every, figureRetry) after one that failed (warn says so).
 func refresh[T any](ctx context.Context, a *Agent, f *figure[T], every time.Duration, warn string, read func(context.Context) (T, error)) {
 	now := a.cfg.Now()
-	if now.Before(f.due) {
+	a.mu.Lock()
+	due := f.due // put wakes the load (a.mu)
+	a.mu.Unlock()
+	if now.Before(due) {
 		return
 	}
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
@@ -306,9 +324,15 @@ func refresh[T any](ctx context.Context, a *Agent, f *figure[T], every time.Dura
 	f.v, f.at, f.due = v, now, now.Add(every)
 }
 
-// loadEvery is how often the load is measured: LoadEvery, or the query
-// interval (the site's budget) when longer.
-func (a *Agent) loadEvery() time.Duration { return max(LoadEvery, a.cfg.Interval) }
+// loadEvery is how often the load is measured: LoadEvery (IdleLoadEvery
+// while idle), or the query interval (the site's budget) when longer.
+// Called with a.mu held.
+func (a *Agent) loadEvery() time.Duration {
+	if len(a.open) == 0 {
+		return max(IdleLoadEvery, a.cfg.Interval)
+	}
+	return max(LoadEvery, a.cfg.Interval)
+}
 
 // answered advances the sequence after an answered round (or one with
 // nothing to ask) and writes the heartbeats when due.
@@ -420,6 +444,11 @@ func (a *Agent) replace(ns string, items []record.Listed) {
 			delete(a.jobs, k)
 		}
 	}
+	for k := range a.open {
+		if n, name, _ := strings.Cut(k, "/"); n == ns && !seen[name] {
+			delete(a.open, k)
+		}
+	}
 }
 
 // put keeps or drops a record: the agent follows a job from its id on
@@ -429,6 +458,9 @@ func (a *Agent) put(ns, name string, rec *record.Record, deleted bool) {
 	k := ns + "/" + name
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Every record listed bears the cluster's label; so does the agent's
+	// own heartbeat, which is no record.
+	a.keepOpen(k, !deleted && name != record.AgentConfigMap(a.cfg.Cluster) && !backends.State(rec.Data[record.KeyJobStatus]).Final())
 	if deleted || !a.serves(rec.Data) {
 		delete(a.jobs, k)
 		a.m.served.Set(float64(len(a.jobs)))
@@ -445,6 +477,21 @@ func (a *Agent) put(ns, name string, rec *record.Record, deleted bool) {
 	}
 	j.rec = rec
 	a.m.served.Set(float64(len(a.jobs)))
+}
+
+// keepOpen notes whether record k is open (see Agent.open); the first to
+// open after an idle spell has the load read at the next round. Called
+// with a.mu held.
+func (a *Agent) keepOpen(k string, open bool) {
+	switch {
+	case !open:
+		delete(a.open, k)
+	case len(a.open) == 0:
+		a.load.due = time.Time{}
+		fallthrough
+	default:
+		a.open[k] = true
+	}
 }
 
 // serves reports whether record data d is a job this agent asks for: an

@@ -75,12 +75,19 @@ func UnknownLoad(queue string) Load {
 // their nodes and their queue), measured once for every step by the
 // cluster's agent, which publishes it sealed in its heartbeat; and the
 // judgement of one job against it, which a step makes without a request.
-// ProbeLoad must equal LoadFrom of a fresh MeasureLoad.
+// ProbeLoad must equal LoadFrom of a fresh MeasureLoad, but for what only
+// a question about the job itself can tell (Slurm over SSH asks sbatch
+// --test-only for EstimatedStart): LoadFrom leaves that out (zero), so
+// that a step reading a published load sends nothing.
+//
+// Every backend with a ProbeLoad is a LoadPublisher, or is listed with the
+// reason in backends' TestEveryProberPublishes.
 type LoadPublisher interface {
 	LoadProber
 	// MeasureLoad reads the cluster's load with the probe's requests and
-	// returns it as a small single-line text (the backend's own format).
-	// Its errors are ProbeLoad's.
+	// returns it as a small single-line text (the backend's own format: no
+	// newline, at most MaxLoadMeasure bytes, parsed figures and names
+	// only, never a server's text). Its errors are ProbeLoad's.
 	MeasureLoad(ctx context.Context) (string, error)
 	// LoadFrom judges job (and array, as ProbeLoad takes them) against
 	// a measure MeasureLoad returned, sending nothing. A measure it cannot
@@ -88,3 +95,8 @@ type LoadPublisher interface {
 	// or ErrTransient: the caller then probes.
 	LoadFrom(measure string, job Job, array *Array) (Load, error)
 }
+
+// MaxLoadMeasure bounds a published measure: it rides in the agent's
+// heartbeat ConfigMap (of 1 MiB at most) beside the memo; a cluster whose
+// measure is larger is not published, and its steps probe for themselves.
+const MaxLoadMeasure = 64 << 10

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -42,26 +44,37 @@ type queueTotals struct {
 // the pool's CPUs, what is free of them and whether some slot could ever
 // match the job's request_cpus and request_memory, and the schedd's job
 // totals (idle jobs are pending). HTCondor has no queues: Queue is empty.
+// Both commands are the pool's measure (MeasureLoad, the same for every
+// job): ProbeLoad is LoadFrom of a fresh one.
 func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, array *backends.Array) (backends.Load, error) {
 	req, err := jobRequest(job)
 	if err != nil {
 		return backends.Load{}, err
 	}
-	slots, err := b.slots(ctx)
+	m, err := b.measure(ctx)
 	if err != nil {
 		return backends.Load{}, err
+	}
+	return judgePool(m, req, array), nil
+}
+
+// measure reads the pool's slots and the schedd's totals, whatever the
+// job.
+func (b *Backend) measure(ctx context.Context) (poolMeasure, error) {
+	slots, err := b.slots(ctx)
+	if err != nil {
+		return poolMeasure{}, err
 	}
 	totals, err := b.queueTotals(ctx)
 	if err != nil {
-		return backends.Load{}, err
+		return poolMeasure{}, err
 	}
-	load := poolLoad(slots, req)
-	load.PendingJobs, load.RunningJobs = totals.Idle, totals.Running
+	m := measurePool(slots)
+	m.Pending, m.Running = totals.Idle, totals.Running
 	if totals.AllusersIdle != nil && totals.AllusersRunning != nil {
-		load.PendingJobs, load.RunningJobs = *totals.AllusersIdle, *totals.AllusersRunning
+		m.Pending, m.Running = *totals.AllusersIdle, *totals.AllusersRunning
 	}
-	load.JobCPUs = req.cpus * parallelTasks(array)
-	return load, nil
+	return m, nil
 }
 
 // parallelTasks is how many of an array's tasks may run at once (1 for a
@@ -131,15 +144,36 @@ func memoryMB(v string) float64 {
 	return f * scale
 }
 
-// poolLoad sums the slots: a partitionable slot counts its whole size
+// poolMeasure is the pool's load before any job is judged: its sums, and
+// the shapes of its largest slots (a slot another is at least as large as
+// in CPUs and memory cannot fit a job the other cannot), which is all
+// whether a job fits depends on.
+type poolMeasure struct {
+	Format     int `json:"f"`
+	Slots      int `json:"s"` // slot ads read, dynamic ones too
+	TotalCPUs  int `json:"tc"`
+	FreeCPUs   int `json:"fc"`
+	TotalNodes int `json:"tn"`
+	FreeNodes  int `json:"fn"`
+	Pending    int `json:"p"`
+	Running    int `json:"r"`
+	// Shapes are [CPUs, memory in MiB] of the largest slots, CPUs
+	// descending.
+	Shapes [][2]float64 `json:"sh"`
+}
+
+// measureFormat names the published measure's format: a measure of any
+// other is not read (the step probes for itself).
+const measureFormat = 1
+
+// measurePool sums the slots: a partitionable slot counts its whole size
 // (TotalSlotCpus) and what is left of it (Cpus) is free; a dynamic slot
 // is a piece of a partitionable one, already counted; a static slot is
-// free when Unclaimed. The job fits if one slot is large enough for it.
-func poolLoad(slots []slotAd, req request) backends.Load {
-	load := backends.UnknownLoad("")
-	load.Fits = false
-	load.FreeCPUs, load.TotalCPUs = 0, 0
+// free when Unclaimed.
+func measurePool(slots []slotAd) poolMeasure {
+	m := poolMeasure{Format: measureFormat, Slots: len(slots)}
 	total, free := map[string]float64{}, map[string]float64{}
+	var shapes [][2]float64
 	for _, s := range slots {
 		size, left, sizeMem := s.Cpus, 0.0, s.Memory
 		switch s.SlotType {
@@ -154,23 +188,88 @@ func poolLoad(slots []slotAd, req request) backends.Load {
 		}
 		total[s.Machine] += size
 		free[s.Machine] += left
-		load.TotalCPUs += int(size)
-		load.FreeCPUs += int(left)
-		if size >= float64(req.cpus) && (req.memoryMB < 0 || sizeMem >= req.memoryMB) {
+		m.TotalCPUs += int(size)
+		m.FreeCPUs += int(left)
+		shapes = append(shapes, [2]float64{size, sizeMem})
+	}
+	m.TotalNodes = len(total)
+	for mach, t := range total {
+		if t > 0 && free[mach] >= t {
+			m.FreeNodes++
+		}
+	}
+	m.Shapes = largest(shapes)
+	return m
+}
+
+// largest keeps the shapes no other is at least as large as in both
+// dimensions (one of equal ones), CPUs descending.
+func largest(shapes [][2]float64) [][2]float64 {
+	sort.Slice(shapes, func(i, j int) bool {
+		if shapes[i][0] != shapes[j][0] {
+			return shapes[i][0] > shapes[j][0]
+		}
+		return shapes[i][1] > shapes[j][1]
+	})
+	var out [][2]float64
+	for _, s := range shapes {
+		if len(out) == 0 || s[1] > out[len(out)-1][1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// judgePool is the Load of a job asking req (array's tasks at once) in the
+// pool m: it fits if one slot is large enough for it.
+func judgePool(m poolMeasure, req request, array *backends.Array) backends.Load {
+	load := backends.UnknownLoad("")
+	load.Fits = false
+	load.TotalCPUs, load.FreeCPUs, load.TotalNodes, load.FreeNodes = m.TotalCPUs, m.FreeCPUs, m.TotalNodes, m.FreeNodes
+	load.PendingJobs, load.RunningJobs = m.Pending, m.Running
+	for _, s := range m.Shapes {
+		if s[0] >= float64(req.cpus) && (req.memoryMB < 0 || s[1] >= req.memoryMB) {
 			load.Fits = true
 		}
 	}
-	load.TotalNodes, load.FreeNodes = len(total), 0
-	for m, t := range total {
-		if t > 0 && free[m] >= t {
-			load.FreeNodes++
-		}
-	}
 	if !load.Fits {
-		load.Why = noSlotWhy(len(slots), req)
+		load.Why = noSlotWhy(m.Slots, req)
 	}
+	load.JobCPUs = req.cpus * parallelTasks(array)
 	return load
 }
+
+// MeasureLoad implements backends.LoadPublisher: ProbeLoad's two commands,
+// as one line of JSON (figures only).
+func (b *Backend) MeasureLoad(ctx context.Context) (string, error) {
+	m, err := b.measure(ctx)
+	if err != nil {
+		return "", err
+	}
+	out, err := json.Marshal(m)
+	if err == nil && len(out) > backends.MaxLoadMeasure {
+		return "", fmt.Errorf("the pool's load is %d bytes as published, over %d (%d slot shapes): steps probe for themselves", len(out), backends.MaxLoadMeasure, len(m.Shapes))
+	}
+	return string(out), err
+}
+
+// errMeasure is a published measure this release cannot read.
+var errMeasure = errors.New("the published load is not in a format this release reads")
+
+// LoadFrom implements backends.LoadPublisher.
+func (b *Backend) LoadFrom(measure string, job backends.Job, array *backends.Array) (backends.Load, error) {
+	var m poolMeasure
+	if json.Unmarshal([]byte(measure), &m) != nil || m.Format != measureFormat {
+		return backends.Load{}, errMeasure
+	}
+	req, err := jobRequest(job)
+	if err != nil {
+		return backends.Load{}, err
+	}
+	return judgePool(m, req, array), nil
+}
+
+var _ backends.LoadPublisher = (*Backend)(nil)
 
 func noSlotWhy(slots int, req request) string {
 	if slots == 0 {

@@ -94,8 +94,9 @@
 // else the first part); any other answer is the file itself.
 //
 // ProbeLoad (backends.LoadProber) is one POST ws/queues/getfullinfo with
-// names=<queue> (load.go): numPend and numRun, and no fit for a closed or
-// inactive queue.
+// names=all (load.go): the job's queue's numPend and numRun, and no fit for
+// a closed or inactive queue; the cluster's agent makes that request once
+// for every step (MeasureLoad, LoadFrom).
 //
 // Errors: 401/403 are authentication (see above); 400 and 422 on submit are
 // backends.ErrInvalid naming jobproperties; 429, 5xx and transport failures

@@ -81,23 +81,24 @@ func TestProbeLoad(t *testing.T) {
 	require.True(t, errors.Is(err, backends.ErrTransient), "%v", err)
 }
 
-// TestQueueLoadXMLAndBits: the XML answer reads as the JSON one, and a
-// numeric status is read as the LSF API's qStatus bits.
+// TestQueueLoadXMLAndBits: the XML answer reads as the JSON one, a
+// numeric status is read as the LSF API's qStatus bits, and a queue the
+// answer does not list is invalid.
 func TestQueueLoadXMLAndBits(t *testing.T) {
 	doc, err := decodeDoc([]byte(`<queues total="2"><atom:link href="self" rel="x"/><queue><queueName>a</queueName><numPend>4</numPend><numRun>2</numRun><status>Open:Active</status></queue>` +
 		`<queue><queueName>b</queueName><numPend>0</numPend><numRun>0</numRun><status>1</status></queue></queues>`))
 	require.NoError(t, err)
-	r := request{method: http.MethodPost, path: "/ws/queues/getfullinfo"}
-	load, err := queueLoad(doc, "a", r)
+	m := queuesOf(doc)
+	load, err := judgeQueue(m, "a")
 	require.NoError(t, err)
 	assert.Equal(t, 4, load.PendingJobs)
 	assert.Equal(t, 2, load.RunningJobs)
 	assert.True(t, load.Fits)
-	load, err = queueLoad(doc, "b", r)
+	load, err = judgeQueue(m, "b")
 	require.NoError(t, err)
 	assert.False(t, load.Fits, "qStatus 1: open, not active")
-	_, err = queueLoad(doc, "c", r)
-	require.ErrorIs(t, err, backends.ErrTransient, "an answer without the queue asked for")
+	_, err = judgeQueue(m, "c")
+	require.ErrorIs(t, err, backends.ErrInvalid, "every queue is listed: one not among them does not exist")
 }
 
 // TestProbeLoadHostile: whatever the queue route answers (an echo of the
@@ -131,4 +132,40 @@ func TestProbeLoadHostile(t *testing.T) {
 	}
 	assert.Greater(t, seen, 0)
 	t.Logf("%d failed answers, no leak", seen)
+}
+
+// TestLoadFromAMeasureIsTheProbe: against the fake Application Center, a
+// step judging its job against the measure a cluster's agent published
+// (one request) gets the Load its own probe gets, for an open queue with
+// jobs, an inactive and a closed one, the default one and one LSF does not
+// have (invalid either way), and sends nothing; a measure it cannot read
+// is neither invalid nor transient (the step then probes).
+func TestLoadFromAMeasureIsTheProbe(t *testing.T) {
+	h := newHarness(t)
+	id, _ := h.submit(t, queueJob("normal"))
+	h.f.Set(jobID(t, id), func(j *fakelsf.Job) { j.Status = "PEND" })
+	before := len(h.f.Requests)
+	m, err := h.b.MeasureLoad(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, ProbeRequests, len(h.f.Requests)-before, "requests of one measure")
+	assert.NotContains(t, m, "\n", "one line")
+	for _, queue := range []string{"normal", "night", "retired", "", "nosuch"} {
+		want, werr := h.b.ProbeLoad(ctx, queueJob(queue), nil)
+		before := len(h.f.Requests)
+		got, gerr := h.b.LoadFrom(m, queueJob(queue), nil)
+		assert.Equal(t, before, len(h.f.Requests), "%q: LoadFrom sends nothing", queue)
+		assert.Equal(t, want, got, queue)
+		assert.Equal(t, werr != nil, gerr != nil, queue)
+		if werr != nil {
+			assert.ErrorIs(t, gerr, backends.ErrInvalid, queue)
+		}
+	}
+	got, err := h.b.LoadFrom(m, queueJob("normal"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got.PendingJobs, "the measure has the queue's jobs")
+	for _, bad := range []string{"", "{}", `{"f":2}`, "api=v0.0.45"} {
+		_, err := h.b.LoadFrom(bad, queueJob("normal"), nil)
+		require.Error(t, err, bad)
+		assert.False(t, errors.Is(err, backends.ErrInvalid) || errors.Is(err, backends.ErrTransient), bad)
+	}
 }

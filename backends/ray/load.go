@@ -3,8 +3,10 @@ package ray
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -39,44 +41,126 @@ type clusterStatus struct {
 // resources than the whole cluster has now (an autoscaling cluster's
 // possible growth is not read). A dashboard without the route (404) can
 // say only that it answers: the counts are unknown. Ray has no queues:
-// Queue is empty.
+// Queue is empty. Both requests are the cluster's measure (MeasureLoad,
+// the same for every job): ProbeLoad is LoadFrom of a fresh one.
 func (b *Backend) ProbeLoad(ctx context.Context, job backends.Job, _ *backends.Array) (backends.Load, error) {
 	p, err := parseProperties(job.Properties)
 	if err != nil {
 		return backends.Load{}, err
 	}
-	usage, perNode, known, err := b.clusterUsage(ctx)
+	m, err := b.measure(ctx)
 	if err != nil {
 		return backends.Load{}, err
+	}
+	return judgeCluster(m, p), nil
+}
+
+// clusterMeasure is the cluster's load before any job is judged: what a
+// cluster's agent measures once for every step (MeasureLoad).
+type clusterMeasure struct {
+	Format int `json:"f"`
+	// Known: the dashboard has the cluster status route; Usage is its
+	// [used, total] by resource, Nodes and FreeNodes its nodes (free:
+	// none of its CPUs used).
+	Known     bool                 `json:"k,omitempty"`
+	Usage     map[string][]float64 `json:"u,omitempty"`
+	Nodes     int                  `json:"n"`
+	FreeNodes int                  `json:"fn"`
+	Pending   int                  `json:"p"`
+	Running   int                  `json:"r"`
+}
+
+// measureFormat names the published measure's format: a measure of any
+// other is not read (the step probes for itself).
+const measureFormat = 1
+
+// measure reads the cluster's status and its jobs, whatever the job.
+func (b *Backend) measure(ctx context.Context) (clusterMeasure, error) {
+	usage, perNode, known, err := b.clusterUsage(ctx)
+	if err != nil {
+		return clusterMeasure{}, err
 	}
 	pending, running, err := b.jobCounts(ctx)
 	if err != nil {
-		return backends.Load{}, err
+		return clusterMeasure{}, err
 	}
-	load := backends.UnknownLoad("")
+	m := clusterMeasure{Format: measureFormat, Known: known, Pending: pending, Running: running}
 	if known {
-		load = usageLoad(usage, perNode, p)
+		m.Usage, m.Nodes = map[string][]float64{}, len(perNode)
+		for name, v := range usage {
+			if resourceName.MatchString(name) && len(v) == 2 {
+				m.Usage[name] = v
+			}
+		}
+		for _, res := range perNode {
+			if u, t := pair(res, "CPU"); u == 0 && t > 0 {
+				m.FreeNodes++
+			}
+		}
 	}
-	load.PendingJobs, load.RunningJobs = pending, running
+	return m, nil
+}
+
+// resourceName is what a resource's name may be to be kept in the
+// measure (CPU, GPU, memory, node:10.0.0.1, accelerator_type:A100, a
+// custom one): no other text of the server's is published. A job asking
+// for a resource of another name finds the cluster without it.
+var resourceName = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,64}$`)
+
+// judgeCluster is the Load of a job of properties p in the cluster m.
+func judgeCluster(m clusterMeasure, p Properties) backends.Load {
+	load := backends.UnknownLoad("")
+	if m.Known {
+		load = usageLoad(m, p)
+	}
+	load.PendingJobs, load.RunningJobs = m.Pending, m.Running
 	if p.EntrypointNumCPUs != nil {
 		load.JobCPUs = int(*p.EntrypointNumCPUs + 0.999)
 	} else {
 		load.JobCPUs = 0 // Ray's default: an entrypoint reserves no CPU
 	}
-	return load, nil
+	return load
 }
 
-// usageLoad turns the cluster's [used, total] resources into a Load.
-func usageLoad(usage map[string][]float64, perNode map[string]map[string][]float64, p Properties) backends.Load {
-	load := backends.UnknownLoad("")
-	used, total := pair(usage, "CPU")
-	load.TotalCPUs, load.FreeCPUs = int(total), int(total-used)
-	load.TotalNodes, load.FreeNodes = len(perNode), 0
-	for _, res := range perNode {
-		if u, t := pair(res, "CPU"); u == 0 && t > 0 {
-			load.FreeNodes++
-		}
+// MeasureLoad implements backends.LoadPublisher: ProbeLoad's two
+// requests, as one line of JSON (figures and the cluster's resource
+// names only).
+func (b *Backend) MeasureLoad(ctx context.Context) (string, error) {
+	m, err := b.measure(ctx)
+	if err != nil {
+		return "", err
 	}
+	out, err := json.Marshal(m)
+	if err == nil && len(out) > backends.MaxLoadMeasure {
+		return "", fmt.Errorf("the cluster's load is %d bytes as published, over %d (%d resources): steps probe for themselves", len(out), backends.MaxLoadMeasure, len(m.Usage))
+	}
+	return string(out), err
+}
+
+// errMeasure is a published measure this release cannot read.
+var errMeasure = errors.New("the published load is not in a format this release reads")
+
+// LoadFrom implements backends.LoadPublisher.
+func (b *Backend) LoadFrom(measure string, job backends.Job, _ *backends.Array) (backends.Load, error) {
+	var m clusterMeasure
+	if json.Unmarshal([]byte(measure), &m) != nil || m.Format != measureFormat {
+		return backends.Load{}, errMeasure
+	}
+	p, err := parseProperties(job.Properties)
+	if err != nil {
+		return backends.Load{}, err
+	}
+	return judgeCluster(m, p), nil
+}
+
+var _ backends.LoadPublisher = (*Backend)(nil)
+
+// usageLoad turns the cluster's [used, total] resources into a Load.
+func usageLoad(m clusterMeasure, p Properties) backends.Load {
+	load := backends.UnknownLoad("")
+	used, total := pair(m.Usage, "CPU")
+	load.TotalCPUs, load.FreeCPUs = int(total), int(total-used)
+	load.TotalNodes, load.FreeNodes = m.Nodes, m.FreeNodes
 	want := map[string]float64{}
 	for k, v := range p.EntrypointResources {
 		want[k] = v
@@ -91,7 +175,7 @@ func usageLoad(usage map[string][]float64, perNode map[string]map[string][]float
 		want["memory"] = float64(*p.EntrypointMemory)
 	}
 	for _, k := range sortedKeys(want) {
-		if _, t := pair(usage, k); want[k] > t {
+		if _, t := pair(m.Usage, k); want[k] > t {
 			load.Fits = false
 			load.Why = fmt.Sprintf("the entrypoint asks for %g %s and the whole cluster has %g", want[k], k, t)
 			break

@@ -42,3 +42,21 @@ func TestProbeLoadFake(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrTransient)
 	require.NotContains(t, err.Error(), "Hostile")
 }
+
+// TestMeasureKeepsOnlyResourceNames: a cluster status whose resource
+// names are text (here a password and a line break) publishes figures
+// under plain resource names only.
+func TestMeasureKeepsOnlyResourceNames(t *testing.T) {
+	f := newFakeRay(t)
+	rd := testutil.NewRedirector(t, f.URL, false)
+	b, _ := countedBackend(t, rd.Front.URL, nil)
+	rd.Answer(func(r *http.Request) bool { return r.URL.Path == "/api/cluster_status" }, 200, "application/json",
+		`{"result":true,"data":{"clusterStatus":{"loadMetricsReport":{"usage":{"CPU":[0,4],"password is pw-Hostile-9f3a":[0,1],"a\nb":[0,1]},"usageByNode":{"n1":{"CPU":[0,4]}}}}}}`)
+	m, err := b.MeasureLoad(context.Background())
+	require.NoError(t, err)
+	require.NotContains(t, m, "Hostile")
+	require.NotContains(t, m, `\n`)
+	load, err := b.LoadFrom(m, pyJob("print(1)"), nil)
+	require.NoError(t, err)
+	require.Equal(t, 4, load.TotalCPUs)
+}

@@ -3,12 +3,14 @@ package slurm
 // The load probe split for a cluster's agent (backends.LoadPublisher): the
 // agent measures every partition once for every step (MeasureLoad, the
 // probe's own three GETs) and publishes the measure; a step judges its job
-// against it (LoadFrom) the way ProbeLoad judges a fresh one.
+// against it (LoadFrom) the way ProbeLoad judges a fresh one. Over SSH
+// (SSHBackend) the measure is the same, read with sinfo and squeue.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/bridge-runner/bridge-runner/backends"
 )
@@ -58,33 +60,51 @@ func (b *Backend) MeasureLoad(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return encodeMeasure(m)
+}
+
+// encodeMeasure is m as published: one line (JSON escapes every newline)
+// of parsed figures and partition names only.
+func encodeMeasure(m loadMeasure) (string, error) {
 	w := wireMeasure{Format: measureFormat, NoQueue: m.noQueue, Parts: make([]wirePart, len(m.parts))}
 	for i, p := range m.parts {
 		w.Parts[i] = wirePart{p.name, p.isDefault, p.state, p.totalCPUs, p.freeCPUs, p.totalNodes, p.freeNodes,
 			p.maxMinutes, p.maxNodes, p.maxCPUs, p.pending, p.running, p.pendCPUs, p.runCPUs, p.pendSecs, p.runSecs, p.noSecs}
 	}
-	out, err := json.Marshal(w) // one line: JSON escapes every newline
+	out, err := json.Marshal(w)
+	if err == nil && len(out) > backends.MaxLoadMeasure {
+		return "", fmt.Errorf("the cluster's load is %d bytes as published, over %d (%d partitions): steps probe for themselves", len(out), backends.MaxLoadMeasure, len(m.parts))
+	}
 	return string(out), err
 }
 
 // errMeasure is a published measure this release cannot read.
 var errMeasure = errors.New("the published load is not in a format this release reads")
 
-// LoadFrom implements backends.LoadPublisher.
-func (b *Backend) LoadFrom(measure string, job backends.Job, array *backends.Array) (backends.Load, error) {
+// decodeMeasure reads what encodeMeasure wrote.
+func decodeMeasure(measure string) (loadMeasure, error) {
 	var w wireMeasure
 	if json.Unmarshal([]byte(measure), &w) != nil || w.Format != measureFormat || len(w.Parts) == 0 {
-		return backends.Load{}, errMeasure
-	}
-	spec, err := buildJob(job)
-	if err != nil {
-		return backends.Load{}, err
+		return loadMeasure{}, errMeasure
 	}
 	m := loadMeasure{noQueue: w.NoQueue, parts: make([]partLoad, len(w.Parts))}
 	for i, p := range w.Parts {
 		m.parts[i] = partLoad{name: p.Name, isDefault: p.Default, state: p.State, totalCPUs: p.TotalCPUs, freeCPUs: p.FreeCPUs,
 			totalNodes: p.TotalNodes, freeNodes: p.FreeNodes, maxMinutes: p.MaxMinutes, maxNodes: p.MaxNodes, maxCPUs: p.MaxCPUs,
 			pending: p.Pending, running: p.Running, pendCPUs: p.PendCPUs, runCPUs: p.RunCPUs, pendSecs: p.PendSecs, runSecs: p.RunSecs, noSecs: p.NoSecs}
+	}
+	return m, nil
+}
+
+// LoadFrom implements backends.LoadPublisher.
+func (b *Backend) LoadFrom(measure string, job backends.Job, array *backends.Array) (backends.Load, error) {
+	m, err := decodeMeasure(measure)
+	if err != nil {
+		return backends.Load{}, err
+	}
+	spec, err := buildJob(job)
+	if err != nil {
+		return backends.Load{}, err
 	}
 	return b.judgeMeasure(m, restDemand(spec, array))
 }

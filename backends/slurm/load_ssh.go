@@ -21,11 +21,14 @@ import (
 //   - sinfo (every partition, hidden ones too: state, time limit, CPUs and
 //     nodes allocated/idle/other/total, job size and CPUs-per-node limits;
 //     '*' marks the default partition);
-//   - squeue, for the pending and running jobs of the partitions probed;
+//   - squeue, for the pending and running jobs of every partition;
 //   - sbatch --test-only with the job's own options and script, for the
 //     scheduler's estimate of its start (EstimatedStart). A refusal there
 //     (a job no node of the partitions can hold, a limit of its account) is
 //     Fits false, in our words; its text is never quoted.
+//
+// The first two are the cluster's measure (MeasureLoad, the same for every
+// job); the third is the job's own question, which LoadFrom leaves out.
 func (b *SSHBackend) ProbeLoad(ctx context.Context, job backends.Job, array *backends.Array) (backends.Load, error) {
 	sj, err := buildSbatch(job)
 	if err != nil {
@@ -35,21 +38,14 @@ func (b *SSHBackend) ProbeLoad(ctx context.Context, job backends.Job, array *bac
 	if err != nil {
 		return backends.Load{}, err
 	}
-	all, err := b.sinfo(ctx)
+	m, err := b.measure(ctx)
 	if err != nil {
 		return backends.Load{}, err
 	}
-	parts, ok, err := pickParts(d, all)
-	switch {
-	case err != nil:
-		return backends.Load{}, err
-	case !ok:
-		return backends.Load{}, backends.Invalid("jobproperties.partition", "the cluster marks no partition as its default; name one in jobproperties (partition)")
-	}
-	if err := b.squeue(ctx, parts); err != nil {
+	l, err := judgeSSH(m, d)
+	if err != nil {
 		return backends.Load{}, err
 	}
-	l := judge(d, parts)
 	if array != nil {
 		sj.args = append(sj.args, "--array="+array.String())
 	}
@@ -62,6 +58,65 @@ func (b *SSHBackend) ProbeLoad(ctx context.Context, job backends.Job, array *bac
 		l.Fits, l.Why = false, refused
 	}
 	return l, nil
+}
+
+// measure reads every partition and the queue with sinfo and squeue,
+// whatever the job: the part of the probe a cluster's agent does once for
+// every step.
+func (b *SSHBackend) measure(ctx context.Context) (loadMeasure, error) {
+	all, err := b.sinfo(ctx)
+	if err != nil {
+		return loadMeasure{}, err
+	}
+	if err := b.squeue(ctx, all); err != nil {
+		return loadMeasure{}, err
+	}
+	return loadMeasure{parts: all}, nil
+}
+
+// judgeSSH is the Load of d at the partitions of m it names, or the
+// default one (which sinfo always marks, unlike some REST versions).
+func judgeSSH(m loadMeasure, d demand) (backends.Load, error) {
+	parts, ok, err := pickParts(d, m.parts)
+	switch {
+	case err != nil:
+		return backends.Load{}, err
+	case !ok:
+		return backends.Load{}, backends.Invalid("jobproperties.partition", "the cluster marks no partition as its default; name one in jobproperties (partition)")
+	}
+	l := judge(d, parts)
+	if m.noQueue {
+		l.PendingJobs, l.RunningJobs, l.PendingCPUs, l.CPUSecondsKnown = -1, -1, -1, false
+	}
+	return l, nil
+}
+
+// MeasureLoad implements backends.LoadPublisher: sinfo and squeue, in the
+// REST backend's format.
+func (b *SSHBackend) MeasureLoad(ctx context.Context) (string, error) {
+	m, err := b.measure(ctx)
+	if err != nil {
+		return "", err
+	}
+	return encodeMeasure(m)
+}
+
+// LoadFrom implements backends.LoadPublisher: ProbeLoad's Load without
+// sbatch --test-only (no EstimatedStart, and a refusal only sbatch would
+// tell is not seen: the submit then says it).
+func (b *SSHBackend) LoadFrom(measure string, job backends.Job, array *backends.Array) (backends.Load, error) {
+	m, err := decodeMeasure(measure)
+	if err != nil {
+		return backends.Load{}, err
+	}
+	if _, err := buildSbatch(job); err != nil {
+		return backends.Load{}, err
+	}
+	d, err := sshDemand(job, array)
+	if err != nil {
+		return backends.Load{}, err
+	}
+	return judgeSSH(m, d)
 }
 
 // sshDemand reads what the job asks for as sbatch would: the script's
@@ -237,15 +292,12 @@ func slurmDuration(s string) int64 {
 	return days*86400 + secs
 }
 
-// squeue counts the pending and running jobs of parts with one squeue.
+// squeue counts the pending and running jobs of parts (every partition)
+// with one squeue.
 // %P of a pending job is the list it may start in; %K of a pending array's
 // record is its tasks not started ("5-999%50").
 func (b *SSHBackend) squeue(ctx context.Context, parts []partLoad) error {
-	names := make([]string, len(parts))
-	for i, p := range parts {
-		names[i] = p.name
-	}
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all", "--partition=" + strings.Join(names, ","),
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all",
 		"--states=PENDING,RUNNING", "--format=%T|%P|%C|%K|%l|%L"}})
 	if err != nil {
 		return err
@@ -316,4 +368,4 @@ func probeCmdError(cmd string, res sshexec.Result) error {
 	return backends.Transient(fmt.Errorf("%s failed (exit %d; its %d-byte answer not shown)", cmd, res.ExitCode, n))
 }
 
-var _ backends.LoadProber = (*SSHBackend)(nil)
+var _ backends.LoadPublisher = (*SSHBackend)(nil)
