@@ -180,6 +180,12 @@ func readObject(t *testing.T, bucket, key string) string {
 func runTaskArray(t *testing.T, name, bucket, array string, extra ...string) (string, string, []string) {
 	t.Helper()
 	url, slurmCreds := slurmEnv(t)
+	return runTaskArrayAt(t, url, slurmCreds, name, bucket, array, extra...)
+}
+
+// runTaskArrayAt is runTaskArray on the Slurm at url (REST or SSH).
+func runTaskArrayAt(t *testing.T, url, slurmCreds, name, bucket, array string, extra ...string) (string, string, []string) {
+	t.Helper()
 	endpoint, _, _, s3Creds := tests3.Env(t)
 	state := t.TempDir()
 	args := append([]string{"invoke", "--state-dir", state, "--job-name", name, "--backend", "slurm",
@@ -203,7 +209,17 @@ func TestSlurmArrayTaskLogsInS3(t *testing.T) {
 	clearEnv(t)
 	bucket := tests3.Bucket(t, "logs")
 	out, key, outputs := runTaskArray(t, "slurm-task-logs", bucket, "0-4/2")
-	tasks := runner.RunPrefix("slurm-task-logs", key, "") + "tasks/"
+	assertTaskLogs(t, bucket, runner.RunPrefix("slurm-task-logs", key, "")+"tasks/", outputs, 2)
+	assert.Contains(t, out, "task 0 out 1\n", "the step's live log is the lowest index's:\n%s", out)
+	assert.NotContains(t, out, "task 3 out", "one task's output in the step's log:\n%s", out)
+}
+
+// assertTaskLogs checks the logs of the array 0-4 of taskScript(3), run as
+// chunks of chunk tasks: each task's object under tasks holds its own
+// lines, and job.log (the array's one output) lists every task with its
+// task number in its chunk, its state, exit code and its object.
+func assertTaskLogs(t *testing.T, bucket, tasks string, outputs []string, chunk int) {
+	t.Helper()
 	for i := 0; i <= 4; i++ {
 		got := readObject(t, bucket, tasks+strconv.Itoa(i)+".log")
 		for n := 1; n <= 3; n++ {
@@ -224,11 +240,9 @@ func TestSlurmArrayTaskLogsInS3(t *testing.T) {
 		if i == 3 {
 			state, code = "FAILED", "3"
 		}
-		assert.Equal(t, []string{strconv.Itoa(i), strconv.Itoa(i % 2), state, code, "s3://" + bucket + "/" + tasks + strconv.Itoa(i) + ".log"},
+		assert.Equal(t, []string{strconv.Itoa(i), strconv.Itoa(i % chunk), state, code, "s3://" + bucket + "/" + tasks + strconv.Itoa(i) + ".log"},
 			[]string{f[0], f[2], f[3], f[5], f[6]}, "task %d: index, its task number in its chunk, state, exit code, log", i)
 	}
-	assert.Contains(t, out, "task 0 out 1\n", "the step's live log is the lowest index's:\n%s", out)
-	assert.NotContains(t, out, "task 3 out", "one task's output in the step's log:\n%s", out)
 }
 
 // TestSlurmArrayLogTaskSelector: --log-task chooses the task whose output
