@@ -171,10 +171,10 @@ type TaskOutputLocator interface {
 }
 
 // TaskLogReader is implemented by backends that read the output of any
-// task of an array themselves (Slurm over SSH, with the session the invoke
-// holds): task is the index in the native array arrayID (a chunk's, when
-// the array was split). Like LogReader's, a read returns promptly and
-// streams. ErrNotFound: the task has no output yet (it has not started).
+// task of an array themselves (Slurm over SSH and HTCondor, with the SSH
+// session the invoke holds): task is the index in the native array
+// arrayID (a chunk's, when the array was split). Like LogReader's, a read
+// returns promptly and streams. ErrNotFound: the task has no output yet (it has not started).
 // The runner follows one task with it and, at the end, uploads every
 // task's output to S3, so that no credential has to reach the cluster.
 type TaskLogReader interface {

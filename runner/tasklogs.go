@@ -51,7 +51,7 @@ func (r *run) checkLogTask(desc *record.Description) error {
 		return backends.Invalid("log-task", "is %d, not an index of the array %s; give one of its indexes", n, desc.Array.Indexes())
 	}
 	if !r.followsAnyTask() {
-		return backends.Invalid("log-task", "chooses the task the step's log follows among the logs an array's tasks ship to S3 or write to --log-dir (Slurm over REST), or that invoke reads over SSH (Slurm over SSH); this step's log follows the lowest index only: drop --log-task")
+		return backends.Invalid("log-task", "chooses the task the step's log follows among the logs an array's tasks ship to S3 or write to --log-dir (Slurm over REST), or that invoke reads over SSH (Slurm over SSH, HTCondor); this step's log follows the lowest index only: drop --log-task")
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // An array on a backend that reads each task's output itself (a
-// TaskLogReader: Slurm over SSH) ships nothing from the cluster: invoke
+// TaskLogReader: Slurm over SSH, HTCondor) ships nothing from the cluster: invoke
 // reads the followed task's output for the step's log and keeps its object
 // (tasks/<index>.log) up to date while it runs, and at the end uploads
 // every task's output to its object. Reads stay bounded: one task's while
