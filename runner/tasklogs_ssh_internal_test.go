@@ -1,0 +1,80 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// growingTask is a TaskLogReader whose one task's output is out; it keeps
+// which native array and task it was asked for.
+type growingTask struct {
+	out     string
+	arrayID string
+	task    int
+}
+
+func (g *growingTask) ReadTaskLogs(_ context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	g.arrayID, g.task = id, task
+	n, err := io.WriteString(w, g.out[offset:])
+	return offset + int64(n), err
+}
+
+// TestTaskLogsShipBounded: the followed task's object is uploaded when its
+// output grew and its upload is due, not at every read (a read every log
+// interval, an upload at most every shipEvery); a failed upload is said
+// (the read's bytes are kept) and tried again when due. The task is read
+// in the chunk that runs it (user's index 3 of "100@0+101@2" is chunk 101's
+// task 1).
+func TestTaskLogsShipBounded(t *testing.T) {
+	tr := &growingTask{out: "a\n"}
+	var shipped []int64
+	var fail error
+	l := &taskLogs{tr: tr, task: 3, shipEvery: time.Hour}
+	l.ship = func(ctx context.Context, id string) (int64, error) {
+		if fail != nil {
+			return 0, fail
+		}
+		n, err := tr.ReadTaskLogs(ctx, "101", 1, 0, io.Discard)
+		shipped = append(shipped, n)
+		return n, err
+	}
+	read := func(offset int64) int64 {
+		var b strings.Builder
+		next, err := l.ReadLogs(context.Background(), "100@0+101@2", offset, &b)
+		require.NoError(t, err)
+		assert.Equal(t, tr.out[offset:], b.String())
+		return next
+	}
+	off := read(0)
+	assert.Equal(t, "101", tr.arrayID)
+	assert.Equal(t, 1, tr.task, "the user's index 3 is chunk 101's task 1")
+	assert.Equal(t, []int64{2}, shipped, "the first output is uploaded at once")
+
+	tr.out += "b\n"
+	off = read(off)
+	assert.Equal(t, []int64{2}, shipped, "grown, but not due: not uploaded")
+
+	l.shipDue = time.Time{} // due now
+	off = read(off)
+	assert.Equal(t, []int64{2, 4}, shipped, "grown and due: uploaded")
+
+	l.shipDue = time.Time{}
+	off = read(off)
+	assert.Equal(t, []int64{2, 4}, shipped, "due, but not grown: not uploaded")
+
+	tr.out += "c\n"
+	l.shipDue, fail = time.Time{}, errors.New("S3 is down")
+	next, err := l.ReadLogs(context.Background(), "100@0+101@2", off, io.Discard)
+	assert.Equal(t, int64(6), next, "the read's bytes are kept")
+	require.ErrorContains(t, err, "uploading task 3's log to S3: S3 is down")
+	l.shipDue, fail = time.Time{}, nil
+	read(next)
+	assert.Equal(t, []int64{2, 4, 6}, shipped, "uploaded again once due")
+}
