@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // growingTask is a TaskLogReader whose one task's output is out; it keeps
@@ -77,4 +80,25 @@ func TestTaskLogsShipBounded(t *testing.T) {
 	l.shipDue, fail = time.Time{}, nil
 	read(next)
 	assert.Equal(t, []int64{2, 4, 6}, shipped, "uploaded again once due")
+}
+
+// TestLogTaskNeedsASourceOfAnyTask: --log-task is taken where the step's
+// log can follow any task (a TaskLogReader's, the tasks' S3 objects) and
+// refused, naming the flag, where it follows the lowest index only (a
+// backend's own reader of an array: LSF).
+func TestLogTaskNeedsASourceOfAnyTask(t *testing.T) {
+	arr, err := backends.ParseArray("0-4")
+	require.NoError(t, err)
+	desc := &record.Description{Array: &arr}
+	two := 2
+	r := &run{Invoker: &Invoker{LogTask: &two, LogOut: &strings.Builder{}}}
+	for _, src := range []backends.LogReader{&taskLogs{tr: &growingTask{}}, &s3Logs{}} {
+		r.logSrc = src
+		assert.NoError(t, r.checkLogTask(desc), "%T follows any task", src)
+	}
+	r.logSrc = firstChunk{}
+	err = r.checkLogTask(desc)
+	require.ErrorIs(t, err, backends.ErrInvalid)
+	assert.ErrorContains(t, err, "log-task: ")
+	assert.ErrorContains(t, err, "drop --log-task")
 }
