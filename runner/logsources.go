@@ -22,7 +22,7 @@ import (
 // logSource picks where the job's output is read from, in this order:
 //  1. a shared file system (LogDir) where the backend says the output goes;
 //  2. the backend's own reader (local, Ray, LSF, Quantum, SSH tails; any
-//     task of an array where the backend reads each task's, see tasklogs.go);
+//     task of an array where the backend reads each task's, tasklogs_ssh.go);
 //  3. the object a log shipper in the job writes (Slurm over REST with S3).
 //
 // It returns nil when the output is not followed or cannot be read. Each

@@ -16,9 +16,11 @@ import (
 // bucket) every task ships its own output to its own object under the
 // attempt's prefix, tasks/<index>.log, named by the index the user gave
 // (not a chunk's); the step's live log follows one of them (LogTask, by
-// default the lowest index). At the end, job.log beside the outputs lists
-// every task: its index, the native array (chunk) and task it ran as, its
-// state, exit code and where its log is.
+// default the lowest index). Over SSH (Slurm, HTCondor) invoke reads the
+// tasks' outputs on the cluster and uploads them to the same objects
+// itself (see tasklogs_ssh.go). At the end, job.log beside the outputs
+// lists every task: its index, the native array (chunk) and task it ran
+// as, its state, exit code and where its log is.
 
 // taskLogPrefix is the key prefix of the objects an array's tasks ship
 // their outputs to: the same for every retry of one attempt, so a
