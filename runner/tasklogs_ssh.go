@@ -60,19 +60,34 @@ func (l *taskLogs) ReadLogs(ctx context.Context, id string, offset int64, w io.W
 }
 
 // uploadTaskLogs uploads the output of each of the array's tasks to its
-// object, one task at a time; a task without output (never started) has
-// none.
+// object, one task at a time. A task without output (never started) has
+// none; nor has one whose output cannot be uploaded for good (job.log says
+// "-"), which is said once for all. A fault that outlasts the retries
+// fails the upload as it is (transient: a retry of the step re-attaches
+// and uploads them again).
 func (r *run) uploadTaskLogs(ctx context.Context, bucket string, tr backends.TaskLogReader, id string) error {
+	var failed []int
+	var firstErr error
 	for _, rg := range r.arr.arr.Ranges {
 		for i := rg.First; i <= rg.Last; i++ {
 			err := retryTransient(ctx, min(r.RetryBudget, 2*time.Minute), func(ctx context.Context) error {
 				_, err := r.uploadTaskLog(ctx, bucket, tr, id, i)
 				return err
 			})
-			if err != nil && !errors.Is(err, backends.ErrNotFound) {
-				return backends.Transient(fmt.Errorf("uploading task %d's log to s3://%s/%s failed: %v", i, bucket, r.taskLogPrefix(), err))
+			switch {
+			case err == nil, errors.Is(err, backends.ErrNotFound):
+			case ctx.Err() != nil, errors.Is(err, backends.ErrTransient):
+				return fmt.Errorf("uploading task %d's log to s3://%s/%s failed: %w", i, bucket, r.taskLogPrefix(), err)
+			default:
+				if firstErr == nil {
+					firstErr = err
+				}
+				failed = append(failed, i)
 			}
 		}
+	}
+	if len(failed) > 0 {
+		r.Log.Warn("some array tasks' logs are not uploaded (job.log lists them with -)", "tasks", len(failed), "first", failed[0], "err", firstErr)
 	}
 	return nil
 }

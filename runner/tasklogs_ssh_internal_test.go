@@ -3,15 +3,19 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/tests3"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -101,4 +105,49 @@ func TestLogTaskNeedsASourceOfAnyTask(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrInvalid)
 	assert.ErrorContains(t, err, "log-task: ")
 	assert.ErrorContains(t, err, "drop --log-task")
+}
+
+// faultyTasks is a TaskLogReader whose tasks print "task N", but those it
+// maps to an error, which their reads return.
+type faultyTasks map[int]error
+
+func (f faultyTasks) ReadTaskLogs(_ context.Context, _ string, task int, offset int64, w io.Writer) (int64, error) {
+	if err := f[task]; err != nil {
+		return offset, err
+	}
+	n, err := fmt.Fprintf(w, "task %d\n", task)
+	return offset + int64(n), err
+}
+
+// TestUploadTaskLogsSkipsWhatCannotBeRead (real S3): at the end every
+// task's output is uploaded to its object; a task without output (not
+// found) or whose output cannot be read for good gets none (job.log says
+// "-") and the others are still uploaded; a transient fault that outlasts
+// the retries fails the upload as transient (a retry re-attaches).
+func TestUploadTaskLogsSkipsWhatCannotBeRead(t *testing.T) {
+	endpoint, _, _, creds := tests3.Env(t)
+	s3, err := NewS3Store(S3Config{Endpoint: endpoint, Credentials: DirCredentials{Dir: creds, Secrets: &Secrets{}}})
+	require.NoError(t, err)
+	bucket := tests3.Bucket(t, "tasklogs")
+	arr, err := backends.ParseArray("0-3")
+	require.NoError(t, err)
+	r := &run{Invoker: &Invoker{JobName: "task-logs", RetryBudget: time.Second, Secrets: &Secrets{}, Log: slog.New(slog.DiscardHandler)},
+		rec: &record.Record{UID: "uid-1", Data: map[string]string{}}, arr: &arrayBackend{arr: arr}, s3: s3}
+	tr := faultyTasks{1: errors.New("permission denied"), 2: fmt.Errorf("not started: %w", backends.ErrNotFound)}
+	ctx := context.Background()
+	require.NoError(t, r.uploadTaskLogs(ctx, bucket, tr, "7"))
+	prefix := r.taskLogPrefix()
+	keys, err := s3.Keys(ctx, bucket, prefix)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{prefix + "0.log": true, prefix + "3.log": true}, keys)
+	obj, err := s3.client.GetObject(ctx, bucket, prefix+"3.log", minio.GetObjectOptions{})
+	require.NoError(t, err)
+	got, err := io.ReadAll(obj)
+	require.NoError(t, err)
+	assert.Equal(t, "task 3\n", string(got))
+
+	tr[1] = backends.Transient(errors.New("the SSH connection was cut"))
+	err = r.uploadTaskLogs(ctx, bucket, tr, "7")
+	require.ErrorIs(t, err, backends.ErrTransient)
+	assert.ErrorContains(t, err, "uploading task 1's log")
 }
