@@ -33,11 +33,12 @@ type SSHBackend struct {
 	ssh *sshexec.Client
 	log *slog.Logger
 
-	mu       sync.Mutex
-	files    map[string]jobFiles       // job id → where its files are
-	taskOut  map[string]map[int]string // array id → task → its output (ssh_tasklogs.go)
-	maxArray int                       // the cluster's MaxArraySize, once read (ssh_array.go)
-	noSacct  bool                      // sacct said accounting is off
+	mu          sync.Mutex
+	files       map[string]jobFiles       // job id → where its files are
+	taskOut     map[string]map[int]string // array id → task → its output (ssh_tasklogs.go)
+	taskOutDone map[string]bool           // array id → taskOut lists every task that will have an output
+	maxArray    int                       // the cluster's MaxArraySize, once read (ssh_array.go)
+	noSacct     bool                      // sacct said accounting is off
 }
 
 // jobFiles is what the backend knows of where a job's files are; a field

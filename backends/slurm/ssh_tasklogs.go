@@ -53,34 +53,44 @@ func (b *SSHBackend) taskOutputPath(ctx context.Context, id string, task int) (s
 }
 
 // readTaskOutputs keeps the output paths of array id's started tasks, as
-// one scontrol show job lists them. An array slurmctld no longer knows is
-// no error: its tasks' paths are then not known.
+// one scontrol show job lists them. Once it listed every task ended (or
+// slurmctld no longer knows the array) there is nothing more to learn:
+// the tasks it does not list (never started, or forgotten) cost no more
+// scontrols, one each, at the end of a large array.
 func (b *SSHBackend) readTaskOutputs(ctx context.Context, id string) error {
 	if !slurmID().MatchString(id) {
 		return fmt.Errorf("%q is not a Slurm job id: %w", id, backends.ErrNotFound)
+	}
+	b.mu.Lock()
+	done := b.taskOutDone[id]
+	b.mu.Unlock()
+	if done {
+		return nil
 	}
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"scontrol", "show", "job", "--oneliner", id}})
 	if err != nil {
 		return err
 	}
+	paths, ended := map[int]string{}, true
 	switch {
 	case res.ExitCode == 0:
-	case res.Says("Invalid job id"):
-		return nil
-	default:
-		return backends.Transient(fmt.Errorf("scontrol show job %s (exit %d): %s", id, res.ExitCode, slurmCLI.Said("scontrol", res)))
-	}
-	paths := map[int]string{}
-	for _, line := range strings.Split(string(res.Stdout), "\n") {
-		f := parseScontrol(line)
-		if idx, ok := scontrolTask(f, id); ok && f["StdOut"] != "" {
-			paths[idx] = f["StdOut"]
+		for _, line := range strings.Split(string(res.Stdout), "\n") {
+			f := parseScontrol(line)
+			if f["ArrayJobId"] != id {
+				continue
+			}
+			ended = ended && scontrolStatus(f["JobId"], f).State.Final()
+			if idx, ok := scontrolTask(f, id); ok && f["StdOut"] != "" {
+				paths[idx] = f["StdOut"]
+			}
 		}
+	case !res.Says("Invalid job id"):
+		return backends.Transient(fmt.Errorf("scontrol show job %s (exit %d): %s", id, res.ExitCode, slurmCLI.Said("scontrol", res)))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.taskOut == nil {
-		b.taskOut = map[string]map[int]string{}
+		b.taskOut, b.taskOutDone = map[string]map[int]string{}, map[string]bool{}
 	}
 	if b.taskOut[id] == nil {
 		b.taskOut[id] = map[int]string{}
@@ -88,6 +98,7 @@ func (b *SSHBackend) readTaskOutputs(ctx context.Context, id string) error {
 	for idx, p := range paths {
 		b.taskOut[id][idx] = p
 	}
+	b.taskOutDone[id] = ended
 	return nil
 }
 
