@@ -170,6 +170,17 @@ type TaskOutputLocator interface {
 	TaskOutputPath(ctx context.Context, arrayID string, task int) (string, error)
 }
 
+// TaskLogReader is implemented by backends that read the output of any
+// task of an array themselves (Slurm over SSH and HTCondor, with the SSH
+// session the invoke holds): task is the index in the native array
+// arrayID (a chunk's, when the array was split). Like LogReader's, a read
+// returns promptly and streams. ErrNotFound: the task has no output yet (it has not started).
+// The runner follows one task with it and, at the end, uploads every
+// task's output to S3, so that no credential has to reach the cluster.
+type TaskLogReader interface {
+	ReadTaskLogs(ctx context.Context, arrayID string, task int, offset int64, w io.Writer) (next int64, err error)
+}
+
 // LogShipper is implemented by backends whose API cannot read a job's
 // output (Slurm's REST API has no file access) but whose jobs can send it
 // out themselves: given Job.LogShip, Submit wraps the job so that it does.

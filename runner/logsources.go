@@ -21,7 +21,8 @@ import (
 
 // logSource picks where the job's output is read from, in this order:
 //  1. a shared file system (LogDir) where the backend says the output goes;
-//  2. the backend's own reader (local, Ray, LSF, Quantum, SSH tails);
+//  2. the backend's own reader (local, Ray, LSF, Quantum, SSH tails; any
+//     task of an array where the backend reads each task's, tasklogs_ssh.go);
 //  3. the object a log shipper in the job writes (Slurm over REST with S3).
 //
 // It returns nil when the output is not followed or cannot be read. Each
@@ -37,6 +38,9 @@ func (r *run) logSource(desc *record.Description, be backends.Backend) backends.
 			return &fileLogs{locate: loc, mount: m, paths: map[string]string{}, task: r.fileLogTask(be)}
 		}
 		r.Log.Warn("--log-dir is ignored: this backend does not say where a job's output goes", "backend", desc.Backend)
+	}
+	if tr, ok := be.(backends.TaskLogReader); ok && r.arr != nil {
+		return r.taskLogSource(desc, tr)
 	}
 	if lr, ok := be.(backends.LogReader); ok {
 		return firstChunk{lr}
@@ -200,11 +204,7 @@ func (l *fileLogs) remotePath(ctx context.Context, id string) (string, error) {
 	if l.task == nil || !ok {
 		return l.locate.OutputPath(ctx, logID(id))
 	}
-	refs, chunked := parseChunkedID(id)
-	if !chunked {
-		refs = []chunkRef{{id, 0}}
-	}
-	c := chunkOf(refs, *l.task)
+	c := taskChunk(id, *l.task)
 	return tl.TaskOutputPath(ctx, c.id, *l.task-c.offset)
 }
 

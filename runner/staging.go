@@ -159,7 +159,7 @@ func (r *run) resolveTexts(ctx context.Context, desc *record.Description, job ba
 func (r *run) uploadOutputs(ctx context.Context, desc *record.Description, be backends.Backend, id, key string) ([]string, []string, error) {
 	prefix := OutputPrefix(desc.UploadLayout, r.JobName, key, id)
 	if r.arr != nil {
-		return r.uploadArrayLog(ctx, desc, id, prefix)
+		return r.uploadArrayLog(ctx, desc, be, id, prefix)
 	}
 	if so, ok := be.(backends.StageOuter); ok {
 		if _, fetches := be.(backends.OutputFetcher); !fetches {

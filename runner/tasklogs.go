@@ -16,9 +16,11 @@ import (
 // bucket) every task ships its own output to its own object under the
 // attempt's prefix, tasks/<index>.log, named by the index the user gave
 // (not a chunk's); the step's live log follows one of them (LogTask, by
-// default the lowest index). At the end, job.log beside the outputs lists
-// every task: its index, the native array (chunk) and task it ran as, its
-// state, exit code and where its log is.
+// default the lowest index). Over SSH (Slurm, HTCondor) invoke reads the
+// tasks' outputs on the cluster and uploads them to the same objects
+// itself (see tasklogs_ssh.go). At the end, job.log beside the outputs
+// lists every task: its index, the native array (chunk) and task it ran
+// as, its state, exit code and where its log is.
 
 // taskLogPrefix is the key prefix of the objects an array's tasks ship
 // their outputs to: the same for every retry of one attempt, so a
@@ -51,7 +53,7 @@ func (r *run) checkLogTask(desc *record.Description) error {
 		return backends.Invalid("log-task", "is %d, not an index of the array %s; give one of its indexes", n, desc.Array.Indexes())
 	}
 	if !r.followsAnyTask() {
-		return backends.Invalid("log-task", "chooses the task the step's log follows among the logs an array's tasks ship to S3 or write to --log-dir (Slurm over REST); this step's log follows the lowest index only: drop --log-task")
+		return backends.Invalid("log-task", "chooses the task the step's log follows among the logs an array's tasks ship to S3 or write to --log-dir (Slurm over REST), or that invoke reads over SSH (Slurm over SSH, HTCondor); this step's log follows the lowest index only: drop --log-task")
 	}
 	return nil
 }
@@ -64,6 +66,8 @@ func (r *run) followsAnyTask() bool {
 		return true
 	case *fileLogs:
 		return src.task != nil
+	case *taskLogs:
+		return true
 	}
 	return false
 }
@@ -114,8 +118,14 @@ func (r *run) taskShip(ctx context.Context, desc *record.Description, life time.
 }
 
 // uploadArrayLog uploads the array's job.log (see jobLogText) beside its
-// outputs.
-func (r *run) uploadArrayLog(ctx context.Context, desc *record.Description, id, prefix string) ([]string, []string, error) {
+// outputs, after the tasks' own logs when invoke reads them (be is a
+// TaskLogReader).
+func (r *run) uploadArrayLog(ctx context.Context, desc *record.Description, be backends.Backend, id, prefix string) ([]string, []string, error) {
+	if tr, ok := unwrapArray(be).(backends.TaskLogReader); ok {
+		if err := r.uploadTaskLogs(ctx, desc.UploadBucket, tr, id); err != nil {
+			return nil, nil, err
+		}
+	}
 	var shipped map[string]bool
 	err := retryTransient(ctx, min(r.RetryBudget, 2*time.Minute), func(ctx context.Context) (err error) {
 		shipped, err = r.s3.Keys(ctx, desc.UploadBucket, r.taskLogPrefix())

@@ -32,7 +32,7 @@ func (b *Backend) dir(ctx context.Context, id string) (string, error) {
 
 // ReadLogs copies the job's output (job.out, streamed while it runs) from
 // offset on; an array's is its first task's (task-<index>.out, each task
-// writing its own, which FetchOutput reads).
+// writing its own, which FetchOutput and ReadTaskLogs read).
 func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Writer) (int64, error) {
 	d, err := b.dir(ctx, id)
 	if err != nil {
@@ -44,10 +44,32 @@ func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Wr
 		if !ok {
 			return offset, fmt.Errorf("HTCondor array %s has no task yet: %w", id, backends.ErrNotFound)
 		}
-		name = strings.ReplaceAll(taskOut, "$("+taskMacro+")", strconv.Itoa(a.first))
+		name = taskOutName(a.first)
 	}
 	return b.ssh.ReadFrom(ctx, path.Join(d, name), offset, w)
 }
+
+// ReadTaskLogs implements backends.TaskLogReader: the output of array id's
+// task (task-<index>.out in the cluster's directory, streamed while it
+// runs), from offset on. An HTCondor array is one cluster whose procs
+// carry the user's indexes (never split), so task is the user's index.
+func (b *Backend) ReadTaskLogs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	if !clusterID().MatchString(id) {
+		return offset, fmt.Errorf("%q is not an HTCondor array id (CLUSTER): %w", id, backends.ErrNotFound)
+	}
+	d, err := b.dir(ctx, id)
+	if err != nil {
+		return offset, err
+	}
+	return b.ssh.ReadFrom(ctx, path.Join(d, taskOutName(task)), offset, w)
+}
+
+// taskOutName is the file of the array's task i's standard output.
+func taskOutName(i int) string {
+	return strings.ReplaceAll(taskOut, "$("+taskMacro+")", strconv.Itoa(i))
+}
+
+var _ backends.TaskLogReader = (*Backend)(nil)
 
 // FetchOutput copies a file the job wrote: a relative path is in the job's
 // directory, where HTCondor transfers the job's output files back.

@@ -33,10 +33,12 @@ type SSHBackend struct {
 	ssh *sshexec.Client
 	log *slog.Logger
 
-	mu       sync.Mutex
-	files    map[string]jobFiles // job id → where its files are
-	maxArray int                 // the cluster's MaxArraySize, once read (ssh_array.go)
-	noSacct  bool                // sacct said accounting is off
+	mu          sync.Mutex
+	files       map[string]jobFiles       // job id → where its files are
+	taskOut     map[string]map[int]string // array id → task → its output (ssh_tasklogs.go)
+	taskOutDone map[string]bool           // array id → taskOut lists every task that will have an output
+	maxArray    int                       // the cluster's MaxArraySize, once read (ssh_array.go)
+	noSacct     bool                      // sacct said accounting is off
 }
 
 // jobFiles is what the backend knows of where a job's files are; a field
@@ -44,6 +46,7 @@ type SSHBackend struct {
 type jobFiles struct {
 	workDir, stdout string
 	end             string // the end marker's path (ssh_end.go); not for an array
+	taskOut         string // an array's tasks' output, %a for the task; "" if not known
 }
 
 func newSSH(cfg backends.Config) (backends.Backend, error) {
@@ -281,5 +284,5 @@ func (b *SSHBackend) remember(id string, f jobFiles) {
 		return
 	}
 	old := b.files[id]
-	b.files[id] = jobFiles{workDir: cmp.Or(f.workDir, old.workDir), stdout: cmp.Or(f.stdout, old.stdout), end: cmp.Or(f.end, old.end)}
+	b.files[id] = jobFiles{workDir: cmp.Or(f.workDir, old.workDir), stdout: cmp.Or(f.stdout, old.stdout), end: cmp.Or(f.end, old.end), taskOut: cmp.Or(f.taskOut, old.taskOut)}
 }

@@ -14,7 +14,7 @@ import (
 // SubmitArray submits job with sbatch --array, after checking a against
 // the cluster's MaxArraySize. Each task writes its output to job-N.out in
 // the job's directory (unless jobproperties chose the output); ReadLogs of
-// the array reads the lowest index's.
+// the array reads the lowest index's, ReadTaskLogs any task's.
 func (b *SSHBackend) SubmitArray(ctx context.Context, job backends.Job, a backends.Array) (string, error) {
 	if a.Count() == 0 {
 		return "", backends.Invalid("array", "no indexes: give them as 0-99 or 1,3,8-15")
@@ -43,6 +43,7 @@ func (b *SSHBackend) SubmitArray(ctx context.Context, job backends.Job, a backen
 	}
 	if !sj.output {
 		f.stdout = path.Join(dir, "job-"+strconv.Itoa(a.Ranges[0].First)+".out")
+		f.taskOut = path.Join(dir, "job-%a.out")
 	}
 	b.remember(id, f)
 	return id, nil

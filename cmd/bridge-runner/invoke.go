@@ -94,7 +94,7 @@ A retried or restarted invoke never submits twice: it re-attaches to the job rec
 	fs.BoolVar(&o.followLogs, "follow-logs", true, "copy the job's output to stderr while it runs, for backends that can read it")
 	fs.DurationVar(&o.logInterval, "log-interval", runner.DefaultLogInterval, "how often a running job's output is read (and shipped, for Slurm with S3: at least every 5s); $BRIDGE_LOG_INTERVAL sets the default")
 	fs.StringVar(&o.logDir, "log-dir", os.Getenv("BRIDGE_LOG_DIR"), "where a shared file system shows the job's output in this pod: POD_DIR (the output file by its base name) or REMOTE_DIR:POD_DIR; $BRIDGE_LOG_DIR sets the default")
-	fs.StringVar(&o.logTask, "log-task", "", "for an array, the index of the task whose output the step's log follows (Slurm over REST, from the tasks' S3 logs or --log-dir); unset: the lowest index")
+	fs.StringVar(&o.logTask, "log-task", "", "for an array, the index of the task whose output the step's log follows (Slurm over REST, from the tasks' S3 logs or --log-dir; Slurm over SSH and HTCondor, read on the cluster); unset: the lowest index")
 	fs.BoolVar(&o.watcher, "watcher", true, "share one batched status query per cluster with the other invokes of the namespace that use the same backend, URL and credentials (records in ConfigMaps only); false polls this job alone")
 	fs.Float64Var(&o.maxRPS, "max-requests-per-second", 1, "the most batched status queries per second that the cluster's watcher sends to one cluster")
 	o.inputs = bindInvokeInputs(cmd)

@@ -180,10 +180,17 @@ func readObject(t *testing.T, bucket, key string) string {
 func runTaskArray(t *testing.T, name, bucket, array string, extra ...string) (string, string, []string) {
 	t.Helper()
 	url, slurmCreds := slurmEnv(t)
+	return runTaskArrayAt(t, "slurm", url, slurmCreds, name, bucket, array, extra...)
+}
+
+// runTaskArrayAt is runTaskArray on backend's system at url (Slurm over
+// REST or SSH, HTCondor).
+func runTaskArrayAt(t *testing.T, backend, url, creds, name, bucket, array string, extra ...string) (string, string, []string) {
+	t.Helper()
 	endpoint, _, _, s3Creds := tests3.Env(t)
 	state := t.TempDir()
-	args := append([]string{"invoke", "--state-dir", state, "--job-name", name, "--backend", "slurm",
-		"--resource-url", url, "--credentials-dir", slurmCreds, "--s3-credentials-dir", s3Creds,
+	args := append([]string{"invoke", "--state-dir", state, "--job-name", name, "--backend", backend,
+		"--resource-url", url, "--credentials-dir", creds, "--s3-credentials-dir", s3Creds,
 		"--script", taskScript(3), "--array", array, "--s3-endpoint", endpoint, "--s3-secure", "false",
 		"--s3-upload-bucket", bucket, "--update-interval", "5", "--log-interval", "1s"}, extra...)
 	code, out := runBinary(t, args...)
@@ -203,14 +210,31 @@ func TestSlurmArrayTaskLogsInS3(t *testing.T) {
 	clearEnv(t)
 	bucket := tests3.Bucket(t, "logs")
 	out, key, outputs := runTaskArray(t, "slurm-task-logs", bucket, "0-4/2")
-	tasks := runner.RunPrefix("slurm-task-logs", key, "") + "tasks/"
+	assertTaskLogs(t, bucket, runner.RunPrefix("slurm-task-logs", key, "")+"tasks/", outputs, 2, true)
+	assert.Contains(t, out, "task 0 out 1\n", "the step's live log is the lowest index's:\n%s", out)
+	assert.NotContains(t, out, "task 3 out", "one task's output in the step's log:\n%s", out)
+}
+
+// assertTaskLogs checks the logs of the array 0-4 of taskScript(3), run as
+// chunks of chunk tasks: each task's object under tasks holds its own
+// lines (its standard error's too, when stderr: where the system writes
+// both to one file), and job.log (the array's one output) lists every task
+// with its task number in its chunk, its state, exit code and its object.
+func assertTaskLogs(t *testing.T, bucket, tasks string, outputs []string, chunk int, stderr bool) {
+	t.Helper()
 	for i := 0; i <= 4; i++ {
 		got := readObject(t, bucket, tasks+strconv.Itoa(i)+".log")
 		for n := 1; n <= 3; n++ {
 			assert.Contains(t, got, fmt.Sprintf("task %d out %d\n", i, n), "task %d's log", i)
-			assert.Contains(t, got, fmt.Sprintf("task %d err %d\n", i, n), "task %d's log", i)
+			if stderr {
+				assert.Contains(t, got, fmt.Sprintf("task %d err %d\n", i, n), "task %d's log", i)
+			}
 		}
-		assert.Equal(t, 6, strings.Count(got, "task "), "task %d's log holds its own lines only: %q", i, got)
+		lines := 3
+		if stderr {
+			lines = 6
+		}
+		assert.Equal(t, lines, strings.Count(got, "task "), "task %d's log holds its own lines only: %q", i, got)
 	}
 	require.Len(t, outputs, 1, "job.log is the array's output")
 	require.True(t, strings.HasPrefix(outputs[0], "s3://"+bucket+"/") && strings.HasSuffix(outputs[0], "/job.log"), outputs[0])
@@ -224,11 +248,9 @@ func TestSlurmArrayTaskLogsInS3(t *testing.T) {
 		if i == 3 {
 			state, code = "FAILED", "3"
 		}
-		assert.Equal(t, []string{strconv.Itoa(i), strconv.Itoa(i % 2), state, code, "s3://" + bucket + "/" + tasks + strconv.Itoa(i) + ".log"},
+		assert.Equal(t, []string{strconv.Itoa(i), strconv.Itoa(i % chunk), state, code, "s3://" + bucket + "/" + tasks + strconv.Itoa(i) + ".log"},
 			[]string{f[0], f[2], f[3], f[5], f[6]}, "task %d: index, its task number in its chunk, state, exit code, log", i)
 	}
-	assert.Contains(t, out, "task 0 out 1\n", "the step's live log is the lowest index's:\n%s", out)
-	assert.NotContains(t, out, "task 3 out", "one task's output in the step's log:\n%s", out)
 }
 
 // TestSlurmArrayLogTaskSelector: --log-task chooses the task whose output
