@@ -2,6 +2,9 @@ package backends
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -100,3 +103,18 @@ type LoadPublisher interface {
 // heartbeat ConfigMap (of 1 MiB at most) beside the memo; a cluster whose
 // measure is larger is not published, and its steps probe for themselves.
 const MaxLoadMeasure = 64 << 10
+
+// EncodeMeasure is measure m as published: one line of JSON, refused past
+// MaxLoadMeasure (parts says what it counts, for the error: "12
+// partitions"), so that each backend's MeasureLoad keeps the same bound.
+func EncodeMeasure(m any, parts string) (string, error) {
+	out, err := json.Marshal(m)
+	if err == nil && len(out) > MaxLoadMeasure {
+		return "", fmt.Errorf("the cluster's load is %d bytes as published, over %d (%s): steps probe for themselves", len(out), MaxLoadMeasure, parts)
+	}
+	return string(out), err
+}
+
+// ErrMeasureFormat is what LoadFrom returns for a published measure this
+// release cannot read (another release's format): the caller probes.
+var ErrMeasureFormat = errors.New("the published load is not in a format this release reads")

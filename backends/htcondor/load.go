@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -246,21 +245,14 @@ func (b *Backend) MeasureLoad(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := json.Marshal(m)
-	if err == nil && len(out) > backends.MaxLoadMeasure {
-		return "", fmt.Errorf("the pool's load is %d bytes as published, over %d (%d slot shapes): steps probe for themselves", len(out), backends.MaxLoadMeasure, len(m.Shapes))
-	}
-	return string(out), err
+	return backends.EncodeMeasure(m, fmt.Sprintf("%d slot shapes", len(m.Shapes)))
 }
-
-// errMeasure is a published measure this release cannot read.
-var errMeasure = errors.New("the published load is not in a format this release reads")
 
 // LoadFrom implements backends.LoadPublisher.
 func (b *Backend) LoadFrom(measure string, job backends.Job, array *backends.Array) (backends.Load, error) {
 	var m poolMeasure
 	if json.Unmarshal([]byte(measure), &m) != nil || m.Format != measureFormat {
-		return backends.Load{}, errMeasure
+		return backends.Load{}, backends.ErrMeasureFormat
 	}
 	req, err := jobRequest(job)
 	if err != nil {

@@ -3,7 +3,6 @@ package lsf
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -147,21 +146,14 @@ func (b *Backend) MeasureLoad(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := json.Marshal(m)
-	if err == nil && len(out) > backends.MaxLoadMeasure {
-		return "", fmt.Errorf("the cluster's load is %d bytes as published, over %d (%d queues): steps probe for themselves", len(out), backends.MaxLoadMeasure, len(m.Queues))
-	}
-	return string(out), err
+	return backends.EncodeMeasure(m, fmt.Sprintf("%d queues", len(m.Queues)))
 }
-
-// errMeasure is a published measure this release cannot read.
-var errMeasure = errors.New("the published load is not in a format this release reads")
 
 // LoadFrom implements backends.LoadPublisher.
 func (b *Backend) LoadFrom(measure string, job backends.Job, _ *backends.Array) (backends.Load, error) {
 	var m queuesMeasure
 	if json.Unmarshal([]byte(measure), &m) != nil || m.Format != measureFormat {
-		return backends.Load{}, errMeasure
+		return backends.Load{}, backends.ErrMeasureFormat
 	}
 	p, err := parseProps(job.Properties)
 	if err != nil {

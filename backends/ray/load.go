@@ -3,7 +3,6 @@ package ray
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -130,21 +129,14 @@ func (b *Backend) MeasureLoad(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := json.Marshal(m)
-	if err == nil && len(out) > backends.MaxLoadMeasure {
-		return "", fmt.Errorf("the cluster's load is %d bytes as published, over %d (%d resources): steps probe for themselves", len(out), backends.MaxLoadMeasure, len(m.Usage))
-	}
-	return string(out), err
+	return backends.EncodeMeasure(m, fmt.Sprintf("%d resources", len(m.Usage)))
 }
-
-// errMeasure is a published measure this release cannot read.
-var errMeasure = errors.New("the published load is not in a format this release reads")
 
 // LoadFrom implements backends.LoadPublisher.
 func (b *Backend) LoadFrom(measure string, job backends.Job, _ *backends.Array) (backends.Load, error) {
 	var m clusterMeasure
 	if json.Unmarshal([]byte(measure), &m) != nil || m.Format != measureFormat {
-		return backends.Load{}, errMeasure
+		return backends.Load{}, backends.ErrMeasureFormat
 	}
 	p, err := parseProperties(job.Properties)
 	if err != nil {

@@ -9,7 +9,6 @@ package slurm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -71,21 +70,14 @@ func encodeMeasure(m loadMeasure) (string, error) {
 		w.Parts[i] = wirePart{p.name, p.isDefault, p.state, p.totalCPUs, p.freeCPUs, p.totalNodes, p.freeNodes,
 			p.maxMinutes, p.maxNodes, p.maxCPUs, p.pending, p.running, p.pendCPUs, p.runCPUs, p.pendSecs, p.runSecs, p.noSecs}
 	}
-	out, err := json.Marshal(w)
-	if err == nil && len(out) > backends.MaxLoadMeasure {
-		return "", fmt.Errorf("the cluster's load is %d bytes as published, over %d (%d partitions): steps probe for themselves", len(out), backends.MaxLoadMeasure, len(m.parts))
-	}
-	return string(out), err
+	return backends.EncodeMeasure(w, fmt.Sprintf("%d partitions", len(m.parts)))
 }
-
-// errMeasure is a published measure this release cannot read.
-var errMeasure = errors.New("the published load is not in a format this release reads")
 
 // decodeMeasure reads what encodeMeasure wrote.
 func decodeMeasure(measure string) (loadMeasure, error) {
 	var w wireMeasure
 	if json.Unmarshal([]byte(measure), &w) != nil || w.Format != measureFormat || len(w.Parts) == 0 {
-		return loadMeasure{}, errMeasure
+		return loadMeasure{}, backends.ErrMeasureFormat
 	}
 	m := loadMeasure{noQueue: w.NoQueue, parts: make([]partLoad, len(w.Parts))}
 	for i, p := range w.Parts {
