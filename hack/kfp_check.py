@@ -195,7 +195,8 @@ def _():
     require("{{$.pipeline_job_uuid}}-" in name and "item']}}" in name, f"the item's job name is {name!r}: not per item")
 
 
-# 5b. The array example: the array's task exits 0 (exit_zero) so that its
+# 5b. The array example: the array is the pipeline's parameter, the array's
+#     task exits 0 (exit_zero) so that its
 #     outputs exist, and a retry runs, conditioned on array_failed, with the
 #     first task's array_failed as its array, in a sub-pipeline with a
 #     cleanup of its own.
@@ -204,10 +205,16 @@ def _():
     ir = compile_example(os.path.join(ROOT, "examples", "array", "kfp_pipeline.py"), "example_array")[0]
     dags = [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]
     every = [(name, task) for dag in dags for name, task in dag.get("tasks", {}).items()]
-    first = [t for n, t in every if n == "bridge-job" and t["inputs"]["parameters"].get("array", {}).get("runtimeValue")]
-    require(len(first) == 1, "no bridge-job with a constant array")
+    # The array is the pipeline's own parameter (so that a user gives one
+    # past the cluster's limit whole), by default 100 tasks, 10 at once.
+    # (The retry's sub-pipeline names its own parameter array too: the
+    # first task is the one with exit_zero.)
+    first = [t for n, t in every if n == "bridge-job" and "exit_zero" in t["inputs"]["parameters"]
+             and t["inputs"]["parameters"].get("array", {}).get("componentInputParameter") in ("array", "pipelinechannel--array")]
+    require(len(first) == 1, "no bridge-job takes the pipeline's array parameter as its array")
+    default = ir["root"]["inputDefinitions"]["parameters"].get("array", {}).get("defaultValue")
+    require(default == "0-99%10", f"the pipeline's array defaults to {default!r}, want '0-99%10'")
     params = first[0]["inputs"]["parameters"]
-    require(params["array"]["runtimeValue"]["constant"] == "0-99%10", f"array is {params['array']}")
     require(params["exit_zero"]["runtimeValue"]["constant"] is True, "exit_zero is not on: a FAILED array would have no outputs")
     conds = [t["triggerPolicy"]["condition"] for _, t in every if t.get("triggerPolicy", {}).get("condition")]
     require(any("array_failed" in c for c in conds), f"no task is conditioned on array_failed (conditions: {conds})")
