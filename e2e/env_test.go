@@ -296,6 +296,10 @@ type slurmJob struct {
 	Name     string `json:"name"`
 	Comment  string `json:"comment"`
 	JobState string `json:"job_state"`
+	// Unix seconds, 0 for not yet (v0.0.38's plain numbers).
+	SubmitTime int64 `json:"submit_time"`
+	StartTime  int64 `json:"start_time"`
+	EndTime    int64 `json:"end_time"`
 }
 
 // slurmJobs lists the jobs slurmctld knows (finished ones stay for MinJobAge).
