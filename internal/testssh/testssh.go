@@ -236,12 +236,16 @@ func Agent(t testing.TB, keyFiles ...string) string {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	// Wait for a connection, not for the file: ssh-agent binds (the file
+	// appears) before it listens, and a connect in between is refused
+	// (CI saw that as "connection refused" from the client under test).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("testssh: ssh-agent made no socket in 10s")
+			t.Fatal("testssh: ssh-agent accepted no connection in 10s")
 		}
 	}
 	for _, k := range keyFiles {
