@@ -25,6 +25,9 @@ type agentView struct {
 	status *AgentStatus
 	conds  []Condition
 	after  time.Duration
+	// backend is the agent's, when it runs: its heartbeat is sealed
+	// under it (clusterload.go).
+	backend string
 }
 
 // syncAgent brings the cluster's agent in line with its spec: creates,
@@ -63,6 +66,7 @@ func (r *reconciler) syncAgent(ctx context.Context, bc *BridgeCluster) (agentVie
 		return r.agentRefused(bc, err)
 	}
 	v := agentState(d, served, refused)
+	v.backend = backend
 	if len(extra) > 0 {
 		v.after = grantRetry // nothing announces a consent given or taken back
 	}
@@ -258,6 +262,7 @@ func remember(m *sync.Map, bc *BridgeCluster, key string) {
 func (r *reconciler) forget(bc *BridgeCluster) {
 	r.agentAccess.Delete(bc.Namespace + "/" + bc.Name)
 	r.agentSecret.Delete(bc.Namespace + "/" + bc.Name)
+	r.beatKeys.Delete(bc.Namespace + "/" + bc.Name)
 }
 
 // ensureAgentGrant makes the agent's Role and RoleBinding in ns.

@@ -22,7 +22,9 @@ import (
 // the operator watches already. So the status costs the clusters nothing
 // (the operator sends no probe of its own) and the operator needs no
 // cluster's credentials (those stay in the pods that mount them). The
-// price: the figures are as fresh as the namespace's newest placement.
+// price: the figures are as fresh as the namespace's newest placement;
+// status.load, from the cluster's agent (clusterload.go), is fresh
+// without one.
 
 // clusterChanged queues the cluster's status, and the BridgeJobs of its
 // namespace that list it and have no record yet: one refused for a cluster
@@ -105,6 +107,7 @@ func (r *reconciler) syncCluster(ctx context.Context, key string) error {
 	}
 	s := r.clusterStatus(bc)
 	s.Agent, s.Conditions = v.status, r.agentConditions(ctx, bc, v.conds)
+	s.Load = r.clusterLoad(ctx, bc, v.backend)
 	if reflect.DeepEqual(kube.JSONCopy(&s), kube.JSONCopy(&bc.Status)) {
 		return nil
 	}

@@ -64,9 +64,30 @@ type BridgeClusterStatus struct {
 	// it in one line for kubectl get.
 	StartErrors []record.StartError `json:"startErrors,omitempty"`
 	StartError  string              `json:"startError,omitempty"`
+	// Load is the cluster's load as its own agent last measured it
+	// (clusterload.go): fresh without a placement.
+	Load *ClusterLoad `json:"load,omitempty"`
 	// Agent and Conditions are the agent's (agent.go).
 	Agent      *AgentStatus `json:"agent,omitempty"`
 	Conditions []Condition  `json:"conditions,omitempty"`
+}
+
+// ClusterLoad is the figures of the measure the cluster's agent published
+// in its sealed heartbeat, for the partition or queue of
+// spec.jobproperties (the default one when it names none); a nil count is
+// one the backend does not report.
+type ClusterLoad struct {
+	Queue             string `json:"queue,omitempty"`
+	FreeCPUs          *int   `json:"freeCPUs,omitempty"`
+	TotalCPUs         *int   `json:"totalCPUs,omitempty"`
+	PendingJobs       *int   `json:"pendingJobs,omitempty"`
+	PendingCPUSeconds *int64 `json:"pendingCPUSeconds,omitempty"`
+	RunningJobs       *int   `json:"runningJobs,omitempty"`
+	// MeasuredAt is the time of the agent's heartbeat that carried the
+	// figures (the agent's clock).
+	MeasuredAt metav1.Time `json:"measuredAt"`
+	// Agent names the agent that measured them (host/pid/random).
+	Agent string `json:"agent,omitempty"`
 }
 
 // AgentStatus is the agent's Deployment as the operator last saw it.

@@ -53,6 +53,9 @@ type Options struct {
 	// quantum.CheckSpec): the operator refuses such a BridgeJob before it
 	// makes a Job.
 	SpecChecks map[string]func(backends.Job) error
+	// Registry builds backends to read the load measures the clusters'
+	// agents publish (LoadPublisher.LoadFrom, no request); nil shows none.
+	Registry *backends.Registry
 	// DefaultBackend is the backend of a BridgeJob that names none (the
 	// operator's --backend or BRIDGE_BACKEND), chosen as invoke chooses.
 	DefaultBackend string
@@ -176,8 +179,9 @@ func (r *reconciler) run(ctx context.Context) {
 	r.m.records.watch(r.cms)
 	r.m.records.watch(r.steps)
 	r.watchPlacements(r.cms)
+	r.beats = r.watchAgentBeats()
 	var wg sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs, r.clusters, r.deploys, r.steps} {
+	for _, inf := range []cache.SharedIndexInformer{r.jobs, r.cms, r.kjobs, r.clusters, r.deploys, r.steps, r.beats} {
 		wg.Add(1)
 		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
 	}

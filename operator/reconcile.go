@@ -36,6 +36,10 @@ type reconciler struct {
 	steps    cache.SharedIndexInformer
 	clusters cache.SharedIndexInformer // BridgeClusters
 	deploys  cache.SharedIndexInformer // the clusters' agents (agent.go)
+	beats    cache.SharedIndexInformer // the agents' heartbeats (clusterload.go)
+	// beatKeys holds, by cluster, the key its agent's heartbeat verifies
+	// under (a beatKey).
+	beatKeys sync.Map
 	// agentAccess and agentSecret remember, by cluster, for what its
 	// agent's ServiceAccount and grants were made and its Secret was
 	// checked, and when (agentMemo).

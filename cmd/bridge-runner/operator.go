@@ -72,7 +72,7 @@ bridge-runner.io/allow-bridgejobs=true (or --allowed-secrets), no local backend
 			if err != nil {
 				return usageError{err}
 			}
-			o.Config, o.Log, o.Backends = cfg, a.log, a.registry.Names()
+			o.Config, o.Log, o.Backends, o.Registry = cfg, a.log, a.registry.Names(), a.registry
 			o.SpecChecks = map[string]func(backends.Job) error{quantum.Name: quantum.CheckSpec}
 			if err := operator.Run(cmd.Context(), *o); err != nil {
 				a.log.Error("operator stopped", "err", err)
