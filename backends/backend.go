@@ -181,6 +181,17 @@ type TaskLogReader interface {
 	ReadTaskLogs(ctx context.Context, arrayID string, task int, offset int64, w io.Writer) (next int64, err error)
 }
 
+// TaskErrReader is implemented by TaskLogReaders whose tasks write their
+// standard error to a file of its own (HTCondor's task-N.err), where
+// Slurm writes both streams to one file. ReadTaskErrs reads it as
+// ReadTaskLogs reads the output; the runner appends it to the task's log
+// object after a marker line, so that a task's log is one object on every
+// backend. The two files keep no order between them: they are appended,
+// never interleaved.
+type TaskErrReader interface {
+	ReadTaskErrs(ctx context.Context, arrayID string, task int, offset int64, w io.Writer) (next int64, err error)
+}
+
 // LogShipper is implemented by backends whose API cannot read a job's
 // output (Slurm's REST API has no file access) but whose jobs can send it
 // out themselves: given Job.LogShip, Submit wraps the job so that it does.

@@ -105,7 +105,11 @@ func (r *run) uploadTaskLog(ctx context.Context, bucket string, tr backends.Task
 	defer func() { spool.Close(); os.Remove(spool.Name()) }()
 	c := taskChunk(id, i)
 	out := &outputWriter{w: spool, secrets: r.Secrets}
-	size, err := tr.ReadTaskLogs(ctx, c.id, i-c.offset, 0, out)
+	tail := &tailWriter{w: out}
+	size, err := tr.ReadTaskLogs(ctx, c.id, i-c.offset, 0, tail)
+	if er, ok := tr.(backends.TaskErrReader); ok && err == nil {
+		err = appendTaskErrs(ctx, er, c, i, out, tail.last != 0 && tail.last != '\n')
+	}
 	if err == nil {
 		err = out.Flush()
 	}
@@ -121,6 +125,60 @@ func (r *run) uploadTaskLog(ctx context.Context, bucket string, tr backends.Task
 	}
 	_, err = r.s3.Upload(ctx, bucket, r.taskLogPrefix()+strconv.Itoa(i)+".log", spool, n)
 	return size, err
+}
+
+// taskErrMarker heads a task's standard error in its log object, where the
+// backend keeps it in a file of its own (backends.TaskErrReader).
+const taskErrMarker = "--- standard error ---\n"
+
+// appendTaskErrs writes the standard error of the array's task i (in
+// chunk c) to w after taskErrMarker, on a line of its own (after a
+// newline, if newline: the output did not end one); nothing when the task
+// wrote none.
+func appendTaskErrs(ctx context.Context, er backends.TaskErrReader, c chunkRef, i int, w io.Writer, newline bool) error {
+	m := &markedWriter{w: w, marker: taskErrMarker, newline: newline}
+	_, err := er.ReadTaskErrs(ctx, c.id, i-c.offset, 0, m)
+	if errors.Is(err, backends.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// markedWriter writes marker (after a newline, if newline) before the
+// first bytes written to it.
+type markedWriter struct {
+	w       io.Writer
+	marker  string
+	newline bool
+	started bool
+}
+
+func (m *markedWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 && !m.started {
+		m.started = true
+		head := m.marker
+		if m.newline {
+			head = "\n" + head
+		}
+		if _, err := io.WriteString(m.w, head); err != nil {
+			return 0, err
+		}
+	}
+	return m.w.Write(p)
+}
+
+// tailWriter remembers the last byte written through it (0: none).
+type tailWriter struct {
+	w    io.Writer
+	last byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	if n > 0 {
+		t.last = p[n-1]
+	}
+	return n, err
 }
 
 // taskChunk is the native array (the chunk, when the array was split) that

@@ -151,3 +151,60 @@ func TestUploadTaskLogsSkipsWhatCannotBeRead(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrTransient)
 	assert.ErrorContains(t, err, "uploading task 1's log")
 }
+
+// splitTasks is a TaskLogReader and TaskErrReader (HTCondor's shape):
+// task i's output is out[i] and its standard error err[i]; a task missing
+// from err has no error file.
+type splitTasks struct{ out, err map[int]string }
+
+func (s splitTasks) ReadTaskLogs(_ context.Context, _ string, task int, offset int64, w io.Writer) (int64, error) {
+	n, err := io.WriteString(w, s.out[task][offset:])
+	return offset + int64(n), err
+}
+
+func (s splitTasks) ReadTaskErrs(_ context.Context, _ string, task int, offset int64, w io.Writer) (int64, error) {
+	e, ok := s.err[task]
+	if !ok {
+		return offset, fmt.Errorf("no task-%d.err: %w", task, backends.ErrNotFound)
+	}
+	n, err := io.WriteString(w, e[offset:])
+	return offset + int64(n), err
+}
+
+// TestUploadTaskLogsAppendStandardError (real S3): where a task's standard
+// error is a file of its own, its object holds the output, then a marker
+// line and the standard error (on a line of its own even after output
+// without a final newline, scrubbed like the output); no marker when the
+// task wrote no error, or has no error file.
+func TestUploadTaskLogsAppendStandardError(t *testing.T) {
+	endpoint, _, _, creds := tests3.Env(t)
+	s3, err := NewS3Store(S3Config{Endpoint: endpoint, Credentials: DirCredentials{Dir: creds, Secrets: &Secrets{}}})
+	require.NoError(t, err)
+	bucket := tests3.Bucket(t, "tasklogs")
+	arr, err := backends.ParseArray("0-3")
+	require.NoError(t, err)
+	secrets := &Secrets{}
+	secrets.Add("hunter2-secret")
+	r := &run{Invoker: &Invoker{JobName: "task-errs", RetryBudget: time.Second, Secrets: secrets, Log: slog.New(slog.DiscardHandler)},
+		rec: &record.Record{UID: "uid-2", Data: map[string]string{}}, arr: &arrayBackend{arr: arr}, s3: s3}
+	tr := splitTasks{
+		out: map[int]string{0: "out 0\n", 1: "out 1 without newline", 2: "out 2\n", 3: "out 3\n"},
+		err: map[int]string{0: "err 0 hunter2-secret\n", 1: "err 1\n", 2: ""},
+	}
+	ctx := context.Background()
+	require.NoError(t, r.uploadTaskLogs(ctx, bucket, tr, "7"))
+	want := map[int]string{
+		0: "out 0\n--- standard error ---\n" + secrets.Scrub("err 0 hunter2-secret\n"),
+		1: "out 1 without newline\n--- standard error ---\nerr 1\n",
+		2: "out 2\n",
+		3: "out 3\n",
+	}
+	require.NotContains(t, want[0], "hunter2-secret")
+	for i, w := range want {
+		obj, err := s3.client.GetObject(ctx, bucket, r.taskLogPrefix()+fmt.Sprint(i)+".log", minio.GetObjectOptions{})
+		require.NoError(t, err)
+		got, err := io.ReadAll(obj)
+		require.NoError(t, err)
+		assert.Equal(t, w, string(got), "task %d's object", i)
+	}
+}

@@ -54,6 +54,18 @@ func (b *Backend) ReadLogs(ctx context.Context, id string, offset int64, w io.Wr
 // runs), from offset on. An HTCondor array is one cluster whose procs
 // carry the user's indexes (never split), so task is the user's index.
 func (b *Backend) ReadTaskLogs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	return b.readTaskFile(ctx, id, taskOut, task, offset, w)
+}
+
+// ReadTaskErrs implements backends.TaskErrReader: the standard error of
+// array id's task (task-<index>.err), from offset on.
+func (b *Backend) ReadTaskErrs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	return b.readTaskFile(ctx, id, taskErr, task, offset, w)
+}
+
+// readTaskFile reads the file of array id's task named by pattern
+// (taskOut or taskErr) from offset on.
+func (b *Backend) readTaskFile(ctx context.Context, id, pattern string, task int, offset int64, w io.Writer) (int64, error) {
 	if !clusterID().MatchString(id) {
 		return offset, fmt.Errorf("%q is not an HTCondor array id (CLUSTER): %w", id, backends.ErrNotFound)
 	}
@@ -61,15 +73,21 @@ func (b *Backend) ReadTaskLogs(ctx context.Context, id string, task int, offset 
 	if err != nil {
 		return offset, err
 	}
-	return b.ssh.ReadFrom(ctx, path.Join(d, taskOutName(task)), offset, w)
+	return b.ssh.ReadFrom(ctx, path.Join(d, taskFileName(pattern, task)), offset, w)
 }
 
 // taskOutName is the file of the array's task i's standard output.
-func taskOutName(i int) string {
-	return strings.ReplaceAll(taskOut, "$("+taskMacro+")", strconv.Itoa(i))
+func taskOutName(i int) string { return taskFileName(taskOut, i) }
+
+// taskFileName is pattern (taskOut or taskErr) for the array's task i.
+func taskFileName(pattern string, i int) string {
+	return strings.ReplaceAll(pattern, "$("+taskMacro+")", strconv.Itoa(i))
 }
 
-var _ backends.TaskLogReader = (*Backend)(nil)
+var (
+	_ backends.TaskLogReader = (*Backend)(nil)
+	_ backends.TaskErrReader = (*Backend)(nil)
+)
 
 // FetchOutput copies a file the job wrote: a relative path is in the job's
 // directory, where HTCondor transfers the job's output files back.
