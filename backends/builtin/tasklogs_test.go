@@ -10,13 +10,13 @@ import (
 // tasksLogsOnCluster are the backends whose array tasks' logs still stay
 // on the cluster (job.log lists them as "-"; --log-task is refused).
 // Remove one when it gets a way for every resourceURL it takes.
-var tasksLogsOnCluster = map[string]bool{"lsf": true}
+var tasksLogsOnCluster = map[string]bool{}
 
 // TestArrayTaskLogsLeaveTheCluster: every built-in backend that runs
 // arrays must get each task's log to the step's S3 prefix: either its
 // tasks ship them (a backends.LogShipper, Slurm over REST) or invoke reads
 // each task's output itself (a backends.TaskLogReader, Slurm over SSH,
-// HTCondor). A new array backend fails here until it does one or the
+// HTCondor, LSF). A new array backend fails here until it does one or the
 // other, or is listed in tasksLogsOnCluster; a listed one that has a way
 // for each of its URLs fails too, so that the list stays true.
 func TestArrayTaskLogsLeaveTheCluster(t *testing.T) {

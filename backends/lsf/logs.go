@@ -3,8 +3,10 @@ package lsf
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -62,4 +64,70 @@ func (b *Backend) outputFile(ctx context.Context, id string) (string, error) {
 	return p, nil
 }
 
-var _ backends.LogReader = (*Backend)(nil)
+// ReadTaskLogs implements backends.TaskLogReader: the output file of
+// task of array id (LSF's element task+1, see array.go), downloaded as
+// ReadLogs downloads a job's: with the job files download of the array's
+// job id, the file named as bsub -o names an element's, %J the array's id
+// and %I the element's index. A task shows its own output only when the
+// array's outputFile has %I (e.g. out.%J.%I); without, every element
+// writes the one file, which is no task's own. ErrNotFound: the task has
+// not written its file yet.
+func (b *Backend) ReadTaskLogs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	pattern, cwd, err := b.outputPattern(ctx, id)
+	if err != nil {
+		return offset, err
+	}
+	switch {
+	case pattern == "":
+		return offset, fmt.Errorf("LSF array %s has no output file (set outputFile in jobproperties, e.g. out.%%J.%%I): %w", id, backends.ErrNotFound)
+	case !strings.Contains(pattern, "%I"):
+		return offset, backends.Invalid("jobproperties", "outputFile %q has no %%I, so the tasks of array %s write one file and no task's log is its own; put %%I in it (e.g. out.%%J.%%I)", pattern, id)
+	}
+	p := strings.NewReplacer("%J", id, "%I", strconv.Itoa(task+1)).Replace(pattern)
+	if !path.IsAbs(p) {
+		if cwd == "" {
+			return offset, fmt.Errorf("LSF array %s's working directory is not known yet: %w", id, backends.ErrNotFound)
+		}
+		p = path.Join(cwd, p)
+	}
+	ow := backends.NewOffsetWriter(w, offset)
+	err = b.FetchOutput(ctx, id, p, ow)
+	return offset + ow.Written(), err
+}
+
+// outputPattern is the output file of job id as Application Center
+// reports it (%J and %I not replaced) and the job's working directory.
+func (b *Backend) outputPattern(ctx context.Context, id string) (pattern, cwd string, err error) {
+	if !validID(id) {
+		return "", "", fmt.Errorf("LSF job id %q is not a job id: %w", id, backends.ErrNotFound)
+	}
+	b.mu.Lock()
+	f, ok := b.outPatterns[id]
+	b.mu.Unlock()
+	if ok {
+		return f[0], f[1], nil
+	}
+	e, err := b.jobInfo(ctx, id)
+	if err != nil {
+		return "", "", err
+	}
+	if e == nil {
+		return "", "", fmt.Errorf("LSF job %s is not listed, so its files cannot be named: %w", id, backends.ErrNotFound)
+	}
+	pattern, cwd = str(get(e, "outfile", "outFile", "outputFile")), str(get(e, "cwd", "execCwd"))
+	if cwd != "" || pattern == "" || path.IsAbs(pattern) {
+		// Known for good: each task's read asks no more.
+		b.mu.Lock()
+		if b.outPatterns == nil {
+			b.outPatterns = map[string][2]string{}
+		}
+		b.outPatterns[id] = [2]string{pattern, cwd}
+		b.mu.Unlock()
+	}
+	return pattern, cwd, nil
+}
+
+var (
+	_ backends.LogReader     = (*Backend)(nil)
+	_ backends.TaskLogReader = (*Backend)(nil)
+)

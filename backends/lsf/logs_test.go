@@ -62,3 +62,59 @@ func TestReadLogsWithoutOutputFile(t *testing.T) {
 	assert.Zero(t, off)
 	assert.Contains(t, h.logs.String(), "set outputFile in jobproperties")
 }
+
+// TestReadTaskLogsDownloadsEachElementsFile: an array's task i reads the
+// file bsub -o names for LSF's element i+1 (%J the array's id, %I the
+// element), with the job files download of the array's id, from its
+// offset on; a task whose file is not there yet is ErrNotFound; an
+// outputFile without %I (every element writes one file) is refused naming
+// the field and the fix. The output file's name is asked once per array.
+func TestReadTaskLogsDownloadsEachElementsFile(t *testing.T) {
+	h := newHarness(t)
+	job := backends.Job{Name: "sim", Key: "br-task-logs", Script: "#!/bin/sh\necho hi\n", Properties: []byte(`{"outputFile":"out.%J.%I"}`)}
+	id, _ := h.submitArray(t, job, "0-2")
+	n := jobID(t, id)
+	for e := 1; e <= 3; e++ {
+		h.f.SetElem(n, e, func(j *fakelsf.Job) {
+			j.Status = "RUN"
+			j.Outputs[j.OutputPath()] = []byte("element " + strconv.Itoa(j.Index) + "\n")
+		})
+	}
+	h.f.SetElem(n, 3, func(j *fakelsf.Job) { delete(j.Outputs, j.OutputPath()) })
+
+	for task := 0; task <= 1; task++ {
+		var out bytes.Buffer
+		next, err := h.b.ReadTaskLogs(ctx, id, task, 0, &out)
+		require.NoError(t, err)
+		assert.Equal(t, "element "+strconv.Itoa(task+1)+"\n", out.String(), "task %d is LSF's element %d", task, task+1)
+		assert.EqualValues(t, out.Len(), next)
+		var rest bytes.Buffer
+		again, err := h.b.ReadTaskLogs(ctx, id, task, 8, &rest)
+		require.NoError(t, err)
+		assert.Equal(t, strconv.Itoa(task+1)+"\n", rest.String(), "from the offset on")
+		assert.Equal(t, next, again)
+	}
+	_, err := h.b.ReadTaskLogs(ctx, id, 2, 0, &bytes.Buffer{})
+	require.ErrorIs(t, err, backends.ErrNotFound, "task 2 has written nothing yet")
+
+	h.f.Mu.Lock()
+	lists, downloads := 0, 0
+	for _, r := range h.f.Requests {
+		switch r {
+		case "GET /platform/ws/jobs/" + id:
+			lists++
+		case "POST /platform/ws/jobfiles/download/" + id:
+			downloads++
+		}
+	}
+	h.f.Mu.Unlock()
+	assert.Equal(t, 1, lists, "the output file's name is asked once")
+	assert.Equal(t, 5, downloads, "one download per read")
+
+	one := backends.Job{Name: "sim", Key: "br-one-file", Script: "#!/bin/sh\necho hi\n", Properties: []byte(`{"outputFile":"out.%J"}`)}
+	id2, _ := h.submitArray(t, one, "0-2")
+	_, err = h.b.ReadTaskLogs(ctx, id2, 0, 0, &bytes.Buffer{})
+	require.ErrorIs(t, err, backends.ErrInvalid)
+	assert.ErrorContains(t, err, "outputFile")
+	assert.ErrorContains(t, err, "%I")
+}

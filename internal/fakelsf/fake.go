@@ -90,6 +90,17 @@ func (j *Job) IDStr() string {
 	return strconv.Itoa(j.ID)
 }
 
+// OutputPath is where the job (an array's element) writes its output, as
+// bsub -o names it: OUTPUT_FILE in its working directory, %J the job id
+// (an array's) and %I the element's index (0 for a job that is no array).
+func (j *Job) OutputPath() string {
+	out := strings.NewReplacer("%J", strconv.Itoa(j.ID), "%I", strconv.Itoa(j.Index)).Replace(j.Params["OUTPUT_FILE"])
+	if path.IsAbs(out) {
+		return out
+	}
+	return j.Cwd + "/" + out
+}
+
 type Submit struct {
 	App    string
 	Params map[string]Param
@@ -166,7 +177,7 @@ func (f *Server) advance() {
 					e.Start = now
 				}
 				if out := e.Params["OUTPUT_FILE"]; out != "" && e.Outputs != nil {
-					e.Outputs[e.Cwd+"/"+out] = []byte("fake LSF: job " + e.IDStr() + " is DONE (the fake runs no command)\n")
+					e.Outputs[e.OutputPath()] = []byte("fake LSF: job " + e.IDStr() + " is DONE (the fake runs no command)\n")
 				}
 			case e.Status == "PEND":
 				e.Status, e.Start, e.PendReason = "RUN", now, ""
