@@ -169,13 +169,14 @@ func (r *reconciler) clusterKey(ctx context.Context, ns, secret, backend, url st
 }
 
 // mountedBytes is what runner's credentialBytes reads of the Secret data
-// mounted as a directory: each file but the mount's dot-entries, by name,
+// mounted as a directory: each file but the mount's dot-entries and those
+// over runner.MaxCredentialFileBytes (unreadable as credentials), by name,
 // as "name\0value\0" with the value trimmed. TestBeatKeyIsTheAgents holds
 // the two equal.
 func mountedBytes(data map[string][]byte) []byte {
 	names := make([]string, 0, len(data))
-	for n := range data {
-		if !strings.HasPrefix(n, ".") {
+	for n, v := range data {
+		if !strings.HasPrefix(n, ".") && len(v) <= runner.MaxCredentialFileBytes {
 			names = append(names, n)
 		}
 	}

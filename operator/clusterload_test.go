@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,8 @@ func agentKeyOf(t *testing.T, backend, url string, data map[string]string) []byt
 // TestBeatKeyIsTheAgents: the key the operator derives from a Secret's
 // data is the one the agent derives from the same Secret mounted.
 func TestBeatKeyIsTheAgents(t *testing.T) {
-	data := map[string]string{"token": " tok \n", "user": "alice", record.OriginsKey: "https://a.example.org:6820"}
+	data := map[string]string{"token": " tok \n", "user": "alice", record.OriginsKey: "https://a.example.org:6820",
+		"big": strings.Repeat("x", runner.MaxCredentialFileBytes+1), "at-the-limit": strings.Repeat("y", runner.MaxCredentialFileBytes)}
 	raw := map[string][]byte{}
 	for k, v := range data {
 		raw[k] = []byte(v)
