@@ -48,3 +48,44 @@ func TestArrayTaskLogsLeaveTheCluster(t *testing.T) {
 		t.Fatalf("%d array backends found, want Slurm and HTCondor at least", len(stuck))
 	}
 }
+
+// stderrInTheLog are the TaskLogReaders whose tasks write their standard
+// error into the file ReadTaskLogs reads, by default (so it needs no
+// backends.TaskErrReader), with where that is said.
+var stderrInTheLog = map[string]string{
+	"slurm": "sbatch writes standard error to the --output file unless --error is given",
+	"lsf":   "bsub -o without -e writes standard error to the output file",
+}
+
+// TestArrayTaskErrorsLeaveTheCluster: a backend that reads its tasks'
+// logs itself also reads their standard error (a backends.TaskErrReader,
+// HTCondor's task-N.err), or is listed in stderrInTheLog with the reason
+// the log already holds it; a listed one that reads it separately fails,
+// so that the list stays true.
+func TestArrayTaskErrorsLeaveTheCluster(t *testing.T) {
+	reg := builtin.Registry()
+	seen := 0
+	for _, name := range reg.Names() {
+		for _, url := range []string{"ssh://user@127.0.0.1:1/dir", "http://127.0.0.1:1", "https://127.0.0.1:1"} {
+			be, err := reg.New(name, backends.Config{URL: url})
+			if err != nil {
+				continue
+			}
+			if _, ok := be.(backends.TaskLogReader); !ok {
+				continue
+			}
+			seen++
+			_, errs := be.(backends.TaskErrReader)
+			_, listed := stderrInTheLog[name]
+			switch {
+			case !errs && !listed:
+				t.Errorf("backend %s (%T, %s) reads its tasks' logs but not their standard error: make it a backends.TaskErrReader, or list it in stderrInTheLog with the reason", name, be, url)
+			case errs && listed:
+				t.Errorf("backend %s (%T) reads its tasks' standard error separately: remove it from stderrInTheLog", name, be)
+			}
+		}
+	}
+	if seen < 3 {
+		t.Fatalf("%d TaskLogReaders found, want Slurm over SSH, HTCondor and LSF at least", seen)
+	}
+}
