@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -117,9 +118,25 @@ func TestClusterLoadFromItsAgent(t *testing.T) {
 	}
 
 	ag.hb.Load = slurmMeasure(5, 1, 6, 600)
+	published := time.Now()
 	e.waitLoad("the agent's next measure", ag.beat, func(l *ClusterLoad) bool { return l.FreeCPUs != nil && *l.FreeCPUs == 5 })
+	t.Logf("a new measure reached status.load %v after it was published", time.Since(published).Round(time.Millisecond))
 	e.beat("hpc-a", first) // replayed: older than shown, and no longer current
 	e.neverLoad("the agent's first heartbeat replayed", 3)
+
+	// The same measure in a heartbeat every 100 ms for 8 s: status.load
+	// takes it again at most once per the agent's measuring period (5 s),
+	// not at each heartbeat (the ceiling allows for the window's edges).
+	taken := map[time.Time]bool{}
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		ag.beat()
+		bc, err := e.bridgeCluster("hpc-a")
+		require.NoError(t, err)
+		taken[bc.Status.Load.MeasuredAt.Time] = true
+	}
+	if len(taken) > 3 {
+		t.Errorf("status.load took the same measure %d times in 8 s of heartbeats every 100 ms: %v", len(taken), taken)
+	}
 }
 
 // fakeAgent writes heartbeats as a cluster's agent does: sealed under its
