@@ -197,3 +197,18 @@ func slurmNumber(raw json.RawMessage) string {
 	_ = json.Unmarshal(raw, &set)
 	return set.Number.String()
 }
+
+// TestReplaceAfterBadIsExit2: a replaceAfter that is no duration, out of
+// bounds, or given with one target is exit 2 naming the field, before any
+// target is asked anything (none listens here) or anything is submitted.
+func TestReplaceAfterBadIsExit2(t *testing.T) {
+	clearEnv(t)
+	two := fmt.Sprintf(`[{"name":"a","resourceURL":"http://%s"},{"name":"b","resourceURL":"http://%s"}]`, closedPort(t), closedPort(t))
+	one := fmt.Sprintf(`[{"name":"a","resourceURL":"http://%s"}]`, closedPort(t))
+	for _, c := range []struct{ targets, after string }{{two, "soon"}, {two, "0.2"}, {two, "9000h"}, {one, "10m"}} {
+		res := run(t, "invoke", "--state-dir", t.TempDir(), "--job-name", "bad-replace", "--backend", "slurm",
+			"--targets", c.targets, "--replace-after", c.after, "--script", "#!/bin/sh\ntrue\n")
+		assert.Equal(t, ExitInvalid, res.code, "replaceAfter %q: %s", c.after, res.stderr)
+		assert.Contains(t, res.stderr, "replaceAfter", c.after)
+	}
+}
