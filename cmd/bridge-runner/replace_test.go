@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -93,7 +94,11 @@ func invokeThroughCrashes(t *testing.T, point string, args []string) string {
 			env = []string{"BRIDGE_CRASH_AT=" + point}
 		}
 		cmd, out := startInvoke(t, env, args...)
+		var late atomic.Bool // a ceiling, so that a cluster busy with others' jobs fails the test rather than hangs it
+		stop := time.AfterFunc(3*time.Minute, func() { late.Store(true); _ = cmd.Process.Kill() })
 		err := cmd.Wait()
+		stop.Stop()
+		require.False(t, late.Load(), "invoke still running after 3 min (did 24.11's partition short stay full?): %s", out)
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL {
 			require.NotEmpty(t, env, "killed without the hook: %s", out)
