@@ -27,11 +27,12 @@ func checkCancelIfPending(t *testing.T, b pendingCanceller, key string) {
 	}
 	t.Cleanup(func() { _ = b.Cancel(context.Background(), pending) })
 	for range 2 {
+		start := time.Now()
 		pc, err := b.CancelIfPending(ctx, pending)
 		if err != nil || !pc.Cancelled {
 			t.Fatalf("a pending job: %+v, %v", pc, err)
 		}
-		t.Logf("evidence: %s", pc.Evidence)
+		t.Logf("took %s; evidence: %s", time.Since(start).Round(time.Millisecond), pc.Evidence)
 	}
 	if st, err := b.Status(ctx, pending); err != nil || st.Raw != "CANCELLED" || st.ExitCode != nil && *st.ExitCode != 0 {
 		t.Fatalf("after the cancel: %+v, %v", st, err)
@@ -67,8 +68,9 @@ func TestCancelIfPendingRealSlurm(t *testing.T) {
 	for _, rs := range realSlurms(t) {
 		t.Run(rs.name, func(t *testing.T) {
 			t.Parallel()
-			b, _ := rs.backend(t, nil)
+			b, ct := rs.backend(t, nil)
 			checkCancelIfPending(t, b, newKey())
+			t.Logf("requests: %v", ct.snapshot())
 		})
 	}
 }
