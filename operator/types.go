@@ -37,6 +37,8 @@ type BridgeJobSpec struct {
 	Array string `json:"array,omitempty"`
 	// PendingLimit is bridge-runner's; IBM's resource has none.
 	PendingLimit string `json:"pendingLimit,omitempty"`
+	// ReplaceAfter is bridge-runner's (re-placement); IBM's resource has none.
+	ReplaceAfter string `json:"replaceAfter,omitempty"`
 	// Cluster names the cluster whose agent follows the job (record key
 	// cluster); bridge-runner's, IBM's resource has none.
 	Cluster       string  `json:"cluster,omitempty"`

@@ -39,6 +39,7 @@ type Spec struct {
 	Placement           string `key:"placement" flag:"placement" default:"earliest-start" help:"how targets are chosen: earliest-start, least-pending or ordered (the first where the job starts now, else the first that fits)" crd:"placement"`
 	UpdateInterval      string `key:"updateInterval" flag:"update-interval" default:"20" help:"longest time between two status polls: seconds, or a duration such as 1m" crd:"updateinterval" ibm:"updateinterval" type:"Integer"`
 	PendingLimit        string `key:"pendingLimit" flag:"pending-limit" help:"give up on a job that has not started after this long (seconds or a duration such as 30m): invoke cancels it and exits 2 naming the scheduler's reason; default none" crd:"pendingLimit"`
+	ReplaceAfter        string `key:"replaceAfter" flag:"replace-after" help:"with two or more targets: a job still pending after this long (seconds or a duration such as 10m) moves to another target that would start it now, exactly once: only after its first target confirmed it cancelled and never started; default never" crd:"replaceAfter"`
 	Array               string `key:"array" flag:"array" help:"job array: run the job as many tasks, e.g. 0-999 or 1,3,8-15, then %M for at most M at once (%50); each task sees its index in BRIDGE_TASK_INDEX (Slurm, HTCondor, LSF)" crd:"array"`
 	JobProperties       string `key:"jobproperties" flag:"job-properties" help:"backend-native job settings as a JSON object" crd:"jobproperties" ibm:"jobProperties"`
 	JobScript           string `key:"jobdata.jobScript" flag:"script" help:"the job script: its text (inline), a path on the remote system (remote) or bucket:object (s3)" crd:"jobdata.jobscript" ibm:"jobdata.jobscript"`
@@ -189,7 +190,10 @@ type Description struct {
 	UpdateInterval time.Duration
 	// PendingLimit is how long the job may wait to start before invoke
 	// cancels it and exits 2 naming the scheduler's reason (0: no limit).
-	PendingLimit   time.Duration
+	PendingLimit time.Duration
+	// ReplaceAfter is how long the job may wait to start on its target
+	// before invoke moves it to another that starts it now (0: never).
+	ReplaceAfter   time.Duration
 	Array          *backends.Array // nil: one job, not an array
 	Properties     json.RawMessage
 	Script         string
@@ -260,6 +264,9 @@ func (s Spec) Parse() (*Description, error) {
 	if d.PendingLimit, err = ParsePendingLimit(s.PendingLimit); err != nil {
 		return nil, err
 	}
+	if d.ReplaceAfter, err = ParseReplaceAfter(s.ReplaceAfter); err != nil {
+		return nil, err
+	}
 	if d.Cluster = strings.TrimSpace(s.Cluster); CheckCluster(d.Cluster) != nil {
 		return nil, CheckCluster(d.Cluster)
 	}
@@ -277,6 +284,9 @@ func (s Spec) Parse() (*Description, error) {
 		d.Properties = json.RawMessage(p)
 	}
 	if err := parseTargets(s.Targets, s.Placement, d); err != nil {
+		return nil, err
+	}
+	if err := checkReplace(d); err != nil {
 		return nil, err
 	}
 	if err := s.parseScript(d); err != nil {
@@ -467,6 +477,41 @@ func ParsePendingLimit(v string) (time.Duration, error) {
 		return 0, backends.Invalid("pendingLimit", "is %s; give 0 (no limit) or a value from 1s to %s, e.g. 30m", d, MaxPendingLimit)
 	}
 	return d, nil
+}
+
+// MinReplaceAfter and MaxReplaceAfter bound replaceAfter: below a second
+// is a slip of the unit; later than a week, it would never matter.
+const (
+	MinReplaceAfter = time.Second
+	MaxReplaceAfter = 7 * 24 * time.Hour
+)
+
+// ParseReplaceAfter reads replaceAfter: "" or 0 is never.
+func ParseReplaceAfter(v string) (time.Duration, error) {
+	if strings.TrimSpace(v) == "" {
+		return 0, nil
+	}
+	d, err := parseSeconds("replaceAfter", v)
+	if err != nil || d == 0 {
+		return 0, err
+	}
+	if d < MinReplaceAfter || d > MaxReplaceAfter {
+		return 0, backends.Invalid("replaceAfter", "is %s; give 0 (never) or a value from %s to %s, e.g. 10m", d, MinReplaceAfter, MaxReplaceAfter)
+	}
+	return d, nil
+}
+
+// checkReplace: a job moves only between its targets, one at a time.
+func checkReplace(d *Description) error {
+	switch {
+	case d.ReplaceAfter == 0:
+		return nil
+	case len(d.Targets) < 2:
+		return backends.Invalid("replaceAfter", "needs at least two targets to move a job between; give targets (two or more) or leave replaceAfter empty")
+	case d.Array != nil:
+		return backends.Invalid("replaceAfter", "does not apply to a job array; leave replaceAfter empty or drop array")
+	}
+	return nil
 }
 
 func checkJSONObject(field, v string) error {

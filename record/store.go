@@ -100,7 +100,7 @@ const (
 )
 
 // StateKeys lists every key the runner owns; a new run starts without them.
-var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts, KeyWatchGroup, KeyWatchObserved, KeyWatchHandover, KeyArrayCounts, KeyArrayFailed, KeyArrayExitCodes, KeyBackendRequests, KeyPlacement, KeyEfficiency, KeyArrayChunks, KeyStartEstimate}
+var StateKeys = []string{KeyID, KeyJobStatus, KeyMessage, KeySubmit, KeyStart, KeyEnd, KeyRawState, KeyReason, KeyExitCode, KeyKey, KeyIntent, KeyLogOffset, KeyOutputs, KeyIDFingerprint, KeyOwner, KeyBackendMemo, KeyFailureCategory, KeyAttempt, KeyAttempts, KeyWatchGroup, KeyWatchObserved, KeyWatchHandover, KeyArrayCounts, KeyArrayFailed, KeyArrayExitCodes, KeyBackendRequests, KeyPlacement, KeyEfficiency, KeyArrayChunks, KeyStartEstimate, KeyMove, KeyMoves}
 
 // KeyBackendMemo holds what a backends.Rememberer learnt about the remote
 // side (e.g. "api=v0.0.42" for Slurm), so that a later invoke of the same

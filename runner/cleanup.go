@@ -260,7 +260,7 @@ func (c *Cleaner) adopt(ctx context.Context, r *run, be backends.Backend) (strin
 		return "", backends.Invalid("backend", "cannot look for jobs by key, so the job a submit intent stands for cannot be found; cancel it by hand, then run cleanup with --force")
 	}
 	// The intent is the current attempt's, so is the key it submits with.
-	key := AttemptKey(r.rec.UID, attemptOf(r.rec.Data))
+	key := jobKey(r.rec.UID, r.rec.Data)
 	find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
 	watch, stop := r.watchRecord(ctx)
 	defer stop()

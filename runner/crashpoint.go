@@ -5,4 +5,4 @@ package runner
 // the exactly-once protocol, including the narrow ones a random kill rarely
 // hits. The hook exists only in binaries built with the bridgetest build tag
 // (the tests build theirs so); a release binary has none (CrashHooks).
-var CrashPoints = []string{"before-intent", "after-intent", "after-submit", "after-id", "following"}
+var CrashPoints = []string{"before-intent", "after-intent", "after-submit", "after-id", "following", "after-move-intent", "after-move-cancel"}

@@ -93,6 +93,7 @@ type follower struct {
 	// backend reported; the cluster's agent serves the job from then on,
 	// so that no poll asks what the submit's answer already said.
 	assumed bool
+	mv      *mover // re-placement (replace.go); nil until the first look
 
 	result backends.Status
 	err    error
@@ -306,6 +307,9 @@ func (f *follower) heardSince(started time.Time) time.Time {
 // readOutput copies the job's new output to LogOut when a read is due, and
 // always at a final state, where following ends after the last output.
 func (f *follower) readOutput() phase {
+	if f.moveJob() {
+		return phaseDone
+	}
 	final := f.last.State.Final()
 	if f.out != nil && (final || !time.Now().Before(f.out.due)) {
 		f.readLogs()

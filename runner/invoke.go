@@ -119,6 +119,16 @@ func (iv *Invoker) Result() *Result {
 // any other error when the state could not be followed to its end (a retry
 // of invoke re-attaches).
 func (iv *Invoker) Run(ctx context.Context) error {
+	for {
+		// A job that moved (replace.go) is submitted again at its new
+		// target by a fresh run on the record; moves are bounded.
+		if err := iv.runOnce(ctx); !errors.Is(err, errMoved) {
+			return err
+		}
+	}
+}
+
+func (iv *Invoker) runOnce(ctx context.Context) error {
 	r := &run{Invoker: iv.withDefaults(), placing: true}
 	iv.last = r
 	ctx, stop := r.stopBeforeDeadline(ctx)
@@ -214,7 +224,7 @@ func (r *run) execute(ctx context.Context) error {
 	r.result.Job, r.result.Target = r.JobName, desc.Target
 	// The job of the record's current attempt, with that attempt's key.
 	jobOf := func() (backends.Job, func() (backends.Job, error)) {
-		base := backends.Job{Name: r.JobName, Key: AttemptKey(r.rec.UID, attemptOf(r.rec.Data)), Properties: desc.Properties}
+		base := backends.Job{Name: r.JobName, Key: jobKey(r.rec.UID, r.rec.Data), Properties: desc.Properties}
 		return base, r.preparer(ctx, desc, be, base)
 	}
 	base, prepare := jobOf()

@@ -616,7 +616,7 @@ func everyField() map[string]string {
 		"script_extra_location": "s3", "additional_data": "in-bucket:in/object",
 		"s3_endpoint": "127.0.0.1:9", "s3_secure": "false", "s3_secret": "the-s3-secret", "s3_region": "eu-1",
 		"s3_upload_bucket": "out-bucket", "s3_upload_files": "a.out,b.out", "s3_create_bucket": "true",
-		"s3_upload_layout": "ibm", "array": "0-9%2", "pending_limit": "30m",
+		"s3_upload_layout": "ibm", "array": "0-9%2", "pending_limit": "30m", "replace_after": "0",
 		"targets": `[{"name":"a"},{"name":"b","resourceURL":"https://b.example.org:1234","credentials":"b"}]`, "placement": "least-pending", "cluster": "hpc-1",
 	}
 	return v

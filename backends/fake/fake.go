@@ -71,6 +71,9 @@ type Backend struct {
 	BatchHold  bool
 	// StatusFaults are returned by the next Status calls, in order.
 	StatusFaults []error
+	// StartOnCancel and CancelIfPendingFaults shape CancelIfPending.
+	StartOnCancel         bool
+	CancelIfPendingFaults []error
 	// down: every call fails as with a backend out of reach (see SetDown).
 	down bool
 	// load and probeFault shape ProbeLoad (see SetLoad).
@@ -437,4 +440,39 @@ func (b *Backend) ProbeLoad(_ context.Context, job backends.Job, _ *backends.Arr
 		return backends.UnknownLoad("fake"), nil
 	}
 	return *b.load, nil
+}
+
+// CancelIfPending cancels the job only if it has not started
+// (backends.PendingCanceller), counted as "cancelifpending", atomically
+// under the fake's lock as a scheduler's hold is. StartOnCancel starts a
+// pending job just before (the job starting while the cancel is in
+// flight); CancelIfPendingFaults are returned by the next calls, in order.
+func (b *Backend) CancelIfPending(_ context.Context, id string) (backends.PendingCancel, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.Calls["cancelifpending"]++
+	if b.down {
+		return backends.PendingCancel{}, errDown
+	}
+	if len(b.CancelIfPendingFaults) > 0 {
+		err := b.CancelIfPendingFaults[0]
+		b.CancelIfPendingFaults = b.CancelIfPendingFaults[1:]
+		return backends.PendingCancel{}, err
+	}
+	j, ok := b.jobs[id]
+	if !ok {
+		return backends.PendingCancel{}, fmt.Errorf("fake job %s: %w", id, backends.ErrNotFound)
+	}
+	now := b.now()
+	if b.StartOnCancel && j.Cancelled == nil && now.Before(j.Submitted.Add(j.Pending)) {
+		j.Pending = now.Sub(j.Submitted)
+	}
+	if j.Cancelled == nil && now.Before(j.Submitted.Add(j.Pending)) {
+		j.Cancelled = &now
+	}
+	st, _ := b.statusLocked(id)
+	if j.Cancelled != nil && j.Cancelled.Before(j.Submitted.Add(j.Pending)) {
+		return backends.PendingCancel{Cancelled: true, Last: st, Evidence: "fake job " + id + " cancelled while QUEUED"}, nil
+	}
+	return backends.PendingCancel{Last: st, Evidence: "fake job " + id + " is " + st.Raw}, nil
 }
