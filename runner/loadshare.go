@@ -16,6 +16,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // The invokes of a namespace share what they probed of a cluster, so that
@@ -219,7 +220,7 @@ func (s *loadShare) read(ctx context.Context) (*kube.ConfigMap, map[string]share
 	for k, v := range cm.Data {
 		var sl sealed
 		var e shareEntry
-		if json.Unmarshal([]byte(v), &sl) != nil || !tagOK(s.mac, sl.Tag, "load", s.ns, s.name, k, string(sl.Entry)) ||
+		if json.Unmarshal([]byte(v), &sl) != nil || !watcher.TagOK(s.mac, sl.Tag, "load", s.ns, s.name, k, string(sl.Entry)) ||
 			json.Unmarshal(sl.Entry, &e) != nil {
 			if !s.said {
 				s.said = true
@@ -248,7 +249,7 @@ func (s *loadShare) write(ctx context.Context, cm *kube.ConfigMap, entries map[s
 		Labels: map[string]string{LabelLoadGroup: s.name[len("bridge-load-"):]}}, Data: map[string]string{}}
 	for k, v := range entries {
 		b, _ := json.Marshal(v)
-		sb, _ := json.Marshal(sealed{Entry: b, Tag: tagOf(s.mac, "load", s.ns, s.name, k, string(b))})
+		sb, _ := json.Marshal(sealed{Entry: b, Tag: watcher.Tag(s.mac, "load", s.ns, s.name, k, string(b))})
 		out.Data[k] = string(sb)
 	}
 	if cm == nil {

@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // writes a state it saw into the record of a job whose invoke has not
 // recorded it yet. It never submits, cancels, or writes a job's state.
 type watchLeader struct {
-	m       *watchMember
+	m       *Member
 	be      backends.StatusBatcher
 	closeBe func()
 	version string // the lease's version this leader holds
@@ -58,7 +58,7 @@ type watchLeader struct {
 	queued chan struct{}
 }
 
-func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
+func startLeader(ctx context.Context, m *Member, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}), listed: make(chan struct{}),
 		jobs: map[string]*record.Record{}, said: map[string]string{}, wrote: map[string]written{}, misses: map[string]int{},
@@ -382,7 +382,7 @@ func (l *watchLeader) countMisses(jobs map[string]*record.Record, sts map[string
 // and an observation of the job's id says the watcher covers it. The
 // first observation of a job is written even when its invoke knows the
 // state: it is what tells the invoke that the watcher covers its job
-// (see watchMember.covered), so that it may skip its own polls.
+// (see Member.covered), so that it may skip its own polls.
 //
 // What the record holds counts only if its tag verifies: one a forger
 // wrote (or an earlier observation of this watcher written back) is
@@ -569,8 +569,7 @@ func (l *watchLeader) successors() []string {
 		}
 	}
 	submitted := func(name string) time.Time { // the submit intent's time, to the nanosecond
-		in, _ := parseIntent(l.jobs[name].Data[record.KeyIntent])
-		return in.at
+		return l.m.submitted(l.jobs[name].Data)
 	}
 	sort.Slice(names, func(i, j int) bool {
 		ti, tj := submitted(names[i]), submitted(names[j])

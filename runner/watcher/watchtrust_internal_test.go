@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"context"
@@ -182,7 +182,7 @@ func TestFailedQueryBacksOffFromItsEnd(t *testing.T) {
 // An observation counts only with the group's tag, for the record it was
 // written into: one forged, or copied from another record, is ignored.
 func TestObservationsAreTaggedPerRecord(t *testing.T) {
-	m := &watchMember{key: testKey, now: time.Now}
+	m := &Member{key: testKey, now: time.Now}
 	s := m.sealObservation("rec-a", "7 DONE COMPLETED")
 	o, ok := m.observation("rec-a", s)
 	require.True(t, ok)

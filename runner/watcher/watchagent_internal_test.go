@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"strings"
@@ -169,7 +169,7 @@ func TestHeartbeatSealCoversTheMemo(t *testing.T) {
 	assert.NotContains(t, old, "memo")
 	// As an older release sealed it: the same parts, no memo.
 	old2 := map[string]string{"agent": "agent-1", "seq": "7", "intervalMs": "1000"}
-	old2["tag"] = tagOf(key, "agent heartbeat", "ns", "bridge-runner-agent-hpc-1", "agent-1", "7", "1000")
+	old2["tag"] = Tag(key, "agent heartbeat", "ns", "bridge-runner-agent-hpc-1", "agent-1", "7", "1000")
 	got, ok = ReadHeartbeat(key, "ns", "hpc-1", old2)
 	require.True(t, ok, "an older agent's heartbeat still verifies")
 	assert.Empty(t, got.Memo)
@@ -219,7 +219,7 @@ func TestHeartbeatFiguresAreSealedAndCurrent(t *testing.T) {
 // An observation the agent writes is what a member verifies.
 func TestAgentObservationIsAMembersObservation(t *testing.T) {
 	key := []byte("key")
-	m := &watchMember{key: key, now: time.Now}
+	m := &Member{key: key, now: time.Now}
 	o := ObservationOf("42", backends.Status{State: backends.Running, Raw: "RUNNING"})
 	sealed := SealObservation(key, "job-bridge-cm", o, time.Now())
 	got, ok := m.observation("job-bridge-cm", sealed)

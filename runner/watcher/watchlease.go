@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"context"
@@ -105,7 +105,7 @@ func (l lease) tagged(d map[string]string) []string {
 func (l lease) stateOf(cm *kube.ConfigMap) leaseState {
 	d := cm.Data
 	s := leaseState{holder: d["holder"], version: cm.ResourceVersion, uid: string(cm.UID), group: cm.Labels[LabelWatchGroup], prev: d["prev"]}
-	s.signed = tagOK(l.key, d["tag"], l.tagged(d)...)
+	s.signed = TagOK(l.key, d["tag"], l.tagged(d)...)
 	ms, err := strconv.ParseInt(d["okAgeMs"], 10, 64)
 	s.renewal = d["renewed"] != "" && err == nil && ms >= 0
 	s.okAge = time.Duration(ms) * time.Millisecond
@@ -240,7 +240,7 @@ func (l lease) handTo(ctx context.Context, version, name string, asked time.Time
 
 // handedTo is the holder of a lease a stopping watcher handed to the
 // invoke of record name: live as any (the others trust it), and taken
-// over by that invoke alone (see watchMember.handOn).
+// over by that invoke alone (see Member.handOn).
 func handedTo(name string) string { return "handed-to " + name }
 
 // release gives holder's lease up, left without a holder for a member to
@@ -305,5 +305,17 @@ func (l lease) object(holder, version string, renewed time.Time, okAge time.Dura
 // seal tags cm's data with the group's key (see leaseJudge): the prev
 // version it names makes a copy of it written later worthless.
 func (l lease) seal(cm *kube.ConfigMap) {
-	cm.Data["tag"] = tagOf(l.key, l.tagged(cm.Data)...)
+	cm.Data["tag"] = Tag(l.key, l.tagged(cm.Data)...)
+}
+
+// CollectLease deletes the lease of watch group group in cs's namespace if
+// it has lapsed (see lease.collectLapsed), for the cleanup of a record of
+// the group: it names the lease's ConfigMap ("" for no valid group).
+func CollectLease(ctx context.Context, cs *record.ConfigMapStore, group string) (name string, collected bool, err error) {
+	if !validGroup(group) {
+		return "", false, nil
+	}
+	l := groupLease(cs, group, nil) // collecting needs no key: it trusts nothing
+	collected, err = l.collectLapsed(ctx)
+	return l.name, collected, err
 }
