@@ -281,6 +281,7 @@ type HeartbeatView struct {
 	ns, cluster string
 	key         []byte
 	trust       *agentTrust
+	clock       clock
 	changed     chan struct{}
 	cancel      context.CancelFunc
 	done        chan struct{}
@@ -295,12 +296,13 @@ type HeartbeatView struct {
 // namespace ns, verified under key; a silent agent is trusted no longer
 // than budget (see agentTrust). Stop ends it.
 func StartHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, budget time.Duration) *HeartbeatView {
-	return startHeartbeatView(ctx, c, ns, cluster, key, newAgentTrust(time.Now, budget))
+	clk := clockOf(nil)
+	return startHeartbeatView(ctx, c, ns, cluster, key, newAgentTrust(clk.Now, budget), clk)
 }
 
-func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust) *HeartbeatView {
+func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust, clk clock) *HeartbeatView {
 	ctx, cancel := context.WithCancel(ctx)
-	v := &HeartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
+	v := &HeartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, clock: clk, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
 		read: make(chan struct{})}
 	go v.run(ctx)
 	return v
@@ -313,11 +315,11 @@ func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string,
 // refuses is found again (Rememberer.Recall); its figures are used only
 // while Current.
 func (v *HeartbeatView) Published(ctx context.Context, wait time.Duration) (Heartbeat, bool) {
-	t := time.NewTimer(wait)
+	t := v.clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-v.read:
-	case <-t.C:
+	case <-t.C():
 		return Heartbeat{}, false
 	case <-ctx.Done():
 		return Heartbeat{}, false
@@ -370,7 +372,7 @@ func (v *HeartbeatView) run(ctx context.Context) {
 				v.see(nil)
 				return
 			}
-			record.SleepCtx(ctx, back.Next())
+			v.clock.SleepCtx(ctx, back.Next())
 			continue
 		}
 		var cm *kube.ConfigMap
@@ -380,13 +382,13 @@ func (v *HeartbeatView) run(ctx context.Context) {
 		v.see(cm)
 		w, err := v.c.WatchOne(ctx, kube.ConfigMaps, v.ns, name, list.ResourceVersion)
 		if err != nil {
-			record.SleepCtx(ctx, back.Next())
+			v.clock.SleepCtx(ctx, back.Next())
 			continue
 		}
 		if v.follow(ctx, w) {
 			back.Reset()
 		} else {
-			record.SleepCtx(ctx, back.Next())
+			v.clock.SleepCtx(ctx, back.Next())
 		}
 	}
 }

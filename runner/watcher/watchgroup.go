@@ -134,6 +134,8 @@ type MemberConfig struct {
 	Submitted func(d map[string]string) time.Time
 	AgentView *HeartbeatView
 	Log       *slog.Logger
+	// Clock is the member's time (nil: the machine's); see Clock.
+	Clock Clock
 }
 
 // NewMember makes this step a member of its cluster's watch group. The
@@ -141,12 +143,13 @@ type MemberConfig struct {
 // backend with batched status, credentials to key the group on, and the
 // watcher on (or a cluster named, whose agent it still follows).
 func NewMember(cfg MemberConfig) *Member {
+	clk := clockOf(cfg.Clock)
 	m := &Member{
 		own:        cfg.Store.Name,
 		holder:     cfg.Holder,
 		rps:        positiveOrF(cfg.Watch.MaxRequestsPerSecond, 1),
 		key:        cfg.Key,
-		now:        time.Now,
+		clock:      clk,
 		newBatcher: cfg.NewBatcher,
 		submitted:  cfg.Submitted,
 	}
@@ -156,9 +159,9 @@ func NewMember(cfg MemberConfig) *Member {
 	// but no in-step watcher is elected, leased or handed on.
 	m.agentOnly = cfg.Watch.Off
 	m.log = cfg.Log.With("watch_group", m.group)
-	m.lease = groupLease(cfg.Store, m.group, cfg.Key)
-	m.judge = &leaseJudge{now: m.now}
-	m.covered, m.joined = m.covers(m.own, cfg.Data, cfg.ID), m.now()
+	m.lease = groupLease(cfg.Store, m.group, cfg.Key, clk)
+	m.judge = &leaseJudge{now: clk.Now}
+	m.covered, m.joined = m.covers(m.own, cfg.Data, cfg.ID), m.clock.Now()
 	if c := cfg.Cluster; c != "" {
 		m.joinAgent(cfg)
 	}
@@ -183,8 +186,8 @@ func (m *Member) joinAgent(cfg MemberConfig) {
 	if m.agentView = cfg.AgentView; m.agentView != nil {
 		m.agent = m.agentView.trust // followed since before the submit
 	} else {
-		m.agent = newAgentTrust(m.now, cfg.RetryBudget)
-		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, m.key, m.agent)
+		m.agent = newAgentTrust(m.clock.Now, cfg.RetryBudget)
+		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, m.key, m.agent, m.clock)
 	}
 	m.log = m.log.With("cluster", c)
 }
@@ -211,8 +214,8 @@ type Member struct {
 	log        *slog.Logger
 	// key authenticates the group's shared state (see GroupKey).
 	key []byte
-	// now is this member's clock: leases are judged by it (see leaseJudge).
-	now   func() time.Time
+	// clock is this member's: leases are judged by it (see leaseJudge).
+	clock clock
 	judge *leaseJudge
 	// saidForged: a lease or observation that did not verify was said
 	// (once: a forger must not fill the log either).
@@ -278,7 +281,7 @@ func (m *Member) Serving(ctx context.Context) bool {
 	// A watcher that has not reported this job yet (it may not see it, or
 	// its query may leave it out) does not serve it; the lease is looked
 	// at all the same, for a group without a watcher to get one.
-	return m.live(ctx) && (m.covered || time.Since(m.joined) < coverGrace)
+	return m.live(ctx) && (m.covered || m.clock.Since(m.joined) < coverGrace)
 }
 
 // coverGrace is how long a new member of a group with a live watcher waits
@@ -297,7 +300,7 @@ func (m *Member) WorkedAt() time.Time {
 		return m.joined
 	}
 	if m.leader != nil {
-		return m.now().Add(-m.leader.okAge(m.now()))
+		return m.clock.Now().Add(-m.leader.okAge(m.clock.Now()))
 	}
 	until := m.liveUntil
 	if l, current := m.view.get(); current {
@@ -316,13 +319,13 @@ func (m *Member) WorkedAt() time.Time {
 func (m *Member) NextLook(longest time.Duration) time.Duration {
 	next := longest
 	if st, until := m.agentState(); st != agentStale {
-		next = min(next, time.Until(until)+10*time.Millisecond)
+		next = min(next, m.clock.Until(until)+10*time.Millisecond)
 	}
 	if !m.covered {
-		next = min(next, time.Until(m.joined.Add(coverGrace)))
+		next = min(next, m.clock.Until(m.joined.Add(coverGrace)))
 	}
 	if l, current := m.view.get(); current && m.leader == nil && l.holder != m.holder && !l.until.IsZero() {
-		next = min(next, time.Until(l.until)+10*time.Millisecond)
+		next = min(next, m.clock.Until(l.until)+10*time.Millisecond)
 	}
 	return max(next, 100*time.Millisecond)
 }
@@ -356,7 +359,7 @@ func (m *Member) live(ctx context.Context) bool {
 	if m.agentOnly {
 		return false
 	}
-	now := m.now()
+	now := m.clock.Now()
 	if m.leader != nil {
 		if !m.leader.ended() {
 			return m.leader.working(now)
@@ -486,7 +489,7 @@ func (m *Member) takeHanded(ctx context.Context, l leaseState) {
 	var ok bool
 	// The predecessor's last working query, by the age its handover (which
 	// only the group's key can write) says and this member's clock since.
-	if okAge := l.okAge + m.now().Sub(l.seen); l.renewal && okAge < leaseTTL {
+	if okAge := l.okAge + m.clock.Now().Sub(l.seen); l.renewal && okAge < leaseTTL {
 		var err error
 		// Renewed with that age: the handover extends nobody's trust.
 		v, ok, err = m.lease.renew(ctx, l.version, m.holder, okAge)
@@ -577,7 +580,7 @@ func (m *Member) observation(rec, s string) (observation, bool) {
 // sealObservation is obs ("<id> <state> <raw>") for record rec as written:
 // stamped with the time and tagged.
 func (m *Member) sealObservation(rec, obs string) string {
-	f := append(strings.Fields(obs), m.now().UTC().Format(time.RFC3339Nano))
+	f := append(strings.Fields(obs), m.clock.Now().UTC().Format(time.RFC3339Nano))
 	return strings.Join(f, " ") + " " + Tag(m.key, append([]string{"observation", rec}, f...)...)
 }
 
@@ -619,7 +622,7 @@ func (m *Member) Close(ctx context.Context, d map[string]string) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		l, ok := m.readLease(ctx)
-		if !ok || (l.holder != handedTo(m.own) && !l.free(m.now())) {
+		if !ok || (l.holder != handedTo(m.own) && !l.free(m.clock.Now())) {
 			return // someone took it
 		}
 		// Every ConfigMap: a record of any origin (IBM's operator's,
@@ -679,7 +682,7 @@ func (m *Member) handOn(ctx context.Context, names []string, heldAs string, okAg
 			return true // taken meanwhile: not this invoke's any more
 		}
 		l.version, heldAs = v, handedTo(name)
-		rec.Data[record.KeyWatchHandover] = m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
+		rec.Data[record.KeyWatchHandover] = m.holder + " " + m.clock.Now().UTC().Format(time.RFC3339Nano)
 		if _, err := store.Update(ctx, rec); err == nil {
 			return true
 		}

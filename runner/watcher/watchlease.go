@@ -24,6 +24,9 @@ type lease struct {
 	ns   string
 	name string
 	key  []byte // the group's (see GroupKey): every write is tagged with it
+	// clock stamps what this member writes (never what decides another's
+	// trust: see leaseJudge).
+	clock clock
 }
 
 // LabelWatchGroup marks a watch group's lease ConfigMap.
@@ -34,8 +37,8 @@ const leasePrefix = "bridge-watch-"
 
 // groupLease is the lease of watch group group among the records of cs's
 // namespace.
-func groupLease(cs *record.ConfigMapStore, group string, key []byte) lease {
-	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group, key: key}
+func groupLease(cs *record.ConfigMapStore, group string, key []byte, clk clock) lease {
+	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group, key: key, clock: clk}
 }
 
 // validGroup reports whether g is a watch group as WatchGroup makes them
@@ -171,7 +174,7 @@ func (j *leaseJudge) judge(s leaseState) leaseState {
 // TTL.
 func (l lease) take(ctx context.Context, s leaseState, holder string) (string, bool) {
 	cm, out := l.object(holder, s.version, time.Time{}, 0), &kube.ConfigMap{}
-	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
+	cm.Data["taken"] = l.clock.Now().UTC().Format(time.RFC3339Nano)
 	l.seal(cm)
 	var err error
 	if s.version == "" {
@@ -194,7 +197,7 @@ func (l lease) renew(ctx context.Context, version, holder string, okAge time.Dur
 // whose first query then keeps the group's requests a second within the
 // budget across the handover.
 func (l lease) pass(ctx context.Context, version, holder string, asked time.Time, okAge time.Duration) (string, bool, error) {
-	cm := l.object(holder, version, time.Now(), okAge)
+	cm := l.object(holder, version, l.clock.Now(), okAge)
 	if !asked.IsZero() {
 		cm.Data["asked"] = asked.UTC().Format(time.RFC3339Nano)
 	}
@@ -205,7 +208,7 @@ func (l lease) pass(ctx context.Context, version, holder string, asked time.Time
 // nobody trusts it until holder's watcher works again and renews it.
 func (l lease) untrust(ctx context.Context, version, holder string) (string, bool, error) {
 	cm := l.object(holder, version, time.Time{}, 0)
-	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
+	cm.Data["taken"] = l.clock.Now().UTC().Format(time.RFC3339Nano)
 	return l.write(ctx, cm)
 }
 
@@ -277,7 +280,7 @@ func (l lease) remove(ctx context.Context, holder string) {
 // is about to take costs that invoke a second, not its watcher.
 func (l lease) collectLapsed(ctx context.Context) (bool, error) {
 	s, err := l.read(ctx)
-	if err != nil || s.version == "" || !s.lapsed(time.Now()) || s.group != l.name[len(leasePrefix):] {
+	if err != nil || s.version == "" || !s.lapsed(l.clock.Now()) || s.group != l.name[len(leasePrefix):] {
 		return false, err // a ConfigMap of that name but not a lease is not ours
 	}
 	err = l.c.DeleteUnchanged(ctx, kube.ConfigMaps, l.ns, l.name, s.version)
@@ -315,7 +318,7 @@ func CollectLease(ctx context.Context, cs *record.ConfigMapStore, group string) 
 	if !validGroup(group) {
 		return "", false, nil
 	}
-	l := groupLease(cs, group, nil) // collecting needs no key: it trusts nothing
+	l := groupLease(cs, group, nil, clockOf(nil)) // collecting needs no key: it trusts nothing
 	collected, err = l.collectLapsed(ctx)
 	return l.name, collected, err
 }

@@ -64,9 +64,9 @@ var testKey = GroupKey("fake", "https://cluster.test", []byte("token"))
 // whose watcher would ask be.
 func testMember(c *kube.Client, ns, own, holder string, be backends.StatusBatcher) *Member {
 	m := &Member{lease: lease{c: c, ns: ns, name: "bridge-watch-g", key: testKey}, group: "g", own: own,
-		holder: holder, rps: 1, key: testKey, now: time.Now, log: slog.New(slog.DiscardHandler),
+		holder: holder, rps: 1, key: testKey, log: slog.New(slog.DiscardHandler),
 		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
-	m.judge = &leaseJudge{now: m.now}
+	m.judge = &leaseJudge{now: m.clock.Now}
 	return m
 }
 
@@ -173,7 +173,7 @@ func TestCleanupCollectsALapsedLease(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	group := WatchGroup("slurm", "https://cluster.example", []byte("token"))
-	l := groupLease(s, group, testKey)
+	l := groupLease(s, group, testKey, clock{})
 	cleanup := func(string) {
 		name, _, err := CollectLease(ctx, s, group)
 		require.NoError(t, err)
@@ -271,18 +271,18 @@ func (c *costlyBatcher) StatusManyRequests(int) int { return 3 }
 // leadingOneJob makes invoke "a" lead group "g" with batcher be and
 // budget rps, the group following one job (7, record rec-b).
 func leadingOneJob(t *testing.T, be backends.StatusBatcher, rps float64) *Member {
-	return leadingOneJobAt(t, be, rps, time.Now)
+	return leadingOneJobAt(t, be, rps, nil)
 }
 
-// leadingOneJobAt is leadingOneJob with the member's clock now.
-func leadingOneJobAt(t *testing.T, be backends.StatusBatcher, rps float64, now func() time.Time) *Member {
+// leadingOneJobAt is leadingOneJob with the member's clock clk.
+func leadingOneJobAt(t *testing.T, be backends.StatusBatcher, rps float64, clk Clock) *Member {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
 	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "7"})
 	require.NoError(t, err)
 	m := testMember(s.Client, s.Namespace, "rec-a", "a", be)
-	m.rps, m.now = rps, now
+	m.rps, m.clock, m.lease.clock = rps, clockOf(clk), clockOf(clk)
 	v, ok := m.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
 	m.startLeading(ctx, v)
