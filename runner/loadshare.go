@@ -31,7 +31,7 @@ import (
 // files (a laptop) have no neighbours and probe for themselves.
 //
 // Anyone who may write the namespace's ConfigMaps may write this one: each
-// entry is tagged with the group's key (see GroupKey), and one that does
+// entry is tagged with the group's key (see cluster.Cluster.Key), and one that does
 // not verify is ignored (said once, without its text). Even a verified
 // entry decides no refusal: a shared "does not fit" or "refused" only
 // makes this invoke probe for itself (an exit 2 comes from its own probe
@@ -70,7 +70,7 @@ type loadShare struct {
 	c        *kube.Client
 	ns, name string
 	key      string
-	mac      []byte // the group's key (see GroupKey)
+	mac      []byte // the group's key (see cluster.Cluster.Key)
 	log      *slog.Logger
 	said     bool // an entry that did not verify was said
 	// seen is the entry as this invoke last read or wrote it: what its
@@ -85,10 +85,11 @@ func (r *run) newLoadShare(desc *record.Description, array *backends.Array) *loa
 	if cs == nil {
 		return nil
 	}
-	group, mac := r.clusterGroup(desc)
-	if mac == nil {
+	c, err := r.clusterOf(desc)
+	if err != nil || c.Key() == nil {
 		return nil
 	}
+	group, mac := c.Group(), c.Key()
 	kind := sha256.New()
 	kind.Write(desc.Properties)
 	if array != nil {

@@ -37,7 +37,7 @@ func groupRunWith(t *testing.T, h *harness, n int, props string, watch runner.Wa
 	during func(ctx context.Context, base *record.ConfigMapStore)) []runner.Result {
 	base := testkube.RecordStore(t)
 	// The group's key is derived from its credentials: a group without
-	// any shares nothing (see watcher.GroupKey).
+	// any shares nothing (see cluster.Cluster.Key).
 	creds := fakeCredentials(t)
 	dctx, stop := context.WithCancel(context.Background())
 	var side sync.WaitGroup

@@ -2,10 +2,6 @@ package runner
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
@@ -14,63 +10,12 @@ import (
 )
 
 // The follow loop's seam to the cluster's watcher (package watcher): what
-// runner tells it (the job's record, group, key and a backend of its own)
+// runner tells it (the job's record, its cluster and a backend of its own)
 // and what it takes from it (when to look, and whether its own poll may
 // wait). The watcher imports nothing of runner.
 
 // WatchConfig shapes the watcher of a run whose record is a ConfigMap.
 type WatchConfig = watcher.Config
-
-// credentialBytes reads every credential file of dir (a mounted Secret:
-// its dot-entries are the mount's own machinery) for watcher.WatchGroup.
-func credentialBytes(dir string) []byte {
-	if dir == "" {
-		return nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
-	var b []byte
-	for _, n := range names {
-		v, err := readCredentialFile(filepath.Join(dir, n))
-		if err != nil {
-			continue
-		}
-		b = append(append(append(b, n...), 0), strings.TrimSpace(string(v))...)
-		b = append(b, 0)
-	}
-	return b
-}
-
-// ClusterKey is the key of the cluster's shared state as an agent holds
-// it: the watch group's key (watcher.GroupKey) of backend, url and the
-// files of the credentials directory dir, so that steps of the very same
-// credentials verify what the agent writes.
-func ClusterKey(backend, url, dir string) []byte {
-	return watcher.GroupKey(backend, url, credentialBytes(dir))
-}
-
-// clusterGroup is the watch group of desc's (placed) target: its backend,
-// URL and the files of its credentials directory, and the group's key
-// (nil without credentials). The watcher's lease and placement's shared
-// probes are named by the group and authenticated with the key.
-func (r *run) clusterGroup(desc *record.Description) (string, []byte) {
-	var dir string
-	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
-	if dc, ok := creds.(DirCredentials); ok {
-		dir = dc.Dir
-	}
-	b := credentialBytes(dir)
-	return watcher.WatchGroup(desc.Backend, desc.ResourceURL, b), watcher.GroupKey(desc.Backend, desc.ResourceURL, b)
-}
 
 // newWatchMember makes this run a member of its cluster's watch group,
 // or returns nil when the watcher does not apply: turned off (unless the
@@ -85,14 +30,14 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	if _, ok := be.(backends.StatusBatcher); !ok {
 		return nil
 	}
-	group, key := r.clusterGroup(desc)
-	if key == nil {
+	c, err := r.clusterOf(desc)
+	if err != nil || c.Key() == nil {
 		r.Log.Debug("no credentials to authenticate a shared watcher with; polling this job alone")
 		return nil
 	}
 	return watcher.NewMember(watcher.MemberConfig{
 		Store: cs, Data: r.rec.Data, ID: id, Holder: r.Holder,
-		Group: group, Key: key, Cluster: desc.Cluster, Watch: r.Watch, RetryBudget: r.RetryBudget,
+		Cluster: c, ClusterName: desc.Cluster, Watch: r.Watch, RetryBudget: r.RetryBudget,
 		NewBatcher: func() (backends.StatusBatcher, func(), error) {
 			b, err := r.newBackend(desc)
 			if err != nil {
@@ -128,8 +73,8 @@ func (r *run) followAgent(ctx context.Context, desc *record.Description, be back
 	if desc.Cluster == "" || cs == nil {
 		return
 	}
-	_, key := r.clusterGroup(desc)
-	if key == nil {
+	c, err := r.clusterOf(desc)
+	if err != nil || c.Key() == nil {
 		return
 	}
 	learnMemo := r.memo != nil && r.rec.Data[record.KeyBackendMemo] == "" && r.rec.Data[record.KeyID] == ""
@@ -138,7 +83,7 @@ func (r *run) followAgent(ctx context.Context, desc *record.Description, be back
 	if !batched && !learnMemo && !arr.needsLimit() {
 		return
 	}
-	v := watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, key, r.RetryBudget)
+	v := watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, c.Key(), r.RetryBudget)
 	if batched {
 		r.agentView = v
 	} else {

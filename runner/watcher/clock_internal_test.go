@@ -31,7 +31,7 @@ func TestLeaseIsJudgedByTheReadersClockAcrossAnHour(t *testing.T) {
 			s := testkube.RecordStore(t)
 			reader := &fakeClock{t: time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)}
 			holder := &fakeClock{t: reader.Now().Add(skew)}
-			group := WatchGroup("fake", "https://cluster.test", []byte("token"))
+			group := testCluster.Group()
 			written := groupLease(s, group, testKey, clockOf(holder))
 			read := groupLease(s, group, testKey, clockOf(reader))
 			j := &leaseJudge{now: reader.Now}

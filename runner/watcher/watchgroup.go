@@ -3,10 +3,8 @@ package watcher
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -36,7 +35,7 @@ import (
 //
 // Trust: anyone who may write the namespace's ConfigMaps can write the
 // lease, the observations and the shared load entries. So each is
-// authenticated with an HMAC under the group's key (GroupKey), derived
+// authenticated with an HMAC under the group's key (cluster.Cluster.Key), derived
 // from the very credentials that define the group: who cannot read the
 // Secret cannot forge it, and a reader ignores what does not verify. A
 // lease is trusted only for a renewal this member saw written over the
@@ -51,7 +50,8 @@ type Config struct {
 	// Off makes the invoke poll its own job only, as before the watcher.
 	Off bool
 	// MaxRequestsPerSecond bounds the watcher's batched queries to one
-	// cluster from one namespace (default 1).
+	// cluster from one namespace (default 1): the step's cluster's Budget
+	// (runner puts it there; the watcher reads the cluster's).
 	MaxRequestsPerSecond float64
 }
 
@@ -65,33 +65,6 @@ const (
 	// took but whose watcher has not worked yet (otherwise once a second).
 	claimedReadEvery = 200 * time.Millisecond
 )
-
-// WatchGroup is the digest naming the jobs one watcher may follow
-// together: the same backend, URL and credentials (the watcher asks with
-// its own, so a job joins only the group of the very credentials it runs
-// with). It is a slow salted digest, since it is written where more
-// people may read it than may read the Secret.
-func WatchGroup(backend, url string, credentials []byte) string {
-	salt := []byte("bridge-runner watch group\x00" + backend + "\x00" + url)
-	k, err := pbkdf2.Key(sha256.New, string(credentials), salt, 50_000, 12)
-	if err != nil { // only for parameters out of FIPS bounds, not these
-		sum := sha256.Sum256(append(salt, credentials...))
-		k = sum[:12]
-	}
-	return hex.EncodeToString(k)
-}
-
-// GroupKey is the key that authenticates what a watch group shares in
-// ConfigMaps (see Tag), derived from the credentials that define the
-// group with a fixed label; nil without credentials (nothing is shared).
-func GroupKey(backend, url string, credentials []byte) []byte {
-	if len(credentials) == 0 {
-		return nil
-	}
-	mac := hmac.New(sha256.New, credentials)
-	mac.Write([]byte("bridge-runner shared state v1\x00" + backend + "\x00" + url))
-	return mac.Sum(nil)
-}
 
 // Tag is the tag of parts (what, where and the content) under key.
 func Tag(key []byte, parts ...string) string {
@@ -118,12 +91,13 @@ type MemberConfig struct {
 	ID   string
 	// Holder names this invoke in the lease (runner's DefaultHolder).
 	Holder string
-	// Group and Key are the watch group and its key (see WatchGroup,
-	// GroupKey); Cluster the cluster the record names ("" none).
-	Group   string
-	Key     []byte
-	Cluster string
-	Watch   Config
+	// Cluster is the job's cluster: its Group names the watch group and
+	// its Key authenticates what the group shares; its Budget bounds the
+	// watcher's queries (1 a second when 0). ClusterName
+	// is the BridgeCluster the record names ("" none), whose agent serves.
+	Cluster     cluster.Cluster
+	ClusterName string
+	Watch       Config
 	// RetryBudget bounds how long a silent agent is trusted.
 	RetryBudget time.Duration
 	// NewBatcher makes a backend of the watcher's own, and how to close it.
@@ -147,22 +121,22 @@ func NewMember(cfg MemberConfig) *Member {
 	m := &Member{
 		own:        cfg.Store.Name,
 		holder:     cfg.Holder,
-		rps:        positiveOrF(cfg.Watch.MaxRequestsPerSecond, 1),
-		key:        cfg.Key,
+		rps:        positiveOrF(cfg.Cluster.Budget, 1),
+		key:        cfg.Cluster.Key(),
 		clock:      clk,
 		newBatcher: cfg.NewBatcher,
 		submitted:  cfg.Submitted,
 	}
-	m.group = cfg.Group
+	m.group = cfg.Cluster.Group()
 	// --watcher=false with a cluster (the operator's pods, whose Role names
 	// their record and the agent's heartbeat only): the agent is followed,
 	// but no in-step watcher is elected, leased or handed on.
 	m.agentOnly = cfg.Watch.Off
 	m.log = cfg.Log.With("watch_group", m.group)
-	m.lease = groupLease(cfg.Store, m.group, cfg.Key, clk)
+	m.lease = groupLease(cfg.Store, m.group, m.key, clk)
 	m.judge = &leaseJudge{now: clk.Now}
 	m.covered, m.joined = m.covers(m.own, cfg.Data, cfg.ID), m.clock.Now()
-	if c := cfg.Cluster; c != "" {
+	if cfg.ClusterName != "" {
 		m.joinAgent(cfg)
 	}
 	// A handover already in the record (to an earlier invoke of this job)
@@ -177,7 +151,7 @@ func NewMember(cfg MemberConfig) *Member {
 // meanwhile. A record made without the cluster's label (IBM's operator,
 // kubectl) gets it, for the agent to list it.
 func (m *Member) joinAgent(cfg MemberConfig) {
-	cs, c := cfg.Store, cfg.Cluster
+	cs, c := cfg.Store, cfg.ClusterName
 	lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := cs.EnsureLabel(lctx, record.LabelCluster, c); err != nil {
 		cfg.Log.Warn("could not label the record with its cluster; the cluster's agent does not see it, and this job is watched as without an agent", "label", record.LabelCluster, "err", err)
@@ -199,7 +173,7 @@ func positiveOrF(v, def float64) float64 {
 	return def
 }
 
-// Group is the watch group m is a member of (see WatchGroup).
+// Group is the watch group m is a member of (see cluster.Cluster.Group).
 func (m *Member) Group() string { return m.group }
 
 // Member is one invoke's part in its watch group.
@@ -212,7 +186,7 @@ type Member struct {
 	newBatcher func() (backends.StatusBatcher, func(), error)
 	submitted  func(d map[string]string) time.Time // see MemberConfig
 	log        *slog.Logger
-	// key authenticates the group's shared state (see GroupKey).
+	// key authenticates the group's shared state (see cluster.Cluster.Key).
 	key []byte
 	// clock is this member's: leases are judged by it (see leaseJudge).
 	clock clock

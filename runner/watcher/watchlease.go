@@ -23,7 +23,7 @@ type lease struct {
 	c    *kube.Client
 	ns   string
 	name string
-	key  []byte // the group's (see GroupKey): every write is tagged with it
+	key  []byte // the group's (see cluster.Cluster.Key): every write is tagged with it
 	// clock stamps what this member writes (never what decides another's
 	// trust: see leaseJudge).
 	clock clock
@@ -41,7 +41,7 @@ func groupLease(cs *record.ConfigMapStore, group string, key []byte, clk clock) 
 	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group, key: key, clock: clk}
 }
 
-// validGroup reports whether g is a watch group as WatchGroup makes them
+// validGroup reports whether g is a watch group as cluster.Cluster.Group makes them
 // (a record's status.watchGroup is read back before a lease is touched).
 func validGroup(g string) bool {
 	if len(g) != 24 {

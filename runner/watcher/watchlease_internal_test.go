@@ -17,6 +17,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
@@ -57,8 +58,11 @@ func TestLeaseLoserCannotFreeTheWinner(t *testing.T) {
 	assert.True(t, st.free(time.Now()))
 }
 
-// testKey is the tests' watch group key.
-var testKey = GroupKey("fake", "https://cluster.test", []byte("token"))
+// testCluster is the tests' cluster, testKey its watch group's key.
+var (
+	testCluster = cluster.New(cluster.Spec{Backend: "fake", URL: "https://cluster.test", CredentialText: []byte("token")})
+	testKey     = testCluster.Key()
+)
 
 // testMember is invoke own (holder) of group "g" in the namespace of c,
 // whose watcher would ask be.
@@ -172,7 +176,7 @@ func TestCloseGivesOnAHandoverItNeverSaw(t *testing.T) {
 func TestCleanupCollectsALapsedLease(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
-	group := WatchGroup("slurm", "https://cluster.example", []byte("token"))
+	group := cluster.New(cluster.Spec{Backend: "slurm", URL: "https://cluster.example", CredentialText: []byte("token")}).Group()
 	l := groupLease(s, group, testKey, clock{})
 	cleanup := func(string) {
 		name, _, err := CollectLease(ctx, s, group)

@@ -44,7 +44,7 @@ func TestSharedStateIsReadOnlyWhereItIsVerified(t *testing.T) {
 			what, verifies := sharedStateReads(fn, leaseKeys)
 			if len(what) > 0 {
 				readers, dirs[filepath.Dir(name)] = readers+1, true
-				assert.True(t, verifies, "%s: %s reads %s without verifying its tag (see GroupKey)", fset.Position(fn.Pos()), fn.Name.Name, strings.Join(what, ", "))
+				assert.True(t, verifies, "%s: %s reads %s without verifying its tag (see cluster.Cluster.Key)", fset.Position(fn.Pos()), fn.Name.Name, strings.Join(what, ", "))
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/kube"
 )
 
@@ -90,7 +91,7 @@ func TestReplayedOrForgedLeaseIsNotTrusted(t *testing.T) {
 	replay := j.judge(l.stateOf(writtenLease(l, "w", "4", "9", clock.Now(), 0)))
 	assert.True(t, replay.until.IsZero(), "a renewal written over version 4, seen after 5: a replay")
 
-	forger := lease{ns: "ns", name: "bridge-watch-g", key: GroupKey("fake", "https://cluster.test", []byte("a guess"))}
+	forger := lease{ns: "ns", name: "bridge-watch-g", key: cluster.New(cluster.Spec{Backend: "fake", URL: "https://cluster.test", CredentialText: []byte("a guess")}).Key()}
 	forged := j.judge(l.stateOf(writtenLease(forger, "forger", "9", "10", clock.Now(), 0)))
 	assert.True(t, forged.until.IsZero(), "a tag under another key: not trusted")
 	assert.True(t, forged.free(clock.Now()), "and free to take")
