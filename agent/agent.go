@@ -26,7 +26,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends/httpx"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // The bounds of the query interval (the site's budget: the least time
@@ -340,11 +340,11 @@ func (a *Agent) answered(ctx context.Context) {
 	a.okAt.Store(a.cfg.Now().UnixNano())
 	a.mu.Lock()
 	a.seq++
-	due := time.Since(a.beatAt) >= max(a.cfg.Interval, runner.HeartbeatFloor)
+	due := time.Since(a.beatAt) >= max(a.cfg.Interval, watcher.HeartbeatFloor)
 	if due {
 		a.beatAt = time.Now()
 	}
-	hb := runner.Heartbeat{Agent: a.cfg.ID, Seq: a.seq, Interval: a.cfg.Interval}
+	hb := watcher.Heartbeat{Agent: a.cfg.ID, Seq: a.seq, Interval: a.cfg.Interval}
 	if a.cfg.Discoverer != nil {
 		hb.Memo = a.cfg.Discoverer.Remember()
 	}
@@ -361,11 +361,11 @@ func (a *Agent) answered(ctx context.Context) {
 
 // beat writes heartbeat hb in namespace ns: an update over the version it
 // last wrote (one request), else read and written again.
-func (a *Agent) beat(ctx context.Context, ns string, hb runner.Heartbeat) {
+func (a *Agent) beat(ctx context.Context, ns string, hb watcher.Heartbeat) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	name := record.AgentConfigMap(a.cfg.Cluster)
-	data := runner.SealHeartbeat(a.cfg.Key, ns, a.cfg.Cluster, hb)
+	data := watcher.SealHeartbeat(a.cfg.Key, ns, a.cfg.Cluster, hb)
 	a.mu.Lock()
 	cm := a.beats[ns]
 	a.mu.Unlock()
@@ -470,7 +470,7 @@ func (a *Agent) put(ns, name string, rec *record.Record, deleted bool) {
 	if j == nil || j.rec.Data[record.KeyID] != rec.Data[record.KeyID] {
 		j = &job{ns: ns, name: name}
 		// What an earlier agent told the record counts as told.
-		if o, ok := runner.ReadObservation(a.cfg.Key, name, rec.Data[record.KeyWatchObserved]); ok && o.ID == rec.Data[record.KeyID] {
+		if o, ok := watcher.ReadObservation(a.cfg.Key, name, rec.Data[record.KeyWatchObserved]); ok && o.ID == rec.Data[record.KeyID] {
 			j.told = o.String()
 		}
 		a.jobs[k] = j
@@ -550,7 +550,7 @@ func (a *Agent) snapshot() []job {
 // change is an observation to write into a record.
 type change struct {
 	j   job
-	obs runner.Observation
+	obs watcher.Observation
 }
 
 // changes are the observations that differ from what each job's record was
@@ -572,9 +572,9 @@ func (a *Agent) changes(jobs []job, sts map[string]backends.Status) []change {
 		} else if j.misses++; j.misses < unwatchedAfter {
 			continue
 		} else {
-			st = backends.Status{State: runner.Unwatched}
+			st = backends.Status{State: watcher.Unwatched}
 		}
-		if o := runner.ObservationOf(id, st); o.String() != j.told {
+		if o := watcher.ObservationOf(id, st); o.String() != j.told {
 			out = append(out, change{j: snap, obs: o})
 		}
 	}
@@ -601,7 +601,7 @@ func (a *Agent) observe(ctx context.Context, c change) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	store := &record.ConfigMapStore{Client: a.cfg.Kube, Namespace: c.j.ns, Name: c.j.name}
-	sealed := runner.SealObservation(a.cfg.Key, c.j.name, c.obs, a.cfg.Now())
+	sealed := watcher.SealObservation(a.cfg.Key, c.j.name, c.obs, a.cfg.Now())
 	if _, err := store.PatchData(wctx, c.j.rec, map[string]string{record.KeyWatchObserved: sealed}); err != nil {
 		a.cfg.Log.Debug("writing an observation", "record", c.j.ns+"/"+c.j.name, "err", err)
 		return

@@ -25,6 +25,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // Tests of the agent against the real kube-apiserver, with the fake
@@ -117,7 +118,7 @@ func (e *env) runSteps(perNS int, props string, retryBudget time.Duration) ([]ru
 func (e *env) leases() int {
 	n := 0
 	for _, ns := range e.nss {
-		cms, err := testkube.Client(e.t).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelWatchGroup})
+		cms, err := testkube.Client(e.t).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: watcher.LabelWatchGroup})
 		require.NoError(e.t, err)
 		n += len(cms.Items)
 	}
@@ -125,17 +126,17 @@ func (e *env) leases() int {
 }
 
 // heartbeat reads the agent's heartbeat in ns as a step verifies it.
-func (e *env) heartbeat(ns string) (runner.Heartbeat, bool) {
+func (e *env) heartbeat(ns string) (watcher.Heartbeat, bool) {
 	cm := &kube.ConfigMap{}
 	if err := e.kube.Get(context.Background(), kube.ConfigMaps, ns, record.AgentConfigMap(cluster), cm); err != nil {
-		return runner.Heartbeat{}, false
+		return watcher.Heartbeat{}, false
 	}
-	return runner.ReadHeartbeat(e.key, ns, cluster, cm.Data)
+	return watcher.ReadHeartbeat(e.key, ns, cluster, cm.Data)
 }
 
 // awaitBeat waits until the heartbeat in ns has advanced past seq.
-func (e *env) awaitBeat(ns string, seq uint64) runner.Heartbeat {
-	var hb runner.Heartbeat
+func (e *env) awaitBeat(ns string, seq uint64) watcher.Heartbeat {
+	var hb watcher.Heartbeat
 	require.Eventually(e.t, func() bool {
 		var ok bool
 		hb, ok = e.heartbeat(ns)

@@ -20,7 +20,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	kubeclient "github.com/bridge-runner/bridge-runner/kube"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // The agent's fault matrix on the real kube-apiserver and the real Slurm
@@ -32,7 +32,7 @@ import (
 // periods), the fallback's first rounds, and a queue on the shared
 // cluster and a loaded machine (a ceiling, not a figure).
 func budgetCeiling(run time.Duration) time.Duration {
-	return run + 3*runner.HeartbeatFloor + 60*time.Second
+	return run + 3*watcher.HeartbeatFloor + 60*time.Second
 }
 
 // The agent frozen (SIGSTOP of a `bridge-runner agent` process: it holds
@@ -156,7 +156,7 @@ func TestTwoAgentsForOneClusterOnSlurm2411(t *testing.T) {
 	t.Logf("%d jobs in %s: agent A %s, agent B %s; slurmrestd %s", n, wall.Round(time.Second), kubeA.RequestsByVerb(), kubeB.RequestsByVerb(), e.counter.pathCounts())
 	// Each agent: a heartbeat a period (2 s; a conflict with the other's
 	// costs a read and a write more) and at most 3 observations a job.
-	beats := int(wall/runner.HeartbeatFloor) + 1
+	beats := int(wall/watcher.HeartbeatFloor) + 1
 	for name, kc := range map[string]*kubeclient.Client{"A": kubeA, "B": kubeB} {
 		assert.LessOrEqual(t, writes(kc), 3*beats+3*n, "agent %s's writes", name)
 	}

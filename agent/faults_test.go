@@ -17,6 +17,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // inStepWatcher is what an invoke logs when it starts an in-step watcher.
@@ -42,7 +43,7 @@ func TestStepsFallBackWhenTheAgentDies(t *testing.T) {
 		assert.Equal(t, "DONE", r.Status)
 		// A generous ceiling: the job, the window (3 periods of 2 s), the
 		// fallback's first rounds and a loaded machine.
-		assert.Less(t, took[i], run+3*runner.HeartbeatFloor+15*time.Second, "job %d", i)
+		assert.Less(t, took[i], run+3*watcher.HeartbeatFloor+15*time.Second, "job %d", i)
 	}
 	assert.Contains(t, e.logs.String(), inStepWatcher, "the steps fell back to the in-step watcher")
 	assert.Zero(t, e.leases(), "the fallback's leases went with their jobs")
@@ -57,7 +58,7 @@ func TestForgedOrReplayedHeartbeatIsIgnored(t *testing.T) {
 		write func(e *env, ns string, seq uint64) map[string]string
 	}{
 		{"forged", func(e *env, ns string, seq uint64) map[string]string {
-			return runner.SealHeartbeat([]byte("not the cluster's key"), ns, cluster, runner.Heartbeat{Agent: "forger", Seq: seq, Interval: time.Second})
+			return watcher.SealHeartbeat([]byte("not the cluster's key"), ns, cluster, watcher.Heartbeat{Agent: "forger", Seq: seq, Interval: time.Second})
 		}},
 		{"replayed", nil},
 	} {
@@ -82,7 +83,7 @@ func TestForgedOrReplayedHeartbeatIsIgnored(t *testing.T) {
 			wg.Wait()
 			for i, r := range res {
 				assert.Equal(t, "DONE", r.Status)
-				assert.Less(t, took[i], 9*time.Second+3*runner.HeartbeatFloor+15*time.Second, "job %d", i)
+				assert.Less(t, took[i], 9*time.Second+3*watcher.HeartbeatFloor+15*time.Second, "job %d", i)
 			}
 			assert.Contains(t, e.logs.String(), inStepWatcher, "the steps did not follow the heartbeat")
 		})

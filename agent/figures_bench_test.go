@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/record"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // BenchmarkStepsAskingTheCluster: slurmrestd's requests a job, by sender
@@ -33,7 +33,7 @@ func BenchmarkStepsAskingTheCluster(b *testing.B) {
 				if withAgent {
 					stop, _ := e.startAgentWith(agentOpts{figures: true})
 					defer stop()
-					e.awaitHeartbeat(e.nss[0], func(hb runner.Heartbeat) bool { return hb.Load != "" && hb.ArrayLimit > 0 })
+					e.awaitHeartbeat(e.nss[0], func(hb watcher.Heartbeat) bool { return hb.Load != "" && hb.ArrayLimit > 0 })
 				}
 				targets := fmt.Sprintf(`[{"name":"a","backend":"slurm","resourceURL":%q,"credentials":%q}]`, e.counter.URL, e.creds)
 				res, _ := e.runSpecs(n, func(int) *record.Spec {

@@ -12,6 +12,7 @@ import (
 	kubeclient "github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // slurm2605 is the shared real Slurm 26.05 (hack/slurm2605-up.sh), the one
@@ -37,26 +38,26 @@ func (e *slurmEnv) arraySpec(int) *record.Spec {
 
 // awaitHeartbeat waits (30 s at most) for ns's heartbeat to verify under
 // the steps' key and satisfy ok, and returns it.
-func (e *slurmEnv) awaitHeartbeat(ns string, ok func(runner.Heartbeat) bool) runner.Heartbeat {
+func (e *slurmEnv) awaitHeartbeat(ns string, ok func(watcher.Heartbeat) bool) watcher.Heartbeat {
 	return e.awaitHeartbeatOf(ns, cluster, e.counter.URL, e.creds, ok)
 }
 
 // awaitHeartbeatOf is awaitHeartbeat for the agent of cluster c at url
 // with the credentials creds.
-func (e *slurmEnv) awaitHeartbeatOf(ns, c, url, creds string, ok func(runner.Heartbeat) bool) runner.Heartbeat {
+func (e *slurmEnv) awaitHeartbeatOf(ns, c, url, creds string, ok func(watcher.Heartbeat) bool) watcher.Heartbeat {
 	key := runner.ClusterKey("slurm", url, creds)
 	back := record.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Factor: 2, Jitter: 0.2}
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
 		cm := &kubeclient.ConfigMap{}
 		if err := e.kube.Get(context.Background(), kubeclient.ConfigMaps, ns, record.AgentConfigMap(c), cm); err == nil {
-			if hb, verified := runner.ReadHeartbeat(key, ns, c, cm.Data); verified && ok(hb) {
+			if hb, verified := watcher.ReadHeartbeat(key, ns, c, cm.Data); verified && ok(hb) {
 				return hb
 			}
 		}
 		time.Sleep(back.Next())
 	}
 	e.t.Fatal("no such heartbeat within 30 s")
-	return runner.Heartbeat{}
+	return watcher.Heartbeat{}
 }
 
 // On the real Slurm 26.05 behind a counting proxy: the agent reads the
@@ -66,7 +67,7 @@ func TestStepsUseTheAgentsArrayLimitOnSlurm2605(t *testing.T) {
 	u, creds := slurm2605(t)
 	e := newSlurmEnvOn(t, u, creds, 1, time.Second)
 	stop, _ := e.startAgentWith(agentOpts{figures: true})
-	hb := e.awaitHeartbeat(e.nss[0], func(hb runner.Heartbeat) bool { return hb.ArrayLimit > 0 })
+	hb := e.awaitHeartbeat(e.nss[0], func(hb watcher.Heartbeat) bool { return hb.ArrayLimit > 0 })
 	assert.Equal(t, 1001, hb.ArrayLimit, "26.05's MaxArraySize, read by the agent")
 	assert.True(t, hb.Current(time.Now()))
 	const n = 4
@@ -94,10 +95,10 @@ func TestStepsReadTheArrayLimitWithoutAFreshAgentOnSlurm2605(t *testing.T) {
 		data func(key []byte, ns string) map[string]string
 	}{
 		{"stale", func(key []byte, ns string) map[string]string {
-			return runner.SealHeartbeat(key, ns, cluster, runner.Heartbeat{Agent: "stopped", Seq: 9, Interval: time.Second, At: time.Now().Add(-time.Hour), ArrayLimit: 2})
+			return watcher.SealHeartbeat(key, ns, cluster, watcher.Heartbeat{Agent: "stopped", Seq: 9, Interval: time.Second, At: time.Now().Add(-time.Hour), ArrayLimit: 2})
 		}},
 		{"forged", func(key []byte, ns string) map[string]string {
-			d := runner.SealHeartbeat(key, ns, cluster, runner.Heartbeat{Agent: "live", Seq: 9, Interval: time.Second, At: time.Now(), ArrayLimit: 1001})
+			d := watcher.SealHeartbeat(key, ns, cluster, watcher.Heartbeat{Agent: "live", Seq: 9, Interval: time.Second, At: time.Now(), ArrayLimit: 1001})
 			d["memo"] = "\nat=" + time.Now().UTC().Format(time.RFC3339Nano) + "\narrayLimit=2"
 			return d
 		}},

@@ -14,6 +14,7 @@ import (
 	kubeclient "github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // placedSpec is a step's job placed between target a (the cluster the
@@ -49,7 +50,7 @@ func TestPlacementReadsTheAgentsLoadOnSlurm2605(t *testing.T) {
 	e := newSlurmEnvOn(t, u, creds, 1, time.Second)
 	b, bCreds := newSlurmCounter(t, u), copyCreds(t, creds)
 	stop, _ := e.startAgentWith(agentOpts{figures: true})
-	e.awaitHeartbeat(e.nss[0], func(hb runner.Heartbeat) bool { return hb.Load != "" })
+	e.awaitHeartbeat(e.nss[0], func(hb watcher.Heartbeat) bool { return hb.Load != "" })
 	const n = 4
 	res, _ := e.runSpecs(n, e.placedSpec(b, bCreds, ""))
 	stop()
@@ -82,7 +83,7 @@ func TestPlacementProbesWithoutATrustedAgentOnSlurm2605(t *testing.T) {
 		b, bCreds := newSlurmCounter(t, u), copyCreds(t, creds)
 		key, ns := runner.ClusterKey("slurm", e.counter.URL, e.creds), e.nss[0]
 		load := `{"f":1,"p":[{"n":"debug","d":true,"s":"UP","tc":100000,"fc":100000,"tn":1000,"fn":1000,"mm":-1,"mn":-1,"mc":-1,"p":0,"r":0,"pc":0,"rc":0,"ps":0,"rs":0}]}`
-		d := runner.SealHeartbeat(key, ns, cluster, runner.Heartbeat{Agent: "agent", Seq: 9, Interval: time.Second, At: time.Now().Add(c.at), Load: load})
+		d := watcher.SealHeartbeat(key, ns, cluster, watcher.Heartbeat{Agent: "agent", Seq: 9, Interval: time.Second, At: time.Now().Add(c.at), Load: load})
 		c.edit(d, load)
 		cm := &kubeclient.ConfigMap{}
 		cm.Name, cm.Namespace, cm.Data = record.AgentConfigMap(cluster), ns, d
@@ -102,8 +103,8 @@ func TestPlacementReadsEachTargetsAgentOnSlurm2605(t *testing.T) {
 	b, bCreds := newSlurmCounter(t, u), copyCreds(t, creds)
 	stopA, _ := e.startAgentWith(agentOpts{figures: true})
 	stopB, _ := e.startAgentWith(agentOpts{figures: true, id: "agent-b", cluster: "hpc-2", url: b.URL, creds: bCreds})
-	e.awaitHeartbeat(e.nss[0], func(hb runner.Heartbeat) bool { return hb.Load != "" })
-	e.awaitHeartbeatOf(e.nss[0], "hpc-2", b.URL, bCreds, func(hb runner.Heartbeat) bool { return hb.Load != "" })
+	e.awaitHeartbeat(e.nss[0], func(hb watcher.Heartbeat) bool { return hb.Load != "" })
+	e.awaitHeartbeatOf(e.nss[0], "hpc-2", b.URL, bCreds, func(hb watcher.Heartbeat) bool { return hb.Load != "" })
 	res, _ := e.runSpecs(3, e.placedSpec(b, bCreds, "hpc-2"))
 	stopA()
 	stopB()

@@ -21,6 +21,7 @@ import (
 	kubeclient "github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // loadCalls counts a backend's load probes (ProbeLoad) and measures
@@ -132,7 +133,7 @@ func (e *sshPlaceEnv) awaitLoad() {
 	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); {
 		cm := &kubeclient.ConfigMap{}
 		if err := e.kube.Get(context.Background(), kubeclient.ConfigMaps, e.ns, record.AgentConfigMap(cluster), cm); err == nil {
-			if hb, ok := runner.ReadHeartbeat(key, e.ns, cluster, cm.Data); ok && hb.Load != "" {
+			if hb, ok := watcher.ReadHeartbeat(key, e.ns, cluster, cm.Data); ok && hb.Load != "" {
 				return
 			}
 		}

@@ -25,6 +25,7 @@ import (
 	kubeclient "github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // slurmCounter is a reverse proxy in front of slurmrestd that counts its
@@ -447,7 +448,7 @@ func (e *slurmEnv) keepBeating(ctx context.Context, ns, memo string) {
 		cm := &kubeclient.ConfigMap{}
 		err := e.kube.Get(ctx, kubeclient.ConfigMaps, ns, name, cm)
 		cm.Name, cm.Namespace = name, ns
-		cm.Data = runner.SealHeartbeat(key, ns, cluster, runner.Heartbeat{Agent: "before-the-upgrade", Seq: seq, Interval: 500 * time.Millisecond, Memo: memo})
+		cm.Data = watcher.SealHeartbeat(key, ns, cluster, watcher.Heartbeat{Agent: "before-the-upgrade", Seq: seq, Interval: 500 * time.Millisecond, Memo: memo})
 		if err != nil {
 			_ = e.kube.Create(ctx, kubeclient.ConfigMaps, ns, cm, &kubeclient.ConfigMap{})
 		} else {

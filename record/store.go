@@ -73,7 +73,7 @@ const (
 	// infrastructure, timeout or cancelled (backends.Category).
 	KeyFailureCategory = "status.failureCategory"
 	// KeyWatchGroup names the cluster watcher group a followed job belongs
-	// to (a digest of backend, URL and credentials; see runner.WatchGroup).
+	// to (a digest of backend, URL and credentials; see cluster.Cluster.Group).
 	KeyWatchGroup = "status.watchGroup"
 	// KeyWatchObserved is what the group's watcher last saw of the job, as
 	// "<job id> <state> <backend state> <RFC 3339 time>". It is a hint: the

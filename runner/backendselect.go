@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -88,12 +89,18 @@ func (r *run) newBackend(desc *record.Description) (backends.Backend, error) {
 // buildBackend builds the description's backend with its target's
 // credentials and nothing of the record.
 func (r *run) buildBackend(desc *record.Description) (backends.Backend, error) {
-	cfg := r.Backend
-	cfg.URL = desc.ResourceURL
-	cfg.Logger = r.Log.With("backend", desc.Backend)
-	var err error
-	if cfg.Credentials, err = resolveCredentials(cfg.Credentials, desc.CredentialsDir); err != nil {
+	c, err := r.clusterOf(desc)
+	if err != nil {
 		return nil, err
 	}
-	return r.Registry.New(desc.Backend, cfg)
+	return r.backendFor(c)
+}
+
+// backendFor builds the backend of cluster c: its system, at its URL, with
+// the credentials bound to it.
+func (r *run) backendFor(c cluster.Cluster) (backends.Backend, error) {
+	cfg := r.Backend
+	cfg.URL, cfg.Credentials = c.URL, c.Credentials
+	cfg.Logger = r.Log.With("backend", c.Backend)
+	return r.Registry.New(c.Backend, cfg)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // Cleaner runs the cleanup step: cancel the remote job if it may still be
@@ -338,20 +339,19 @@ func (c *Cleaner) delete(ctx context.Context, r *run, res *CleanupResult) error 
 }
 
 // collectLease deletes the lease of the deleted record's watch group if it
-// has lapsed (see lease.collectLapsed): one read per cleanup, so that a
+// has lapsed (see watcher.CollectLease): one read per cleanup, so that a
 // group whose last watcher died leaves no ConfigMap behind for good.
 func collectLease(ctx context.Context, r *run) {
 	cs, group := record.ConfigMapOf(r.Store), r.rec.Data[record.KeyWatchGroup]
-	if cs == nil || !validGroup(group) {
+	if cs == nil {
 		return
 	}
-	l := groupLease(cs, group, nil) // collecting needs no key: it trusts nothing
-	collected, err := l.collectLapsed(ctx)
+	name, collected, err := watcher.CollectLease(ctx, cs, group)
 	switch {
 	case err != nil:
-		r.Log.Debug("looking at the watch group's lease", "configmap", l.name, "err", err)
+		r.Log.Debug("looking at the watch group's lease", "configmap", name, "err", err)
 	case collected:
-		r.Log.Info("deleted the watch group's lapsed lease", "configmap", l.name)
+		r.Log.Info("deleted the watch group's lapsed lease", "configmap", name)
 	}
 }
 

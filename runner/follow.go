@@ -110,7 +110,7 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		faults:      &record.Backoff{Initial: faultRetryFirst, Max: max(maxPoll, faultRetryMax)},
 		cancelRetry: &record.Backoff{Initial: faultRetryFirst, Max: cancelRetryMax}}
 	f.pending = newPendingWatch(r.rec.Data)
-	if !r.submittedAt.IsZero() && r.w.agentServes() {
+	if !r.submittedAt.IsZero() && r.w.AgentServes() {
 		f.last, f.assumed = backends.Status{State: backends.Pending, Raw: string(backends.Pending), SubmitTime: r.submittedAt}, true
 	}
 	r.logOff, _ = strconv.ParseInt(r.rec.Data[record.KeyLogOffset], 10, 64)
@@ -170,7 +170,7 @@ func (f *follower) pollStatus() phase {
 	if !f.force && f.served() {
 		// The cluster's watcher asks for this job; look again when it
 		// says the job changed, or at the longest interval.
-		f.pollAt = time.Now().Add(f.r.w.nextLook(f.poll.Max))
+		f.pollAt = time.Now().Add(f.r.w.NextLook(f.poll.Max))
 		f.deferred = true
 		f.checkPending()
 		return phaseOutput
@@ -287,10 +287,10 @@ func (f *follower) readLogs() {
 // cancel or failure is being dealt with.
 func (f *follower) served() bool {
 	w := f.r.w
-	if w == nil || (!f.seen && !f.assumed) || f.last.State.Final() || f.cancel.requested() || !f.failingSince.IsZero() || !w.serving(f.ctx) {
+	if w == nil || (!f.seen && !f.assumed) || f.last.State.Final() || f.cancel.requested() || !f.failingSince.IsZero() || !w.Serving(f.ctx) {
 		return false
 	}
-	f.watcherHeard = w.workedAt()
+	f.watcherHeard = w.WorkedAt()
 	return true
 }
 
@@ -424,13 +424,13 @@ func (f *follower) wait() phase {
 				f.requestCancel()
 				return phasePoll
 			}
-			if f.r.w != nil && f.r.w.changed(f.ctx, rec.Data, f.id, f.last) {
+			if f.r.w != nil && f.r.w.Changed(f.ctx, rec.Data, f.id, f.last) {
 				f.force = true // the backend's own answer decides
 				return phasePoll
 			}
 		case <-f.endAnnounced():
 			return f.onEndAnnounced()
-		case <-f.r.w.leaseChanges():
+		case <-f.r.w.LeaseChanges():
 			if f.deferred && !f.served() {
 				return phasePoll // the watcher serves this job no longer
 			}
@@ -583,7 +583,7 @@ func (r *run) statusData(st backends.Status) map[string]string {
 		d[record.KeyArrayCounts], d[record.KeyArrayFailed], d[record.KeyArrayExitCodes] = sum.countsText(), sum.failedText(), sum.codesText()
 	}
 	if r.w != nil && !st.State.Final() { // the watcher follows the job from its first state on
-		d[record.KeyWatchGroup] = r.w.group
+		d[record.KeyWatchGroup] = r.w.Group()
 	}
 	if n := r.backendRequests(); n != "" {
 		d[record.KeyBackendRequests] = n

@@ -253,7 +253,7 @@ func (r *run) execute(ctx context.Context) error {
 	watch, stopWatch := r.watchRecord(context.WithoutCancel(ctx))
 	defer stopWatch()
 	r.followAgent(ctx, desc, be)
-	defer func() { r.takeAgentView().stop() }() // unless the watch member took it
+	defer func() { r.takeAgentView().Stop() }() // unless the watch member took it
 
 	id, err := r.submitOrAdopt(ctx, be, base.Key, prepare, watch, log)
 	if err != nil {
@@ -273,7 +273,7 @@ func (r *run) execute(ctx context.Context) error {
 		err = r.final(ctx, st)
 	}
 	data := r.rec.Data
-	r.withinGrace(ctx, "handing on the cluster's watcher", func() { r.w.close(ctx, data) })
+	r.withinGrace(ctx, "handing on the cluster's watcher", func() { r.w.Close(ctx, data) })
 	if err == nil && st.State.Final() {
 		// After the handover: the accounting may take seconds to know the
 		// job's end, and a lease handed meanwhile to a member that ended

@@ -16,6 +16,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // The invokes of a namespace share what they probed of a cluster, so that
@@ -30,7 +31,7 @@ import (
 // files (a laptop) have no neighbours and probe for themselves.
 //
 // Anyone who may write the namespace's ConfigMaps may write this one: each
-// entry is tagged with the group's key (see GroupKey), and one that does
+// entry is tagged with the group's key (see cluster.Cluster.Key), and one that does
 // not verify is ignored (said once, without its text). Even a verified
 // entry decides no refusal: a shared "does not fit" or "refused" only
 // makes this invoke probe for itself (an exit 2 comes from its own probe
@@ -69,7 +70,7 @@ type loadShare struct {
 	c        *kube.Client
 	ns, name string
 	key      string
-	mac      []byte // the group's key (see GroupKey)
+	mac      []byte // the group's key (see cluster.Cluster.Key)
 	log      *slog.Logger
 	said     bool // an entry that did not verify was said
 	// seen is the entry as this invoke last read or wrote it: what its
@@ -84,10 +85,11 @@ func (r *run) newLoadShare(desc *record.Description, array *backends.Array) *loa
 	if cs == nil {
 		return nil
 	}
-	group, mac := r.clusterGroup(desc)
-	if mac == nil {
+	c, err := r.clusterOf(desc)
+	if err != nil || c.Key() == nil {
 		return nil
 	}
+	group, mac := c.Group(), c.Key()
 	kind := sha256.New()
 	kind.Write(desc.Properties)
 	if array != nil {
@@ -219,7 +221,7 @@ func (s *loadShare) read(ctx context.Context) (*kube.ConfigMap, map[string]share
 	for k, v := range cm.Data {
 		var sl sealed
 		var e shareEntry
-		if json.Unmarshal([]byte(v), &sl) != nil || !tagOK(s.mac, sl.Tag, "load", s.ns, s.name, k, string(sl.Entry)) ||
+		if json.Unmarshal([]byte(v), &sl) != nil || !watcher.TagOK(s.mac, sl.Tag, "load", s.ns, s.name, k, string(sl.Entry)) ||
 			json.Unmarshal(sl.Entry, &e) != nil {
 			if !s.said {
 				s.said = true
@@ -248,7 +250,7 @@ func (s *loadShare) write(ctx context.Context, cm *kube.ConfigMap, entries map[s
 		Labels: map[string]string{LabelLoadGroup: s.name[len("bridge-load-"):]}}, Data: map[string]string{}}
 	for k, v := range entries {
 		b, _ := json.Marshal(v)
-		sb, _ := json.Marshal(sealed{Entry: b, Tag: tagOf(s.mac, "load", s.ns, s.name, k, string(b))})
+		sb, _ := json.Marshal(sealed{Entry: b, Tag: watcher.Tag(s.mac, "load", s.ns, s.name, k, string(b))})
 		out.Data[k] = string(sb)
 	}
 	if cm == nil {

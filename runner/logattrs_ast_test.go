@@ -17,10 +17,10 @@ import (
 // on every line it writes (invoke's did: a state file's path or a
 // ConfigMap's namespace/name on each of them); the record is said once, at
 // start, by the command. Lines that are about the record may name it.
-// (The step's log: runner and the command.)
+// (The step's log: runner, its watcher and the command.)
 func TestNoLoggerCarriesTheRecordOnEveryLine(t *testing.T) {
 	var files []string
-	for _, dir := range []string{".", "../cmd/bridge-runner"} {
+	for _, dir := range []string{".", "watcher", "../cmd/bridge-runner"} {
 		m, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		require.NoError(t, err)
 		files = append(files, m...)

@@ -7,6 +7,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // publishedLoad is the load of job at the target of d as the agent of
@@ -26,15 +27,15 @@ func (r *run) publishedLoad(ctx context.Context, d *record.Description, cluster 
 	if !ok || cs == nil || cluster == "" {
 		return backends.Load{}, false
 	}
-	_, key := r.clusterGroup(d)
-	if key == nil {
+	c, err := r.clusterOf(d)
+	if err != nil || c.Key() == nil {
 		return backends.Load{}, false
 	}
 	cm := &kube.ConfigMap{}
 	if err := cs.Client.Get(ctx, kube.ConfigMaps, cs.Namespace, record.AgentConfigMap(cluster), cm); err != nil {
 		return backends.Load{}, false // none, not ours to read, or the API's fault: probe
 	}
-	hb, ok := ReadHeartbeat(key, cs.Namespace, cluster, cm.Data)
+	hb, ok := watcher.ReadHeartbeat(c.Key(), cs.Namespace, cluster, cm.Data)
 	if !ok || hb.Load == "" || !hb.Current(time.Now()) {
 		return backends.Load{}, false
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // run is the state of one Run of an Invoker: the record as last seen, the
@@ -27,7 +28,7 @@ type run struct {
 	logSrc  backends.LogReader  // where the job's output is read from; nil if nowhere
 	s3      *S3Store            // set when the job uses S3
 	memo    backends.Rememberer // set when the backend remembers (memo.go)
-	w       *watchMember        // set when the cluster's watcher applies (watchgroup.go)
+	w       *watcher.Member     // set when the cluster's watcher applies (watchseam.go)
 	arr     *arrayBackend       // set when the job is an array (array.go)
 	result  Result
 	// offsetWritten is when logOff was last written to the record.
@@ -55,7 +56,7 @@ type run struct {
 
 	// agentView follows the heartbeat of the cluster the record names from
 	// before the submit (watchagent.go) until the watch member takes it.
-	agentView *heartbeatView
+	agentView *watcher.HeartbeatView
 	// submittedAt is when this invoke submitted its job (zero when it
 	// re-attached or adopted one): the job is known to be PENDING then.
 	submittedAt time.Time

@@ -19,6 +19,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // Tests of the cluster's watcher (watchgroup.go) against the real
@@ -36,7 +37,7 @@ func groupRunWith(t *testing.T, h *harness, n int, props string, watch runner.Wa
 	during func(ctx context.Context, base *record.ConfigMapStore)) []runner.Result {
 	base := testkube.RecordStore(t)
 	// The group's key is derived from its credentials: a group without
-	// any shares nothing (see runner.GroupKey).
+	// any shares nothing (see cluster.Cluster.Key).
 	creds := fakeCredentials(t)
 	dctx, stop := context.WithCancel(context.Background())
 	var side sync.WaitGroup
@@ -72,7 +73,7 @@ func groupRunWith(t *testing.T, h *harness, n int, props string, watch runner.Wa
 	stop()
 	side.Wait()
 	// The group's lease is gone with its last job.
-	cms, err := testkube.Client(t).CoreV1().ConfigMaps(base.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelWatchGroup})
+	cms, err := testkube.Client(t).CoreV1().ConfigMaps(base.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: watcher.LabelWatchGroup})
 	require.NoError(t, err)
 	assert.Empty(t, cms.Items, "the watcher's lease outlived its group")
 	return res

@@ -68,16 +68,17 @@ func TestWatcherWatchesRecordsOfAnyOrigin(t *testing.T) {
 	assert.LessOrEqual(t, statusPerJob(h, n), 6.0, "a first poll, a few until the watcher covers the job, one per change")
 }
 
-// The class: no watcher (runner's watch*.go, the agent) lists records by
-// bridge-runner's managed-by label (record.NewConfigMapLister), which
-// leaves out the records of other origins.
+// The class: no watcher (runner and its package watcher, the agent) lists
+// records by bridge-runner's managed-by label (record.NewConfigMapLister),
+// which leaves out the records of other origins.
 func TestWatchersListRecordsOfAnyOrigin(t *testing.T) {
-	files, err := filepath.Glob("watch*.go")
-	require.NoError(t, err)
-	more, err := filepath.Glob("../agent/*.go")
-	require.NoError(t, err)
-	files = append(files, more...)
-	require.NotEmpty(t, files)
+	var files []string
+	for _, glob := range []string{"*.go", "watcher/*.go", "../agent/*.go"} {
+		more, err := filepath.Glob(glob)
+		require.NoError(t, err)
+		files = append(files, more...)
+	}
+	listers := 0 // the walk reads the listers there are (the watcher's, the agent's)
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -85,10 +86,14 @@ func TestWatchersListRecordsOfAnyOrigin(t *testing.T) {
 		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
 		require.NoError(t, err)
 		ast.Inspect(file, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewSelectedLister" {
+				listers++
+			}
 			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewConfigMapLister" {
 				t.Errorf("%s lists records by the managed-by label (record.NewConfigMapLister): a record of another origin (IBM's operator, kubectl) is not watched; use record.NewSelectedLister", f)
 			}
 			return true
 		})
 	}
+	assert.GreaterOrEqual(t, listers, 3, "the walk finds the watcher's and the agent's listers (watchgroup.go, watchleader.go, agent.go)")
 }

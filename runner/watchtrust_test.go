@@ -23,6 +23,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // Tests of the trust in the group's shared state (issue 38): a writer of
@@ -60,7 +61,7 @@ func forgeWatch(ctx context.Context, t *testing.T, c kubernetes.Interface, ns st
 			}
 			now := time.Now().UTC().Format(time.RFC3339Nano)
 			lease := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bridge-watch-" + group,
-				Labels: map[string]string{runner.LabelWatchGroup: group}},
+				Labels: map[string]string{watcher.LabelWatchGroup: group}},
 				Data: map[string]string{"holder": "forger", "renewed": now, "taken": now, "ttlSeconds": "3600", "okAgeMs": "0", "tag": "forged"}}
 			leases[lease.Name] = true
 			if _, err := c.CoreV1().ConfigMaps(ns).Update(ctx, lease, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {

@@ -26,7 +26,7 @@ import (
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
 	"github.com/bridge-runner/bridge-runner/record"
-	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // The faults of issue 27 with real processes and real services: six
@@ -154,7 +154,7 @@ func (f *watchFleet) running(t *testing.T) {
 // leases returns the group's lease ConfigMaps: name → holder.
 func (f *watchFleet) leases(t *testing.T) map[string]string {
 	t.Helper()
-	cms, err := f.admin.CoreV1().ConfigMaps(f.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runner.LabelWatchGroup})
+	cms, err := f.admin.CoreV1().ConfigMaps(f.ns).List(context.Background(), metav1.ListOptions{LabelSelector: watcher.LabelWatchGroup})
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, cm := range cms.Items {

@@ -15,7 +15,7 @@ const (
 )
 
 func TestRunnerAndBackendsWithinLimits(t *testing.T) {
-	for _, dir := range []string{"runner", "backends", "record", "kube"} {
+	for _, dir := range []string{"runner", "backends", "record", "kube", "cluster"} {
 		funcs, err := Measure(filepath.Join("..", "..", dir))
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"go/ast"
@@ -12,19 +12,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The class, not the cases: every function of runner that reads shared
+// The class, not the cases: every function of runner and of its watcher
+// (this package and its parent, which seals the shared load entries) that reads shared
 // state a writer of the namespace's ConfigMaps can forge (an observation in
 // a record, a lease's fields, a shared load entry) also verifies its tag.
 // A new reader that does not fails here.
 func TestSharedStateIsReadOnlyWhereItIsVerified(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
+	var files []string
+	for _, dir := range []string{".", ".."} { // the watcher and runner
+		m, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		files = append(files, m...)
+	}
 	leaseKeys := map[string]bool{}
 	for _, k := range leaseFields {
 		leaseKeys[`"`+k+`"`] = true
 	}
 	fset := token.NewFileSet()
-	readers := 0
+	readers, dirs := 0, map[string]bool{}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -38,12 +43,13 @@ func TestSharedStateIsReadOnlyWhereItIsVerified(t *testing.T) {
 			}
 			what, verifies := sharedStateReads(fn, leaseKeys)
 			if len(what) > 0 {
-				readers++
-				assert.True(t, verifies, "%s: %s reads %s without verifying its tag (see GroupKey)", fset.Position(fn.Pos()), fn.Name.Name, strings.Join(what, ", "))
+				readers, dirs[filepath.Dir(name)] = readers+1, true
+				assert.True(t, verifies, "%s: %s reads %s without verifying its tag (see cluster.Cluster.Key)", fset.Position(fn.Pos()), fn.Name.Name, strings.Join(what, ", "))
 			}
 		}
 	}
-	assert.GreaterOrEqual(t, readers, 4, "the walk finds the readers there are (changed, covers, observe, successors, stateOf, read)")
+	assert.GreaterOrEqual(t, readers, 4, "the walk finds the readers there are (Changed, covers, observe, successors, stateOf, read)")
+	assert.Len(t, dirs, 2, "readers are found in both the watcher and runner (the load share's): the walk covers both")
 }
 
 // sharedStateReads says what shared state fn reads (an observation, a
@@ -58,7 +64,7 @@ func sharedStateReads(fn *ast.FuncDecl, leaseKeys map[string]bool) (what []strin
 			}
 		case *ast.CallExpr:
 			switch name := calleeName(n); name {
-			case "observation", "tagOK":
+			case "observation", "TagOK":
 				verifies = true
 			case "Unmarshal":
 				if len(n.Args) == 2 && strings.Contains(exprText(n.Args[1]), "&e") {

@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"context"
@@ -23,7 +23,10 @@ type lease struct {
 	c    *kube.Client
 	ns   string
 	name string
-	key  []byte // the group's (see GroupKey): every write is tagged with it
+	key  []byte // the group's (see cluster.Cluster.Key): every write is tagged with it
+	// clock stamps what this member writes (never what decides another's
+	// trust: see leaseJudge).
+	clock clock
 }
 
 // LabelWatchGroup marks a watch group's lease ConfigMap.
@@ -34,11 +37,11 @@ const leasePrefix = "bridge-watch-"
 
 // groupLease is the lease of watch group group among the records of cs's
 // namespace.
-func groupLease(cs *record.ConfigMapStore, group string, key []byte) lease {
-	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group, key: key}
+func groupLease(cs *record.ConfigMapStore, group string, key []byte, clk clock) lease {
+	return lease{c: cs.Client, ns: cs.Namespace, name: leasePrefix + group, key: key, clock: clk}
 }
 
-// validGroup reports whether g is a watch group as WatchGroup makes them
+// validGroup reports whether g is a watch group as cluster.Cluster.Group makes them
 // (a record's status.watchGroup is read back before a lease is touched).
 func validGroup(g string) bool {
 	if len(g) != 24 {
@@ -105,7 +108,7 @@ func (l lease) tagged(d map[string]string) []string {
 func (l lease) stateOf(cm *kube.ConfigMap) leaseState {
 	d := cm.Data
 	s := leaseState{holder: d["holder"], version: cm.ResourceVersion, uid: string(cm.UID), group: cm.Labels[LabelWatchGroup], prev: d["prev"]}
-	s.signed = tagOK(l.key, d["tag"], l.tagged(d)...)
+	s.signed = TagOK(l.key, d["tag"], l.tagged(d)...)
 	ms, err := strconv.ParseInt(d["okAgeMs"], 10, 64)
 	s.renewal = d["renewed"] != "" && err == nil && ms >= 0
 	s.okAge = time.Duration(ms) * time.Millisecond
@@ -171,7 +174,7 @@ func (j *leaseJudge) judge(s leaseState) leaseState {
 // TTL.
 func (l lease) take(ctx context.Context, s leaseState, holder string) (string, bool) {
 	cm, out := l.object(holder, s.version, time.Time{}, 0), &kube.ConfigMap{}
-	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
+	cm.Data["taken"] = l.clock.Now().UTC().Format(time.RFC3339Nano)
 	l.seal(cm)
 	var err error
 	if s.version == "" {
@@ -194,7 +197,7 @@ func (l lease) renew(ctx context.Context, version, holder string, okAge time.Dur
 // whose first query then keeps the group's requests a second within the
 // budget across the handover.
 func (l lease) pass(ctx context.Context, version, holder string, asked time.Time, okAge time.Duration) (string, bool, error) {
-	cm := l.object(holder, version, time.Now(), okAge)
+	cm := l.object(holder, version, l.clock.Now(), okAge)
 	if !asked.IsZero() {
 		cm.Data["asked"] = asked.UTC().Format(time.RFC3339Nano)
 	}
@@ -205,7 +208,7 @@ func (l lease) pass(ctx context.Context, version, holder string, asked time.Time
 // nobody trusts it until holder's watcher works again and renews it.
 func (l lease) untrust(ctx context.Context, version, holder string) (string, bool, error) {
 	cm := l.object(holder, version, time.Time{}, 0)
-	cm.Data["taken"] = time.Now().UTC().Format(time.RFC3339Nano)
+	cm.Data["taken"] = l.clock.Now().UTC().Format(time.RFC3339Nano)
 	return l.write(ctx, cm)
 }
 
@@ -240,7 +243,7 @@ func (l lease) handTo(ctx context.Context, version, name string, asked time.Time
 
 // handedTo is the holder of a lease a stopping watcher handed to the
 // invoke of record name: live as any (the others trust it), and taken
-// over by that invoke alone (see watchMember.handOn).
+// over by that invoke alone (see Member.handOn).
 func handedTo(name string) string { return "handed-to " + name }
 
 // release gives holder's lease up, left without a holder for a member to
@@ -277,7 +280,7 @@ func (l lease) remove(ctx context.Context, holder string) {
 // is about to take costs that invoke a second, not its watcher.
 func (l lease) collectLapsed(ctx context.Context) (bool, error) {
 	s, err := l.read(ctx)
-	if err != nil || s.version == "" || !s.lapsed(time.Now()) || s.group != l.name[len(leasePrefix):] {
+	if err != nil || s.version == "" || !s.lapsed(l.clock.Now()) || s.group != l.name[len(leasePrefix):] {
 		return false, err // a ConfigMap of that name but not a lease is not ours
 	}
 	err = l.c.DeleteUnchanged(ctx, kube.ConfigMaps, l.ns, l.name, s.version)
@@ -305,5 +308,17 @@ func (l lease) object(holder, version string, renewed time.Time, okAge time.Dura
 // seal tags cm's data with the group's key (see leaseJudge): the prev
 // version it names makes a copy of it written later worthless.
 func (l lease) seal(cm *kube.ConfigMap) {
-	cm.Data["tag"] = tagOf(l.key, l.tagged(cm.Data)...)
+	cm.Data["tag"] = Tag(l.key, l.tagged(cm.Data)...)
+}
+
+// CollectLease deletes the lease of watch group group in cs's namespace if
+// it has lapsed (see lease.collectLapsed), for the cleanup of a record of
+// the group: it names the lease's ConfigMap ("" for no valid group).
+func CollectLease(ctx context.Context, cs *record.ConfigMapStore, group string) (name string, collected bool, err error) {
+	if !validGroup(group) {
+		return "", false, nil
+	}
+	l := groupLease(cs, group, nil, clockOf(nil)) // collecting needs no key: it trusts nothing
+	collected, err = l.collectLapsed(ctx)
+	return l.name, collected, err
 }

@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"cmp"
@@ -111,14 +111,6 @@ func (hb *Heartbeat) readMemo(text string) {
 // Period is how often the agent writes its heartbeat.
 func (h Heartbeat) Period() time.Duration { return max(h.Interval, HeartbeatFloor) }
 
-// ClusterKey is the key of the cluster's shared state as an agent holds
-// it: the watch group's key (GroupKey) of backend, url and the files of
-// the credentials directory dir, so that steps of the very same
-// credentials verify what the agent writes.
-func ClusterKey(backend, url, dir string) []byte {
-	return GroupKey(backend, url, credentialBytes(dir))
-}
-
 func heartbeatParts(ns, cluster string, d map[string]string) []string {
 	p := []string{"agent heartbeat", ns, record.AgentConfigMap(cluster), d["agent"], d["seq"], d["intervalMs"]}
 	// The memo is sealed with the rest; a heartbeat of an agent that
@@ -137,14 +129,14 @@ func SealHeartbeat(key []byte, ns, cluster string, hb Heartbeat) map[string]stri
 	if m := hb.memoText(); m != "" {
 		d["memo"] = m
 	}
-	d["tag"] = tagOf(key, heartbeatParts(ns, cluster, d)...)
+	d["tag"] = Tag(key, heartbeatParts(ns, cluster, d)...)
 	return d
 }
 
 // ReadHeartbeat reads heartbeat data d: false unless its tag verifies
 // under key.
 func ReadHeartbeat(key []byte, ns, cluster string, d map[string]string) (Heartbeat, bool) {
-	if !tagOK(key, d["tag"], heartbeatParts(ns, cluster, d)...) {
+	if !TagOK(key, d["tag"], heartbeatParts(ns, cluster, d)...) {
 		return Heartbeat{}, false
 	}
 	seq, err1 := strconv.ParseUint(d["seq"], 10, 64)
@@ -182,14 +174,14 @@ func (o Observation) String() string { return o.ID + " " + string(o.State) + " "
 // under key (the value of record.KeyWatchObserved).
 func SealObservation(key []byte, rec string, o Observation, at time.Time) string {
 	f := append(strings.Fields(o.String()), at.UTC().Format(time.RFC3339Nano))
-	return strings.Join(f, " ") + " " + tagOf(key, append([]string{"observation", rec}, f...)...)
+	return strings.Join(f, " ") + " " + Tag(key, append([]string{"observation", rec}, f...)...)
 }
 
 // ReadObservation reads the observation s of record rec: false unless its
 // tag verifies under key.
 func ReadObservation(key []byte, rec, s string) (Observation, bool) {
 	f := strings.Fields(s)
-	if len(f) != 5 || !tagOK(key, f[4], "observation", rec, f[0], f[1], f[2], f[3]) {
+	if len(f) != 5 || !TagOK(key, f[4], "observation", rec, f[0], f[1], f[2], f[3]) {
 		return Observation{}, false
 	}
 	return Observation{ID: f[0], State: backends.State(f[1]), Raw: f[2]}, true
@@ -281,14 +273,15 @@ func (t *agentTrust) heardAt() time.Time {
 	return t.advancedAt
 }
 
-// heartbeatView follows the agent's heartbeat ConfigMap through one watch
+// HeartbeatView follows the agent's heartbeat ConfigMap through one watch
 // (a list for its version, then a watch renewed when it ends) and feeds
 // what it sees to trust.
-type heartbeatView struct {
+type HeartbeatView struct {
 	c           *kube.Client
 	ns, cluster string
 	key         []byte
 	trust       *agentTrust
+	clock       clock
 	changed     chan struct{}
 	cancel      context.CancelFunc
 	done        chan struct{}
@@ -299,26 +292,34 @@ type heartbeatView struct {
 	hb       Heartbeat // the heartbeat last read, if it verified (else zero)
 }
 
-func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust) *heartbeatView {
+// StartHeartbeatView follows the heartbeat of the agent of cluster in
+// namespace ns, verified under key; a silent agent is trusted no longer
+// than budget (see agentTrust). Stop ends it.
+func StartHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, budget time.Duration) *HeartbeatView {
+	clk := clockOf(nil)
+	return startHeartbeatView(ctx, c, ns, cluster, key, newAgentTrust(clk.Now, budget), clk)
+}
+
+func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust, clk clock) *HeartbeatView {
 	ctx, cancel := context.WithCancel(ctx)
-	v := &heartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
+	v := &HeartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, clock: clk, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
 		read: make(chan struct{})}
 	go v.run(ctx)
 	return v
 }
 
-// published is the heartbeat the cluster's agent wrote, once it was read
+// Published is the heartbeat the cluster's agent wrote, once it was read
 // (waiting up to wait for its first read): false unless it verifies under
 // the step's key and the agent is trusted (not stale, by the rule of
 // agentTrust). Its memo is no more than a hint: a version the server
 // refuses is found again (Rememberer.Recall); its figures are used only
 // while Current.
-func (v *heartbeatView) published(ctx context.Context, wait time.Duration) (Heartbeat, bool) {
-	t := time.NewTimer(wait)
+func (v *HeartbeatView) Published(ctx context.Context, wait time.Duration) (Heartbeat, bool) {
+	t := v.clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-v.read:
-	case <-t.C:
+	case <-t.C():
 		return Heartbeat{}, false
 	case <-ctx.Done():
 		return Heartbeat{}, false
@@ -331,14 +332,15 @@ func (v *heartbeatView) published(ctx context.Context, wait time.Duration) (Hear
 	return v.hb, v.hb.Agent != ""
 }
 
-func (v *heartbeatView) stop() {
+// Stop ends the view (nil: nothing to end).
+func (v *HeartbeatView) Stop() {
 	if v != nil {
 		v.cancel()
 		<-v.done
 	}
 }
 
-func (v *heartbeatView) see(cm *kube.ConfigMap) {
+func (v *HeartbeatView) see(cm *kube.ConfigMap) {
 	var hb Heartbeat
 	ok := false
 	if cm != nil {
@@ -355,7 +357,7 @@ func (v *heartbeatView) see(cm *kube.ConfigMap) {
 	}
 }
 
-func (v *heartbeatView) run(ctx context.Context) {
+func (v *HeartbeatView) run(ctx context.Context) {
 	defer close(v.done)
 	name := record.AgentConfigMap(v.cluster)
 	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
@@ -370,7 +372,7 @@ func (v *heartbeatView) run(ctx context.Context) {
 				v.see(nil)
 				return
 			}
-			record.SleepCtx(ctx, back.Next())
+			v.clock.SleepCtx(ctx, back.Next())
 			continue
 		}
 		var cm *kube.ConfigMap
@@ -380,19 +382,19 @@ func (v *heartbeatView) run(ctx context.Context) {
 		v.see(cm)
 		w, err := v.c.WatchOne(ctx, kube.ConfigMaps, v.ns, name, list.ResourceVersion)
 		if err != nil {
-			record.SleepCtx(ctx, back.Next())
+			v.clock.SleepCtx(ctx, back.Next())
 			continue
 		}
 		if v.follow(ctx, w) {
 			back.Reset()
 		} else {
-			record.SleepCtx(ctx, back.Next())
+			v.clock.SleepCtx(ctx, back.Next())
 		}
 	}
 }
 
 // follow applies the watch's events until it ends; false when it failed.
-func (v *heartbeatView) follow(ctx context.Context, w watch.Interface) bool {
+func (v *HeartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 	defer w.Stop()
 	for {
 		select {
@@ -415,67 +417,9 @@ func (v *heartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 	}
 }
 
-// publishedWait bounds the wait for the first read of the agent's
-// heartbeat before the submit: past it, the step finds for itself what
-// the agent would have told it.
-const publishedWait = 2 * time.Second
-
-// followAgent starts following the heartbeat of the cluster desc names
-// (when the cluster's agent can serve the job: as newWatchMember decides)
-// before the job is submitted, and hands the backend what the agent
-// published, so that the step does not ask the cluster what its agent
-// asked once: its memo (Slurm's API version) unless the record had one,
-// and the cluster's array limit while the heartbeat is current. The view
-// is the watch member's later (the same list and watch): it costs no
-// Kubernetes request of its own.
-func (r *run) followAgent(ctx context.Context, desc *record.Description, be backends.Backend) {
-	cs := record.ConfigMapOf(r.Store)
-	if desc.Cluster == "" || cs == nil {
-		return
-	}
-	_, key := r.clusterGroup(desc)
-	if key == nil {
-		return
-	}
-	learnMemo := r.memo != nil && r.rec.Data[record.KeyBackendMemo] == "" && r.rec.Data[record.KeyID] == ""
-	arr, _ := be.(*arrayBackend)
-	_, batched := be.(backends.StatusBatcher)
-	if !batched && !learnMemo && !arr.needsLimit() {
-		return
-	}
-	v := startHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, key, newAgentTrust(time.Now, r.RetryBudget))
-	if batched {
-		r.agentView = v
-	} else {
-		defer v.stop() // an array: the agent does not follow it, but it tells what it read
-	}
-	if !learnMemo && !arr.needsLimit() {
-		return // nothing to learn, or learnt by an earlier invoke of the job
-	}
-	hb, ok := v.published(ctx, publishedWait)
-	if !ok {
-		return
-	}
-	if learnMemo && hb.Memo != "" {
-		r.memo.Recall(hb.Memo)
-		r.Log.Debug("using what the cluster's agent published", "cluster", desc.Cluster, "memo", hb.Memo)
-	}
-	if hb.ArrayLimit > 0 && hb.Current(time.Now()) && arr.useLimit(hb.ArrayLimit) {
-		r.Log.Debug("using the array limit the cluster's agent read", "cluster", desc.Cluster, "limit", hb.ArrayLimit)
-	}
-}
-
-// takeAgentView is the heartbeat view followAgent started, for the watch
-// member (nil when none was).
-func (r *run) takeAgentView() *heartbeatView {
-	v := r.agentView
-	r.agentView = nil
-	return v
-}
-
-// agentServes reports whether the cluster's agent is trusted now (fresh,
+// AgentServes reports whether the cluster's agent is trusted now (fresh,
 // or verified and not seen to advance yet): false without one.
-func (m *watchMember) agentServes() bool {
+func (m *Member) AgentServes() bool {
 	if m == nil {
 		return false
 	}

@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // writes a state it saw into the record of a job whose invoke has not
 // recorded it yet. It never submits, cancels, or writes a job's state.
 type watchLeader struct {
-	m       *watchMember
+	m       *Member
 	be      backends.StatusBatcher
 	closeBe func()
 	version string // the lease's version this leader holds
@@ -58,7 +58,7 @@ type watchLeader struct {
 	queued chan struct{}
 }
 
-func startLeader(ctx context.Context, m *watchMember, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
+func startLeader(ctx context.Context, m *Member, version string, be backends.StatusBatcher, closeBe func()) *watchLeader {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &watchLeader{m: m, be: be, closeBe: closeBe, version: version, cancel: cancel, done: make(chan struct{}), firstRound: make(chan struct{}), listed: make(chan struct{}),
 		jobs: map[string]*record.Record{}, said: map[string]string{}, wrote: map[string]written{}, misses: map[string]int{},
@@ -132,9 +132,9 @@ func (l *watchLeader) run(ctx context.Context) {
 	every := time.Duration(float64(time.Second) / l.m.rps)
 	back := record.Backoff{Initial: every, Max: 30 * time.Second, Factor: 2, Jitter: 0.1}
 	l.awaitListed(ctx)
-	record.SleepCtx(ctx, time.Until(l.m.notBefore)) // the predecessor's last query counts
+	l.m.clock.SleepCtx(ctx, l.m.clock.Until(l.m.notBefore)) // the predecessor's last query counts
 	for ctx.Err() == nil {
-		start := time.Now()
+		start := l.m.clock.Now()
 		took, asked, err := l.round(ctx)
 		// The budget is of requests: a round whose query the backend split
 		// into several (500 jobs: three GET jobs/state/ on Slurm 24.11)
@@ -156,11 +156,11 @@ func (l *watchLeader) run(ctx context.Context) {
 			// so one was always under way against a dark cluster.
 			wait = max(back.Next(), httpx.RetryAfterOf(err))
 			l.m.log.Warn("the cluster's batched status query failed; the jobs poll for themselves until it works", "err", err, "retry_in", wait)
-			start = time.Now()
+			start = l.m.clock.Now()
 		} else {
 			back.Reset()
 		}
-		record.SleepCtx(ctx, wait-time.Since(start))
+		l.m.clock.SleepCtx(ctx, wait-l.m.clock.Since(start))
 	}
 }
 
@@ -170,14 +170,14 @@ func (l *watchLeader) run(ctx context.Context) {
 // The lease as taken is not renewed: the first round that works renews
 // it. Losing the lease ends the watcher, which then hands nothing on.
 func (l *watchLeader) keepLease(ctx context.Context) {
-	t := time.NewTicker(leaseRenewEvery / 4)
+	t := l.m.clock.NewTicker(leaseRenewEvery / 4)
 	defer t.Stop()
 	var renewed time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		var v string
 		var held bool
@@ -185,12 +185,12 @@ func (l *watchLeader) keepLease(ctx context.Context) {
 		switch {
 		case l.untrusted.Swap(false):
 			v, held, err = l.m.lease.untrust(ctx, l.version, l.m.holder)
-		case time.Since(renewed) < leaseRenewEvery || !l.working(l.m.now()):
+		case l.m.clock.Since(renewed) < leaseRenewEvery || !l.working(l.m.clock.Now()):
 			continue
 		default:
 			// The renewal says how long ago the last query worked: a
 			// member trusts it one TTL after that, by its own clock.
-			v, held, err = l.m.lease.renew(ctx, l.version, l.m.holder, l.okAge(l.m.now()))
+			v, held, err = l.m.lease.renew(ctx, l.version, l.m.holder, l.okAge(l.m.clock.Now()))
 		}
 		if !held {
 			l.lost.Store(true)
@@ -199,7 +199,7 @@ func (l *watchLeader) keepLease(ctx context.Context) {
 			return
 		}
 		if err == nil {
-			l.version, renewed = v, time.Now()
+			l.version, renewed = v, l.m.clock.Now()
 		}
 	}
 }
@@ -208,10 +208,12 @@ func (l *watchLeader) keepLease(ctx context.Context) {
 // group's records: a first round before it has nothing to ask and would
 // leave the cluster unasked for a whole interval (1 s at every handover).
 func (l *watchLeader) awaitListed(ctx context.Context) {
+	t := l.m.clock.NewTimer(listWait)
+	defer t.Stop()
 	select {
 	case <-l.listed:
 	case <-ctx.Done():
-	case <-time.After(listWait):
+	case <-t.C():
 	}
 }
 
@@ -233,14 +235,14 @@ func (l *watchLeader) round(ctx context.Context) (time.Duration, int, error) {
 	for _, rec := range jobs {
 		ids = append(ids, rec.Data[record.KeyID])
 	}
-	start := time.Now()
+	start := l.m.clock.Now()
 	l.mu.Lock()
 	l.lastAsk = start
 	l.mu.Unlock()
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	sts, err := l.be.StatusMany(qctx, ids)
 	cancel()
-	took := time.Since(start)
+	took := l.m.clock.Since(start)
 	if err != nil {
 		return took, len(ids), err
 	}
@@ -382,7 +384,7 @@ func (l *watchLeader) countMisses(jobs map[string]*record.Record, sts map[string
 // and an observation of the job's id says the watcher covers it. The
 // first observation of a job is written even when its invoke knows the
 // state: it is what tells the invoke that the watcher covers its job
-// (see watchMember.covered), so that it may skip its own polls.
+// (see Member.covered), so that it may skip its own polls.
 //
 // What the record holds counts only if its tag verifies: one a forger
 // wrote (or an earlier observation of this watcher written back) is
@@ -463,7 +465,7 @@ func (l *watchLeader) distrust() {
 
 func (l *watchLeader) markOK() {
 	l.mu.Lock()
-	l.okAt = l.m.now()
+	l.okAt = l.m.clock.Now()
 	l.mu.Unlock()
 }
 
@@ -490,7 +492,7 @@ func (l *watchLeader) follow(ctx context.Context) {
 		items, version, err := lister.List(ctx)
 		if err != nil {
 			l.m.log.Debug("listing the group's records", "err", err)
-			record.SleepCtx(ctx, back.Next())
+			l.m.clock.SleepCtx(ctx, back.Next())
 			continue
 		}
 		for _, it := range items {
@@ -530,10 +532,12 @@ func (l *watchLeader) put(name string, rec *record.Record, deleted bool) {
 // It reports whether it gave the lease up: false when the lease was
 // another's by then.
 func (l *watchLeader) stop(ctx context.Context) bool {
+	t := l.m.clock.NewTimer(5 * time.Second)
+	defer t.Stop()
 	select {
 	case <-l.firstRound:
 	case <-l.done:
-	case <-time.After(5 * time.Second):
+	case <-t.C():
 	}
 	l.cancel()
 	<-l.done
@@ -545,7 +549,7 @@ func (l *watchLeader) stop(ctx context.Context) bool {
 	l.mu.Lock()
 	l.m.asked = l.lastAsk
 	l.mu.Unlock()
-	return l.m.handOn(ctx, l.successors(), l.m.holder, l.okAge(l.m.now()))
+	return l.m.handOn(ctx, l.successors(), l.m.holder, l.okAge(l.m.clock.Now()))
 }
 
 // successors are the group's jobs that go on, as far as this watcher
@@ -569,8 +573,7 @@ func (l *watchLeader) successors() []string {
 		}
 	}
 	submitted := func(name string) time.Time { // the submit intent's time, to the nanosecond
-		in, _ := parseIntent(l.jobs[name].Data[record.KeyIntent])
-		return in.at
+		return l.m.submitted(l.jobs[name].Data)
 	}
 	sort.Slice(names, func(i, j int) bool {
 		ti, tj := submitted(names[i]), submitted(names[j])

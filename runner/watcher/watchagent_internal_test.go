@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ func stateOf(tr *agentTrust) agentState {
 // at most that window; after it, stale.
 func TestAgentTrustFollowsTheAdvance(t *testing.T) {
 	c := newFakeClock()
-	tr := newAgentTrust(c.now, time.Minute)
+	tr := newAgentTrust(c.Now, time.Minute)
 	assert.Equal(t, agentPending, stateOf(tr), "not read yet")
 	tr.saw(beat("a", 7), true)
 	assert.Equal(t, agentPending, stateOf(tr), "a first sight is no advance")
@@ -35,8 +35,8 @@ func TestAgentTrustFollowsTheAdvance(t *testing.T) {
 	tr.saw(beat("a", 8), true)
 	st, until := tr.state()
 	assert.Equal(t, agentFresh, st)
-	assert.Equal(t, c.now().Add(3*HeartbeatFloor), until, "three periods (the period is at least the floor)")
-	assert.Equal(t, c.now(), tr.heardAt())
+	assert.Equal(t, c.Now().Add(3*HeartbeatFloor), until, "three periods (the period is at least the floor)")
+	assert.Equal(t, c.Now(), tr.heardAt())
 	c.add(3*HeartbeatFloor - time.Millisecond)
 	assert.Equal(t, agentFresh, stateOf(tr))
 	c.add(time.Millisecond)
@@ -48,7 +48,7 @@ func TestAgentTrustFollowsTheAdvance(t *testing.T) {
 // A pending agent that never advances is stale after the window.
 func TestAgentTrustPendingEnds(t *testing.T) {
 	c := newFakeClock()
-	tr := newAgentTrust(c.now, time.Minute)
+	tr := newAgentTrust(c.Now, time.Minute)
 	tr.saw(beat("a", 7), true)
 	c.add(3 * HeartbeatFloor)
 	assert.Equal(t, agentStale, stateOf(tr))
@@ -58,7 +58,7 @@ func TestAgentTrustPendingEnds(t *testing.T) {
 // also alternated with another agent's; a new agent must advance too.
 func TestAgentTrustIgnoresReplays(t *testing.T) {
 	c := newFakeClock()
-	tr := newAgentTrust(c.now, time.Minute)
+	tr := newAgentTrust(c.Now, time.Minute)
 	tr.saw(beat("a", 7), true)
 	tr.saw(beat("b", 3), true)
 	for range 10 {
@@ -87,13 +87,13 @@ func TestAgentTrustIgnoresReplays(t *testing.T) {
 // pending one too.
 func TestAgentTrustEndsAtOnceOnLoss(t *testing.T) {
 	c := newFakeClock()
-	tr := newAgentTrust(c.now, time.Minute)
+	tr := newAgentTrust(c.Now, time.Minute)
 	tr.saw(beat("a", 1), true)
 	tr.saw(beat("a", 2), true)
 	require.Equal(t, agentFresh, stateOf(tr))
 	tr.saw(Heartbeat{}, false)
 	assert.Equal(t, agentStale, stateOf(tr))
-	fresh := newAgentTrust(c.now, time.Minute)
+	fresh := newAgentTrust(c.Now, time.Minute)
 	fresh.saw(Heartbeat{}, false)
 	assert.Equal(t, agentStale, stateOf(fresh), "missing at the first read: no pending")
 }
@@ -103,13 +103,13 @@ func TestAgentTrustEndsAtOnceOnLoss(t *testing.T) {
 func TestAgentTrustWithinTheBudget(t *testing.T) {
 	c := newFakeClock()
 	budget := 20 * time.Second
-	tr := newAgentTrust(c.now, budget)
+	tr := newAgentTrust(c.Now, budget)
 	slow := Heartbeat{Agent: "a", Seq: 1, Interval: 30 * time.Minute}
 	tr.saw(slow, true)
 	slow.Seq = 2
 	tr.saw(slow, true)
 	_, until := tr.state()
-	assert.Equal(t, c.now().Add(budget), until)
+	assert.Equal(t, c.Now().Add(budget), until)
 	c.add(budget)
 	assert.Equal(t, agentStale, stateOf(tr))
 }
@@ -169,7 +169,7 @@ func TestHeartbeatSealCoversTheMemo(t *testing.T) {
 	assert.NotContains(t, old, "memo")
 	// As an older release sealed it: the same parts, no memo.
 	old2 := map[string]string{"agent": "agent-1", "seq": "7", "intervalMs": "1000"}
-	old2["tag"] = tagOf(key, "agent heartbeat", "ns", "bridge-runner-agent-hpc-1", "agent-1", "7", "1000")
+	old2["tag"] = Tag(key, "agent heartbeat", "ns", "bridge-runner-agent-hpc-1", "agent-1", "7", "1000")
 	got, ok = ReadHeartbeat(key, "ns", "hpc-1", old2)
 	require.True(t, ok, "an older agent's heartbeat still verifies")
 	assert.Empty(t, got.Memo)
@@ -219,7 +219,7 @@ func TestHeartbeatFiguresAreSealedAndCurrent(t *testing.T) {
 // An observation the agent writes is what a member verifies.
 func TestAgentObservationIsAMembersObservation(t *testing.T) {
 	key := []byte("key")
-	m := &watchMember{key: key, now: time.Now}
+	m := &Member{key: key}
 	o := ObservationOf("42", backends.Status{State: backends.Running, Raw: "RUNNING"})
 	sealed := SealObservation(key, "job-bridge-cm", o, time.Now())
 	got, ok := m.observation("job-bridge-cm", sealed)

@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"context"
@@ -116,7 +116,7 @@ func (v *leaseView) run(ctx context.Context, rv string) {
 				if apierrors.IsForbidden(err) {
 					return
 				}
-				record.SleepCtx(ctx, back.Next())
+				v.l.clock.SleepCtx(ctx, back.Next())
 				continue
 			}
 		}
@@ -124,7 +124,7 @@ func (v *leaseView) run(ctx context.Context, rv string) {
 		if err != nil {
 			v.set(leaseState{}, false)
 			rv = ""
-			record.SleepCtx(ctx, back.Next())
+			v.l.clock.SleepCtx(ctx, back.Next())
 			continue
 		}
 		// A watch that ended as watches do resumes at once; one that failed
@@ -134,7 +134,7 @@ func (v *leaseView) run(ctx context.Context, rv string) {
 		if rv = v.follow(ctx, w, rv); rv != "" {
 			back.Reset()
 		} else {
-			record.SleepCtx(ctx, back.Next())
+			v.l.clock.SleepCtx(ctx, back.Next())
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/fake"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
@@ -57,16 +58,19 @@ func TestLeaseLoserCannotFreeTheWinner(t *testing.T) {
 	assert.True(t, st.free(time.Now()))
 }
 
-// testKey is the tests' watch group key.
-var testKey = GroupKey("fake", "https://cluster.test", []byte("token"))
+// testCluster is the tests' cluster, testKey its watch group's key.
+var (
+	testCluster = cluster.New(cluster.Spec{Backend: "fake", URL: "https://cluster.test", CredentialText: []byte("token")})
+	testKey     = testCluster.Key()
+)
 
 // testMember is invoke own (holder) of group "g" in the namespace of c,
 // whose watcher would ask be.
-func testMember(c *kube.Client, ns, own, holder string, be backends.StatusBatcher) *watchMember {
-	m := &watchMember{lease: lease{c: c, ns: ns, name: "bridge-watch-g", key: testKey}, group: "g", own: own,
-		holder: holder, rps: 1, key: testKey, now: time.Now, log: slog.New(slog.DiscardHandler),
+func testMember(c *kube.Client, ns, own, holder string, be backends.StatusBatcher) *Member {
+	m := &Member{lease: lease{c: c, ns: ns, name: "bridge-watch-g", key: testKey}, group: "g", own: own,
+		holder: holder, rps: 1, key: testKey, log: slog.New(slog.DiscardHandler),
 		newBatcher: func() (backends.StatusBatcher, func(), error) { return be, func() {}, nil }}
-	m.judge = &leaseJudge{now: m.now}
+	m.judge = &leaseJudge{now: m.clock.Now}
 	return m
 }
 
@@ -89,7 +93,7 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	be := fake.New()
-	member := func(own, holder string) *watchMember { return testMember(s.Client, s.Namespace, own, holder, be) }
+	member := func(own, holder string) *Member { return testMember(s.Client, s.Namespace, own, holder, be) }
 	for i, name := range []string{"rec-b", "rec-c"} {
 		st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: name}
 		_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: fmt.Sprint(i + 1)})
@@ -115,7 +119,7 @@ func TestHandoverKeepsTheWatcherTrusted(t *testing.T) {
 	rec, err := (&record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}).Get(ctx)
 	require.NoError(t, err)
 	require.NotEmpty(t, rec.Data[record.KeyWatchHandover], "the successor is told through its record")
-	b.changed(ctx, rec.Data, "1", backends.Status{State: backends.Running})
+	b.Changed(ctx, rec.Data, "1", backends.Status{State: backends.Running})
 	require.NotNil(t, b.leader, "the successor leads at once")
 	assert.True(t, b.notBefore.Equal(a.asked.Add(time.Second)), "its first query a budget's interval after the last one")
 	defer b.leader.stop(ctx)
@@ -158,28 +162,26 @@ func TestCloseGivesOnAHandoverItNeverSaw(t *testing.T) {
 	a := testMember(s.Client, s.Namespace, "rec-a", "a", nil)
 	_, ok := a.lease.take(ctx, leaseState{}, handedTo("rec-a"))
 	require.True(t, ok)
-	a.close(ctx, map[string]string{record.KeyWatchHandover: "z 2026-11-27T06:00:00Z"})
+	a.Close(ctx, map[string]string{record.KeyWatchHandover: "z 2026-11-27T06:00:00Z"})
 	l, err := a.lease.read(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, l.version, "the lease handed to this record is gone with the group's last job")
 }
 
 // A lease whose last watcher died (a successor SIGKILLed with the group's
-// last job) is left behind with nobody to take it: cleanup, deleting a
-// record of that group, collects it once it has lapsed, and leaves alone
-// a live lease and a ConfigMap of a lease's name that is not a lease.
+// last job) is left behind with nobody to take it: CollectLease (cleanup's,
+// deleting a record of that group) collects it once it has lapsed, and
+// leaves alone a live lease and a ConfigMap of a lease's name that is not
+// a lease.
 func TestCleanupCollectsALapsedLease(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
-	group := WatchGroup("slurm", "https://cluster.example", []byte("token"))
-	l := groupLease(s, group, testKey)
-	cleanup := func(name string) {
-		st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: name}
-		_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: group, record.KeyJobStatus: string(backends.Done)})
+	group := cluster.New(cluster.Spec{Backend: "slurm", URL: "https://cluster.example", CredentialText: []byte("token")}).Group()
+	l := groupLease(s, group, testKey, clock{})
+	cleanup := func(string) {
+		name, _, err := CollectLease(ctx, s, group)
 		require.NoError(t, err)
-		res, err := (&Cleaner{Store: st, Registry: backends.NewRegistry(), RetryBudget: time.Second}).Run(ctx)
-		require.NoError(t, err)
-		require.True(t, res.Deleted)
+		require.Equal(t, l.name, name)
 	}
 
 	// Live: held and renewed now (a watcher of another job of the group).
@@ -232,7 +234,7 @@ func TestMembersFollowTheLeaseByWatch(t *testing.T) {
 	}
 	renew()
 	m := testMember(s.Client, s.Namespace, "rec-b", "b", fake.New())
-	defer m.close(ctx, nil)
+	defer m.Close(ctx, nil)
 	require.Eventually(t, func() bool { renew(); _, current := m.view.get(); return m.live(ctx) && current },
 		5*time.Second, 50*time.Millisecond, "the view comes up and shows the live lease")
 
@@ -272,19 +274,19 @@ func (c *costlyBatcher) StatusManyRequests(int) int { return 3 }
 
 // leadingOneJob makes invoke "a" lead group "g" with batcher be and
 // budget rps, the group following one job (7, record rec-b).
-func leadingOneJob(t *testing.T, be backends.StatusBatcher, rps float64) *watchMember {
-	return leadingOneJobAt(t, be, rps, time.Now)
+func leadingOneJob(t *testing.T, be backends.StatusBatcher, rps float64) *Member {
+	return leadingOneJobAt(t, be, rps, nil)
 }
 
-// leadingOneJobAt is leadingOneJob with the member's clock now.
-func leadingOneJobAt(t *testing.T, be backends.StatusBatcher, rps float64, now func() time.Time) *watchMember {
+// leadingOneJobAt is leadingOneJob with the member's clock clk.
+func leadingOneJobAt(t *testing.T, be backends.StatusBatcher, rps float64, clk Clock) *Member {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-b"}
 	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: "g", record.KeyID: "7"})
 	require.NoError(t, err)
 	m := testMember(s.Client, s.Namespace, "rec-a", "a", be)
-	m.rps, m.now = rps, now
+	m.rps, m.clock, m.lease.clock = rps, clockOf(clk), clockOf(clk)
 	v, ok := m.lease.take(ctx, leaseState{}, "a")
 	require.True(t, ok)
 	m.startLeading(ctx, v)
@@ -321,7 +323,7 @@ func TestObservationWithoutPatchIsAnUpdate(t *testing.T) {
 	require.NoError(t, err)
 
 	var logs bytes.Buffer
-	l := &watchLeader{m: &watchMember{log: slog.New(slog.NewTextHandler(&logs, nil))}}
+	l := &watchLeader{m: &Member{log: slog.New(slog.NewTextHandler(&logs, nil))}}
 	writer := &record.ConfigMapStore{Client: c, Namespace: base.Namespace, Name: "rec-b"}
 	for _, obs := range []string{"1 RUNNING RUNNING t1", "1 DONE COMPLETED t2"} {
 		_, err := l.write(ctx, writer, rec, obs)

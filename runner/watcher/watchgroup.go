@@ -1,16 +1,11 @@
-package runner
+package watcher
 
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/pbkdf2"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -39,7 +35,7 @@ import (
 //
 // Trust: anyone who may write the namespace's ConfigMaps can write the
 // lease, the observations and the shared load entries. So each is
-// authenticated with an HMAC under the group's key (GroupKey), derived
+// authenticated with an HMAC under the group's key (cluster.Cluster.Key), derived
 // from the very credentials that define the group: who cannot read the
 // Secret cannot forge it, and a reader ignores what does not verify. A
 // lease is trusted only for a renewal this member saw written over the
@@ -49,12 +45,13 @@ import (
 // A group without credentials has nothing to key on: it shares nothing,
 // and each of its invokes polls for itself.
 
-// WatchConfig shapes the watcher of a run whose record is a ConfigMap.
-type WatchConfig struct {
+// Config shapes the watcher of a run whose record is a ConfigMap.
+type Config struct {
 	// Off makes the invoke poll its own job only, as before the watcher.
 	Off bool
 	// MaxRequestsPerSecond bounds the watcher's batched queries to one
-	// cluster from one namespace (default 1).
+	// cluster from one namespace (default 1): the step's cluster's Budget
+	// (runner puts it there; the watcher reads the cluster's).
 	MaxRequestsPerSecond float64
 }
 
@@ -69,35 +66,8 @@ const (
 	claimedReadEvery = 200 * time.Millisecond
 )
 
-// WatchGroup is the digest naming the jobs one watcher may follow
-// together: the same backend, URL and credentials (the watcher asks with
-// its own, so a job joins only the group of the very credentials it runs
-// with). It is a slow salted digest, since it is written where more
-// people may read it than may read the Secret.
-func WatchGroup(backend, url string, credentials []byte) string {
-	salt := []byte("bridge-runner watch group\x00" + backend + "\x00" + url)
-	k, err := pbkdf2.Key(sha256.New, string(credentials), salt, 50_000, 12)
-	if err != nil { // only for parameters out of FIPS bounds, not these
-		sum := sha256.Sum256(append(salt, credentials...))
-		k = sum[:12]
-	}
-	return hex.EncodeToString(k)
-}
-
-// GroupKey is the key that authenticates what a watch group shares in
-// ConfigMaps (see tagOf), derived from the credentials that define the
-// group with a fixed label; nil without credentials (nothing is shared).
-func GroupKey(backend, url string, credentials []byte) []byte {
-	if len(credentials) == 0 {
-		return nil
-	}
-	mac := hmac.New(sha256.New, credentials)
-	mac.Write([]byte("bridge-runner shared state v1\x00" + backend + "\x00" + url))
-	return mac.Sum(nil)
-}
-
-// tagOf is the tag of parts (what, where and the content) under key.
-func tagOf(key []byte, parts ...string) string {
+// Tag is the tag of parts (what, where and the content) under key.
+func Tag(key []byte, parts ...string) string {
 	mac := hmac.New(sha256.New, key)
 	for _, p := range parts {
 		mac.Write([]byte(p))
@@ -106,119 +76,94 @@ func tagOf(key []byte, parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18])
 }
 
-// tagOK reports whether tag is parts' tag under key (never without a key).
-func tagOK(key []byte, tag string, parts ...string) bool {
-	return len(key) > 0 && hmac.Equal([]byte(tag), []byte(tagOf(key, parts...)))
+// TagOK reports whether tag is parts' tag under key (never without a key).
+func TagOK(key []byte, tag string, parts ...string) bool {
+	return len(key) > 0 && hmac.Equal([]byte(tag), []byte(Tag(key, parts...)))
 }
 
-// credentialBytes reads every credential file of dir (a mounted Secret:
-// its dot-entries are the mount's own machinery) for WatchGroup.
-func credentialBytes(dir string) []byte {
-	if dir == "" {
-		return nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
-	var b []byte
-	for _, n := range names {
-		v, err := readCredentialFile(filepath.Join(dir, n))
-		if err != nil {
-			continue
-		}
-		b = append(append(append(b, n...), 0), strings.TrimSpace(string(v))...)
-		b = append(b, 0)
-	}
-	return b
+// MemberConfig is what a step tells the watcher of itself and its job.
+type MemberConfig struct {
+	// Store is the job's record (a ConfigMap: a file record has no watcher).
+	Store *record.ConfigMapStore
+	// Data is the record as the step read it; ID its job id ("" before
+	// the submit).
+	Data map[string]string
+	ID   string
+	// Holder names this invoke in the lease (runner's DefaultHolder).
+	Holder string
+	// Cluster is the job's cluster: its Group names the watch group and
+	// its Key authenticates what the group shares; its Budget bounds the
+	// watcher's queries (1 a second when 0). ClusterName
+	// is the BridgeCluster the record names ("" none), whose agent serves.
+	Cluster     cluster.Cluster
+	ClusterName string
+	Watch       Config
+	// RetryBudget bounds how long a silent agent is trusted.
+	RetryBudget time.Duration
+	// NewBatcher makes a backend of the watcher's own, and how to close it.
+	NewBatcher func() (backends.StatusBatcher, func(), error)
+	// Submitted is when the submit intent in record data was written (the
+	// successors' order); AgentView the heartbeat view the step started
+	// before its submit (see StartHeartbeatView), nil when none.
+	Submitted func(d map[string]string) time.Time
+	AgentView *HeartbeatView
+	Log       *slog.Logger
+	// Clock is the member's time (nil: the machine's); see Clock.
+	Clock Clock
 }
 
-// clusterGroup is the watch group of desc's (placed) target: its backend,
-// URL and the files of its credentials directory, and the group's key
-// (nil without credentials). The watcher's lease and placement's shared
-// probes are named by the group and authenticated with the key.
-func (r *run) clusterGroup(desc *record.Description) (string, []byte) {
-	var dir string
-	creds, _ := resolveCredentials(r.Backend.Credentials, desc.CredentialsDir)
-	if dc, ok := creds.(DirCredentials); ok {
-		dir = dc.Dir
+// NewMember makes this step a member of its cluster's watch group. The
+// caller has decided that the watcher applies: a ConfigMap record, a
+// backend with batched status, credentials to key the group on, and the
+// watcher on (or a cluster named, whose agent it still follows).
+func NewMember(cfg MemberConfig) *Member {
+	clk := clockOf(cfg.Clock)
+	m := &Member{
+		own:        cfg.Store.Name,
+		holder:     cfg.Holder,
+		rps:        positiveOrF(cfg.Cluster.Budget, 1),
+		key:        cfg.Cluster.Key(),
+		clock:      clk,
+		newBatcher: cfg.NewBatcher,
+		submitted:  cfg.Submitted,
 	}
-	b := credentialBytes(dir)
-	return WatchGroup(desc.Backend, desc.ResourceURL, b), GroupKey(desc.Backend, desc.ResourceURL, b)
-}
-
-// newWatchMember makes this run a member of its cluster's watch group,
-// or returns nil when the watcher does not apply: turned off (unless the
-// record names a cluster, whose agent it still follows), a record that is
-// not a ConfigMap, a backend without batched status, or a target without
-// credentials to key the group's shared state on.
-func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id string) *watchMember {
-	cs := record.ConfigMapOf(r.Store)
-	if cs == nil || (r.Watch.Off && desc.Cluster == "") {
-		return nil
-	}
-	if _, ok := be.(backends.StatusBatcher); !ok {
-		return nil
-	}
-	group, key := r.clusterGroup(desc)
-	if key == nil {
-		r.Log.Debug("no credentials to authenticate a shared watcher with; polling this job alone")
-		return nil
-	}
-	m := &watchMember{
-		own:    cs.Name,
-		holder: r.Holder,
-		rps:    positiveOrF(r.Watch.MaxRequestsPerSecond, 1),
-		key:    key,
-		now:    time.Now,
-		newBatcher: func() (backends.StatusBatcher, func(), error) {
-			b, err := r.newBackend(desc)
-			if err != nil {
-				return nil, nil, err
-			}
-			sb, _ := b.(backends.StatusBatcher)
-			return sb, func() { closeBackend(b, r.Log) }, nil
-		},
-	}
-	m.group = group
+	m.group = cfg.Cluster.Group()
 	// --watcher=false with a cluster (the operator's pods, whose Role names
 	// their record and the agent's heartbeat only): the agent is followed,
 	// but no in-step watcher is elected, leased or handed on.
-	m.agentOnly = r.Watch.Off
-	m.log = r.Log.With("watch_group", m.group)
-	m.lease = groupLease(cs, m.group, key)
-	m.judge = &leaseJudge{now: m.now}
-	m.covered, m.joined = m.covers(m.own, r.rec.Data, id), time.Now()
-	if c := desc.Cluster; c != "" {
-		// The record names a cluster: its agent serves it while its
-		// heartbeat advances, and the lease is left alone meanwhile. A
-		// record made without the cluster's label (IBM's operator,
-		// kubectl) gets it, for the agent to list it.
-		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := cs.EnsureLabel(lctx, record.LabelCluster, c); err != nil {
-			r.Log.Warn("could not label the record with its cluster; the cluster's agent does not see it, and this job is watched as without an agent", "label", record.LabelCluster, "err", err)
-		}
-		cancel()
-		if m.agentView = r.takeAgentView(); m.agentView != nil {
-			m.agent = m.agentView.trust // followed since before the submit
-		} else {
-			m.agent = newAgentTrust(m.now, r.RetryBudget)
-			m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, key, m.agent)
-		}
-		m.log = m.log.With("cluster", c)
+	m.agentOnly = cfg.Watch.Off
+	m.log = cfg.Log.With("watch_group", m.group)
+	m.lease = groupLease(cfg.Store, m.group, m.key, clk)
+	m.judge = &leaseJudge{now: clk.Now}
+	m.covered, m.joined = m.covers(m.own, cfg.Data, cfg.ID), m.clock.Now()
+	if cfg.ClusterName != "" {
+		m.joinAgent(cfg)
 	}
 	// A handover already in the record (to an earlier invoke of this job)
 	// is not acted on as new: the lease tells whether it still stands (see
 	// live), and close gives it on if it is still this record's.
-	m.handover = r.rec.Data[record.KeyWatchHandover]
+	m.handover = cfg.Data[record.KeyWatchHandover]
 	return m
+}
+
+// joinAgent follows the agent of the cluster the record names: its agent
+// serves it while its heartbeat advances, and the lease is left alone
+// meanwhile. A record made without the cluster's label (IBM's operator,
+// kubectl) gets it, for the agent to list it.
+func (m *Member) joinAgent(cfg MemberConfig) {
+	cs, c := cfg.Store, cfg.ClusterName
+	lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := cs.EnsureLabel(lctx, record.LabelCluster, c); err != nil {
+		cfg.Log.Warn("could not label the record with its cluster; the cluster's agent does not see it, and this job is watched as without an agent", "label", record.LabelCluster, "err", err)
+	}
+	cancel()
+	if m.agentView = cfg.AgentView; m.agentView != nil {
+		m.agent = m.agentView.trust // followed since before the submit
+	} else {
+		m.agent = newAgentTrust(m.clock.Now, cfg.RetryBudget)
+		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, m.key, m.agent, m.clock)
+	}
+	m.log = m.log.With("cluster", c)
 }
 
 func positiveOrF(v, def float64) float64 {
@@ -228,19 +173,23 @@ func positiveOrF(v, def float64) float64 {
 	return def
 }
 
-// watchMember is one invoke's part in its watch group.
-type watchMember struct {
+// Group is the watch group m is a member of (see cluster.Cluster.Group).
+func (m *Member) Group() string { return m.group }
+
+// Member is one invoke's part in its watch group.
+type Member struct {
 	lease      lease
 	group      string
 	own        string // this invoke's record
 	holder     string
 	rps        float64
 	newBatcher func() (backends.StatusBatcher, func(), error)
+	submitted  func(d map[string]string) time.Time // see MemberConfig
 	log        *slog.Logger
-	// key authenticates the group's shared state (see GroupKey).
+	// key authenticates the group's shared state (see cluster.Cluster.Key).
 	key []byte
-	// now is this member's clock: leases are judged by it (see leaseJudge).
-	now   func() time.Time
+	// clock is this member's: leases are judged by it (see leaseJudge).
+	clock clock
 	judge *leaseJudge
 	// saidForged: a lease or observation that did not verify was said
 	// (once: a forger must not fill the log either).
@@ -268,7 +217,7 @@ type watchMember struct {
 	// agent judges the cluster's agent, whose heartbeat agentView follows
 	// (both nil when the record names no cluster).
 	agent     *agentTrust
-	agentView *heartbeatView
+	agentView *HeartbeatView
 	// agentOnly: the in-step watcher is off; while the agent is stale this
 	// invoke polls alone and never touches the lease.
 	agentOnly bool
@@ -276,7 +225,7 @@ type watchMember struct {
 
 // agentState is the cluster's agent's state for this member (stale when
 // the record names no cluster), and until when it holds at the latest.
-func (m *watchMember) agentState() (agentState, time.Time) {
+func (m *Member) agentState() (agentState, time.Time) {
 	if m.agent == nil {
 		return agentStale, time.Time{}
 	}
@@ -286,7 +235,7 @@ func (m *watchMember) agentState() (agentState, time.Time) {
 // dropLeader ends this member's own watcher, which it ran while the agent
 // was stale, now that the agent serves again: the lease is removed, not
 // handed on (the group's other members follow the agent too).
-func (m *watchMember) dropLeader(ctx context.Context) {
+func (m *Member) dropLeader(ctx context.Context) {
 	if m.leader == nil {
 		return
 	}
@@ -299,14 +248,14 @@ func (m *watchMember) dropLeader(ctx context.Context) {
 	m.log.Info("the cluster's agent serves again; this invoke's watcher stopped")
 }
 
-// serving reports whether a live watcher follows this invoke's job, so
+// Serving reports whether a live watcher follows this invoke's job, so
 // that it may skip its own poll. The lease is read at most once a second
 // and trusted until it would expire; a stale lease is taken over.
-func (m *watchMember) serving(ctx context.Context) bool {
+func (m *Member) Serving(ctx context.Context) bool {
 	// A watcher that has not reported this job yet (it may not see it, or
 	// its query may leave it out) does not serve it; the lease is looked
 	// at all the same, for a group without a watcher to get one.
-	return m.live(ctx) && (m.covered || time.Since(m.joined) < coverGrace)
+	return m.live(ctx) && (m.covered || m.clock.Since(m.joined) < coverGrace)
 }
 
 // coverGrace is how long a new member of a group with a live watcher waits
@@ -315,9 +264,9 @@ func (m *watchMember) serving(ctx context.Context) bool {
 // requests before its first observation came).
 const coverGrace = 3 * time.Second
 
-// workedAt is when the watcher this member trusts last had a query work,
+// WorkedAt is when the watcher this member trusts last had a query work,
 // by this member's clock: its own watcher's, or as another's lease says.
-func (m *watchMember) workedAt() time.Time {
+func (m *Member) WorkedAt() time.Time {
 	switch st, _ := m.agentState(); st {
 	case agentFresh:
 		return m.agent.heardAt()
@@ -325,7 +274,7 @@ func (m *watchMember) workedAt() time.Time {
 		return m.joined
 	}
 	if m.leader != nil {
-		return m.now().Add(-m.leader.okAge(m.now()))
+		return m.clock.Now().Add(-m.leader.okAge(m.clock.Now()))
 	}
 	until := m.liveUntil
 	if l, current := m.view.get(); current {
@@ -334,32 +283,32 @@ func (m *watchMember) workedAt() time.Time {
 	return until.Add(-leaseTTL)
 }
 
-// nextLook is when an invoke whose own poll waits for the watcher looks
+// NextLook is when an invoke whose own poll waits for the watcher looks
 // again at the latest (longest, the update interval): at the end of the
 // grace while the watcher has not reported its job yet, and when another's
 // lease, as the view shows it, would run out. Looking costs no request
 // (the view is the watch's), and a watcher that died is taken over a TTL
 // after its last renewal, not up to an update interval later (19.5 s
 // with the default 20 s, on the real Slurm).
-func (m *watchMember) nextLook(longest time.Duration) time.Duration {
+func (m *Member) NextLook(longest time.Duration) time.Duration {
 	next := longest
 	if st, until := m.agentState(); st != agentStale {
-		next = min(next, time.Until(until)+10*time.Millisecond)
+		next = min(next, m.clock.Until(until)+10*time.Millisecond)
 	}
 	if !m.covered {
-		next = min(next, time.Until(m.joined.Add(coverGrace)))
+		next = min(next, m.clock.Until(m.joined.Add(coverGrace)))
 	}
 	if l, current := m.view.get(); current && m.leader == nil && l.holder != m.holder && !l.until.IsZero() {
-		next = min(next, time.Until(l.until)+10*time.Millisecond)
+		next = min(next, m.clock.Until(l.until)+10*time.Millisecond)
 	}
 	return max(next, 100*time.Millisecond)
 }
 
-// leaseChanges is signalled when the lease, as this member's view shows
+// LeaseChanges is signalled when the lease, as this member's view shows
 // it, changed: a member whose poll waits for the watcher looks again then,
 // so that a watcher distrusted (refused credentials) sends it to poll at
 // once, not at its next look up to an update interval later.
-func (m *watchMember) leaseChanges() <-chan struct{} {
+func (m *Member) LeaseChanges() <-chan struct{} {
 	if m == nil {
 		return nil
 	}
@@ -371,7 +320,7 @@ func (m *watchMember) leaseChanges() <-chan struct{} {
 
 // live reports whether the group has a working watcher: this invoke's
 // own, or another's whose lease is live.
-func (m *watchMember) live(ctx context.Context) bool {
+func (m *Member) live(ctx context.Context) bool {
 	// A fresh agent serves the job: nothing to elect or lease. One whose
 	// heartbeat verifies but was not seen to advance yet is trusted as a
 	// lease just read is: serving needs its observation of this job within
@@ -384,7 +333,7 @@ func (m *watchMember) live(ctx context.Context) bool {
 	if m.agentOnly {
 		return false
 	}
-	now := m.now()
+	now := m.clock.Now()
 	if m.leader != nil {
 		if !m.leader.ended() {
 			return m.leader.working(now)
@@ -451,7 +400,7 @@ func (m *watchMember) live(ctx context.Context) bool {
 
 // judged is lease state l as read, judged by this member (see leaseJudge);
 // one that does not verify is said once, without its text.
-func (m *watchMember) judged(l leaseState) leaseState {
+func (m *Member) judged(l leaseState) leaseState {
 	if l.version != "" && !l.signed {
 		m.sayForged("the watcher's lease")
 	}
@@ -460,7 +409,7 @@ func (m *watchMember) judged(l leaseState) leaseState {
 
 // sayForged says, once, that shared state did not verify: written by
 // someone without the group's credentials (or a release before tags).
-func (m *watchMember) sayForged(what string) {
+func (m *Member) sayForged(what string) {
 	if m.saidForged.Swap(true) {
 		return
 	}
@@ -468,7 +417,7 @@ func (m *watchMember) sayForged(what string) {
 }
 
 // readLease reads and judges the lease; a Role that denies it is said once.
-func (m *watchMember) readLease(ctx context.Context) (leaseState, bool) {
+func (m *Member) readLease(ctx context.Context) (leaseState, bool) {
 	l, err := m.lease.read(ctx)
 	if apierrors.IsForbidden(err) {
 		// A Role that names only the record (resourceNames) denies the
@@ -488,7 +437,7 @@ func (m *watchMember) readLease(ctx context.Context) (leaseState, bool) {
 // and starts its watcher, at once: the group's other invokes skip their
 // polls meanwhile, trusting the lease as handed on. A lease no longer
 // handed to it (it lapsed and another took it) is left alone.
-func (m *watchMember) adopt(ctx context.Context) {
+func (m *Member) adopt(ctx context.Context) {
 	if st, _ := m.agentState(); st != agentStale {
 		return // the agent serves: no watcher of its own
 	}
@@ -509,12 +458,12 @@ func (m *watchMember) adopt(ctx context.Context) {
 // TTL) stays trusted; one handed on by a watcher whose queries failed (a
 // wrong token) is taken as any, trusted only once this watcher's first
 // query works.
-func (m *watchMember) takeHanded(ctx context.Context, l leaseState) {
+func (m *Member) takeHanded(ctx context.Context, l leaseState) {
 	var v string
 	var ok bool
 	// The predecessor's last working query, by the age its handover (which
 	// only the group's key can write) says and this member's clock since.
-	if okAge := l.okAge + m.now().Sub(l.seen); l.renewal && okAge < leaseTTL {
+	if okAge := l.okAge + m.clock.Now().Sub(l.seen); l.renewal && okAge < leaseTTL {
 		var err error
 		// Renewed with that age: the handover extends nobody's trust.
 		v, ok, err = m.lease.renew(ctx, l.version, m.holder, okAge)
@@ -532,7 +481,7 @@ func (m *watchMember) takeHanded(ctx context.Context, l leaseState) {
 
 // startLeading starts this invoke's watcher, with a backend of its own
 // (a backend serves one goroutine at a time).
-func (m *watchMember) startLeading(ctx context.Context, version string) {
+func (m *Member) startLeading(ctx context.Context, version string) {
 	be, closeBe, err := m.newBatcher()
 	if err != nil || be == nil {
 		m.log.Warn("could not start the cluster's watcher; polling this job alone", "err", err)
@@ -543,10 +492,10 @@ func (m *watchMember) startLeading(ctx context.Context, version string) {
 	m.leader = startLeader(context.WithoutCancel(ctx), m, version, be, closeBe)
 }
 
-// changed reports whether record data d says something this invoke must
+// Changed reports whether record data d says something this invoke must
 // look at now: a new state of its job id seen by the watcher. A watcher's
 // handover in d makes this invoke the group's watcher at once (adopt).
-func (m *watchMember) changed(ctx context.Context, d map[string]string, id string, last backends.Status) bool {
+func (m *Member) Changed(ctx context.Context, d map[string]string, id string, last backends.Status) bool {
 	if h := d[record.KeyWatchHandover]; h != "" && h != m.handover {
 		m.handover, m.liveUntil, m.readAt = h, time.Time{}, time.Time{}
 		m.adopt(ctx)
@@ -594,9 +543,9 @@ func parseObservation(s string) (observation, bool) {
 
 // observation reads the observation s in record rec: false unless its tag
 // verifies under the group's key.
-func (m *watchMember) observation(rec, s string) (observation, bool) {
+func (m *Member) observation(rec, s string) (observation, bool) {
 	f := strings.Fields(s)
-	if len(f) != 5 || !tagOK(m.key, f[4], "observation", rec, f[0], f[1], f[2], f[3]) {
+	if len(f) != 5 || !TagOK(m.key, f[4], "observation", rec, f[0], f[1], f[2], f[3]) {
 		return observation{}, false
 	}
 	return observation{id: f[0], state: backends.State(f[1]), raw: f[2]}, true
@@ -604,31 +553,31 @@ func (m *watchMember) observation(rec, s string) (observation, bool) {
 
 // sealObservation is obs ("<id> <state> <raw>") for record rec as written:
 // stamped with the time and tagged.
-func (m *watchMember) sealObservation(rec, obs string) string {
-	f := append(strings.Fields(obs), m.now().UTC().Format(time.RFC3339Nano))
-	return strings.Join(f, " ") + " " + tagOf(m.key, append([]string{"observation", rec}, f...)...)
+func (m *Member) sealObservation(rec, obs string) string {
+	f := append(strings.Fields(obs), m.clock.Now().UTC().Format(time.RFC3339Nano))
+	return strings.Join(f, " ") + " " + Tag(m.key, append([]string{"observation", rec}, f...)...)
 }
 
 // covers reports whether data d of record rec shows the watcher covering
 // job id (a re-attaching invoke finds the observation of an earlier one).
-func (m *watchMember) covers(rec string, d map[string]string, id string) bool {
+func (m *Member) covers(rec string, d map[string]string, id string) bool {
 	o, ok := m.observation(rec, d[record.KeyWatchObserved])
 	return ok && o.id == id && o.state != unwatched
 }
 
-// close stops this invoke's watcher, if it leads, handing over to a
+// Close stops this invoke's watcher, if it leads, handing over to a
 // member whose job goes on. An invoke handed the lease that ends before
 // it took it hands it on in turn (its predecessor may have known of no
 // other job), so that no group is left with a lease nobody takes: also a
 // watcher that lost its lease (frozen, say) and was handed it again. d is
 // the record as last written: a handover this invoke's follow never saw
 // (its job's end came first) is looked at too.
-func (m *watchMember) close(ctx context.Context, d map[string]string) {
+func (m *Member) Close(ctx context.Context, d map[string]string) {
 	if m == nil {
 		return
 	}
 	m.view.stop()
-	m.agentView.stop()
+	m.agentView.Stop()
 	if m.agentOnly {
 		return // it never led, and leaves any handover to the lease's TTL
 	}
@@ -647,7 +596,7 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		l, ok := m.readLease(ctx)
-		if !ok || (l.holder != handedTo(m.own) && !l.free(m.now())) {
+		if !ok || (l.holder != handedTo(m.own) && !l.free(m.clock.Now())) {
 			return // someone took it
 		}
 		// Every ConfigMap: a record of any origin (IBM's operator's,
@@ -668,7 +617,7 @@ func (m *watchMember) close(ctx context.Context, d map[string]string) {
 
 // follows reports whether record data d is of a job this group follows:
 // its id is known and its state is not final.
-func (m *watchMember) follows(d map[string]string) bool {
+func (m *Member) follows(d map[string]string) bool {
 	return d[record.KeyWatchGroup] == m.group && d[record.KeyID] != "" && !backends.State(d[record.KeyJobStatus]).Final()
 }
 
@@ -691,7 +640,7 @@ func (m *watchMember) follows(d map[string]string) bool {
 // okAge is how long ago this invoke's watcher's last query worked (live
 // when under the TTL). It reports whether the lease was this invoke's to
 // give (held as heldAs).
-func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string, okAge time.Duration) bool {
+func (m *Member) handOn(ctx context.Context, names []string, heldAs string, okAge time.Duration) bool {
 	l, err := m.lease.read(ctx)
 	if err != nil || l.version == "" || l.holder != heldAs {
 		return false // not this invoke's to give (any more)
@@ -707,7 +656,7 @@ func (m *watchMember) handOn(ctx context.Context, names []string, heldAs string,
 			return true // taken meanwhile: not this invoke's any more
 		}
 		l.version, heldAs = v, handedTo(name)
-		rec.Data[record.KeyWatchHandover] = m.holder + " " + time.Now().UTC().Format(time.RFC3339Nano)
+		rec.Data[record.KeyWatchHandover] = m.holder + " " + m.clock.Now().UTC().Format(time.RFC3339Nano)
 		if _, err := store.Update(ctx, rec); err == nil {
 			return true
 		}
@@ -722,5 +671,8 @@ func rawWord(raw string) string {
 	if w == "" {
 		return "-"
 	}
-	return truncate(w, 64)
+	if len(w) > 64 { // as runner truncates a message
+		w = w[:61] + "..."
+	}
+	return w
 }

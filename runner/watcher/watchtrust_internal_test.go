@@ -1,4 +1,4 @@
-package runner
+package watcher
 
 import (
 	"context"
@@ -12,16 +12,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/kube"
 )
 
-// fakeClock is a member's clock the test moves by hand.
+// fakeClock is a member's clock (a Clock) whose time the test moves by
+// hand; its timers wait on the machine's clock, so that a member's
+// goroutines still run while the test judges by the time it set.
 type fakeClock struct {
+	RealClock
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
@@ -48,25 +52,25 @@ func writtenLease(l lease, holder, prev, rv string, renewed time.Time, okAge tim
 func TestLeaseIsJudgedByTheReadersClock(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)}
 	l := lease{ns: "ns", name: "bridge-watch-g", key: testKey}
-	j := &leaseJudge{now: clock.now}
-	ahead := clock.now().Add(60 * time.Second)
+	j := &leaseJudge{now: clock.Now}
+	ahead := clock.Now().Add(60 * time.Second)
 
 	taken := j.judge(l.stateOf(writtenLease(l, "w", "", "5", time.Time{}, 0)))
 	assert.True(t, taken.until.IsZero(), "taken, not renewed: not trusted")
-	assert.False(t, taken.free(clock.now()), "but not free for another")
+	assert.False(t, taken.free(clock.Now()), "but not free for another")
 
 	st := j.judge(l.stateOf(writtenLease(l, "w", "5", "6", ahead, 0)))
-	assert.Equal(t, clock.now().Add(leaseTTL), st.until, "trusted one TTL from when the reader saw it")
+	assert.Equal(t, clock.Now().Add(leaseTTL), st.until, "trusted one TTL from when the reader saw it")
 	clock.add(leaseTTL - time.Millisecond)
-	assert.True(t, clock.now().Before(st.until))
+	assert.True(t, clock.Now().Before(st.until))
 	clock.add(time.Millisecond)
-	assert.False(t, clock.now().Before(st.until), "and not a moment longer, whatever the writer's clock said")
+	assert.False(t, clock.Now().Before(st.until), "and not a moment longer, whatever the writer's clock said")
 	again := j.judge(l.stateOf(writtenLease(l, "w", "5", "6", ahead, 0)))
 	assert.Equal(t, st.until, again.until, "the same version read again extends nothing")
-	assert.True(t, again.free(clock.now().Add(time.Millisecond)), "and a TTL after it was seen, it may be taken")
+	assert.True(t, again.free(clock.Now().Add(time.Millisecond)), "and a TTL after it was seen, it may be taken")
 
 	st = j.judge(l.stateOf(writtenLease(l, "w", "6", "7", ahead, 8*time.Second)))
-	assert.Equal(t, clock.now().Add(2*time.Second), st.until, "a TTL after the last working query, as its age says")
+	assert.Equal(t, clock.Now().Add(2*time.Second), st.until, "a TTL after the last working query, as its age says")
 	st = j.judge(l.stateOf(writtenLease(l, "w", "7", "8", ahead, leaseTTL)))
 	assert.True(t, st.until.IsZero(), "a watcher whose last query worked a TTL ago is trusted no more")
 }
@@ -78,25 +82,25 @@ func TestLeaseIsJudgedByTheReadersClock(t *testing.T) {
 func TestReplayedOrForgedLeaseIsNotTrusted(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)}
 	l := lease{ns: "ns", name: "bridge-watch-g", key: testKey}
-	j := &leaseJudge{now: clock.now}
-	first := j.judge(l.stateOf(writtenLease(l, "w", "3", "4", clock.now(), 0)))
+	j := &leaseJudge{now: clock.Now}
+	first := j.judge(l.stateOf(writtenLease(l, "w", "3", "4", clock.Now(), 0)))
 	assert.True(t, first.until.IsZero(), "the first version a reader sees has no predecessor it saw: not trusted")
-	assert.False(t, first.free(clock.now()))
-	j.judge(l.stateOf(writtenLease(l, "w", "4", "5", clock.now(), 0)))
+	assert.False(t, first.free(clock.Now()))
+	j.judge(l.stateOf(writtenLease(l, "w", "4", "5", clock.Now(), 0)))
 	clock.add(leaseTTL)
-	replay := j.judge(l.stateOf(writtenLease(l, "w", "4", "9", clock.now(), 0)))
+	replay := j.judge(l.stateOf(writtenLease(l, "w", "4", "9", clock.Now(), 0)))
 	assert.True(t, replay.until.IsZero(), "a renewal written over version 4, seen after 5: a replay")
 
-	forger := lease{ns: "ns", name: "bridge-watch-g", key: GroupKey("fake", "https://cluster.test", []byte("a guess"))}
-	forged := j.judge(l.stateOf(writtenLease(forger, "forger", "9", "10", clock.now(), 0)))
+	forger := lease{ns: "ns", name: "bridge-watch-g", key: cluster.New(cluster.Spec{Backend: "fake", URL: "https://cluster.test", CredentialText: []byte("a guess")}).Key()}
+	forged := j.judge(l.stateOf(writtenLease(forger, "forger", "9", "10", clock.Now(), 0)))
 	assert.True(t, forged.until.IsZero(), "a tag under another key: not trusted")
-	assert.True(t, forged.free(clock.now()), "and free to take")
-	cm := writtenLease(l, "w", "10", "11", clock.now(), 0)
+	assert.True(t, forged.free(clock.Now()), "and free to take")
+	cm := writtenLease(l, "w", "10", "11", clock.Now(), 0)
 	cm.Data["okAgeMs"] = "0" + cm.Data["okAgeMs"] // any change breaks the tag
 	cm.Data["holder"] = "forger"
 	assert.True(t, j.judge(l.stateOf(cm)).until.IsZero(), "an altered renewal: not trusted")
 	unkeyed := lease{ns: "ns", name: "bridge-watch-g"}
-	assert.False(t, unkeyed.stateOf(writtenLease(l, "w", "11", "12", clock.now(), 0)).signed, "no key verifies nothing")
+	assert.False(t, unkeyed.stateOf(writtenLease(l, "w", "11", "12", clock.Now(), 0)).signed, "no key verifies nothing")
 }
 
 // hangingBatcher answers its first query, then hangs every one until its
@@ -131,13 +135,13 @@ func TestAQueryUnderWayIsNoWorkingWatcher(t *testing.T) {
 	ctx := context.Background()
 	be := &hangingBatcher{}
 	clock := &fakeClock{t: time.Now()}
-	m := leadingOneJobAt(t, be, 4, clock.now)
+	m := leadingOneJobAt(t, be, 4, clock)
 	defer m.leader.stop(ctx)
-	require.Eventually(t, func() bool { return m.leader.working(clock.now()) }, 5*time.Second, 10*time.Millisecond, "the first query worked")
+	require.Eventually(t, func() bool { return m.leader.working(clock.Now()) }, 5*time.Second, 10*time.Millisecond, "the first query worked")
 	require.Eventually(t, func() bool { be.mu.Lock(); defer be.mu.Unlock(); return len(be.calls) >= 2 }, 5*time.Second, 10*time.Millisecond,
 		"the second query is under way")
 	clock.add(leaseTTL)
-	assert.False(t, m.leader.working(clock.now()), "a TTL after its last answer, a watcher whose query hangs is not working")
+	assert.False(t, m.leader.working(clock.Now()), "a TTL after its last answer, a watcher whose query hangs is not working")
 	raw, err := m.lease.read(ctx)
 	require.NoError(t, err)
 	time.Sleep(leaseRenewEvery + time.Second)
@@ -182,7 +186,7 @@ func TestFailedQueryBacksOffFromItsEnd(t *testing.T) {
 // An observation counts only with the group's tag, for the record it was
 // written into: one forged, or copied from another record, is ignored.
 func TestObservationsAreTaggedPerRecord(t *testing.T) {
-	m := &watchMember{key: testKey, now: time.Now}
+	m := &Member{key: testKey}
 	s := m.sealObservation("rec-a", "7 DONE COMPLETED")
 	o, ok := m.observation("rec-a", s)
 	require.True(t, ok)
