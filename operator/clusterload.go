@@ -14,9 +14,11 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/agent"
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // A BridgeCluster's status.load is what the cluster's own agent measured
@@ -24,7 +26,7 @@ import (
 // cluster's namespace: fresh without any placement, and still no request
 // of the operator's to the cluster. Anyone who may write ConfigMaps in the
 // namespace could write that heartbeat, so the operator trusts it exactly
-// as a step does (runner.ReadHeartbeat): only when it verifies under the
+// as a step does (watcher.ReadHeartbeat): only when it verifies under the
 // key of the agent's backend, URL and Secret, and only while it is current
 // by the operator's clock. The status takes a measure at most once per
 // the agent's measuring period (agent.LoadEvery, or its query interval
@@ -118,7 +120,7 @@ func (r *reconciler) clusterLoad(ctx context.Context, bc *BridgeCluster, backend
 // verifiedBeat reads heartbeat data d of bc's agent, verified under the
 // key of backend, bc's URL and its Secret (read again, at most once per
 // keyRecheck, when it does not verify).
-func (r *reconciler) verifiedBeat(ctx context.Context, bc *BridgeCluster, backend string, d map[string]string) (runner.Heartbeat, bool) {
+func (r *reconciler) verifiedBeat(ctx context.Context, bc *BridgeCluster, backend string, d map[string]string) (watcher.Heartbeat, bool) {
 	url := strings.TrimSpace(bc.Spec.ResourceURL)
 	memo := strings.Join([]string{string(bc.UID), bc.Spec.ResourceSecret, backend, url}, "\x00")
 	var k beatKey
@@ -126,11 +128,11 @@ func (r *reconciler) verifiedBeat(ctx context.Context, bc *BridgeCluster, backen
 		k = v.(beatKey)
 	}
 	if k.memo == memo {
-		if hb, ok := runner.ReadHeartbeat(k.key, bc.Namespace, bc.Name, d); ok {
+		if hb, ok := watcher.ReadHeartbeat(k.key, bc.Namespace, bc.Name, d); ok {
 			return hb, true
 		}
 		if time.Since(k.at) < keyRecheck {
-			return runner.Heartbeat{}, false
+			return watcher.Heartbeat{}, false
 		}
 	}
 	key, err := r.clusterKey(ctx, bc.Namespace, bc.Spec.ResourceSecret, backend, url)
@@ -138,7 +140,7 @@ func (r *reconciler) verifiedBeat(ctx context.Context, bc *BridgeCluster, backen
 		r.log.Debug("could not read the cluster's Secret to verify its agent's heartbeat; status.load stays", "bridgecluster", bc.Namespace+"/"+bc.Name, "err", record.KubeErr(err))
 	}
 	r.beatKeys.Store(bc.Namespace+"/"+bc.Name, beatKey{memo: memo, key: key, at: time.Now()})
-	return runner.ReadHeartbeat(key, bc.Namespace, bc.Name, d)
+	return watcher.ReadHeartbeat(key, bc.Namespace, bc.Name, d)
 }
 
 // clusterKey is the key the agent seals its heartbeats with
@@ -165,7 +167,7 @@ func (r *reconciler) clusterKey(ctx context.Context, ns, secret, backend, url st
 	}
 	b := mountedBytes(v.Data)
 	defer clear(b)
-	return runner.GroupKey(backend, url, b), nil
+	return cluster.New(cluster.Spec{Backend: backend, URL: url, CredentialText: b}).Key(), nil
 }
 
 // mountedBytes is what runner's credentialBytes reads of the Secret data

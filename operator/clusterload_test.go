@@ -14,10 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridge-runner/bridge-runner/backends/builtin"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/internal/testkube"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
+	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
 // slurmMeasure is a load measure in the Slurm backend's published format
@@ -50,7 +52,7 @@ func TestBeatKeyIsTheAgents(t *testing.T) {
 		raw[k] = []byte(v)
 	}
 	want := agentKeyOf(t, "slurm", "https://a.example.org:6820", data)
-	if got := runner.GroupKey("slurm", "https://a.example.org:6820", mountedBytes(raw)); string(got) != string(want) || len(want) == 0 {
+	if got := cluster.New(cluster.Spec{Backend: "slurm", URL: "https://a.example.org:6820", CredentialText: mountedBytes(raw)}).Key(); string(got) != string(want) || len(want) == 0 {
 		t.Errorf("the operator's key %x differs from the agent's %x", got, want)
 	}
 }
@@ -93,7 +95,7 @@ func TestClusterLoadFromItsAgent(t *testing.T) {
 	e.opts = func(o *Options) { o.Registry = builtin.Registry() }
 	e.operator("a")
 
-	ag := &fakeAgent{e: e, key: agentKeyOf(t, "slurm", url, data), hb: runner.Heartbeat{Agent: "agent-1", Interval: 2 * time.Second}}
+	ag := &fakeAgent{e: e, key: agentKeyOf(t, "slurm", url, data), hb: watcher.Heartbeat{Agent: "agent-1", Interval: 2 * time.Second}}
 	ag.hb.Load = slurmMeasure(3, 4, 2, 7200)
 	bc := e.waitLoad("the agent's first measure", ag.beat, func(l *ClusterLoad) bool { return l.FreeCPUs != nil && *l.FreeCPUs == 3 })
 	first := ag.last
@@ -108,10 +110,10 @@ func TestClusterLoadFromItsAgent(t *testing.T) {
 	// Secret's key, or not sealed at all.
 	other := agentKeyOf(t, "slurm", url, map[string]string{"token": "the-forger's"})
 	for time.Since(l.MeasuredAt.Time) < 7*time.Second {
-		forged := runner.Heartbeat{Agent: "agent-1", Seq: ag.hb.Seq + 1, Interval: 2 * time.Second, At: time.Now(), Load: slurmMeasure(99, 0, 0, 0)}
-		e.beat("hpc-a", runner.SealHeartbeat(other, e.ns, "hpc-a", forged))
+		forged := watcher.Heartbeat{Agent: "agent-1", Seq: ag.hb.Seq + 1, Interval: 2 * time.Second, At: time.Now(), Load: slurmMeasure(99, 0, 0, 0)}
+		e.beat("hpc-a", watcher.SealHeartbeat(other, e.ns, "hpc-a", forged))
 		e.neverLoad("a heartbeat sealed under another key", 99)
-		unsealed := runner.SealHeartbeat(ag.key, e.ns, "hpc-a", forged)
+		unsealed := watcher.SealHeartbeat(ag.key, e.ns, "hpc-a", forged)
 		delete(unsealed, "tag")
 		e.beat("hpc-a", unsealed)
 		e.neverLoad("an unsealed heartbeat", 99)
@@ -144,14 +146,14 @@ func TestClusterLoadFromItsAgent(t *testing.T) {
 type fakeAgent struct {
 	e    *env
 	key  []byte
-	hb   runner.Heartbeat
+	hb   watcher.Heartbeat
 	last map[string]string // the data last written
 }
 
 func (a *fakeAgent) beat() {
 	a.hb.Seq++
 	a.hb.At = time.Now()
-	a.last = runner.SealHeartbeat(a.key, a.e.ns, "hpc-a", a.hb)
+	a.last = watcher.SealHeartbeat(a.key, a.e.ns, "hpc-a", a.hb)
 	a.e.beat("hpc-a", a.last)
 }
 
