@@ -199,9 +199,12 @@ func probes(cands []candidate) *record.Placed {
 }
 
 // moveTarget is the target, other than from, that starts the job now (the
-// policy's choice among several), or -1.
+// policy's choice among several), or -1. Its estimates are judged as a
+// first placement's are (trustEstimates: absurd ones rank nothing, learnt
+// errors correct the rest) on a copy, so the record keeps the scheduler's.
 func moveTarget(policy string, cands []candidate, from string) int {
 	others := slices.Clone(cands)
+	trustEstimates(others, time.Now())
 	for i := range others {
 		if others[i].target.Name == from || others[i].skip == "" && !startsNow(others[i].load) {
 			others[i].skip = "does not start it now"
