@@ -28,6 +28,7 @@ var runLedger = map[string]string{
 	"branching/workflow.yaml":   "TestExampleBranchingSlurm",
 	"loop/workflow.yaml":        "TestExampleLoopSlurm",
 	"placement/workflow.yaml":   "TestExamplePlacementRunsOnBothClusters",
+	"replace/workflow.yaml":     "TestExampleReplaceWorkflow",
 	"kfp-local/kfp_pipeline.py": "hack/kfp_local.py",
 	"local/kfp_pipeline.py":     "hack/kfp_local.py",
 	"loop/kfp_pipeline.py":      "hack/kfp_local.py",
