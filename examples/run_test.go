@@ -28,6 +28,7 @@ var runLedger = map[string]string{
 	"branching/workflow.yaml":   "TestExampleBranchingSlurm",
 	"loop/workflow.yaml":        "TestExampleLoopSlurm",
 	"placement/workflow.yaml":   "TestExamplePlacementRunsOnBothClusters",
+	"replace/workflow.yaml":     "TestExampleReplaceWorkflow",
 	"kfp-local/kfp_pipeline.py": "hack/kfp_local.py",
 	"local/kfp_pipeline.py":     "hack/kfp_local.py",
 	"loop/kfp_pipeline.py":      "hack/kfp_local.py",
@@ -40,6 +41,7 @@ var runLedger = map[string]string{
 	"lsf/kfp_pipeline.py":       "hack/kfp_local.py",
 	"quantum/kfp_pipeline.py":   "hack/kfp_local.py",
 	"placement/kfp_pipeline.py": "hack/kfp_local.py",
+	"replace/kfp_pipeline.py":   "hack/kfp_local.py",
 	"lsf/job.yaml":              "TestExampleLSFJobAgainstFake",
 	"quantum/job.yaml":          "TestExampleQuantumJobAgainstFake",
 	// The e2e suite's (hack/e2e.sh): each as a user submits it to the

@@ -258,6 +258,31 @@ def _():
             f"the target output feeds {feeds}")
 
 
+# 5d. The re-placement example: the placement example's two clusters, each
+#     with its own credentials in both the job's and the cleanup's pod, the
+#     ordered policy, and replace_after a pipeline parameter fed to the job.
+@check("compile examples/replace/kfp_pipeline.py (ordered placement, replace_after)")
+def _():
+    import json
+    docs = compile_example(os.path.join(ROOT, "examples", "replace", "kfp_pipeline.py"), "example_replace")
+    ir, platform = docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    tasks = {}
+    for dag in [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]:
+        tasks.update(dag.get("tasks", {}))
+    params = tasks["bridge-job"]["inputs"]["parameters"]
+    pipeline_params = ir["root"]["inputDefinitions"]["parameters"]
+    # Inside the exit handler's sub-DAG the parameter comes as pipelinechannel--replace_after.
+    require(params["replace_after"].get("componentInputParameter", "").endswith("replace_after"),
+            f"replace_after is {params['replace_after']}, want the pipeline's parameter")
+    require(pipeline_params["replace_after"]["defaultValue"] == "15m", f"replace_after's default is {pipeline_params['replace_after']}")
+    require(params["placement"]["runtimeValue"]["constant"] == "ordered", f"placement is {params['placement']}")
+    targets = json.loads(pipeline_params["targets"]["defaultValue"])
+    require([t["name"] for t in targets] == ["hpc-a", "hpc-b"], f"targets are {targets}")
+    for name in ("exec-bridge-job", "exec-bridge-cleanup"):
+        mounts = {m["mountPath"] for m in platform.get(name, {}).get("secretAsVolume", [])}
+        require({"/credentials", targets[1]["credentials"]} <= mounts, f"{name} mounts {sorted(mounts)}")
+
+
 # 6. The README's compile commands (`python examples/<x>/kfp_pipeline.py
 #    FILE.yaml`), run as a user runs them, from the top of the tree.
 # (README.md and docs/, where the guides moved them.)

@@ -474,6 +474,110 @@ def _():
 
 
 
+def slurm_send(url, creds, method, path, body=None):
+    """One request with a JSON body to a slurmrestd, as slurm_get; the answer's JSON."""
+    read = lambda name: open(os.path.join(creds, name)).read().strip()  # noqa: E731
+    req = urllib.request.Request(url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"X-SLURM-USER-NAME": read("username"), "X-SLURM-USER-TOKEN": read("token"),
+                                          "Content-Type": "application/json"})
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=30) as r:
+        return json.load(r)
+
+
+@contextlib.contextmanager
+def slurm_sleepers(url, creds, version, name, partition, n, hold=False):
+    """n one-CPU jobs of ten minutes' sleep in partition (held, or running
+    within two minutes), cancelled on the way out; yields their ids."""
+    limit = 10 if version == "v0.0.38" else {"set": True, "number": 10}
+    env = {"PATH": "/bin:/usr/bin"} if version == "v0.0.38" else ["PATH=/bin:/usr/bin"]
+    ids = []
+    try:
+        for i in range(n):
+            job = {"name": f"{name}-{i}", "partition": partition, "time_limit": limit, "cpus_per_task": 1,
+                   "current_working_directory": "/tmp", "environment": env, "hold": hold}
+            ids.append(str(slurm_send(url, creds, "POST", f"/slurm/{version}/job/submit",
+                                      {"script": "#!/bin/sh\nsleep 600\n", "job": job})["job_id"]))
+        deadline = time.monotonic() + 120
+        while not hold and not all(slurm_state(url, creds, version, i) == "RUNNING" for i in ids):
+            require(time.monotonic() < deadline, f"{name}: Slurm jobs {ids} not RUNNING within 2 min")
+            time.sleep(0.5)
+        yield ids
+    finally:
+        for i in ids:
+            with contextlib.suppress(Exception):
+                slurm_send(url, creds, "DELETE", f"/slurm/{version}/job/{i}")
+
+
+def slurm_state(url, creds, version, job_id):
+    """A job's state as one word (v0.0.38 writes a string, later a list)."""
+    [job] = slurm_get(url, creds, f"/slurm/{version}/job/{job_id}")["jobs"]
+    state = job["job_state"]
+    return state if isinstance(state, str) else state[0]
+
+
+def follow_record(state, when_placed):
+    """A thread reading the records of the state directory state every half
+    second: when_placed() once one names a placement; .moves is the last
+    status.moves seen (cleanup deletes the record at the end)."""
+    import threading
+
+    class Follower(threading.Thread):
+        moves, stop = [], threading.Event()
+
+        def run(self):
+            placed = False
+            while not self.stop.wait(0.5):
+                for d, _, files in os.walk(state):
+                    for f in files:
+                        if not f.endswith("-bridge-cm.json"):
+                            continue
+                        with contextlib.suppress(OSError, ValueError):
+                            data = json.load(open(os.path.join(d, f))).get("data", {})
+                            if data.get("status.placement") and not placed:
+                                placed = True
+                                when_placed()
+                            if data.get("status.moves"):
+                                self.moves = json.loads(data["status.moves"])
+    t = Follower(daemon=True)
+    t.start()
+    return t
+
+
+@check("examples/replace/kfp_pipeline.py: placed on a filled Slurm 22.05 (hpc-a), moved after replace_after to 24.11 (hpc-b), DONE there; the job left on hpc-a never ran")
+def _():
+    url_a, creds_a, url_b, creds_b = env("BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS",
+                                         "BRIDGE_TEST_SLURM2411_URL", "BRIDGE_TEST_SLURM2411_CREDS")
+    targets = json.loads(load("examples/replace/kfp_pipeline.py", "replace_targets").TARGETS)
+    targets[0]["jobproperties"]["partition"] = "short"
+    targets[1]["resourceURL"], targets[1]["jobproperties"]["partition"] = url_b, "debug"
+    mounts = {"/credentials": creds_a, targets[1]["credentials"]: creds_b}
+    # hpc-a's short (two CPUs) busy with two sleepers, and a held job waiting
+    # in hpc-b's debug, so that neither starts the job now: `ordered` places
+    # it on hpc-a. Once placed, the held job goes: hpc-b would start it now.
+    with slurm_sleepers(url_a, creds_a, "v0.0.38", "kfp-replace-filler", "short", 2), \
+         slurm_sleepers(url_b, creds_b, "v0.0.40", "kfp-replace-held", "debug", 1, hold=True) as [held]:
+        follower = follow_record(os.path.join(WORK, "replace-state"),
+                                 lambda: slurm_send(url_b, creds_b, "DELETE", f"/slurm/v0.0.40/job/{held}"))
+        try:
+            root, [out] = run_example("replace", "replace", mounts, resource_url=url_a, targets=json.dumps(targets),
+                                      replace_after="10s")
+        finally:
+            follower.stop.set()
+            follower.join()
+    require_done(out, "the moved job")
+    require(out["target"] == "hpc-b", f"target {out['target']!r}, want hpc-b ({out})")
+    [said] = outputs_of(root, "report", "ran_on")
+    require(said["ran_on"] == "hpc-b", f"report says {said['ran_on']!r}, want hpc-b")
+    job = require_slurm_completed(url_b, creds_b, "v0.0.40", out["job_id"])
+    require(job["partition"] == "debug", f"hpc-b's job {out['job_id']} ran in {job['partition']!r}, want debug")
+    moves = follower.moves
+    require(len(moves) == 1 and moves[0]["target"] == "hpc-a" and moves[0]["to"] == "hpc-b",
+            f"the record's status.moves {moves}, want one move from hpc-a to hpc-b")
+    [left] = slurm_get(url_a, creds_a, f"/slurm/v0.0.38/job/{moves[0]['id']}")["jobs"]
+    require(left["job_state"] == "CANCELLED" and left["start_time"] == left["end_time"],
+            f"hpc-a's job {moves[0]['id']} is {left['job_state']} (start {left['start_time']}, end {left['end_time']}), want CANCELLED, never started")
+
+
 @contextlib.contextmanager
 def fake(which):
     """hack/fakes' fake `which`, on loopback: its URL and credentials dir."""

@@ -45,8 +45,10 @@ owner (BridgeJob, workflow step or Job), the backend's state and reason, the kil
 flag, an array's tasks, the queue wait (submit to start), the start against
 the placement's estimate (START: late 5m, early 30s, or the predicted start
 while the job waits), the efficiency (CPU,
-memory and time used against what was asked, from the cluster's accounting) and
-the message. On a terminal the state is in colour
+memory and time used against what was asked, from the cluster's accounting), the
+moves (MOVES: how often re-placement moved the job and its last move, "1, last
+hpc-a/4242→hpc-b"; -o json and yaml list every move with the evidence that
+the job left behind never started) and the message. On a terminal the state is in colour
 (NO_COLOR=1 turns it off). It reads records only and never asks a backend, so it
 is cheap and safe to run often; a record shows what its invoke last wrote. A job
 named as an argument that has no record is an error (exit 1), as with kubectl get.
@@ -209,8 +211,13 @@ type statusRow struct {
 	// StartEstimate is the placement's predicted start against the
 	// observed one (status.startEstimate).
 	StartEstimate *startEstimate `json:"startEstimate,omitempty"`
-	Created       time.Time      `json:"created"`
-	Record        string         `json:"record"`
+	// Moves are the jobs re-placement left behind, cancelled before they
+	// started (status.moves, oldest first); Move is a move under way
+	// (status.move).
+	Moves   []record.Moved `json:"moves,omitempty"`
+	Move    *record.Move   `json:"move,omitempty"`
+	Created time.Time      `json:"created"`
+	Record  string         `json:"record"`
 	// Event is set while watching: ADDED, MODIFIED or DELETED.
 	Event string `json:"event,omitempty"`
 }
@@ -221,6 +228,7 @@ func toRow(l record.Listed) statusRow {
 	state = string(record.StateOf(state)) // IBM's KILL too, in a record of a BridgeJob (--status-keys)
 	backend, target := d["backend"], record.TargetHost(d["resourceURL"])
 	placed, _ := record.ParsePlaced(d[record.KeyPlacement])
+	moves, move := movesOf(d)
 	if placed != nil {
 		// Where placement sent the job: the target's name and host.
 		if desc, err := record.DescribeRecord(d); err == nil {
@@ -233,7 +241,7 @@ func toRow(l record.Listed) statusRow {
 		JobID: d[record.KeyID], Owner: record.RecordOwner(l), Kill: d[record.KeyKill] == "true", Tasks: d[record.KeyArrayCounts],
 		Message: d[record.KeyMessage], SubmitTime: d[record.KeySubmit], StartTime: d[record.KeyStart], EndTime: d[record.KeyEnd],
 		QueueWaitSeconds: queueWait(d), Efficiency: efficiencyOf(d), StartEstimate: startEstimateOf(d),
-		Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,
+		Moves: moves, Move: move, Created: l.Created.UTC().Truncate(time.Second), Record: l.Where,
 	}
 }
 
@@ -450,7 +458,7 @@ func (p *statusPrinter) encode(v any, indent bool) error {
 func (p *statusPrinter) header() []string {
 	h := []string{"NAME", "BACKEND", "STATE", "JOB-ID", "AGE"}
 	if p.o.output == "wide" {
-		h = []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE", "BACKEND-STATE", "REASON", "KILL", "TASKS", "WAIT", "START", "EFFICIENCY", "MESSAGE"}
+		h = []string{"NAME", "BACKEND", "TARGET", "STATE", "JOB-ID", "OWNER", "AGE", "BACKEND-STATE", "REASON", "KILL", "TASKS", "WAIT", "START", "EFFICIENCY", "MOVES", "MESSAGE"}
 	}
 	if p.o.allNamespaces {
 		h = append([]string{"NAMESPACE"}, h...)
@@ -475,7 +483,7 @@ func (p *statusPrinter) cells(r statusRow) []string {
 		}
 		c = []string{r.Name, none(r.Backend), none(r.Target), state, none(r.JobID), none(r.Owner), age,
 			none(r.BackendState), none(r.Reason), none(kill), none(r.Tasks), none(waitCell(r.QueueWaitSeconds)),
-			none(r.StartEstimate.cell()), none(efficiencyCell(r.Efficiency)), none(oneLine(r.Message))}
+			none(r.StartEstimate.cell()), none(efficiencyCell(r.Efficiency)), none(movesCell(r.Moves, r.Move)), none(oneLine(r.Message))}
 	}
 	if p.o.allNamespaces {
 		c = append([]string{r.Namespace}, c...)
