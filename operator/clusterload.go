@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"encoding/json"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
-	"github.com/bridge-runner/bridge-runner/runner"
 	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
 
@@ -144,7 +142,7 @@ func (r *reconciler) verifiedBeat(ctx context.Context, bc *BridgeCluster, backen
 }
 
 // clusterKey is the key the agent seals its heartbeats with
-// (runner.ClusterKey of its mounted Secret): derived from the Secret's
+// (the key of its mounted Secret: cluster.CredentialText of the same values): derived from the Secret's
 // values, which are cleared at once; only the key is kept.
 func (r *reconciler) clusterKey(ctx context.Context, ns, secret, backend, url string) ([]byte, error) {
 	res := r.c.REST().Get().AbsPath(kube.Secrets.Path(ns), secret).Do(ctx)
@@ -165,30 +163,9 @@ func (r *reconciler) clusterKey(ctx context.Context, ns, secret, backend, url st
 	if err != nil {
 		return nil, err
 	}
-	b := mountedBytes(v.Data)
+	b := cluster.CredentialText(v.Data)
 	defer clear(b)
 	return cluster.New(cluster.Spec{Backend: backend, URL: url, CredentialText: b}).Key(), nil
-}
-
-// mountedBytes is what runner's credentialBytes reads of the Secret data
-// mounted as a directory: each file but the mount's dot-entries and those
-// over runner.MaxCredentialFileBytes (unreadable as credentials), by name,
-// as "name\0value\0" with the value trimmed. TestBeatKeyIsTheAgents holds
-// the two equal.
-func mountedBytes(data map[string][]byte) []byte {
-	names := make([]string, 0, len(data))
-	for n, v := range data {
-		if !strings.HasPrefix(n, ".") && len(v) <= runner.MaxCredentialFileBytes {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	var b []byte
-	for _, n := range names {
-		b = append(append(append(b, n...), 0), strings.TrimSpace(string(data[n]))...)
-		b = append(b, 0)
-	}
-	return b
 }
 
 // readMeasure judges the cluster's partition or queue (its

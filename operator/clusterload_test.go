@@ -52,7 +52,7 @@ func TestBeatKeyIsTheAgents(t *testing.T) {
 		raw[k] = []byte(v)
 	}
 	want := agentKeyOf(t, "slurm", "https://a.example.org:6820", data)
-	if got := cluster.New(cluster.Spec{Backend: "slurm", URL: "https://a.example.org:6820", CredentialText: mountedBytes(raw)}).Key(); string(got) != string(want) || len(want) == 0 {
+	if got := cluster.New(cluster.Spec{Backend: "slurm", URL: "https://a.example.org:6820", CredentialText: cluster.CredentialText(raw)}).Key(); string(got) != string(want) || len(want) == 0 {
 		t.Errorf("the operator's key %x differs from the agent's %x", got, want)
 	}
 }

@@ -3,7 +3,6 @@ package runner
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/bridge-runner/bridge-runner/cluster"
@@ -39,8 +38,9 @@ func ClusterKey(backend, url, dir string) []byte {
 }
 
 // credentialBytes reads every credential file of dir (a mounted Secret:
-// its dot-entries are the mount's own machinery): the text a cluster's
-// identity is derived from (cluster.Spec.CredentialText).
+// its dot-entries are the mount's own machinery) as cluster.CredentialText:
+// the text a cluster's identity is derived from. A file that cannot be read
+// as a credential (too large, no regular file) is left out.
 func credentialBytes(dir string) []byte {
 	if dir == "" {
 		return nil
@@ -49,21 +49,14 @@ func credentialBytes(dir string) []byte {
 	if err != nil {
 		return nil
 	}
-	names := make([]string, 0, len(entries))
+	files := make(map[string][]byte, len(entries))
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
-	var b []byte
-	for _, n := range names {
-		v, err := readCredentialFile(filepath.Join(dir, n))
-		if err != nil {
+		if strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		b = append(append(append(b, n...), 0), strings.TrimSpace(string(v))...)
-		b = append(b, 0)
+		if v, err := readCredentialFile(filepath.Join(dir, e.Name())); err == nil {
+			files[e.Name()] = v
+		}
 	}
-	return b
+	return cluster.CredentialText(files)
 }

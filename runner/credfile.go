@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
-// MaxCredentialFileBytes caps a credential file: a token, key or password is
-// short, and reading a huge file whole (a wrong mount) would cost the pod
-// its memory for nothing.
-const MaxCredentialFileBytes = 64 << 10
+// MaxCredentialFileBytes caps a credential file (cluster's: the identity
+// leaves out what cannot be read as a credential).
+const MaxCredentialFileBytes = cluster.MaxCredentialFileBytes
 
 // readCredentialFile reads a credential file of at most
 // MaxCredentialFileBytes; a larger one, or one that is no regular file (a
