@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -26,24 +27,26 @@ import (
 
 // TestReplaceOnTwoRealSlurms: a step with replaceAfter=5s and two
 // targets, the suite's real Slurm 22.05 ("old") and 24.11 ("young"),
-// partition short (two CPUs each). Both are filled by this test's own
-// sleeping jobs when the step is placed, so the ordered policy puts it on
-// old, where it waits; then young's fillers end, and the step moves there
-// and ends DONE. Invoke is killed with SIGKILL at each step of the move
-// (and at the new target's submit), then restarted: each time exactly one
-// of the step's jobs ever ran, on young, and the job left on old was
-// cancelled without ever starting, as the record's status.moves says.
+// partition short. The step's job waits on old whatever else runs there:
+// old's target begins it an hour from now (jobproperties begin_time, a
+// device of the test's own: it waits with no CPU of a shared cluster). At placement
+// young has a held job of the test's waiting in short, so it does not start
+// the job now either and the ordered policy puts it on old; then the test
+// cancels that held job, young starts the job now, and the step moves there
+// and ends DONE. Invoke is killed with SIGKILL at each step of the move (and
+// at the new target's submit), then restarted: each time exactly one of the
+// step's jobs ever ran, on young, and the job left on old was cancelled
+// without ever starting, as the record's status.moves says.
 func TestReplaceOnTwoRealSlurms(t *testing.T) {
 	clearEnv(t)
 	old, young := twoSlurms(t)
-	fillShort(t, old, 3) // for the whole test: two running, one waiting
 	for _, point := range []string{"", "after-move-intent", "after-move-cancel", "after-submit", "after-id"} {
 		t.Run(cmpOr(point, "no-crash"), func(t *testing.T) {
-			unfill := fillShort(t, young, 3)
+			unfill := holdShort(t, young)
 			name := fmt.Sprintf("mv-%d", time.Now().UnixNano()%1_000_000_000)
 			state := t.TempDir()
 			args := []string{"--state-dir", state, "--job-name", name, "--backend", "slurm", "--placement", "ordered",
-				"--targets", twoTargets(old, young), "--job-properties", `{"partition":"short","time_limit":2}`,
+				"--targets", heldOnOld(old, young), "--job-properties", `{"partition":"short","time_limit":2}`,
 				"--script", "#!/bin/sh\necho moved\n", "--replace-after", "5s", "--update-interval", "1",
 				"--submit-lease", "3s", "--watcher=false"}
 			go func() { // young frees up once the step is placed (on old)
@@ -113,34 +116,27 @@ func invokeThroughCrashes(t *testing.T, point string, args []string) string {
 	}
 }
 
-// fillShort submits n sleeping one-CPU jobs to c's partition short, waits
-// for the first two to run, and returns a function that cancels them
-// (also called when the test ends).
-func fillShort(t *testing.T, c slurmCluster, n int) func() {
+// heldOnOld is twoTargets with old's jobs begun an hour from now (22.05's
+// v0.0.38 takes sbatch's words), so the step's job waits on old (PENDING,
+// BeginTime) however busy or idle old is.
+func heldOnOld(old, young slurmCluster) string {
+	return fmt.Sprintf(`[{"name":"old","resourceURL":%q,"credentials":%q,"jobproperties":{"begin_time":"now+3600"}},{"name":"young","resourceURL":%q,"credentials":%q}]`,
+		old.url, old.creds, young.url, young.creds)
+}
+
+// holdShort submits one held job to c's partition short (waiting there, so
+// that c does not start another job now: placement's startsNow wants
+// nothing waiting) and returns a function that cancels it (also called
+// when the test ends). It needs no CPU of the shared cluster.
+func holdShort(t *testing.T, c slurmCluster) func() {
 	be, err := slurm.New(backends.Config{URL: c.url, Credentials: runner.DirCredentials{Dir: c.creds, Secrets: &runner.Secrets{}}})
 	require.NoError(t, err)
-	var ids []string
-	unfill := func() {
-		for _, id := range ids {
-			_ = be.Cancel(context.Background(), id)
-		}
-	}
+	id, err := be.Submit(context.Background(), backends.Job{Name: "mv-held", Key: fmt.Sprintf("mv-held-%d", time.Now().UnixNano()),
+		Script: "#!/bin/sh\nsleep 600\n", Properties: json.RawMessage(`{"partition":"short","time_limit":10,"cpus_per_task":1,"hold":true}`)})
+	require.NoError(t, err)
+	var once sync.Once
+	unfill := func() { once.Do(func() { _ = be.Cancel(context.Background(), id) }) }
 	t.Cleanup(unfill)
-	for i := range n {
-		id, err := be.Submit(context.Background(), backends.Job{Name: fmt.Sprintf("mv-filler-%d", i), Key: fmt.Sprintf("mv-filler-%d-%d", i, time.Now().UnixNano()),
-			Script: "#!/bin/sh\nsleep 600\n", Properties: json.RawMessage(`{"partition":"short","time_limit":10,"cpus_per_task":1}`)})
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
-	require.Eventually(t, func() bool {
-		running := 0
-		for _, id := range ids[:min(2, n)] {
-			if st, err := be.Status(context.Background(), id); err == nil && st.State == backends.Running {
-				running++
-			}
-		}
-		return running == min(2, n)
-	}, 2*time.Minute, 500*time.Millisecond)
 	return unfill
 }
 
