@@ -502,16 +502,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 	if finder == nil {
 		log.Warn("this backend cannot find jobs by key: a crash between submit and recording the id could submit twice")
 	}
-	findAny := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
-	// Only a whole array is adopted: the chunks an invoker that died
-	// left unsubmitted are submitted by submitChunks.
-	find := func(ctx context.Context) (string, error) {
-		id, err := findAny(ctx)
-		if err == nil && r.arr != nil && !r.arr.complete(ctx, id) {
-			id = ""
-		}
-		return id, err
-	}
+	findAny, find := r.findersByKey(finder, key)
 	for {
 		if id := r.rec.Data[record.KeyID]; id != "" {
 			if err := r.checkID(ctx, be, id); err != nil {
@@ -523,11 +514,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 		if killRequested(r.rec.Data) {
 			return r.killedBeforeID(ctx, findAny, key, log)
 		}
-		if own, err := r.keepOwnIntent(ctx, be, key); err != nil {
-			return "", err
-		} else if own {
-			return r.submitClaimed(ctx, be, key, false, prepare, find, log)
-		}
+		own := r.takeOwnIntent()
 		cur, hasIntent := parseIntent(r.rec.Data[record.KeyIntent])
 		if hasIntent && cur.holder != r.Holder {
 			// Someone submitted or is submitting. Whatever state it is in,
@@ -543,39 +530,54 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 				continue
 			}
 		}
-		if !hasIntent || cur.holder != r.Holder {
-			if err := r.discover(ctx, be); err != nil {
-				return "", err
-			}
-			if ok, err := r.claimIntent(ctx, key); err != nil || !ok {
+		if !hasIntent || cur.holder != r.Holder || own {
+			if ok, err := r.discoverAndClaim(ctx, be, key, own); err != nil || !ok {
 				if err != nil {
 					return "", err
 				}
 				continue // changed under us: look again
 			}
 		}
-		return r.submitClaimed(ctx, be, key, hasIntent, prepare, find, log)
+		return r.submitClaimed(ctx, be, key, hasIntent && !own, prepare, find, log)
 	}
 }
 
-// keepOwnIntent reports whether the record still holds the intent this
-// invoke created it with (createRecord), ready for the submit: discovery
-// first, as before a claim. A waiter counts SubmitLease from when it first
-// saw the intent, and the submit takes up to four fifths of it (submit):
-// when the set-up since the create took more than the fifth left, the
-// intent is stamped again by claimIntent's fenced update, so that the
-// lease covers the whole submit. Used once: a lost stamp or a changed
-// record is looked at again as any record.
-func (r *run) keepOwnIntent(ctx context.Context, be backends.Backend, key string) (bool, error) {
+// findersByKey look for the job by its key: any job (findAny), and the
+// job to adopt (find). Only a whole array is adopted: the chunks an
+// invoker that died left unsubmitted are submitted by submitChunks.
+func (r *run) findersByKey(finder backends.Finder, key string) (findAny, find func(context.Context) (string, error)) {
+	findAny = func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
+	find = func(ctx context.Context) (string, error) {
+		id, err := findAny(ctx)
+		if err == nil && r.arr != nil && !r.arr.complete(ctx, id) {
+			id = ""
+		}
+		return id, err
+	}
+	return findAny, find
+}
+
+// takeOwnIntent reports whether the record still holds the intent this
+// invoke created it with (createRecord). Used once: after a lost stamp or
+// a change, the record is looked at again as any record.
+func (r *run) takeOwnIntent() bool {
 	own := r.ownIntent != "" && r.rec.Data[record.KeyIntent] == r.ownIntent
 	r.ownIntent = ""
-	if !own {
-		return false, nil
-	}
+	return own
+}
+
+// discoverAndClaim readies the submit: discovery first, then the intent
+// claimed by its fenced update (false: the record changed under us).
+// The intent the record was created with (own) needs no claim, unless the
+// set-up since the create took more than a fifth of SubmitLease: a waiter
+// counts the lease from when it first saw the intent and the submit takes
+// up to four fifths of it (submit), so the intent is then stamped again,
+// by the same fenced update, for the lease to cover the whole submit.
+func (r *run) discoverAndClaim(ctx context.Context, be backends.Backend, key string, own bool) (bool, error) {
 	if err := r.discover(ctx, be); err != nil {
 		return false, err
 	}
-	if time.Since(r.ownIntentAt) <= r.SubmitLease/5 {
+	if own && time.Since(r.ownIntentAt) <= r.SubmitLease/5 {
 		return true, nil
 	}
 	return r.claimIntent(ctx, key)
