@@ -160,7 +160,7 @@ func (c *slurmCounter) count(kind string) int {
 
 // slurm2411 is the shared real Slurm 24.11 (hack/slurm2411-up.sh): its
 // URL and credentials; missing, the test is skipped, and fails under CI.
-func slurm2411(t *testing.T) (string, string) {
+func slurm2411(t testing.TB) (string, string) {
 	u, creds := os.Getenv("BRIDGE_TEST_SLURM2411_URL"), os.Getenv("BRIDGE_TEST_SLURM2411_CREDS")
 	if u == "" || creds == "" {
 		msg := "this test needs the real Slurm 24.11: bash hack/slurm2411-up.sh && source /tmp/bridge-runner-slurm2411/env"

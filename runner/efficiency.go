@@ -25,7 +25,7 @@ const AccountingWait = 10 * time.Second
 // step's outcome; it is logged.
 func (r *run) recordEfficiency(ctx context.Context, be backends.Backend, id string, st backends.Status, log *slog.Logger) {
 	acct, ok := unwrapArray(be).(backends.Accountant)
-	if !ok {
+	if !ok || r.result.Efficiency != "" { // none, or written with the final state (peekEfficiency)
 		return
 	}
 	r.result.Efficiency = r.efficiency(ctx, acct, id, st, log).String()
@@ -42,6 +42,36 @@ func (r *run) recordEfficiency(ctx context.Context, be backends.Backend, id stri
 		log.Warn("could not record the job's efficiency; the step output has it", "record", r.Store.Describe(), "err", err)
 	}
 }
+
+// efficiencyPeek bounds peekEfficiency's one request: the longest the
+// final state waits for the accounting.
+const efficiencyPeek = 2 * time.Second
+
+// peekEfficiency asks the accounting once, before the job's final state is
+// written, so that one write carries both when the accounting already
+// knows the job's end, or knows it keeps none (24.11 without slurmdbd):
+// the write of its own after the final state is then saved. It never
+// waits for an accounting that lags (no retry: recordEfficiency's, after
+// the final write), so the final state is held back by one request at
+// most, within efficiencyPeek.
+func (r *run) peekEfficiency(ctx context.Context, be backends.Backend, id string, st backends.Status) {
+	acct, ok := unwrapArray(be).(backends.Accountant)
+	if !ok || !st.State.Final() || ctx.Err() != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, efficiencyPeek)
+	defer cancel()
+	u, err := acct.Usage(pctx, id)
+	switch {
+	case err == nil:
+		r.result.Efficiency = record.NewEfficiency(u, st.SubmitTime, st.StartTime).String()
+	case errors.Is(err, backends.ErrNoAccounting):
+		r.result.Efficiency = record.Unavailable(keepsNone, st.SubmitTime, st.StartTime).String()
+	}
+}
+
+// keepsNone is why a cluster without accounting has no efficiency.
+const keepsNone = "the cluster keeps none"
 
 // efficiency asks the backend's accounting until it knows the job's end,
 // with jittered back-off, for at most AccountingWait. Its reason for
@@ -70,7 +100,7 @@ func (r *run) efficiency(ctx context.Context, acct backends.Accountant, id strin
 			why := "reading it failed (the step's log says why)"
 			switch {
 			case errors.Is(err, backends.ErrNoAccounting):
-				why = "the cluster keeps none"
+				why = keepsNone
 			case lagging:
 				why = "the accounting did not know the job's end within " + AccountingWait.String()
 			}

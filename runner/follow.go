@@ -585,6 +585,9 @@ func (r *run) statusData(st backends.Status) map[string]string {
 	if r.w != nil && !st.State.Final() { // the watcher follows the job from its first state on
 		d[record.KeyWatchGroup] = r.w.Group()
 	}
+	if st.State.Final() && r.result.Efficiency != "" { // peekEfficiency's, in the final write
+		d[record.KeyEfficiency] = r.result.Efficiency
+	}
 	if n := r.backendRequests(); n != "" {
 		d[record.KeyBackendRequests] = n
 	}

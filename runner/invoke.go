@@ -228,7 +228,7 @@ func (r *run) execute(ctx context.Context) error {
 		return base, r.preparer(ctx, desc, be, base)
 	}
 	base, prepare := jobOf()
-	if r.rec.Data[record.KeyID] == "" && r.rec.Data[record.KeyIntent] == "" && !killRequested(r.rec.Data) {
+	if in := r.rec.Data[record.KeyIntent]; r.rec.Data[record.KeyID] == "" && (in == "" || in == r.ownIntent) && !killRequested(r.rec.Data) {
 		// A fresh run: refuse bad input before anything is recorded.
 		if _, err := prepare(); err != nil {
 			return err
@@ -268,6 +268,7 @@ func (r *run) execute(ctx context.Context) error {
 	r.w = r.newWatchMember(desc, be, id)
 	st, err := r.follow(ctx, be, id, desc.UpdateInterval, watch, log)
 	if err == nil {
+		r.peekEfficiency(ctx, be, id, st)
 		// The job's end is recorded before a watcher this invoke runs hands
 		// its lease on: the handover waits for the others' news to be written.
 		err = r.final(ctx, st)
@@ -363,31 +364,54 @@ func (r *run) upload(ctx context.Context, desc *record.Description, be backends.
 	return nil
 }
 
-// loadRecord reads the state record, creating it from r.Spec when given.
+// loadRecord reads the state record, or creates it from r.Spec when given.
 func (r *run) loadRecord(ctx context.Context) error {
+	if r.Spec != nil {
+		return r.createRecord(ctx)
+	}
 	var rec *record.Record
 	err := retryTransient(ctx, r.RetryBudget, func(ctx context.Context) (err error) {
 		rec, err = r.Store.Get(ctx)
 		return err
 	})
 	switch {
-	case errors.Is(err, record.ErrNoRecord) && r.Spec != nil:
-		if _, perr := r.Spec.Parse(); perr != nil {
-			return perr
-		}
-		rec, err = EnsureRecord(ctx, r.Store, *r.Spec, r.RetryBudget)
-		if err != nil {
-			return err
-		}
 	case errors.Is(err, record.ErrNoRecord):
 		return backends.Invalid("configmap", "%s does not exist; run create-configmap first, or give the job's flags to invoke; if the ConfigMap has another name (IBM's samples: <job>-slurm-cm, <job>-lsf-cm, ...), name it with --configmap or BRIDGE_CONFIGMAP", r.Store.Describe())
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", r.Store.Describe(), err)
-	case r.Spec != nil:
-		if diff := record.Diff(record.SpecFromData(rec.Data), *r.Spec); len(diff) > 0 {
-			return backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name: one per run and per loop item (e.g. {{workflow.name}}-{{item}})",
-				r.Store.Describe(), strings.Join(diff, ", "))
-		}
+	}
+	r.observe(rec)
+	return nil
+}
+
+// createRecord creates the record from r.Spec with this invoke's submit
+// intent already in it, or accepts an existing record with the same job
+// description (whose intent, if it has none, is then taken by claimIntent's
+// fenced update, as for a record create-configmap or the operator wrote).
+// It creates before it reads: a step given the job's flags usually finds
+// no record, and the read that would say so costs a request.
+//
+// Why this stays exactly-once: a create is fenced by the record's name.
+// Of any number of invokers only one create succeeds; every other one
+// gets ErrRecordExists and reads a record that holds the winner's intent
+// from its first version on, just as if it had lost claimIntent's
+// compare-and-swap. And nothing can have been submitted under a record's
+// UID before the record existed, so the creator submits without looking
+// for an earlier job by its key (submitOwnIntent).
+func (r *run) createRecord(ctx context.Context) error {
+	if _, perr := r.Spec.Parse(); perr != nil {
+		return perr
+	}
+	crashPoint("before-intent")
+	data := r.Spec.WithDefaults().Data()
+	in := intent{holder: r.Holder, at: time.Now()}
+	data[record.KeyIntent] = in.String()
+	rec, created, err := ensureRecord(ctx, r.Store, *r.Spec, data, r.RetryBudget)
+	if err != nil {
+		return err
+	}
+	if created {
+		r.ownIntent, r.ownIntentAt = in.String(), time.Now()
 	}
 	r.observe(rec)
 	return nil
@@ -397,22 +421,31 @@ func (r *run) loadRecord(ctx context.Context) error {
 // with the same job description; a different one is an ErrInvalid naming the
 // keys that differ.
 func EnsureRecord(ctx context.Context, store record.Store, spec record.Spec, budget time.Duration) (*record.Record, error) {
+	rec, _, err := ensureRecord(ctx, store, spec, spec.WithDefaults().Data(), budget)
+	return rec, err
+}
+
+// ensureRecord is EnsureRecord creating the record with data (spec's own,
+// and what invoke adds to it); created says whether this call created it.
+func ensureRecord(ctx context.Context, store record.Store, spec record.Spec, data map[string]string, budget time.Duration) (*record.Record, bool, error) {
 	var rec *record.Record
+	created := false
 	err := retryTransient(ctx, budget, func(ctx context.Context) (err error) {
-		rec, err = store.Create(ctx, spec.WithDefaults().Data())
+		rec, err = store.Create(ctx, data)
+		created = err == nil
 		if errors.Is(err, record.ErrRecordExists) {
 			rec, err = store.Get(ctx)
 		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating %s: %w", store.Describe(), err)
+		return nil, false, fmt.Errorf("creating %s: %w", store.Describe(), err)
 	}
 	if diff := record.Diff(record.SpecFromData(rec.Data), spec); len(diff) > 0 {
-		return nil, backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name: one per run and per loop item (e.g. {{workflow.name}}-{{item}})",
+		return nil, false, backends.Invalid(diff[0], "%s already exists with a different %s; delete it (bridge-runner cleanup) or use another job name: one per run and per loop item (e.g. {{workflow.name}}-{{item}})",
 			store.Describe(), strings.Join(diff, ", "))
 	}
-	return rec, nil
+	return rec, created, nil
 }
 
 func killRequested(d map[string]string) bool {
@@ -469,16 +502,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 	if finder == nil {
 		log.Warn("this backend cannot find jobs by key: a crash between submit and recording the id could submit twice")
 	}
-	findAny := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
-	// Only a whole array is adopted: the chunks an invoker that died
-	// left unsubmitted are submitted by submitChunks.
-	find := func(ctx context.Context) (string, error) {
-		id, err := findAny(ctx)
-		if err == nil && r.arr != nil && !r.arr.complete(ctx, id) {
-			id = ""
-		}
-		return id, err
-	}
+	findAny, find := r.findersByKey(finder, key)
 	for {
 		if id := r.rec.Data[record.KeyID]; id != "" {
 			if err := r.checkID(ctx, be, id); err != nil {
@@ -490,6 +514,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 		if killRequested(r.rec.Data) {
 			return r.killedBeforeID(ctx, findAny, key, log)
 		}
+		own := r.takeOwnIntent()
 		cur, hasIntent := parseIntent(r.rec.Data[record.KeyIntent])
 		if hasIntent && cur.holder != r.Holder {
 			// Someone submitted or is submitting. Whatever state it is in,
@@ -505,19 +530,57 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 				continue
 			}
 		}
-		if !hasIntent || cur.holder != r.Holder {
-			if err := r.discover(ctx, be); err != nil {
-				return "", err
-			}
-			if ok, err := r.claimIntent(ctx, key); err != nil || !ok {
+		if !hasIntent || cur.holder != r.Holder || own {
+			if ok, err := r.discoverAndClaim(ctx, be, key, own); err != nil || !ok {
 				if err != nil {
 					return "", err
 				}
 				continue // changed under us: look again
 			}
 		}
-		return r.submitClaimed(ctx, be, key, hasIntent, prepare, find, log)
+		return r.submitClaimed(ctx, be, key, hasIntent && !own, prepare, find, log)
 	}
+}
+
+// findersByKey look for the job by its key: any job (findAny), and the
+// job to adopt (find). Only a whole array is adopted: the chunks an
+// invoker that died left unsubmitted are submitted by submitChunks.
+func (r *run) findersByKey(finder backends.Finder, key string) (findAny, find func(context.Context) (string, error)) {
+	findAny = func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, key) }
+	find = func(ctx context.Context) (string, error) {
+		id, err := findAny(ctx)
+		if err == nil && r.arr != nil && !r.arr.complete(ctx, id) {
+			id = ""
+		}
+		return id, err
+	}
+	return findAny, find
+}
+
+// takeOwnIntent reports whether the record still holds the intent this
+// invoke created it with (createRecord). Used once: after a lost stamp or
+// a change, the record is looked at again as any record.
+func (r *run) takeOwnIntent() bool {
+	own := r.ownIntent != "" && r.rec.Data[record.KeyIntent] == r.ownIntent
+	r.ownIntent = ""
+	return own
+}
+
+// discoverAndClaim readies the submit: discovery first, then the intent
+// claimed by its fenced update (false: the record changed under us).
+// The intent the record was created with (own) needs no claim, unless the
+// set-up since the create took more than a fifth of SubmitLease: a waiter
+// counts the lease from when it first saw the intent and the submit takes
+// up to four fifths of it (submit), so the intent is then stamped again,
+// by the same fenced update, for the lease to cover the whole submit.
+func (r *run) discoverAndClaim(ctx context.Context, be backends.Backend, key string, own bool) (bool, error) {
+	if err := r.discover(ctx, be); err != nil {
+		return false, err
+	}
+	if own && time.Since(r.ownIntentAt) <= r.SubmitLease/5 {
+		return true, nil
+	}
+	return r.claimIntent(ctx, key)
 }
 
 // discover asks the backend what it must know before a submit (see
@@ -814,6 +877,9 @@ func (r *run) recordID(ctx context.Context, id string) error {
 			}
 			c := record.Set(d, record.KeyID, id)
 			c = record.Set(d, record.KeyIDFingerprint, idFingerprint(r.rec.UID, id)) || c
+			if d[record.KeyKey] == "" { // an intent made with the record's create has no key: its UID came with the answer
+				c = record.Set(d, record.KeyKey, jobKey(r.rec.UID, d)) || c
+			}
 			c = record.Set(d, record.KeyIntent, "") || c
 			return c, nil
 		})

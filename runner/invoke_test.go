@@ -23,7 +23,17 @@ import (
 // countingStore counts writes, to prove status is written only on change.
 type countingStore struct {
 	record.Store
-	updates atomic.Int64
+	updates, gets, creates atomic.Int64
+}
+
+func (c *countingStore) Get(ctx context.Context) (*record.Record, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx)
+}
+
+func (c *countingStore) Create(ctx context.Context, d map[string]string) (*record.Record, error) {
+	c.creates.Add(1)
+	return c.Store.Create(ctx, d)
 }
 
 func (c *countingStore) Update(ctx context.Context, r *record.Record) (*record.Record, error) {

@@ -120,3 +120,28 @@ func TestRequestCountsRoundTrip(t *testing.T) {
 	assert.Equal(t, "error", record.RequestClass(0))
 	assert.Equal(t, "4xx", record.RequestClass(429))
 }
+
+// TestALoneJobCostsACreateAndAWritePerTransition: a step given the job's
+// flags creates its record with the submit intent in it (no read that
+// finds none first, no update for the intent), and an accounting that
+// knows the job's end at once rides on the final write: the id, PENDING,
+// RUNNING, DONE are all the writes (before: 6, and a read).
+func TestALoneJobCostsACreateAndAWritePerTransition(t *testing.T) {
+	cs := &countingStore{Store: record.NewFileStore(t.TempDir(), "job")}
+	a := &accountingFake{usage: backends.Usage{Tasks: 1, CPUSeconds: 1, CPUs: 1, CoreSeconds: 1, Elapsed: time.Second, TimeLimit: time.Minute}}
+	h := accountingHarness(t, a)
+	h.store = cs
+	iv := h.invoker(h.spec(`{"pending":"300ms","run":"300ms","exitCode":0}`))
+	require.NoError(t, iv.Run(context.Background()))
+	d := h.record()
+	require.Equal(t, "DONE", d[record.KeyJobStatus])
+	assert.Equal(t, int64(1), cs.creates.Load(), "the record's create")
+	assert.Equal(t, 1, h.fake.Count("submit"))
+	assert.NotEmpty(t, d[record.KeyKey], "the idempotency key, written with the id")
+	assert.Empty(t, d[record.KeyIntent], "the intent cleared with the id")
+	assert.NotEmpty(t, d[record.KeyEfficiency], "the efficiency, with the final state")
+	assert.Equal(t, 1, a.calls, "the accounting asked once")
+	// The test's own read of the record above is one.
+	assert.Equal(t, int64(1), cs.gets.Load(), "no read before the create")
+	assert.LessOrEqual(t, cs.updates.Load(), int64(4), "the id, PENDING, RUNNING, DONE")
+}

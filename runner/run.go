@@ -49,6 +49,11 @@ type run struct {
 	// intentSeenAt when this process first saw it (see leaseLeft).
 	intentSeen   string
 	intentSeenAt time.Time
+	// ownIntent is the submit intent this invoke created the record with
+	// (createRecord), and ownIntentAt when it did: empty once used or when
+	// the record was not ours to create.
+	ownIntent   string
+	ownIntentAt time.Time
 
 	// graceEnd is when invoke must be done after SIGTERM (unix ns; zero
 	// until invoke first sees its context end): see stopping.

@@ -1,0 +1,80 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
+)
+
+// loneJobKube runs one job of secs seconds as its own invoke, with a
+// Kubernetes client of its own, and returns its requests by verb.
+func (e *slurmEnv) loneJobKube(job string, secs int, cluster string, watchOff bool) (map[string]int, string) {
+	kc := testkube.KubeClient(e.t, testkube.Config(e.t))
+	iv := &runner.Invoker{JobName: job, Registry: e.reg, Holder: e.nss[0] + "/" + job, Backend: e.backendConfig(),
+		Spec: &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: fmt.Sprintf("#!/bin/sh\nsleep %d\n", secs),
+			UpdateInterval: "5", Cluster: cluster},
+		Store: &record.ConfigMapStore{Client: kc, Namespace: e.nss[0], Name: record.ConfigMapName(job)},
+		Log:   slog.New(slog.NewTextHandler(e.logs, nil)), MinPoll: runner.DefaultMinPoll, Watch: runner.WatchConfig{Off: watchOff},
+		SubmitLease: 30 * time.Second, RetryBudget: 60 * time.Second, CancelWait: 10 * time.Second, Grace: 10 * time.Second}
+	// A ceiling, not a figure: the shared cluster may queue the job.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	require.NoError(e.t, iv.Run(ctx), job)
+	require.Equal(e.t, "DONE", iv.Result().Status, "the true state, from the backend")
+	by := map[string]int{}
+	for _, m := range regexp.MustCompile(`(\w+)=(\d+)`).FindAllStringSubmatch(kc.RequestsByVerb(), -1) {
+		by[m[1]], _ = strconv.Atoi(m[2])
+	}
+	return by, kc.RequestsByVerb()
+}
+
+func total(by map[string]int) int {
+	n := 0
+	for _, v := range by {
+		n += v
+	}
+	return n
+}
+
+// On the real kube-apiserver and Slurm 24.11: what one lone job's step
+// sends to Kubernetes, by verb, with the cluster's agent, with the in-step
+// watcher and polling alone. Its three transitions (PENDING, RUNNING,
+// DONE) are three writes; beside them the record's create (with the
+// submit intent in it), the id's write, and one watch. Before: 11 with
+// the agent (a read of the missing record, the heartbeat's list, a
+// watch of it, an update for the intent and one for the efficiency).
+func TestLoneJobKubernetesRequestsOnSlurm2411(t *testing.T) {
+	e := newSlurmEnv(t, 1, time.Second)
+	e.startAgent()
+	e.awaitMemo(e.nss[0])
+	agentBy, agentS := e.loneJobKube("kreqs-agent", 3, cluster, false)
+	stepBy, stepS := e.loneJobKube("kreqs-step", 3, "", false)
+	pollBy, pollS := e.loneJobKube("kreqs-poll", 3, "", true)
+	t.Logf("a lone job's Kubernetes requests: agent %d (%s); in-step watcher %d (%s); polling alone %d (%s)",
+		total(agentBy), agentS, total(stepBy), stepS, total(pollBy), pollS)
+	for name, by := range map[string]map[string]int{"agent": agentBy, "polling alone": pollBy} {
+		s := fmt.Sprint(by)
+		assert.Equal(t, 1, by["create"], "%s: the record's create carries the submit intent: %s", name, s)
+		// The id, and one write per transition (the efficiency folded
+		// into the last: 24.11 here keeps no accounting, which it says at once).
+		assert.LessOrEqual(t, by["update"], 4, "%s: %s", name, s)
+		assert.Zero(t, by["delete"]+by["patch"], "%s: %s", name, s)
+	}
+	assert.Zero(t, pollBy["get"], "polling alone: no read beside the create and the watch: %s", pollS)
+	assert.LessOrEqual(t, total(agentBy), 8, "with the agent: %s", agentS)
+	assert.LessOrEqual(t, total(pollBy), 6, "polling alone: %s", pollS)
+	// The in-step watcher's lease costs its own (a create, renewals, a
+	// handover); the record's part is cut as above (23 before).
+	assert.LessOrEqual(t, total(stepBy), 21, "with the in-step watcher: %s", stepS)
+}
