@@ -249,6 +249,17 @@ type Placed struct {
 	Policy  string    `json:"policy"`
 	At      time.Time `json:"at"`
 	Probes  []Probe   `json:"probes"`
+	// Shares, for an array spread over several targets, are the targets
+	// that got tasks and which; empty when the job went to Target alone.
+	Shares []Share `json:"shares,omitempty"`
+}
+
+// Share is the part of a spread array one target runs: its indexes in
+// the user's array ("0-11,40") and how many tasks they are.
+type Share struct {
+	Target  string `json:"target"`
+	Indexes string `json:"indexes"`
+	Tasks   int    `json:"tasks"`
 }
 
 // Probe is what placement saw of one target: its load, or why it was
