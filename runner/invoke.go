@@ -221,7 +221,7 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	defer closeBackend(be, r.Log)
-	r.result.Job, r.result.Target = r.JobName, desc.Target
+	r.result.Job, r.result.Target = r.JobName, r.targetOf(desc)
 	// The job of the record's current attempt, with that attempt's key.
 	jobOf := func() (backends.Job, func() (backends.Job, error)) {
 		base := backends.Job{Name: r.JobName, Key: jobKey(r.rec.UID, r.rec.Data), Properties: desc.Properties}
