@@ -41,6 +41,7 @@ type arrayBackend struct {
 	// (arrayspread.go); nil for an array on one target. targets[k] is the
 	// target of chunks[k] ("" for this backend's own).
 	shares  []record.Share
+	home    string // the placed target, whose backend is the array's own
 	peers   map[string]*peer
 	targets []string
 }

@@ -304,7 +304,7 @@ func (r *run) addPeers(a *arrayBackend, desc *record.Description) error {
 	if err != nil || p == nil || len(p.Shares) < 2 {
 		return err
 	}
-	a.shares, a.peers = p.Shares, map[string]*peer{}
+	a.shares, a.home, a.peers = p.Shares, p.Target, map[string]*peer{}
 	if a.limiter == nil {
 		return backends.Invalid(record.KeyPlacement, "spread needs backends whose arrays take an offset (Slurm); target %s's backend %s does not", p.Target, desc.Backend)
 	}
@@ -371,4 +371,14 @@ func sharesSummary(shares []record.Share) string {
 		parts[i] = s.Target + " " + strconv.Itoa(s.Tasks)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// chunkName is how job.log names the chunk id: with its target's name
+// when the array is spread ("a:123", "b:77"), so each task's line says
+// which cluster ran it.
+func (a *arrayBackend) chunkName(id string) string {
+	if a.home == "" || strings.Contains(id, ":") {
+		return id
+	}
+	return a.home + ":" + id
 }

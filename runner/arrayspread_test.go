@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -120,4 +121,22 @@ func TestApportionSumsExactlyAndFavoursNoZeroWeight(t *testing.T) {
 	assert.Equal(t, []int{1, 1, 0}, apportion(2, []float64{1, 1, 1}), "ties go to the first listed")
 	assert.Equal(t, []int{0, 0}, apportion(5, []float64{0, 0}))
 	assert.Equal(t, []int{2000, 0}, apportion(2000, []float64{1, 0}))
+}
+
+// job.log of a spread array names each task's cluster: the placed
+// target's chunks as well as the others'.
+func TestJobLogNamesEachTasksCluster(t *testing.T) {
+	arr := mustArray(t, "0-3")
+	a := &arrayBackend{arr: arr, home: "a", peers: map[string]*peer{"b": {}}}
+	a.tasks = map[int]backends.Status{0: {State: backends.Done}, 1: {State: backends.Done}, 2: {State: backends.Done}, 3: {State: backends.Done}}
+	a.last = foldArray(arr, a.tasks)
+	text := jobLogText("10@0+b:10@2", a, func(int) string { return "-" })
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	require.Len(t, lines, 2+4, text)
+	assert.Equal(t, []string{
+		"0\ta:10\t0\tDONE\t-\t-\t-",
+		"1\ta:10\t1\tDONE\t-\t-\t-",
+		"2\tb:10\t0\tDONE\t-\t-\t-",
+		"3\tb:10\t1\tDONE\t-\t-\t-",
+	}, lines[2:], "job 10 on a and job 10 on b are told apart")
 }
