@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,12 +55,18 @@ func TestSlurmArraySpreadOverTwoClusters(t *testing.T) {
 		assert.Equal(t, "old,young", sum["target"], "the outputs name both targets")
 	}
 
-	clusters := map[string]slurmCluster{"old": old, "young": young}
-	// The chunks the record lists, or the one array of a job that went to
-	// one target alone, under the array's own key.
+	assertSpreadOnce(t, rec, p, map[string]slurmCluster{"old": old, "young": young}, 20)
+}
+
+// assertSpreadOnce: each chunk the record lists (or the one array of a
+// job that went to one target alone) is one native array on its own
+// cluster, of as many tasks as its indexes, and no other cluster has an
+// array with its key; the chunks hold every task.
+func assertSpreadOnce(t *testing.T, rec *record.Record, p *record.Placed, clusters map[string]slurmCluster, total int) {
+	t.Helper()
 	lines := strings.Split(rec.Data[record.KeyArrayChunks], "\n")[1:]
 	if len(p.Shares) == 0 {
-		lines = []string{"0-19 " + rec.Data[record.KeyID]}
+		lines = []string{"0-" + strconv.Itoa(total-1) + " " + rec.Data[record.KeyID]}
 	}
 	tasks := 0
 	for k, line := range lines {
@@ -69,7 +79,7 @@ func TestSlurmArraySpreadOverTwoClusters(t *testing.T) {
 		require.NoError(t, err, line)
 		tasks += part.Count()
 		key := runner.ChunkKey(rec.Data[record.KeyKey], k)
-		if len(p.Shares) == 0 {
+		if len(p.Shares) == 0 && rec.Data[record.KeyArrayChunks] == "" {
 			key = rec.Data[record.KeyKey]
 		}
 		for name, c := range clusters {
@@ -80,7 +90,7 @@ func TestSlurmArraySpreadOverTwoClusters(t *testing.T) {
 			assert.Equal(t, want, slurmArraysByComment(t, c, key), "chunk %d (%s) on %s", k, line, name)
 		}
 	}
-	assert.Equal(t, 20, tasks, "the chunks cover the array")
+	assert.Equal(t, total, tasks, "the chunks cover the array")
 }
 
 // freeAtProbe is each target's free CPUs as the placement recorded them.
@@ -92,4 +102,38 @@ func freeAtProbe(p *record.Placed) map[string]int {
 		}
 	}
 	return out
+}
+
+// TestSlurmArraySpreadCrashesSubmitOnce kills invoke with SIGKILL between
+// chunks of an array spread over the real 22.05 and 24.11 (each share
+// split in chunks of 4, so that the points fire whatever the shares),
+// then restarts it: the restart ends DONE=12 and every chunk is one
+// native array on its own cluster, none doubled, none lost.
+func TestSlurmArraySpreadCrashesSubmitOnce(t *testing.T) {
+	clearEnv(t)
+	old, young := twoSlurms(t)
+	for _, point := range runner.ChunkCrashPoints {
+		t.Run(point, func(t *testing.T) {
+			state := t.TempDir()
+			args := []string{"--state-dir", state, "--job-name", "spread-crash", "--backend", "slurm",
+				"--targets", twoTargets(old, young), "--placement", "spread", "--array", "0-11/4",
+				"--job-properties", `{"partition":"debug","time_limit":5}`, "--script", "#!/bin/sh\nsleep 1\n",
+				"--update-interval", "1", "--submit-lease", "3s", "--watcher=false"}
+			cmd, out := startInvoke(t, []string{"BRIDGE_CRASH_AT=" + point}, args...)
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL,
+				"invoke must die at %s: %s", point, out)
+			code, text := runBinary(t, append([]string{"invoke"}, args...)...)
+			require.Equal(t, 0, code, "after a crash at %s: %s", point, text)
+			assert.Equal(t, "DONE=12", summary(t, text)["arrayCounts"], text)
+			rec, err := record.NewFileStore(state, "spread-crash").Get(context.Background())
+			require.NoError(t, err)
+			p, err := record.ParsePlaced(rec.Data[record.KeyPlacement])
+			require.NoError(t, err)
+			require.NotNil(t, p)
+			t.Logf("chunks: %s", rec.Data[record.KeyArrayChunks])
+			assertSpreadOnce(t, rec, p, map[string]slurmCluster{"old": old, "young": young}, 12)
+		})
+	}
 }
