@@ -163,6 +163,10 @@ func (r *run) noteFailure(d map[string]string, err error) bool {
 	}
 	if cur, ok := parseIntent(d[record.KeyIntent]); ok && cur.holder == r.Holder {
 		c = record.Set(d, record.KeyIntent, "") || c
+		if !invalid && voidPlacement(d) {
+			r.Log.Warn("the placed target could not be reached and nothing was submitted: a retry places the job anew")
+			c = true
+		}
 	}
 	if invalid && record.IBMMode(r.Store) && d[record.KeyJobStatus] == "" {
 		c = record.Set(d, record.KeyJobStatus, string(backends.Failed)) || c
