@@ -348,9 +348,10 @@ func (r *run) updateChunks(ctx context.Context, edit func(string) string) error 
 }
 
 // needsLimit reports whether plan would ask the cluster its array limit
-// (false for nil: not an array).
+// (false for nil: not an array). A spread array asks every target's
+// (spreadPlan): one cluster's agent cannot tell it.
 func (a *arrayBackend) needsLimit() bool {
-	if a == nil || a.limiter == nil || a.arr.Chunk > 0 {
+	if a == nil || a.limiter == nil || a.arr.Chunk > 0 || len(a.shares) > 0 {
 		return false
 	}
 	a.mu.Lock()

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -140,3 +141,16 @@ func TestJobLogNamesEachTasksCluster(t *testing.T) {
 		"3\tb:10\t1\tDONE\t-\t-\t-",
 	}, lines[2:], "job 10 on a and job 10 on b are told apart")
 }
+
+// A spread array's chunk size is the smallest limit of its targets: the
+// placed cluster's agent, which knows only its own, does not set it.
+func TestSpreadIgnoresOneClustersPublishedLimit(t *testing.T) {
+	a := &arrayBackend{arr: mustArray(t, "0-9"), limiter: limitOf(1001), shares: []record.Share{{Target: "a"}, {Target: "b"}}}
+	assert.False(t, a.needsLimit())
+	assert.False(t, a.useLimit(1001))
+	assert.Zero(t, a.size)
+}
+
+type limitOf int
+
+func (l limitOf) ArrayLimit(context.Context) (int, error) { return int(l), nil }
