@@ -149,11 +149,11 @@ func takeTasks(arr backends.Array, counts []int) []backends.Array {
 
 // spreadShares is the spread of arr over the candidates: the targets that
 // get tasks, each with its indexes, in the targets' order. With no
-// candidate able to take the job it is choose's error (transient when a
+// candidate able to take the job it is noTarget's error (transient when a
 // target did not answer, else invalid input).
 func spreadShares(cands []candidate, arr backends.Array) ([]record.Share, error) {
-	if _, err := choose(record.PolicyOrdered, cands); err != nil {
-		return nil, err
+	if firstFit(cands) < 0 {
+		return nil, noTarget(cands)
 	}
 	counts := apportion(arr.Count(), spreadWeights(cands, arr))
 	var shares []record.Share

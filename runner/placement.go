@@ -301,6 +301,13 @@ func choose(policy string, cands []candidate) (int, error) {
 		}
 		return best, nil
 	}
+	return -1, noTarget(cands)
+}
+
+// noTarget is the error of candidates none of which can take the job:
+// transient when any target did not answer (a retry may find it back),
+// else invalid input (exit 2).
+func noTarget(cands []candidate) error {
 	var why []string
 	down := false
 	for _, c := range cands {
@@ -309,9 +316,9 @@ func choose(policy string, cands []candidate) (int, error) {
 	}
 	msg := "no target can take the job now (" + strings.Join(why, "; ") + ")"
 	if down {
-		return -1, backends.Transient(errors.New(msg))
+		return backends.Transient(errors.New(msg))
 	}
-	return -1, backends.Invalid("targets", "%s; give a target where it fits", msg)
+	return backends.Invalid("targets", "%s; give a target where it fits", msg)
 }
 
 func firstFit(cands []candidate) int {
