@@ -229,12 +229,13 @@ func (a *arrayBackend) spreadPlan(ctx context.Context) ([]backends.Array, error)
 	}
 	var chunks []backends.Array
 	var targets []string
-	for _, s := range a.shares {
+	par := shareParallel(a.arr.MaxParallel, a.shares)
+	for i, s := range a.shares {
 		part, err := backends.ParseArray(s.Indexes)
 		if err != nil || part.Count() != s.Tasks {
 			return nil, backends.Invalid(record.KeyPlacement, "names a share bridge-runner did not write; the record was edited: cleanup, then run the step again")
 		}
-		part.MaxParallel = a.arr.MaxParallel
+		part.MaxParallel = par[i]
 		for _, c := range part.Chunks(size) {
 			chunks = append(chunks, rebase(c))
 			targets = append(targets, a.peerName(s.Target))
@@ -381,4 +382,23 @@ func (a *arrayBackend) chunkName(id string) string {
 		return id
 	}
 	return a.home + ":" + id
+}
+
+// shareParallel divides the array's "%M" (at most M tasks at once) among
+// the shares by their tasks, so that all clusters together keep to M: each
+// share gets at least one (with fewer than one per target, the bound is
+// the number of targets). 0 (no bound) stays 0 everywhere.
+func shareParallel(m int, shares []record.Share) []int {
+	out := make([]int, len(shares))
+	if m <= 0 {
+		return out
+	}
+	w := make([]float64, len(shares))
+	for i, s := range shares {
+		w[i] = float64(s.Tasks)
+	}
+	for i, n := range apportion(m, w) {
+		out[i] = max(n, 1)
+	}
+	return out
 }

@@ -154,3 +154,17 @@ func TestSpreadIgnoresOneClustersPublishedLimit(t *testing.T) {
 type limitOf int
 
 func (l limitOf) ArrayLimit(context.Context) (int, error) { return int(l), nil }
+
+// "%M" bounds the tasks at once over all clusters together, not on each.
+func TestSpreadKeepsTheParallelBoundOverAllClusters(t *testing.T) {
+	shares := []record.Share{{Target: "a", Indexes: "0-14", Tasks: 15}, {Target: "b", Indexes: "15-19", Tasks: 5}}
+	assert.Equal(t, []int{6, 2}, shareParallel(8, shares))
+	assert.Equal(t, []int{0, 0}, shareParallel(0, shares), "no bound stays none")
+	assert.Equal(t, []int{1, 1}, shareParallel(1, shares), "one each at least")
+
+	a := &arrayBackend{arr: mustArray(t, "0-19%8"), size: 100, shares: shares, peers: map[string]*peer{"b": {}}}
+	chunks, err := a.plan(context.Background())
+	require.NoError(t, err)
+	require.Len(t, chunks, 2)
+	assert.Equal(t, 8, chunks[0].MaxParallel+chunks[1].MaxParallel)
+}
