@@ -59,13 +59,13 @@ func TestSlurmArraySpreadOverTwoClusters(t *testing.T) {
 }
 
 // assertSpreadOnce: each chunk the record lists (or the one array of a
-// job that went to one target alone) is one native array on its own
+// job that went to one target alone, unsplit) is one native array on its own
 // cluster, of as many tasks as its indexes, and no other cluster has an
 // array with its key; the chunks hold every task.
 func assertSpreadOnce(t *testing.T, rec *record.Record, p *record.Placed, clusters map[string]slurmCluster, total int) {
 	t.Helper()
 	lines := strings.Split(rec.Data[record.KeyArrayChunks], "\n")[1:]
-	if len(p.Shares) == 0 {
+	if rec.Data[record.KeyArrayChunks] == "" {
 		lines = []string{"0-" + strconv.Itoa(total-1) + " " + rec.Data[record.KeyID]}
 	}
 	tasks := 0
@@ -79,7 +79,7 @@ func assertSpreadOnce(t *testing.T, rec *record.Record, p *record.Placed, cluste
 		require.NoError(t, err, line)
 		tasks += part.Count()
 		key := runner.ChunkKey(rec.Data[record.KeyKey], k)
-		if len(p.Shares) == 0 && rec.Data[record.KeyArrayChunks] == "" {
+		if rec.Data[record.KeyArrayChunks] == "" {
 			key = rec.Data[record.KeyKey]
 		}
 		for name, c := range clusters {
