@@ -48,10 +48,13 @@ const (
 	// PolicyOrdered takes the first target, in the order given, where the
 	// job starts now; else the first that answered and fits (spill-over).
 	PolicyOrdered = "ordered"
+	// PolicySpread divides an array's tasks among the targets in
+	// proportion to how many each can start now (runner/arrayspread.go).
+	PolicySpread = "spread"
 )
 
 // Policies lists the placement policies, the default first.
-var Policies = []string{PolicyEarliestStart, PolicyLeastPending, PolicyOrdered}
+var Policies = []string{PolicyEarliestStart, PolicyLeastPending, PolicyOrdered, PolicySpread}
 
 // MaxTargets bounds the targets of one job: each is probed before the
 // submit, and the record keeps what each probe saw.
@@ -89,6 +92,9 @@ func parseTargets(raw, placement string, d *Description) error {
 	}
 	d.Targets = ts
 	d.Policy = strings.TrimSpace(placement)
+	if d.Policy == PolicySpread && d.Array == nil {
+		return backends.Invalid("placement", "spread divides an array's tasks among the targets, and this job has no array key; give one (e.g. 0-99) or another policy (earliest-start, least-pending, ordered)")
+	}
 	for _, p := range Policies {
 		if d.Policy == p {
 			return nil
@@ -249,6 +255,18 @@ type Placed struct {
 	Policy  string    `json:"policy"`
 	At      time.Time `json:"at"`
 	Probes  []Probe   `json:"probes"`
+	// Shares, for an array spread over several targets, are the targets
+	// that got tasks and which; empty when the job went to Target alone.
+	Shares []Share `json:"shares,omitempty"`
+}
+
+// Share is the part of a spread array one target runs: its indexes in
+// the user's array ("0-11,40") and how many tasks they are.
+type Share struct {
+	Target  string `json:"target"`
+	Backend string `json:"backend"`
+	Indexes string `json:"indexes"`
+	Tasks   int    `json:"tasks"`
 }
 
 // Probe is what placement saw of one target: its load, or why it was

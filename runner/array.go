@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/record"
 )
 
 // A job array (the description's `array` key) is one job to the rest of
@@ -34,6 +36,14 @@ type arrayBackend struct {
 	chunks []backends.Array        // the plan for size, once made
 
 	progress taskProgress // what the step's log last said of the tasks
+
+	// A spread array's shares and its other targets' backends, by name
+	// (arrayspread.go); nil for an array on one target. targets[k] is the
+	// target of chunks[k] ("" for this backend's own).
+	shares  []record.Share
+	home    string // the placed target, whose backend is the array's own
+	peers   map[string]*peer
+	targets []string
 }
 
 // asArray wraps be, an ArraySubmitter, for the array arr (newBackend
@@ -124,10 +134,16 @@ func (a *arrayBackend) Validate(job backends.Job) error {
 // the run's closeBackend to log: closing it there with no logger would
 // panic on that error.
 func (a *arrayBackend) Close() error {
-	if c, ok := a.Backend.(io.Closer); ok {
-		return c.Close()
+	var errs []error
+	for _, p := range a.peers {
+		if c, ok := p.be.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
 	}
-	return nil
+	if c, ok := a.Backend.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // arraySummary is an array's state and what the record and the outputs

@@ -83,6 +83,9 @@ func (a *arrayBackend) plan(ctx context.Context) ([]backends.Array, error) {
 	if a.chunks != nil {
 		return a.chunks, nil
 	}
+	if len(a.shares) > 0 {
+		return a.spreadPlan(ctx)
+	}
 	size := a.size
 	switch {
 	case size > 0:
@@ -103,12 +106,13 @@ func (a *arrayBackend) plan(ctx context.Context) ([]backends.Array, error) {
 // ("" when none is found), and whether every chunk was. It stops at the
 // first chunk not found.
 func (a *arrayBackend) findChunks(ctx context.Context, key string, chunks []backends.Array) (string, bool, error) {
-	f, ok := a.Backend.(backends.Finder)
-	if !ok {
-		return "", false, nil
-	}
 	var refs []chunkRef
 	for k, c := range chunks {
+		be, _ := a.chunkBackend(k)
+		f, ok := be.(backends.Finder)
+		if !ok {
+			return "", false, nil
+		}
 		id, err := f.FindByKey(ctx, ChunkKey(key, k))
 		if err != nil {
 			return "", false, err
@@ -116,7 +120,7 @@ func (a *arrayBackend) findChunks(ctx context.Context, key string, chunks []back
 		if id == "" {
 			break // chunk k+1 is submitted only once chunk k is
 		}
-		refs = append(refs, chunkRef{id, c.Offset})
+		refs = append(refs, chunkRef{a.qualify(k, id), c.Offset})
 	}
 	if len(refs) == 0 {
 		return "", false, nil
@@ -139,7 +143,8 @@ func (a *arrayBackend) complete(ctx context.Context, id string) bool {
 func (a *arrayBackend) chunkStatus(ctx context.Context, refs []chunkRef) (map[int]backends.Status, error) {
 	tasks := map[int]backends.Status{}
 	for _, c := range refs {
-		ts, err := a.as.ArrayStatus(ctx, c.id)
+		_, as, raw := a.route(c.id)
+		ts, err := as.ArrayStatus(ctx, raw)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %s: %w", c.id, err)
 		}
@@ -155,7 +160,8 @@ func (a *arrayBackend) chunkStatus(ctx context.Context, refs []chunkRef) (map[in
 func (a *arrayBackend) cancelChunks(ctx context.Context, refs []chunkRef) error {
 	var errs []error
 	for _, c := range refs {
-		if err := a.Backend.Cancel(ctx, c.id); err != nil {
+		be, _, raw := a.route(c.id)
+		if err := be.Cancel(ctx, raw); err != nil {
 			errs = append(errs, fmt.Errorf("chunk %s: %w", c.id, err))
 		}
 	}
@@ -200,7 +206,6 @@ func (r *run) submitChunks(ctx context.Context, job backends.Job, chunks []backe
 		return "", err
 	}
 	done := recordedChunks(r.rec.Data[record.KeyArrayChunks])
-	finder, _ := r.arr.Backend.(backends.Finder)
 	refs := make([]chunkRef, len(chunks))
 	looked := false
 	for k, c := range chunks {
@@ -208,13 +213,18 @@ func (r *run) submitChunks(ctx context.Context, job backends.Job, chunks []backe
 			refs[k] = chunkRef{id, c.Offset}
 			continue
 		}
+		be, props := r.arr.chunkBackend(k)
+		finder, _ := be.(backends.Finder)
 		ck := job
 		ck.Key = ChunkKey(job.Key, k)
+		if props != nil {
+			ck.Properties = props // the target's partition or queue
+		}
 		if k > 0 && (ck.LogShip == nil || ck.LogShip.Tasks == nil) {
 			ck.LogShip = nil // one live log: the first chunk's (it has the lowest index)
 		}
 		find := func(ctx context.Context) (string, error) { return r.findByKey(ctx, finder, ck.Key) }
-		id, err := r.submitChunk(ctx, ck, c, find, !looked, log)
+		id, err := r.submitChunk(ctx, be, ck, c, find, !looked, log)
 		looked = true
 		var ns *notSubmitted
 		if k > 0 && errors.As(err, &ns) {
@@ -231,6 +241,7 @@ func (r *run) submitChunks(ctx context.Context, job backends.Job, chunks []backe
 				k+1, len(chunks), globalIndexes(c), err.Error())
 		}
 		crashPoint("after-chunk-submit")
+		id = r.arr.qualify(k, id)
 		if err := r.recordChunk(ctx, c, id); err != nil {
 			return "", err
 		}
@@ -244,7 +255,7 @@ func (r *run) submitChunks(ctx context.Context, job backends.Job, chunks []backe
 // submitChunk submits chunk c, unless lookFirst finds it already
 // submitted: the first chunk this invoker has not seen recorded may be one
 // a crashed invoker submitted and did not record (never a later one).
-func (r *run) submitChunk(ctx context.Context, job backends.Job, c backends.Array, find func(context.Context) (string, error),
+func (r *run) submitChunk(ctx context.Context, be backends.Backend, job backends.Job, c backends.Array, find func(context.Context) (string, error),
 	lookFirst bool, log *slog.Logger) (string, error) {
 	if lookFirst {
 		id, err := find(ctx)
@@ -256,7 +267,7 @@ func (r *run) submitChunk(ctx context.Context, job backends.Job, c backends.Arra
 			return id, nil
 		}
 	}
-	return r.submit(ctx, chunkSubmitter{Backend: r.arr.Backend, as: r.arr.as, chunk: c}, job, find, log)
+	return r.submit(ctx, chunkSubmitter{Backend: be, as: be.(backends.ArraySubmitter), chunk: c}, job, find, log)
 }
 
 // globalIndexes is chunk c's indexes as the user gave them.
@@ -337,9 +348,10 @@ func (r *run) updateChunks(ctx context.Context, edit func(string) string) error 
 }
 
 // needsLimit reports whether plan would ask the cluster its array limit
-// (false for nil: not an array).
+// (false for nil: not an array). A spread array asks every target's
+// (spreadPlan): one cluster's agent cannot tell it.
 func (a *arrayBackend) needsLimit() bool {
-	if a == nil || a.limiter == nil || a.arr.Chunk > 0 {
+	if a == nil || a.limiter == nil || a.arr.Chunk > 0 || len(a.shares) > 0 {
 		return false
 	}
 	a.mu.Lock()

@@ -81,6 +81,10 @@ func (r *run) newBackend(desc *record.Description) (backends.Backend, error) {
 		if r.rec != nil { // a chunked array is split as its submit fixed it
 			a.size = recordedChunkSize(r.rec.Data[record.KeyArrayChunks])
 		}
+		if err := r.addPeers(a, desc); err != nil {
+			closeBackend(a, r.Log)
+			return nil, err
+		}
 		return a, nil
 	}
 	return be, nil

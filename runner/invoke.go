@@ -163,6 +163,10 @@ func (r *run) noteFailure(d map[string]string, err error) bool {
 	}
 	if cur, ok := parseIntent(d[record.KeyIntent]); ok && cur.holder == r.Holder {
 		c = record.Set(d, record.KeyIntent, "") || c
+		if !invalid && voidPlacement(d) {
+			r.Log.Warn("the placed target could not be reached and nothing was submitted: a retry places the job anew")
+			c = true
+		}
 	}
 	if invalid && record.IBMMode(r.Store) && d[record.KeyJobStatus] == "" {
 		c = record.Set(d, record.KeyJobStatus, string(backends.Failed)) || c
@@ -221,7 +225,7 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	defer closeBackend(be, r.Log)
-	r.result.Job, r.result.Target = r.JobName, desc.Target
+	r.result.Job, r.result.Target = r.JobName, r.targetOf(desc)
 	// The job of the record's current attempt, with that attempt's key.
 	jobOf := func() (backends.Job, func() (backends.Job, error)) {
 		base := backends.Job{Name: r.JobName, Key: jobKey(r.rec.UID, r.rec.Data), Properties: desc.Properties}

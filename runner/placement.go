@@ -47,12 +47,20 @@ func (r *run) placed(ctx context.Context, desc *record.Description) (*record.Des
 // a re-attach, a cleanup and a second invoker of the record all use the
 // target recorded first.
 func (r *run) place(ctx context.Context, desc *record.Description) (*record.Placed, error) {
-	cands, choice, err := r.choose(ctx, desc)
+	var cands []candidate
+	var choice int
+	var shares []record.Share
+	var err error
+	if desc.Policy == record.PolicySpread {
+		cands, choice, shares, err = r.chooseSpread(ctx, desc)
+	} else {
+		cands, choice, err = r.choose(ctx, desc)
+	}
 	if err != nil {
 		return nil, err
 	}
 	p := &record.Placed{Target: cands[choice].target.Name, Backend: cands[choice].target.Backend, Policy: desc.Policy,
-		At: time.Now().UTC().Truncate(time.Second)}
+		At: time.Now().UTC().Truncate(time.Second), Shares: shares}
 	for _, c := range cands {
 		p.Probes = append(p.Probes, c.probe())
 	}
@@ -74,7 +82,7 @@ func (r *run) place(ctx context.Context, desc *record.Description) (*record.Plac
 	if won, _ := record.ParsePlaced(r.rec.Data[record.KeyPlacement]); won != nil {
 		p = won // ours, or another invoker's of this record that placed it first
 	}
-	r.Log.Info("placed the job", "target", p.Target, "policy", p.Policy, "probes", placementSummary(p))
+	r.Log.Info("placed the job", "target", p.Target, "policy", p.Policy, "probes", placementSummary(p), "shares", sharesSummary(p.Shares))
 	return p, nil
 }
 
@@ -293,6 +301,13 @@ func choose(policy string, cands []candidate) (int, error) {
 		}
 		return best, nil
 	}
+	return -1, noTarget(cands)
+}
+
+// noTarget is the error of candidates none of which can take the job:
+// transient when any target did not answer (a retry may find it back),
+// else invalid input (exit 2).
+func noTarget(cands []candidate) error {
 	var why []string
 	down := false
 	for _, c := range cands {
@@ -301,9 +316,9 @@ func choose(policy string, cands []candidate) (int, error) {
 	}
 	msg := "no target can take the job now (" + strings.Join(why, "; ") + ")"
 	if down {
-		return -1, backends.Transient(errors.New(msg))
+		return backends.Transient(errors.New(msg))
 	}
-	return -1, backends.Invalid("targets", "%s; give a target where it fits", msg)
+	return backends.Invalid("targets", "%s; give a target where it fits", msg)
 }
 
 func firstFit(cands []candidate) int {

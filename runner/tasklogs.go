@@ -155,7 +155,7 @@ func (r *run) uploadArrayLog(ctx context.Context, desc *record.Description, be b
 // jobLogText is an array's job.log: a line of its state, then one
 // tab-separated line per task, by index: the index the user gave, the
 // native array (a chunk's id when the array was split) and its task
-// number there, the state, the backend's state, the exit code ("-" when
+// number there (a spread array's chunk ids name their targets, "b:77"), the state, the backend's state, the exit code ("-" when
 // none is known) and the task's log, logOf(index).
 func jobLogText(id string, a *arrayBackend, logOf func(int) string) string {
 	a.mu.Lock()
@@ -179,7 +179,7 @@ func jobLogText(id string, a *arrayBackend, logOf func(int) string) string {
 				code = strconv.Itoa(*t.ExitCode)
 			}
 			ref := chunkOf(refs, i)
-			fmt.Fprintf(&b, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", i, ref.id, i-ref.offset, t.State, orDash(t.Raw), code, logOf(i))
+			fmt.Fprintf(&b, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", i, a.chunkName(ref.id), i-ref.offset, t.State, orDash(t.Raw), code, logOf(i))
 		}
 	}
 	return b.String()
