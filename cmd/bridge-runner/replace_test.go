@@ -40,7 +40,7 @@ import (
 func TestReplaceOnTwoRealSlurms(t *testing.T) {
 	clearEnv(t)
 	old, young := twoSlurms(t)
-	for _, point := range []string{"", "after-move-intent", "after-move-cancel", "after-submit", "after-id"} {
+	for _, point := range append(append([]string{""}, runner.MoveCrashPoints...), "after-submit", "after-id") {
 		t.Run(cmpOr(point, "no-crash"), func(t *testing.T) {
 			unfill := holdShort(t, young)
 			name := fmt.Sprintf("mv-%d", time.Now().UnixNano()%1_000_000_000)
