@@ -155,32 +155,44 @@ func (m metricsOf) checkTypes(t *testing.T) {
 	}
 }
 
-// watchMidLife scrapes the operator every second until it sees the
-// BridgeJob's backend with one more job RUNNING than before and none more
-// ended, in a scrape by the same leader as before, or ctx ends; it sends
-// that scrape (nil if none) on the channel.
-func (e *env) watchMidLife(ctx context.Context, before metricsOf, leader, backend string) <-chan metricsOf {
-	ch := make(chan metricsOf, 1)
+// watchMidLife scrapes the operator's leader every second until ctx ends
+// and returns every scrape the leader answered (pickMid chooses among
+// them once the other Slurm jobs of the window are known).
+func (e *env) watchMidLife(ctx context.Context, leader string) <-chan []metricsOf {
+	ch := make(chan []metricsOf, 1)
 	go func() {
-		var got metricsOf
+		var got []metricsOf
 		defer func() { ch <- got }()
 		_ = poll(ctx, time.Second, func() (bool, error) {
-			m, by, err := e.operatorLeaderMetrics(ctx)
-			if err != nil || by != leader {
-				return false, nil
-			}
-			d := func(fam string, labels ...string) float64 {
-				return m.value(fam, labels...) - before.value(fam, labels...)
-			}
-			if d("bridge_runner_operator_job_transitions_total", "backend", backend, "state", "RUNNING") == 1 &&
-				d("bridge_runner_operator_job_transitions_total", "backend", backend, "state", "DONE") == 0 {
-				got = m
-				return true, nil
+			if m, by, err := e.operatorLeaderMetrics(ctx); err == nil && by == leader {
+				got = append(got, m)
 			}
 			return false, nil
 		})
 	}()
 	return ch
+}
+
+// pickMid is the first scrape that saw the BridgeJob RUNNING and its end
+// not yet counted: the Slurm BridgeJob gauge RUNNING (this test's is the
+// only Slurm BridgeJob meanwhile: slurmBridgeJobs), RUNNING transitions
+// grown by one and DONE by none — exactly when no other Slurm job was
+// active meanwhile (others 0), else by up to one more each for the others
+// (the operator counts workflow steps' records too, and the suite runs
+// Slurm steps beside this test); nil when none did.
+func pickMid(before metricsOf, scrapes []metricsOf, backend string, others int) metricsOf {
+	for _, m := range scrapes {
+		d := func(state string) float64 {
+			return m.value("bridge_runner_operator_job_transitions_total", "backend", backend, "state", state) -
+				before.value("bridge_runner_operator_job_transitions_total", "backend", backend, "state", state)
+		}
+		run, done := d("RUNNING"), d("DONE")
+		if m.value("bridge_runner_operator_bridgejobs", "backend", backend, "state", "RUNNING") >= 1 &&
+			run >= 1 && run <= 1+float64(others) && done <= float64(others) {
+			return m
+		}
+	}
+	return nil
 }
 
 // hostOf is a URL's host and port, as the operator labels a target.

@@ -187,10 +187,11 @@ func TestOperatorSlurmBridgeJob(t *testing.T) {
 	for range 2 {
 		r := e.operatorSlurmRun(t)
 		if r.leader == r.leaderAfter {
-			if r.mid == nil {
-				t.Fatal("no scrape saw the job RUNNING and not yet DONE")
+			others := e.othersIn(t, r)
+			if r.mid = pickMid(r.before, r.scrapes, "slurm", others); r.mid == nil {
+				t.Fatalf("none of %d scrapes saw the job RUNNING and not yet DONE (other Slurm jobs meanwhile: %d)", len(r.scrapes), others)
 			}
-			e.checkSlurmMetrics(t, r, e.othersIn(t, r), hostOf(t, e.slurmPodURL))
+			e.checkSlurmMetrics(t, r, others, hostOf(t, e.slurmPodURL))
 			return
 		}
 		moves = append(moves, r.leader+" -> "+r.leaderAfter)
@@ -203,6 +204,7 @@ func TestOperatorSlurmBridgeJob(t *testing.T) {
 // life, and which leader answered before and after.
 type slurmRun struct {
 	before, mid, after  metricsOf
+	scrapes             []metricsOf // the leader's, while the job ran (pickMid)
 	leader, leaderAfter string
 	// from and to are when the before and after scrapes were taken, id
 	// the BridgeJob's Slurm job (see othersIn).
@@ -230,7 +232,7 @@ func (e *env) operatorSlurmRun(t *testing.T) slurmRun {
 		t.Fatalf("scraping the operator before the BridgeJob: %v", err)
 	}
 	r.from = time.Now()
-	midLife := e.watchMidLife(ctx, r.before, r.leader, "slurm")
+	midLife := e.watchMidLife(ctx, r.leader)
 	e.runBridgeJob(t, bj, func(id string) {
 		r.id = id
 		if sj := e.slurmJob(t, id); !strings.Contains(sj.JobState, "COMPLETED") {
@@ -249,7 +251,7 @@ func (e *env) operatorSlurmRun(t *testing.T) slurmRun {
 		}
 	})
 	cancel()
-	r.mid = <-midLife
+	r.scrapes = <-midLife
 	return r
 }
 
