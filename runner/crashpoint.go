@@ -5,9 +5,9 @@ package runner
 // the exactly-once protocol, including the narrow ones a random kill rarely
 // hits. The hook exists only in binaries built with the bridgetest build tag
 // (the tests build theirs so); a release binary has none (CrashHooks).
-var CrashPoints = []string{"before-intent", "after-intent", "after-submit", "after-id", "following", "after-move-intent", "after-move-cancel"}
+var CrashPoints = []string{"before-intent", "after-intent", "after-submit", "after-id", "following"}
 
-// MoveCrashPoints are the CrashPoints only a job that moves to another
-// target reaches (re-placement, replace.go); TestReplaceOnTwoRealSlurms
-// kills invoke at each of them, the others are reached by any job.
+// MoveCrashPoints are the moments only a job that moves to another target
+// reaches (re-placement, replace.go; BRIDGE_CRASH_AT, as CrashPoints, which
+// any job reaches): TestReplaceOnTwoRealSlurms kills invoke at each.
 var MoveCrashPoints = []string{"after-move-intent", "after-move-cancel"}

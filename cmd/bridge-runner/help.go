@@ -40,7 +40,7 @@ func groupOf(name string) string {
 	}
 	switch name {
 	case "script", "script-location", "script-metadata", "script-extra-location", "job-parameters", "job-properties",
-		"array", "targets", "placement", "update-interval", "pending-limit":
+		"array", "targets", "placement", "replace-after", "update-interval", "pending-limit":
 		return groupJob
 	case "job-name", "configmap", "namespace", "kubeconfig", "state-dir", "store", "status-keys":
 		return groupRecord

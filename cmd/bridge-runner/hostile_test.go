@@ -455,8 +455,10 @@ func TestHostileInputKubernetes(t *testing.T) {
 	}{
 		{"create without any Role", append([]string{"create-configmap", "--kubeconfig", bare, "--job-name", "r1"}, job[:4]...),
 			[]string{"rbac", "create configmaps", "workflows/rbac", "ServiceAccount", "system:serviceaccount:" + ns + ":bare"}},
+		// invoke's first request for a new record is its create (with the
+		// submit intent in it).
 		{"invoke without any Role", append([]string{"invoke", "--kubeconfig", bare, "--job-name", "r2"}, job...),
-			[]string{"rbac", "get configmaps", "workflows/rbac"}},
+			[]string{"rbac", "create configmaps", "workflows/rbac"}},
 		{"invoke with a read-only Role", append([]string{"invoke", "--kubeconfig", reader, "--job-name", "r3"}, job...),
 			[]string{"rbac", "create configmaps", "workflows/rbac"}},
 		{"cleanup without any Role", []string{"cleanup", "--kubeconfig", bare, "--job-name", "r4"},

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -103,9 +102,6 @@ func TestSIGKILLAnywhereRunsOnce(t *testing.T) {
 func TestCrashPointsRunOnce(t *testing.T) {
 	clearEnv(t)
 	for _, point := range runner.CrashPoints {
-		if slices.Contains(runner.MoveCrashPoints, point) {
-			continue // a local job never moves: TestReplaceOnTwoRealSlurms kills there
-		}
 		t.Run(point, func(t *testing.T) {
 			state := t.TempDir()
 			counter := filepath.Join(state, "runs")

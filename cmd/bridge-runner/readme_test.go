@@ -75,7 +75,7 @@ func TestContractDoc(t *testing.T) {
 	for _, o := range runner.OutputFields {
 		has("`" + o.Name + "`")
 	}
-	for _, p := range runner.CrashPoints {
+	for _, p := range append(append([]string{}, runner.CrashPoints...), runner.MoveCrashPoints...) {
 		has("`" + p + "`")
 	}
 	// The backend row names every backend there is (issue 32: htcondor was missing).
