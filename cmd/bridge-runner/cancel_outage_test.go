@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -24,25 +23,12 @@ import (
 // job's state, as squeue would show it.
 func slurmJobState(t *testing.T, c slurmCluster, id string) string {
 	t.Helper()
-	read := func(n string) string {
-		b, err := os.ReadFile(filepath.Join(c.creds, n))
-		require.NoError(t, err)
-		return strings.TrimSpace(string(b))
-	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(c.url, "/")+"/slurm/"+c.api+"/job/"+id, nil)
-	require.NoError(t, err)
-	req.Header.Set("X-SLURM-USER-NAME", read("username"))
-	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var jr struct {
 		Jobs []struct {
 			State json.RawMessage `json:"job_state"`
 		} `json:"jobs"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jr))
+	getSlurmREST(t, c, "job/"+id, &jr)
 	require.Len(t, jr.Jobs, 1)
 	var one string // 22.05: "RUNNING"; 24.11: ["RUNNING"]
 	if json.Unmarshal(jr.Jobs[0].State, &one) == nil {

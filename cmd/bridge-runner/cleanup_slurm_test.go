@@ -24,17 +24,17 @@ import (
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
-// slurmJobsByComment returns the state of each job slurmctld knows whose
-// comment is key (the idempotency key invoke stamps), asked of slurmrestd
-// itself, not through any proxy.
-func slurmJobsByComment(t *testing.T, c slurmCluster, key string) map[string]string {
+// getSlurmREST decodes into v slurmrestd's answer to GET
+// /slurm/<api>/<path> on c, asked with c's credentials directly (not
+// through any proxy or invoke's client): what Slurm itself says.
+func getSlurmREST(t *testing.T, c slurmCluster, path string, v any) {
 	t.Helper()
 	read := func(n string) string {
 		b, err := os.ReadFile(filepath.Join(c.creds, n))
 		require.NoError(t, err)
 		return strings.TrimSpace(string(b))
 	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(c.url, "/")+"/slurm/"+c.api+"/jobs/", nil)
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(c.url, "/")+"/slurm/"+c.api+"/"+path, nil)
 	require.NoError(t, err)
 	req.Header.Set("X-SLURM-USER-NAME", read("username"))
 	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
@@ -42,6 +42,14 @@ func slurmJobsByComment(t *testing.T, c slurmCluster, key string) map[string]str
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
+// slurmJobsByComment returns the state of each job slurmctld knows whose
+// comment is key (the idempotency key invoke stamps), asked of slurmrestd
+// itself, not through any proxy.
+func slurmJobsByComment(t *testing.T, c slurmCluster, key string) map[string]string {
+	t.Helper()
 	var jr struct {
 		Jobs []struct {
 			ID      json.Number     `json:"job_id"`
@@ -49,7 +57,7 @@ func slurmJobsByComment(t *testing.T, c slurmCluster, key string) map[string]str
 			State   json.RawMessage `json:"job_state"`
 		} `json:"jobs"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jr))
+	getSlurmREST(t, c, "jobs/", &jr)
 	out := map[string]string{}
 	for _, j := range jr.Jobs {
 		if j.Comment != key {

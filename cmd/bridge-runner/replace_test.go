@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,19 +142,6 @@ func holdShort(t *testing.T, c slurmCluster) func() {
 // job cancelled has its start time set to its end time).
 func slurmJobsNamed(t *testing.T, c slurmCluster, name string) map[string]string {
 	t.Helper()
-	read := func(n string) string {
-		b, err := os.ReadFile(filepath.Join(c.creds, n))
-		require.NoError(t, err)
-		return strings.TrimSpace(string(b))
-	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(c.url, "/")+"/slurm/"+c.api+"/jobs/", nil)
-	require.NoError(t, err)
-	req.Header.Set("X-SLURM-USER-NAME", read("username"))
-	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var jr struct {
 		Jobs []struct {
 			ID    json.Number     `json:"job_id"`
@@ -167,7 +151,7 @@ func slurmJobsNamed(t *testing.T, c slurmCluster, name string) map[string]string
 			End   json.RawMessage `json:"end_time"`
 		} `json:"jobs"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jr))
+	getSlurmREST(t, c, "jobs/", &jr)
 	out := map[string]string{}
 	for _, j := range jr.Jobs {
 		if j.Name != name {

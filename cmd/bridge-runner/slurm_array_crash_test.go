@@ -5,11 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -25,19 +21,6 @@ import (
 // record of its own; a job not in an array counts under its own id).
 func slurmArraysByComment(t *testing.T, c slurmCluster, key string) map[string]int {
 	t.Helper()
-	read := func(n string) string {
-		b, err := os.ReadFile(filepath.Join(c.creds, n))
-		require.NoError(t, err)
-		return strings.TrimSpace(string(b))
-	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(c.url, "/")+"/slurm/"+c.api+"/jobs/", nil)
-	require.NoError(t, err)
-	req.Header.Set("X-SLURM-USER-NAME", read("username"))
-	req.Header.Set("X-SLURM-USER-TOKEN", read("token"))
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var jr struct {
 		Jobs []struct {
 			ID      json.Number     `json:"job_id"`
@@ -45,7 +28,7 @@ func slurmArraysByComment(t *testing.T, c slurmCluster, key string) map[string]i
 			Array   json.RawMessage `json:"array_job_id"` // a number (v0.0.38), {"number": n} later
 		} `json:"jobs"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jr))
+	getSlurmREST(t, c, "jobs/", &jr)
 	out := map[string]int{}
 	for _, j := range jr.Jobs {
 		if j.Comment != key {
