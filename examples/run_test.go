@@ -29,6 +29,7 @@ var runLedger = map[string]string{
 	"loop/workflow.yaml":        "TestExampleLoopSlurm",
 	"placement/workflow.yaml":   "TestExamplePlacementRunsOnBothClusters",
 	"replace/workflow.yaml":     "TestExampleReplaceWorkflow",
+	"spread/workflow.yaml":      "TestExampleSpreadWorkflow",
 	"kfp-local/kfp_pipeline.py": "hack/kfp_local.py",
 	"local/kfp_pipeline.py":     "hack/kfp_local.py",
 	"loop/kfp_pipeline.py":      "hack/kfp_local.py",
