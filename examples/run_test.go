@@ -43,6 +43,7 @@ var runLedger = map[string]string{
 	"quantum/kfp_pipeline.py":   "hack/kfp_local.py",
 	"placement/kfp_pipeline.py": "hack/kfp_local.py",
 	"replace/kfp_pipeline.py":   "hack/kfp_local.py",
+	"spread/kfp_pipeline.py":    "hack/kfp_local.py",
 	"lsf/job.yaml":              "TestExampleLSFJobAgainstFake",
 	"quantum/job.yaml":          "TestExampleQuantumJobAgainstFake",
 	// The e2e suite's (hack/e2e.sh): each as a user submits it to the
