@@ -43,7 +43,58 @@ func TestExampleSpreadWorkflow(t *testing.T) {
 	if root, _ := nodeNamed(wf, name); root.Params["target"] != "hpc-a,hpc-b" || root.Params["array_counts"] != "DONE=8" {
 		t.Errorf("the workflow's outputs %v, want target hpc-a,hpc-b and DONE=8", root.Params)
 	}
-	wantIDs := spreadArrayIDs(t, tasks.Params["job_id"])
+	e.checkSpreadRan(t, name, tasks.Params["job_id"])
+	e.waitNoConfigMap(t, name, 30*time.Second)
+}
+
+// TestExampleSpreadBridgeJob: examples/spread/bridgejob.yaml as shipped
+// through the operator, with examples/placement/secret.yaml: its two
+// BridgeClusters on the suite's one Slurm, hpc-a partition short and hpc-b
+// debug, the BridgeJob's array 0-7. The BridgeJob ends DONE, its record's
+// placement shares the tasks between both clusters, and Slurm ran each
+// share as one native array in its partition, every task COMPLETED.
+//
+// Not parallel, as TestExampleSpreadWorkflow.
+func TestExampleSpreadBridgeJob(t *testing.T) {
+	e := setup(t)
+	e.installOperator(t)
+	slurmBridgeJobs.Lock()
+	defer slurmBridgeJobs.Unlock()
+	e.placementSecrets(t)
+	var bj *unstructured.Unstructured
+	for _, o := range e.example(t, "spread", "bridgejob.yaml") {
+		switch o.GetKind() {
+		case "BridgeCluster":
+			part := map[string]string{"hpc-a": "short", "hpc-b": "debug"}[o.GetName()]
+			_ = unstructured.SetNestedField(o.Object, e.slurmPodURL, "spec", "resourceURL")
+			_ = unstructured.SetNestedField(o.Object, fmt.Sprintf(`{"partition":%q}`, part), "spec", "jobproperties")
+			e.createOwned(t, bridgeClusters, o)
+		case "BridgeJob":
+			bj = o
+		}
+	}
+	if bj == nil {
+		t.Fatal("examples/spread/bridgejob.yaml has no BridgeJob")
+	}
+	bj.SetName("spread-" + randHex(3))
+	_ = unstructured.SetNestedField(bj.Object, "0-7", "spec", "array")
+	_ = unstructured.SetNestedField(bj.Object, fmt.Sprintf(`{"time_limit":10,"current_working_directory":%q}`, e.slurmWorkDir), "spec", "jobproperties")
+	e.runBridgeJob(t, bj, func(id string) {
+		cm := e.configMap(t, bj.GetName())
+		if cm == nil || !strings.Contains(cm.Data["status.placement"], `"shares"`) || cm.Data["status.arrayCounts"] != "DONE=8" {
+			t.Errorf("the record of the spread BridgeJob: %v, want shares in status.placement and DONE=8", cm)
+		}
+		e.checkSpreadRan(t, bj.GetName(), id)
+	})
+}
+
+// checkSpreadRan checks that Slurm ran the spread array name (its job id
+// jobID, hpc-a partition short and hpc-b debug) as one native array in
+// each partition, every task COMPLETED, 8 in all, each the array jobID
+// names for its target.
+func (e *env) checkSpreadRan(t *testing.T, name, jobID string) {
+	t.Helper()
+	wantIDs := spreadArrayIDs(t, jobID)
 	got := e.arraysNamed(t, name)
 	if len(got) != 2 || got["short"].tasks+got["debug"].tasks != 8 {
 		t.Fatalf("Slurm's arrays named %s by partition: %+v, want one in short and one in debug, 8 tasks in all", name, got)
@@ -54,11 +105,10 @@ func TestExampleSpreadWorkflow(t *testing.T) {
 			t.Errorf("partition %s ran %+v, want one array of at least one task, all COMPLETED", part, a)
 		}
 		if want := wantIDs[target]; fmt.Sprint(a.arrayID) != want {
-			t.Errorf("partition %s ran array %d, the step's job_id %q names %s's as %q", part, a.arrayID, tasks.Params["job_id"], target, want)
+			t.Errorf("partition %s ran array %d, job id %q names %s's as %q", part, a.arrayID, jobID, target, want)
 		}
 	}
-	t.Logf("job_id %s; by partition %+v", tasks.Params["job_id"], got)
-	e.waitNoConfigMap(t, name, 30*time.Second)
+	t.Logf("job id %s; by partition %+v", jobID, got)
 }
 
 // spreadArrayIDs reads a spread array's job_id, one chunk per target

@@ -30,6 +30,7 @@ var runLedger = map[string]string{
 	"placement/workflow.yaml":   "TestExamplePlacementRunsOnBothClusters",
 	"replace/workflow.yaml":     "TestExampleReplaceWorkflow",
 	"spread/workflow.yaml":      "TestExampleSpreadWorkflow",
+	"spread/bridgejob.yaml":     "TestExampleSpreadBridgeJob",
 	"kfp-local/kfp_pipeline.py": "hack/kfp_local.py",
 	"local/kfp_pipeline.py":     "hack/kfp_local.py",
 	"loop/kfp_pipeline.py":      "hack/kfp_local.py",
