@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 // the other tests' jobs would take (then hpc-a could get no task).
 func TestExampleSpreadWorkflow(t *testing.T) {
 	e := setup(t)
+	e.waitSlurmQuiet(t)
 	e.apply(t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
 		"metadata":   map[string]any{"name": "slurm-b-credentials"},
 		"stringData": map[string]any{"username": e.slurmUser, "token": e.slurmToken, originsKey: origins(e.slurmPodURL, e.slurmURL)}}})
@@ -61,6 +63,7 @@ func TestExampleSpreadBridgeJob(t *testing.T) {
 	slurmBridgeJobs.Lock()
 	defer slurmBridgeJobs.Unlock()
 	e.placementSecrets(t)
+	e.waitSlurmQuiet(t)
 	var bj *unstructured.Unstructured
 	for _, o := range e.example(t, "spread", "bridgejob.yaml") {
 		switch o.GetKind() {
@@ -86,6 +89,29 @@ func TestExampleSpreadBridgeJob(t *testing.T) {
 		}
 		e.checkSpreadRan(t, bj.GetName(), id)
 	})
+}
+
+// waitSlurmQuiet waits, two minutes at most, until the suite's Slurm has
+// no job pending, running or completing (the tests before this one may
+// leave some for a moment: a cancel takes effect asynchronously), so that
+// both partitions can start tasks when the array is spread; past that it
+// goes on, and the shares tell what each partition could start.
+func (e *env) waitSlurmQuiet(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var busy []string
+	if err := poll(ctx, time.Second, func() (bool, error) {
+		busy = busy[:0]
+		for _, j := range e.slurmJobs(t) {
+			if j.JobState == "PENDING" || j.JobState == "RUNNING" || j.JobState == "COMPLETING" {
+				busy = append(busy, fmt.Sprintf("%d %s %s", j.JobID, j.Name, j.JobState))
+			}
+		}
+		return len(busy) == 0, nil
+	}); err != nil {
+		t.Logf("Slurm still has jobs after 2 min (%v): %v", err, busy)
+	}
 }
 
 // checkSpreadRan checks that Slurm ran the spread array name (its job id
