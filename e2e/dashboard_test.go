@@ -231,13 +231,7 @@ func TestDashboardOnRealPrometheus(t *testing.T) {
 // slurmBridgeJobs.
 func (e *env) runPlacementExample(t *testing.T) {
 	t.Helper()
-	for _, s := range e.example(t, "placement", "secret.yaml") {
-		data := map[string]any{"username": e.slurmUser, "token": e.slurmToken, originsKey: origins(e.slurmPodURL, e.slurmURL)}
-		if err := unstructured.SetNestedField(s.Object, data, "stringData"); err != nil {
-			t.Fatal(err)
-		}
-		e.apply(t, s)
-	}
+	e.placementSecrets(t)
 	var bj *unstructured.Unstructured
 	for _, o := range e.example(t, "placement", "bridgejob.yaml") {
 		switch o.GetKind() {
@@ -263,4 +257,17 @@ func (e *env) runPlacementExample(t *testing.T) {
 			t.Errorf("the record of the placed BridgeJob names no place chosen: %v", cm)
 		}
 	})
+}
+
+// placementSecrets applies examples/placement/secret.yaml (the Secrets of
+// the BridgeClusters hpc-a and hpc-b) with the suite's Slurm credentials.
+func (e *env) placementSecrets(t *testing.T) {
+	t.Helper()
+	for _, s := range e.example(t, "placement", "secret.yaml") {
+		data := map[string]any{"username": e.slurmUser, "token": e.slurmToken, originsKey: origins(e.slurmPodURL, e.slurmURL)}
+		if err := unstructured.SetNestedField(s.Object, data, "stringData"); err != nil {
+			t.Fatal(err)
+		}
+		e.apply(t, s)
+	}
 }

@@ -296,6 +296,10 @@ type slurmJob struct {
 	Name     string `json:"name"`
 	Comment  string `json:"comment"`
 	JobState string `json:"job_state"`
+	// Partition, and for a task of an array its array's job id (0 for a
+	// job that is no array's).
+	Partition  string `json:"partition"`
+	ArrayJobID int64  `json:"array_job_id"`
 	// Unix seconds, 0 for not yet (v0.0.38's plain numbers).
 	SubmitTime int64 `json:"submit_time"`
 	StartTime  int64 `json:"start_time"`

@@ -342,25 +342,32 @@ func TestPlacementExample(t *testing.T) {
 	}
 }
 
-// TestAPIServerAcceptsPlacementExample: the real apiserver, with both CRDs
-// of deploy/operator, accepts the BridgeClusters and the BridgeJob.
-func TestAPIServerAcceptsPlacementExample(t *testing.T) {
+// TestAPIServerAcceptsEveryBridgeExample: the real apiserver, with both
+// CRDs of deploy/operator, accepts every document of every
+// examples/*/bridgejob.yaml (BridgeClusters and BridgeJobs), so that an
+// example asking for what the CRD lacks (placement: spread did) fails here.
+func TestAPIServerAcceptsEveryBridgeExample(t *testing.T) {
 	cfg := testkube.Config(t)
 	testkube.ApplyCRD(t, cfg, "../deploy/operator/crd.yaml")
 	testkube.ApplyCRD(t, cfg, "../deploy/operator/crd-bridgecluster.yaml")
 	ns := testkube.Namespace(t, testkube.ClientFor(t, cfg))
 	dc := dynamic.NewForConfigOrDie(cfg)
 	opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
-	docs := testutil.YAMLDocs(t, filepath.Join("placement", "bridgejob.yaml"))
-	for i, d := range docs {
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(d, &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		plural := strings.ToLower(obj.GetKind()) + "s"
-		res := dc.Resource(schema.GroupVersionResource{Group: "bridgejob.ibm.com", Version: "v1alpha1", Resource: plural}).Namespace(ns)
-		if _, err := res.Create(context.Background(), obj, opts); err != nil {
-			t.Errorf("#%d: the apiserver refuses the %s: %v", i, obj.GetKind(), err)
+	files, _ := filepath.Glob("*/bridgejob.yaml")
+	if len(files) <= len(backends) {
+		t.Fatalf("examples/*/bridgejob.yaml: %v, want more than the backends' (placement's, spread's)", files)
+	}
+	for _, f := range files {
+		for i, d := range testutil.YAMLDocs(t, f) {
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(d, &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			plural := strings.ToLower(obj.GetKind()) + "s"
+			res := dc.Resource(schema.GroupVersionResource{Group: "bridgejob.ibm.com", Version: "v1alpha1", Resource: plural}).Namespace(ns)
+			if _, err := res.Create(context.Background(), obj, opts); err != nil {
+				t.Errorf("examples/%s#%d: the apiserver refuses the %s: %v", f, i, obj.GetKind(), err)
+			}
 		}
 	}
 	// The proof can fail: a BridgeCluster without its Secret is refused.

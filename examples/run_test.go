@@ -29,6 +29,8 @@ var runLedger = map[string]string{
 	"loop/workflow.yaml":        "TestExampleLoopSlurm",
 	"placement/workflow.yaml":   "TestExamplePlacementRunsOnBothClusters",
 	"replace/workflow.yaml":     "TestExampleReplaceWorkflow",
+	"spread/workflow.yaml":      "TestExampleSpreadWorkflow",
+	"spread/bridgejob.yaml":     "TestExampleSpreadBridgeJob",
 	"kfp-local/kfp_pipeline.py": "hack/kfp_local.py",
 	"local/kfp_pipeline.py":     "hack/kfp_local.py",
 	"loop/kfp_pipeline.py":      "hack/kfp_local.py",
@@ -42,6 +44,7 @@ var runLedger = map[string]string{
 	"quantum/kfp_pipeline.py":   "hack/kfp_local.py",
 	"placement/kfp_pipeline.py": "hack/kfp_local.py",
 	"replace/kfp_pipeline.py":   "hack/kfp_local.py",
+	"spread/kfp_pipeline.py":    "hack/kfp_local.py",
 	"lsf/job.yaml":              "TestExampleLSFJobAgainstFake",
 	"quantum/job.yaml":          "TestExampleQuantumJobAgainstFake",
 	// The e2e suite's (hack/e2e.sh): each as a user submits it to the

@@ -283,6 +283,35 @@ def _():
         require({"/credentials", targets[1]["credentials"]} <= mounts, f"{name} mounts {sorted(mounts)}")
 
 
+# 5e. The spread example: the placement example's two clusters, each with
+#     its own credentials in both the job's and the cleanup's pod, the
+#     spread policy, and the array a pipeline parameter fed to the job; the
+#     target and array_counts outputs are read downstream.
+@check("compile examples/spread/kfp_pipeline.py (spread placement, the array a parameter)")
+def _():
+    import json
+    docs = compile_example(os.path.join(ROOT, "examples", "spread", "kfp_pipeline.py"), "example_spread")
+    ir, platform = docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    tasks = {}
+    for dag in [ir["root"]["dag"]] + [c["dag"] for c in ir["components"].values() if "dag" in c]:
+        tasks.update(dag.get("tasks", {}))
+    params = tasks["bridge-job"]["inputs"]["parameters"]
+    pipeline_params = ir["root"]["inputDefinitions"]["parameters"]
+    require(params["placement"]["runtimeValue"]["constant"] == "spread", f"placement is {params['placement']}")
+    # Inside the exit handler's sub-DAG the parameter comes as pipelinechannel--array.
+    require(params["array"].get("componentInputParameter", "").endswith("array"), f"array is {params['array']}, want the pipeline's parameter")
+    require(pipeline_params["array"]["defaultValue"] == "0-199", f"array's default is {pipeline_params['array']}")
+    targets = json.loads(pipeline_params["targets"]["defaultValue"])
+    require([t["name"] for t in targets] == ["hpc-a", "hpc-b"], f"targets are {targets}")
+    for name in ("exec-bridge-job", "exec-bridge-cleanup"):
+        mounts = {m["mountPath"] for m in platform.get(name, {}).get("secretAsVolume", [])}
+        require({"/credentials", targets[1]["credentials"]} <= mounts, f"{name} mounts {sorted(mounts)}")
+    read = {(f["producerTask"], f["outputParameterKey"]) for t in tasks.values()
+            for p in t.get("inputs", {}).get("parameters", {}).values()
+            for f in [p.get("taskOutputParameter", {})] if f}
+    require({("bridge-job", "target"), ("bridge-job", "array_counts")} <= read, f"outputs read downstream: {sorted(read)}")
+
+
 # 6. The README's compile commands (`python examples/<x>/kfp_pipeline.py
 #    FILE.yaml`), run as a user runs them, from the top of the tree.
 # (README.md and docs/, where the guides moved them.)

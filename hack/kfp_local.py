@@ -517,12 +517,13 @@ def slurm_state(url, creds, version, job_id):
 
 def follow_record(state, when_placed):
     """A thread reading the records of the state directory state every half
-    second: when_placed() once one names a placement; .moves is the last
-    status.moves seen (cleanup deletes the record at the end)."""
+    second: when_placed() once one names a placement; .placement and .moves
+    are the last status.placement and status.moves seen (cleanup deletes the
+    record at the end)."""
     import threading
 
     class Follower(threading.Thread):
-        moves, stop = [], threading.Event()
+        placement, moves, stop = None, [], threading.Event()
 
         def run(self):
             placed = False
@@ -533,6 +534,8 @@ def follow_record(state, when_placed):
                             continue
                         with contextlib.suppress(OSError, ValueError):
                             data = json.load(open(os.path.join(d, f))).get("data", {})
+                            if data.get("status.placement"):
+                                self.placement = json.loads(data["status.placement"])
                             if data.get("status.placement") and not placed:
                                 placed = True
                                 when_placed()
@@ -576,6 +579,51 @@ def _():
     [left] = slurm_get(url_a, creds_a, f"/slurm/v0.0.38/job/{moves[0]['id']}")["jobs"]
     require(left["job_state"] == "CANCELLED" and left["start_time"] == left["end_time"],
             f"hpc-a's job {moves[0]['id']} is {left['job_state']} (start {left['start_time']}, end {left['end_time']}), want CANCELLED, never started")
+
+
+@check("examples/spread/kfp_pipeline.py: 8 tasks spread over Slurm 22.05 (hpc-a) and 24.11 (hpc-b) by what each can start now, one native array on each, DONE=8")
+def _():
+    url_a, creds_a, url_b, creds_b = env("BRIDGE_TEST_SLURM_URL", "BRIDGE_TEST_SLURM_CREDS",
+                                         "BRIDGE_TEST_SLURM2411_URL", "BRIDGE_TEST_SLURM2411_CREDS")
+    targets = json.loads(load("examples/spread/kfp_pipeline.py", "spread_targets").TARGETS)
+    # Partition short on both (at most two CPUs each): when both can start
+    # a task now, the shares are within 1:2 of each other, so each gets some.
+    targets[0]["jobproperties"]["partition"] = "short"
+    targets[1]["resourceURL"], targets[1]["jobproperties"]["partition"] = url_b, "short"
+    mounts = {"/credentials": creds_a, targets[1]["credentials"]: creds_b}
+    follower = follow_record(os.path.join(WORK, "spread-state"), lambda: None)
+    try:
+        root, [out] = run_example("spread", "spread", mounts, resource_url=url_a, targets=json.dumps(targets), array="0-7")
+    finally:
+        follower.stop.set()
+        follower.join()
+    require_done(out, "the spread array")
+    require(out["array_counts"] == "DONE=8" and out["array_failed"] == "", f"the spread array's outputs {out}")
+    placed = follower.placement
+    require(placed and placed["policy"] == "spread", f"the record's status.placement {placed}, want the spread policy's")
+    shares = placed.get("shares") or [{"target": placed["target"], "tasks": 8}]
+    # Both could start a task now: each must get a share (the issue's "in proportion to what each can start now").
+    free = {p["target"]: p.get("freeCPUs", 0) for p in placed["probes"]}
+    if all(free.get(t, 0) > 0 for t in ("hpc-a", "hpc-b")):
+        require(len(shares) == 2, f"both clusters could start tasks ({free}) and the shares are {shares}")
+    require(out["target"] == ",".join(s["target"] for s in shares), f"target {out['target']!r}, the record's shares {shares}")
+    [said] = outputs_of(root, "report", "ran_on")
+    require(said["ran_on"] == out["target"], f"report says {said['ran_on']!r}, the array's target is {out['target']!r}")
+    # Each share ran on its own cluster as one native array in short, every task COMPLETED.
+    ids = {}
+    for chunk in out["job_id"].split("+"):
+        target, _, raw = chunk.partition("@")[0].rpartition(":")
+        ids[target or placed["target"]] = raw
+    require(sorted(ids) == sorted(s["target"] for s in shares), f"job_id {out['job_id']!r}, the record's shares {shares}")
+    where = {"hpc-a": (url_a, creds_a, "v0.0.38"), "hpc-b": (url_b, creds_b, "v0.0.40")}
+    for s in shares:
+        url, creds, version = where[s["target"]]
+        jobs = slurm_get(url, creds, f"/slurm/{version}/job/{ids[s['target']]}")["jobs"]
+        states = sorted({str(j["job_state"]) for j in jobs})
+        parts = sorted({j["partition"] for j in jobs})
+        require(len(jobs) == s["tasks"] and states in (["COMPLETED"], ["['COMPLETED']"]) and parts == ["short"],
+                f"{s['target']}'s array {ids[s['target']]}: {len(jobs)} tasks {states} in {parts}, want {s['tasks']} COMPLETED in short")
+    say(f"     spread: job_id {out['job_id']}, shares {[(s['target'], s['tasks']) for s in shares]}, free CPUs {free}")
 
 
 @contextlib.contextmanager
