@@ -346,22 +346,73 @@ func (r *run) targetOf(desc *record.Description) string {
 // chooseSpread probes the targets and spreads the array over them: the
 // candidates, the one placed (the first share's target, whose backend is
 // the array's own) and the shares (none when one target takes it all).
+// Where the targets' figures are shared, each share is counted into its
+// cluster's, as choose counts a single job, so that a placement right
+// after this one sees the clusters as full as the spread made them; if
+// any cluster's figures moved meanwhile, the shares counted are taken
+// back and it spreads again on the new figures.
 func (r *run) chooseSpread(ctx context.Context, desc *record.Description) ([]candidate, int, []record.Share, error) {
-	cands := r.probeTargets(ctx, desc)
-	shares, err := spreadShares(cands, *desc.Array)
-	if err != nil {
-		return nil, -1, nil, err
+	for round := 1; ; round++ {
+		cands := r.probeTargets(ctx, desc)
+		shares, err := spreadShares(cands, *desc.Array)
+		if err != nil {
+			return nil, -1, nil, err
+		}
+		if round < maxChoices && !reserveShares(context.WithoutCancel(ctx), cands, shares, *desc.Array) {
+			continue
+		}
+		choice := 0
+		for i, c := range cands {
+			if c.target.Name == shares[0].Target {
+				choice = i
+			}
+		}
+		if len(shares) == 1 {
+			shares = nil
+		}
+		return cands, choice, shares, nil
 	}
-	choice := 0
-	for i, c := range cands {
-		if c.target.Name == shares[0].Target {
-			choice = i
+}
+
+// reserveShares counts each share into its target's shared figures (see
+// loadShare.reserve), all or none: false when one target's moved since
+// they were read, after taking back the shares already counted.
+func reserveShares(ctx context.Context, cands []candidate, shares []record.Share, arr backends.Array) bool {
+	par := shareParallel(arr.MaxParallel, shares)
+	var counted []*loadShare
+	var jobs []backends.Load
+	for i, s := range shares {
+		for _, c := range cands {
+			if c.target.Name != s.Target || c.share == nil {
+				continue
+			}
+			job := shareLoad(c.load, arr, s.Tasks, par[i])
+			if !c.share.reserve(ctx, job) {
+				for k, sh := range counted {
+					sh.release(ctx, jobs[k])
+				}
+				return false
+			}
+			counted, jobs = append(counted, c.share), append(jobs, job)
 		}
 	}
-	if len(shares) == 1 {
-		shares = nil
+	return true
+}
+
+// shareLoad is what a share of tasks of arr asks of a target whose probe
+// gave l: its tasks' CPUs, as many at once as its part of the parallel
+// bound (par, 0: no bound) lets run, and its part of the array's
+// CPU-seconds (0 when the probe could not tell them).
+func shareLoad(l backends.Load, arr backends.Array, tasks, par int) backends.Load {
+	running := tasks
+	if par > 0 {
+		running = min(running, par)
 	}
-	return cands, choice, shares, nil
+	job := backends.Load{JobCPUs: running * taskCPUs(l, arr)}
+	if n := arr.Count(); l.JobCPUSeconds > 0 && n > 0 {
+		job.JobCPUSeconds = l.JobCPUSeconds * int64(tasks) / int64(n)
+	}
+	return job
 }
 
 // sharesSummary is a spread's shares in one line for the log, "a 15, b 5"
