@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -452,4 +453,40 @@ func shareParallel(m int, shares []record.Share) []int {
 		out[i] = max(n, 1)
 	}
 	return out
+}
+
+// chunkTasks reads each task's output, and its standard error where the
+// backend keeps it apart, from the cluster that ran the task's chunk: a
+// spread array's chunk id names its target ("b:77") and is routed as
+// Status and Cancel are; any other id is the array's own backend's. A
+// cluster whose backend cannot read its tasks' logs has none to give
+// (ErrNotFound: job.log says "-").
+type chunkTasks struct{ a *arrayBackend }
+
+// taskReader is tr, the array's own backend's TaskLogReader, as the runner
+// reads tasks' logs through it: routed to each chunk's cluster when the
+// array is spread.
+func (a *arrayBackend) taskReader(tr backends.TaskLogReader) backends.TaskLogReader {
+	if a == nil || len(a.peers) == 0 {
+		return tr
+	}
+	return chunkTasks{a}
+}
+
+func (c chunkTasks) ReadTaskLogs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	be, _, raw := c.a.route(id)
+	tr, ok := be.(backends.TaskLogReader)
+	if !ok {
+		return offset, fmt.Errorf("array chunk %s: its cluster's backend does not read its tasks' logs: %w", id, backends.ErrNotFound)
+	}
+	return tr.ReadTaskLogs(ctx, raw, task, offset, w)
+}
+
+func (c chunkTasks) ReadTaskErrs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	be, _, raw := c.a.route(id)
+	er, ok := be.(backends.TaskErrReader)
+	if !ok {
+		return offset, fmt.Errorf("array chunk %s: its standard error is in its output: %w", id, backends.ErrNotFound)
+	}
+	return er.ReadTaskErrs(ctx, raw, task, offset, w)
 }
