@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -346,22 +347,73 @@ func (r *run) targetOf(desc *record.Description) string {
 // chooseSpread probes the targets and spreads the array over them: the
 // candidates, the one placed (the first share's target, whose backend is
 // the array's own) and the shares (none when one target takes it all).
+// Where the targets' figures are shared, each share is counted into its
+// cluster's, as choose counts a single job, so that a placement right
+// after this one sees the clusters as full as the spread made them; if
+// any cluster's figures moved meanwhile, the shares counted are taken
+// back and it spreads again on the new figures.
 func (r *run) chooseSpread(ctx context.Context, desc *record.Description) ([]candidate, int, []record.Share, error) {
-	cands := r.probeTargets(ctx, desc)
-	shares, err := spreadShares(cands, *desc.Array)
-	if err != nil {
-		return nil, -1, nil, err
+	for round := 1; ; round++ {
+		cands := r.probeTargets(ctx, desc)
+		shares, err := spreadShares(cands, *desc.Array)
+		if err != nil {
+			return nil, -1, nil, err
+		}
+		if round < maxChoices && !reserveShares(context.WithoutCancel(ctx), cands, shares, *desc.Array) {
+			continue
+		}
+		choice := 0
+		for i, c := range cands {
+			if c.target.Name == shares[0].Target {
+				choice = i
+			}
+		}
+		if len(shares) == 1 {
+			shares = nil
+		}
+		return cands, choice, shares, nil
 	}
-	choice := 0
-	for i, c := range cands {
-		if c.target.Name == shares[0].Target {
-			choice = i
+}
+
+// reserveShares counts each share into its target's shared figures (see
+// loadShare.reserve), all or none: false when one target's moved since
+// they were read, after taking back the shares already counted.
+func reserveShares(ctx context.Context, cands []candidate, shares []record.Share, arr backends.Array) bool {
+	par := shareParallel(arr.MaxParallel, shares)
+	var counted []*loadShare
+	var jobs []backends.Load
+	for i, s := range shares {
+		for _, c := range cands {
+			if c.target.Name != s.Target || c.share == nil {
+				continue
+			}
+			job := shareLoad(c.load, arr, s.Tasks, par[i])
+			if !c.share.reserve(ctx, job) {
+				for k, sh := range counted {
+					sh.release(ctx, jobs[k])
+				}
+				return false
+			}
+			counted, jobs = append(counted, c.share), append(jobs, job)
 		}
 	}
-	if len(shares) == 1 {
-		shares = nil
+	return true
+}
+
+// shareLoad is what a share of tasks of arr asks of a target whose probe
+// gave l: its tasks' CPUs, as many at once as its part of the parallel
+// bound (par, 0: no bound) lets run, and its part of the array's
+// CPU-seconds (0 when the probe could not tell them).
+func shareLoad(l backends.Load, arr backends.Array, tasks, par int) backends.Load {
+	running := tasks
+	if par > 0 {
+		running = min(running, par)
 	}
-	return cands, choice, shares, nil
+	job := backends.Load{JobCPUs: running * taskCPUs(l, arr)}
+	if n := arr.Count(); l.JobCPUSeconds > 0 && n > 0 {
+		job.JobCPUSeconds = l.JobCPUSeconds * int64(tasks) / int64(n)
+	}
+	return job
 }
 
 // sharesSummary is a spread's shares in one line for the log, "a 15, b 5"
@@ -401,4 +453,40 @@ func shareParallel(m int, shares []record.Share) []int {
 		out[i] = max(n, 1)
 	}
 	return out
+}
+
+// chunkTasks reads each task's output, and its standard error where the
+// backend keeps it apart, from the cluster that ran the task's chunk: a
+// spread array's chunk id names its target ("b:77") and is routed as
+// Status and Cancel are; any other id is the array's own backend's. A
+// cluster whose backend cannot read its tasks' logs has none to give
+// (ErrNotFound: job.log says "-").
+type chunkTasks struct{ a *arrayBackend }
+
+// taskReader is tr, the array's own backend's TaskLogReader, as the runner
+// reads tasks' logs through it: routed to each chunk's cluster when the
+// array is spread.
+func (a *arrayBackend) taskReader(tr backends.TaskLogReader) backends.TaskLogReader {
+	if a == nil || len(a.peers) == 0 {
+		return tr
+	}
+	return chunkTasks{a}
+}
+
+func (c chunkTasks) ReadTaskLogs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	be, _, raw := c.a.route(id)
+	tr, ok := be.(backends.TaskLogReader)
+	if !ok {
+		return offset, fmt.Errorf("array chunk %s: its cluster's backend does not read its tasks' logs: %w", id, backends.ErrNotFound)
+	}
+	return tr.ReadTaskLogs(ctx, raw, task, offset, w)
+}
+
+func (c chunkTasks) ReadTaskErrs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	be, _, raw := c.a.route(id)
+	er, ok := be.(backends.TaskErrReader)
+	if !ok {
+		return offset, fmt.Errorf("array chunk %s: its standard error is in its output: %w", id, backends.ErrNotFound)
+	}
+	return er.ReadTaskErrs(ctx, raw, task, offset, w)
 }

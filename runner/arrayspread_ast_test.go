@@ -49,3 +49,56 @@ func TestChunkIDsReachBackendsThroughRoute(t *testing.T) {
 }
 
 var backendCall = map[string]bool{"Status": true, "ArrayStatus": true, "Cancel": true, "FindByKey": true}
+
+// TestTaskLogReadersRouteChunks: a function that finds the backend's
+// TaskLogReader reads tasks' logs through taskReader, which routes a
+// spread array's chunk ids ("b:77") to the cluster that ran them; the
+// backend's own reader asked for another cluster's chunk finds no log
+// (job.log said "-" for every task of a spread's other clusters).
+func TestTaskLogReadersRouteChunks(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	finders := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil || isChunkTasksMethod(fn) || !assertsTo(fn.Body, "TaskLogReader") {
+				continue
+			}
+			finders++
+			if !calledNames(fn.Body)["taskReader"] {
+				t.Errorf("%s: %s finds a TaskLogReader and reads tasks' logs without taskReader (a spread's chunks on other clusters get no log)",
+					fset.Position(fn.Pos()), fn.Name.Name)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, finders, 2, "no reader of tasks' logs found: the walk reads nothing")
+}
+
+func isChunkTasksMethod(fn *ast.FuncDecl) bool {
+	if fn.Recv == nil || len(fn.Recv.List) != 1 {
+		return false
+	}
+	id, ok := fn.Recv.List[0].Type.(*ast.Ident)
+	return ok && id.Name == "chunkTasks"
+}
+
+// assertsTo reports whether body has a type assertion to backends.<name>.
+func assertsTo(body *ast.BlockStmt, name string) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		if ta, ok := n.(*ast.TypeAssertExpr); ok {
+			if sel, ok := ta.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == name {
+				found = true
+			}
+		}
+		return true
+	})
+	return found
+}

@@ -76,6 +76,8 @@ type loadShare struct {
 	// seen is the entry as this invoke last read or wrote it: what its
 	// choice was made on (see reserve).
 	seen shareEntry
+	// counted: reserve counted a job into seen (release takes it back).
+	counted bool
 }
 
 // newLoadShare returns the share for the target of desc, or nil when
@@ -173,7 +175,7 @@ func (s *loadShare) reserve(ctx context.Context, job backends.Load) bool {
 			cur.PlacedUntimed++
 		}
 		if s.write(ctx, cm, entries, cur) {
-			s.seen = cur
+			s.seen, s.counted = cur, true
 			return true
 		}
 		select { // a conflict, maybe over another kind of job's entry
@@ -183,6 +185,30 @@ func (s *loadShare) reserve(ctx context.Context, job backends.Load) bool {
 		}
 	}
 	return true
+}
+
+// release takes back the job reserve counted, from the figures it was
+// counted into (figures probed anew since hold no count to take back): a
+// spread counted on one cluster whose figures moved on another chooses
+// again, and must not stay counted twice.
+func (s *loadShare) release(ctx context.Context, job backends.Load) {
+	if !s.counted {
+		return
+	}
+	s.counted = false
+	at := s.seen.At
+	s.change(ctx, func(e shareEntry) shareEntry {
+		if !e.At.Equal(at) {
+			return e
+		}
+		e.PlacedJobs = max(e.PlacedJobs-1, 0)
+		e.PlacedCPUs = max(e.PlacedCPUs-max(job.JobCPUs, 1), 0)
+		e.PlacedCPUSeconds = max(e.PlacedCPUSeconds-job.JobCPUSeconds, 0)
+		if job.JobCPUSeconds <= 0 {
+			e.PlacedUntimed = max(e.PlacedUntimed-1, 0)
+		}
+		return e
+	})
 }
 
 // change applies f to the entry, retrying on a conflict: a fan-out's

@@ -40,7 +40,7 @@ func (r *run) logSource(desc *record.Description, be backends.Backend) backends.
 		r.Log.Warn("--log-dir is ignored: this backend does not say where a job's output goes", "backend", desc.Backend)
 	}
 	if tr, ok := be.(backends.TaskLogReader); ok && r.arr != nil {
-		return r.taskLogSource(desc, tr)
+		return r.taskLogSource(desc, r.arr.taskReader(tr))
 	}
 	if lr, ok := be.(backends.LogReader); ok {
 		return firstChunk{lr}

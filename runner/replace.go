@@ -183,6 +183,11 @@ func (r *run) planMove(ctx context.Context, id string, log *slog.Logger) *record
 		log.Debug("the job still waits; no other target starts it now", "probes", placementSummary(probes(cands)))
 		return nil
 	}
+	if sh := cands[to].share; sh != nil && !sh.reserve(context.WithoutCancel(ctx), cands[to].load) {
+		// Another placement counted itself into the figures the move was
+		// chosen on: the next check chooses on the new ones.
+		return nil
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	p := probes(cands)
 	p.Target, p.Backend, p.Policy, p.At = cands[to].target.Name, cands[to].target.Backend, desc.Policy, now

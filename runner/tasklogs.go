@@ -122,7 +122,7 @@ func (r *run) taskShip(ctx context.Context, desc *record.Description, life time.
 // TaskLogReader).
 func (r *run) uploadArrayLog(ctx context.Context, desc *record.Description, be backends.Backend, id, prefix string) ([]string, []string, error) {
 	if tr, ok := unwrapArray(be).(backends.TaskLogReader); ok {
-		if err := r.uploadTaskLogs(ctx, desc.UploadBucket, tr, id); err != nil {
+		if err := r.uploadTaskLogs(ctx, desc.UploadBucket, r.arr.taskReader(tr), id); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -54,7 +54,6 @@ func TestArrayTaskLogsLeaveTheCluster(t *testing.T) {
 // backends.TaskErrReader), with where that is said.
 var stderrInTheLog = map[string]string{
 	"slurm": "sbatch writes standard error to the --output file unless --error is given",
-	"lsf":   "bsub -o without -e writes standard error to the output file",
 }
 
 // TestArrayTaskErrorsLeaveTheCluster: a backend that reads its tasks'

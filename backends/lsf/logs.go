@@ -73,15 +73,41 @@ func (b *Backend) outputFile(ctx context.Context, id string) (string, error) {
 // writes the one file, which is no task's own. ErrNotFound: the task has
 // not written its file yet.
 func (b *Backend) ReadTaskLogs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
-	pattern, cwd, err := b.outputPattern(ctx, id)
+	f, err := b.arrayFiles(ctx, id)
 	if err != nil {
 		return offset, err
 	}
-	switch {
-	case pattern == "":
+	if f.out == "" {
 		return offset, fmt.Errorf("LSF array %s has no output file (set outputFile in jobproperties, e.g. out.%%J.%%I): %w", id, backends.ErrNotFound)
-	case !strings.Contains(pattern, "%I"):
-		return offset, backends.Invalid("jobproperties", "outputFile %q has no %%I, so the tasks of array %s write one file and no task's log is its own; put %%I in it (e.g. out.%%J.%%I)", pattern, id)
+	}
+	return b.readTaskFile(ctx, id, task, f.out, "outputFile", f.cwd, offset, w)
+}
+
+// ReadTaskErrs implements backends.TaskErrReader: the standard error of
+// task of array id where the array's errorFile (bsub -e) names a file of
+// its own per element (%I, e.g. err.%J.%I), downloaded as ReadTaskLogs
+// downloads its output. Without errorFile (or with the outputFile's own
+// name) standard error is in the output already: ErrNotFound, nothing to
+// add; an errorFile without %I is one file for every element, no task's
+// own, and refused naming the field and the fix.
+func (b *Backend) ReadTaskErrs(ctx context.Context, id string, task int, offset int64, w io.Writer) (int64, error) {
+	f, err := b.arrayFiles(ctx, id)
+	if err != nil {
+		return offset, err
+	}
+	if f.err == "" || f.err == f.out {
+		return offset, fmt.Errorf("LSF array %s writes its standard error to its output file: %w", id, backends.ErrNotFound)
+	}
+	return b.readTaskFile(ctx, id, task, f.err, "errorFile", f.cwd, offset, w)
+}
+
+// readTaskFile downloads task's file of array id, named by pattern (the
+// jobproperties field it came from: field) in working directory cwd, from
+// offset on.
+func (b *Backend) readTaskFile(ctx context.Context, id string, task int, pattern, field, cwd string, offset int64, w io.Writer) (int64, error) {
+	if !strings.Contains(pattern, "%I") {
+		return offset, backends.Invalid("jobproperties", "%s %q has no %%I, so the tasks of array %s write one file and no task's is its own; put %%I in it (e.g. %s)",
+			field, pattern, id, map[string]string{"outputFile": "out.%J.%I", "errorFile": "err.%J.%I"}[field])
 	}
 	p := strings.NewReplacer("%J", id, "%I", strconv.Itoa(task+1)).Replace(pattern)
 	if !path.IsAbs(p) {
@@ -91,43 +117,47 @@ func (b *Backend) ReadTaskLogs(ctx context.Context, id string, task int, offset 
 		p = path.Join(cwd, p)
 	}
 	ow := backends.NewOffsetWriter(w, offset)
-	err = b.FetchOutput(ctx, id, p, ow)
+	err := b.FetchOutput(ctx, id, p, ow)
 	return offset + ow.Written(), err
 }
 
-// outputPattern is the output file of job id as Application Center
-// reports it (%J and %I not replaced) and the job's working directory.
-func (b *Backend) outputPattern(ctx context.Context, id string) (pattern, cwd string, err error) {
+// jobFiles are an array's output and error file patterns as Application
+// Center reports them (%J and %I not replaced) and its working directory.
+type jobFiles struct{ out, err, cwd string }
+
+// arrayFiles is job id's jobFiles, asked once when they are known for good.
+func (b *Backend) arrayFiles(ctx context.Context, id string) (jobFiles, error) {
 	if !validID(id) {
-		return "", "", fmt.Errorf("LSF job id %q is not a job id: %w", id, backends.ErrNotFound)
+		return jobFiles{}, fmt.Errorf("LSF job id %q is not a job id: %w", id, backends.ErrNotFound)
 	}
 	b.mu.Lock()
 	f, ok := b.outPatterns[id]
 	b.mu.Unlock()
 	if ok {
-		return f[0], f[1], nil
+		return f, nil
 	}
 	e, err := b.jobInfo(ctx, id)
 	if err != nil {
-		return "", "", err
+		return jobFiles{}, err
 	}
 	if e == nil {
-		return "", "", fmt.Errorf("LSF job %s is not listed, so its files cannot be named: %w", id, backends.ErrNotFound)
+		return jobFiles{}, fmt.Errorf("LSF job %s is not listed, so its files cannot be named: %w", id, backends.ErrNotFound)
 	}
-	pattern, cwd = str(get(e, "outfile", "outFile", "outputFile")), str(get(e, "cwd", "execCwd"))
-	if cwd != "" || pattern == "" || path.IsAbs(pattern) {
+	f = jobFiles{out: str(get(e, "outfile", "outFile", "outputFile")), err: str(get(e, "errfile", "errFile", "errorFile")), cwd: str(get(e, "cwd", "execCwd"))}
+	if f.cwd != "" || (f.out == "" || path.IsAbs(f.out)) && (f.err == "" || path.IsAbs(f.err)) {
 		// Known for good: each task's read asks no more.
 		b.mu.Lock()
 		if b.outPatterns == nil {
-			b.outPatterns = map[string][2]string{}
+			b.outPatterns = map[string]jobFiles{}
 		}
-		b.outPatterns[id] = [2]string{pattern, cwd}
+		b.outPatterns[id] = f
 		b.mu.Unlock()
 	}
-	return pattern, cwd, nil
+	return f, nil
 }
 
 var (
 	_ backends.LogReader     = (*Backend)(nil)
 	_ backends.TaskLogReader = (*Backend)(nil)
+	_ backends.TaskErrReader = (*Backend)(nil)
 )

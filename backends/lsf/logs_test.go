@@ -118,3 +118,60 @@ func TestReadTaskLogsDownloadsEachElementsFile(t *testing.T) {
 	assert.ErrorContains(t, err, "outputFile")
 	assert.ErrorContains(t, err, "%I")
 }
+
+// TestReadTaskErrsDownloadsEachElementsErrorFile: with an errorFile that
+// names each element's file (%I), task i's standard error is the file
+// bsub -e names for LSF's element i+1, downloaded as its output is (the
+// capability backends.TaskErrReader); without errorFile, or with the
+// outputFile's own name, it is in the output already (ErrNotFound:
+// nothing to add); an errorFile without %I is refused naming the field
+// and the fix.
+func TestReadTaskErrsDownloadsEachElementsErrorFile(t *testing.T) {
+	h := newHarness(t)
+	er, ok := any(h.b).(backends.TaskErrReader)
+	require.True(t, ok, "LSF reads its tasks' standard error (a backends.TaskErrReader)")
+	job := backends.Job{Name: "sim", Key: "br-task-errs", Script: "#!/bin/sh\necho hi\n", Properties: []byte(`{"outputFile":"out.%J.%I","errorFile":"err.%J.%I"}`)}
+	id, _ := h.submitArray(t, job, "0-1")
+	n := jobID(t, id)
+	for e := 1; e <= 2; e++ {
+		h.f.SetElem(n, e, func(j *fakelsf.Job) {
+			j.Status = "RUN"
+			j.Outputs[j.OutputPath()] = []byte("out " + strconv.Itoa(j.Index) + "\n")
+			j.Outputs[j.ErrorPath()] = []byte("err " + strconv.Itoa(j.Index) + "\n")
+		})
+	}
+	for task := 0; task <= 1; task++ {
+		var out bytes.Buffer
+		next, err := er.ReadTaskErrs(ctx, id, task, 0, &out)
+		require.NoError(t, err)
+		assert.Equal(t, "err "+strconv.Itoa(task+1)+"\n", out.String(), "task %d's standard error is LSF's element %d's", task, task+1)
+		assert.EqualValues(t, out.Len(), next)
+		out.Reset()
+		_, err = h.b.ReadTaskLogs(ctx, id, task, 0, &out)
+		require.NoError(t, err)
+		assert.Equal(t, "out "+strconv.Itoa(task+1)+"\n", out.String(), "task %d's output is apart from its error", task)
+	}
+
+	for props, want := range map[string]error{
+		`{"outputFile":"out.%J.%I"}`:                              backends.ErrNotFound,
+		`{"outputFile":"out.%J.%I","errorFile":"out.%J.%I"}`:      backends.ErrNotFound,
+		`{"outputFile":"out.%J.%I","errorFile":"err.%J"}`:         backends.ErrInvalid,
+		`{"outputFile":"out.%J.%I","errorFile":"/abs/err.%J.%I"}`: nil,
+	} {
+		j := backends.Job{Name: "sim", Key: "br-task-errs-2", Script: "#!/bin/sh\necho hi\n", Properties: []byte(props)}
+		id2, _ := h.submitArray(t, j, "0-1")
+		h.f.SetElem(jobID(t, id2), 1, func(j *fakelsf.Job) { j.Outputs[j.ErrorPath()] = []byte("abs\n") })
+		var out bytes.Buffer
+		_, err := er.ReadTaskErrs(ctx, id2, 0, 0, &out)
+		if want == nil {
+			require.NoError(t, err, props)
+			assert.Equal(t, "abs\n", out.String(), props)
+			continue
+		}
+		require.ErrorIs(t, err, want, props)
+		if want == backends.ErrInvalid {
+			assert.ErrorContains(t, err, "errorFile")
+			assert.ErrorContains(t, err, "%I")
+		}
+	}
+}

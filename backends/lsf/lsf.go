@@ -35,9 +35,9 @@ type Backend struct {
 	mu          sync.Mutex // guards the session and killVia
 	token       string     // as sent in the cookie (quotes replaced)
 	tokenRenew  time.Time
-	killVia     string               // "", "jobs/kill" or "userCmd": the kill call that works
-	outFiles    map[string]string    // job id -> its output file (logs.go)
-	outPatterns map[string][2]string // array id -> its output file pattern and working directory (logs.go)
+	killVia     string              // "", "jobs/kill" or "userCmd": the kill call that works
+	outFiles    map[string]string   // job id -> its output file (logs.go)
+	outPatterns map[string]jobFiles // array id -> its output and error file patterns and working directory (logs.go)
 }
 
 // New builds the backend from cfg; it sends nothing until first used.

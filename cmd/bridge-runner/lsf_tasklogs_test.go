@@ -22,7 +22,9 @@ import (
 // element's file (%I) gets every task's output to tasks/<index>.log under
 // the step's prefix, downloaded through Application Center by invoke
 // itself (the fake writes each element's file as bsub -o names it: task i
-// is LSF's element i+1), and job.log lists each task with its object.
+// is LSF's element i+1), its standard error after it where errorFile
+// names each element's file too, and job.log lists each task with its
+// object.
 func TestLSFArrayTaskLogsInS3(t *testing.T) {
 	clearEnv(t)
 	endpoint, _, _, s3Creds := tests3.Env(t)
@@ -37,7 +39,7 @@ func TestLSFArrayTaskLogsInS3(t *testing.T) {
 	state, name := t.TempDir(), "lsf-task-logs"
 	code, out := runBinary(t, "invoke", "--state-dir", state, "--job-name", name, "--backend", "lsf",
 		"--resource-url", f.URL, "--credentials-dir", creds, "--script", "#!/bin/sh\necho hi\n", "--array", "0-2",
-		"--job-properties", `{"outputFile":"out.%J.%I"}`, "--s3-endpoint", endpoint, "--s3-secure", "false",
+		"--job-properties", `{"outputFile":"out.%J.%I","errorFile":"err.%J.%I"}`, "--s3-endpoint", endpoint, "--s3-secure", "false",
 		"--s3-credentials-dir", s3Creds, "--s3-upload-bucket", bucket, "--update-interval", "1")
 	require.Equal(t, 0, code, out)
 	rec, err := record.NewFileStore(state, name).Get(context.Background())
@@ -46,7 +48,8 @@ func TestLSFArrayTaskLogsInS3(t *testing.T) {
 	tasks := runner.RunPrefix(name, rec.Data[record.KeyKey], "") + "tasks/"
 	for i := 0; i <= 2; i++ {
 		got := readObject(t, bucket, fmt.Sprintf("%s%d.log", tasks, i))
-		assert.Equal(t, fmt.Sprintf("fake LSF: job %s[%d] is DONE (the fake runs no command)\n", id, i+1), got, "task %d is LSF's element %d", i, i+1)
+		assert.Equal(t, fmt.Sprintf("fake LSF: job %s[%d] is DONE (the fake runs no command)\n--- standard error ---\nfake LSF: job %s[%d] wrote no error (the fake runs no command)\n", id, i+1, id, i+1),
+			got, "task %d is LSF's element %d: its output, then its standard error (errorFile)", i, i+1)
 	}
 	outputs := strings.Split(rec.Data[record.KeyOutputs], "\n")
 	require.Len(t, outputs, 1, "job.log is the array's output")

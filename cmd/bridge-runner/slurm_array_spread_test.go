@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/internal/tests3"
+	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -136,4 +139,69 @@ func TestSlurmArraySpreadCrashesSubmitOnce(t *testing.T) {
 			assertSpreadOnce(t, rec, p, map[string]slurmCluster{"old": old, "young": young}, 12)
 		})
 	}
+}
+
+// TestSlurmArraySpreadTaskLogs spreads taskScript's array over two real
+// Slurms with S3, over REST (22.05 and 24.11: each task ships its own log
+// from its node) and over SSH (22.05's login node and 24.11's: invoke
+// reads each task's output on the cluster that ran it, routed by its
+// chunk's "target:id" as Status and Cancel are). Every task's log reaches
+// tasks/<index>.log with its own lines, whichever cluster ran it, job.log
+// lists each task's object (none "-"), and --log-task 4 (the last share's)
+// is the step's live log. Before, over SSH, the tasks on the second
+// cluster had no log and job.log said "-" for them.
+func TestSlurmArraySpreadTaskLogs(t *testing.T) {
+	t.Run("rest", func(t *testing.T) {
+		old, young := twoSlurms(t)
+		spreadTaskLogs(t, twoTargets(old, young))
+	})
+	t.Run("ssh", func(t *testing.T) {
+		old := testssh.Default(t)
+		young := testssh.Env(t, "BRIDGE_TEST_SLURM2411DBD_SSH", "hack/slurm2411dbd-up.sh starts its login node")
+		spreadTaskLogs(t, fmt.Sprintf(`[{"name":"old","backend":"slurm","resourceURL":%q,"credentials":%q},{"name":"young","backend":"slurm","resourceURL":%q,"credentials":%q}]`,
+			old.URL, old.CredsDir, young.URL, young.CredsDir))
+	})
+}
+
+// spreadTaskLogs runs the array 0-4 of taskScript(3) spread over targets
+// and checks every task's log and job.log.
+func spreadTaskLogs(t *testing.T, targets string) {
+	clearEnv(t)
+	bucket := tests3.Bucket(t, "logs")
+	endpoint, _, _, s3Creds := tests3.Env(t)
+	state := t.TempDir()
+	code, text := runBinary(t, "invoke", "--state-dir", state, "--job-name", "spread-logs", "--backend", "slurm",
+		"--targets", targets, "--placement", "spread", "--array", "0-4", "--log-task", "4",
+		"--job-properties", `{"partition":"debug","time_limit":5}`, "--script", taskScript(3),
+		"--s3-credentials-dir", s3Creds, "--s3-endpoint", endpoint, "--s3-secure", "false", "--s3-upload-bucket", bucket,
+		"--update-interval", "2", "--log-interval", "1s", "--watcher=false")
+	require.Equal(t, 1, code, "task 3 fails: exit 1: %s", text)
+	rec, err := record.NewFileStore(state, "spread-logs").Get(context.Background())
+	require.NoError(t, err)
+	t.Logf("placement: %s\nchunks: %s", rec.Data[record.KeyPlacement], rec.Data[record.KeyArrayChunks])
+	p, err := record.ParsePlaced(rec.Data[record.KeyPlacement])
+	require.NoError(t, err)
+	require.NotNil(t, p)
+	if free := freeAtProbe(p); free["old"] >= 1 && free["young"] >= 1 && 5*free["old"] >= free["old"]+free["young"] && 5*free["young"] >= free["old"]+free["young"] {
+		require.Len(t, p.Shares, 2, "both clusters had free CPUs when probed: both get tasks")
+	}
+	tasks := runner.RunPrefix("spread-logs", rec.Data[record.KeyKey], "") + "tasks/"
+	for i := 0; i <= 4; i++ {
+		got := readObject(t, bucket, tasks+strconv.Itoa(i)+".log")
+		for n := 1; n <= 3; n++ {
+			assert.Contains(t, got, fmt.Sprintf("task %d out %d\n", i, n), "task %d's log", i)
+			assert.Contains(t, got, fmt.Sprintf("task %d err %d\n", i, n), "task %d's log", i)
+		}
+		assert.Equal(t, 6, strings.Count(got, "task "), "task %d's log holds its own lines only: %q", i, got)
+	}
+	outputs := strings.Split(rec.Data[record.KeyOutputs], "\n")
+	require.Len(t, outputs, 1, "job.log is the array's output")
+	jobLog := readObject(t, bucket, strings.TrimPrefix(outputs[0], "s3://"+bucket+"/"))
+	for i := 0; i <= 4; i++ {
+		assert.Contains(t, jobLog, fmt.Sprintf("\ts3://%s/%s%d.log\n", bucket, tasks, i), "job.log lists task %d's object:\n%s", i, jobLog)
+	}
+	for n := 1; n <= 3; n++ {
+		assert.Equal(t, 1, strings.Count(text, fmt.Sprintf("task 4 out %d\n", n)), "--log-task 4: task 4's output, once, in the step's log:\n%s", text)
+	}
+	assert.NotContains(t, text, "task 0 out", "one task's output in the step's log")
 }

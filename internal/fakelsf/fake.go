@@ -101,6 +101,17 @@ func (j *Job) OutputPath() string {
 	return j.Cwd + "/" + out
 }
 
+// ErrorPath is where the job (an array's element) writes its standard
+// error, as bsub -e names it (ERROR_FILE, as OutputPath), or "" without
+// one: then it goes to the output file.
+func (j *Job) ErrorPath() string {
+	errf := strings.NewReplacer("%J", strconv.Itoa(j.ID), "%I", strconv.Itoa(j.Index)).Replace(j.Params["ERROR_FILE"])
+	if errf == "" || path.IsAbs(errf) {
+		return errf
+	}
+	return j.Cwd + "/" + errf
+}
+
 type Submit struct {
 	App    string
 	Params map[string]Param
@@ -178,6 +189,9 @@ func (f *Server) advance() {
 				}
 				if out := e.Params["OUTPUT_FILE"]; out != "" && e.Outputs != nil {
 					e.Outputs[e.OutputPath()] = []byte("fake LSF: job " + e.IDStr() + " is DONE (the fake runs no command)\n")
+				}
+				if errf := e.ErrorPath(); errf != "" && e.Outputs != nil {
+					e.Outputs[errf] = []byte("fake LSF: job " + e.IDStr() + " wrote no error (the fake runs no command)\n")
 				}
 			case e.Status == "PEND":
 				e.Status, e.Start, e.PendReason = "RUN", now, ""
@@ -612,7 +626,7 @@ func (f *Server) kill(w http.ResponseWriter, r *http.Request, ids string) {
 }
 
 func (f *Server) jobJSON(j *Job) map[string]any {
-	m := map[string]any{"jobId": j.IDStr(), "jobName": j.Name, "jobStatus": j.Status, "cwd": j.Cwd, "outfile": j.Params["OUTPUT_FILE"],
+	m := map[string]any{"jobId": j.IDStr(), "jobName": j.Name, "jobStatus": j.Status, "cwd": j.Cwd, "outfile": j.Params["OUTPUT_FILE"], "errfile": j.Params["ERROR_FILE"],
 		"command": j.Cmd, "queue": cmp.Or(j.Params["QUEUE"], "normal"), "user": f.User,
 		"submitTimeGMT": j.Submit.Format(time.RFC3339), "pendReason": j.PendReason}
 	if !j.Start.IsZero() {
@@ -639,6 +653,7 @@ type xmlJob struct {
 	ExitInfo      string   `xml:"exitInfo,omitempty"`
 	Cwd           string   `xml:"cwd"`
 	Outfile       string   `xml:"outfile"`
+	Errfile       string   `xml:"errfile"`
 	PendReason    string   `xml:"pendReason"`
 	SubmitTimeGMT string   `xml:"submitTimeGMT"`
 	StartTime     string   `xml:"startTime"`
@@ -678,7 +693,7 @@ func (f *Server) writeJobs(w http.ResponseWriter, r *http.Request, elem string, 
 			fmt.Fprintf(w, "<pseudoJob><id>%s</id><name>%s</name><status>%s</status></pseudoJob>", j.IDStr(), j.Name, j.Status)
 			continue
 		}
-		x := xmlJob{JobID: j.IDStr(), JobName: j.Name, JobStatus: j.Status, ExitInfo: j.ExitInfo, Cwd: j.Cwd, Outfile: j.Params["OUTPUT_FILE"], PendReason: j.PendReason,
+		x := xmlJob{JobID: j.IDStr(), JobName: j.Name, JobStatus: j.Status, ExitInfo: j.ExitInfo, Cwd: j.Cwd, Outfile: j.Params["OUTPUT_FILE"], Errfile: j.Params["ERROR_FILE"], PendReason: j.PendReason,
 			SubmitTimeGMT: j.Submit.Format(time.RFC3339)}
 		if j.ExitStatus != nil {
 			x.ExitStatus = strconv.Itoa(*j.ExitStatus)
