@@ -258,7 +258,7 @@ func (a *Agent) loop(ctx context.Context) {
 			a.cfg.Log.Warn("the cluster's batched status query failed; the heartbeat stands still, so steps poll for themselves until it works", "err", err, "retry_in", wait)
 		} else {
 			back.Reset()
-			a.answered(ctx)
+			a.answered(ctx, wait, time.Since(start))
 		}
 		record.SleepCtx(ctx, wait-time.Since(start))
 	}
@@ -335,8 +335,12 @@ func (a *Agent) loadEvery() time.Duration {
 }
 
 // answered advances the sequence after an answered round (or one with
-// nothing to ask) and writes the heartbeats when due.
-func (a *Agent) answered(ctx context.Context) {
+// nothing to ask) and writes the heartbeats when due. every is the time
+// between the starts of its rounds now, round how long this one took: the
+// heartbeat announces both, so that steps judge it by the cadence it
+// keeps (three requests a round for 500 Slurm jobs beat every 6 s and
+// more, not every 2 s; see watcher.Heartbeat.Due).
+func (a *Agent) answered(ctx context.Context, every, round time.Duration) {
 	a.okAt.Store(a.cfg.Now().UnixNano())
 	a.mu.Lock()
 	a.seq++
@@ -344,7 +348,7 @@ func (a *Agent) answered(ctx context.Context) {
 	if due {
 		a.beatAt = time.Now()
 	}
-	hb := watcher.Heartbeat{Agent: a.cfg.ID, Seq: a.seq, Interval: a.cfg.Interval}
+	hb := watcher.Heartbeat{Agent: a.cfg.ID, Seq: a.seq, Interval: a.cfg.Interval, Every: every, Round: round}
 	if a.cfg.Discoverer != nil {
 		hb.Memo = a.cfg.Discoverer.Remember()
 	}

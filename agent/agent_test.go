@@ -332,3 +332,47 @@ func TestAgentDiscoversOnceAndAfterARefusal(t *testing.T) {
 	assert.Equal(t, 3, d.counts(), "asked again once after each refusal")
 	assert.Equal(t, 3.0, counterValue(t, ag, "bridge_runner_agent_discoveries_total"))
 }
+
+// slowBatcher is a cluster whose jobs fill three requests a round (as 500
+// Slurm jobs do, 200 ids a request) and whose rounds take delay.
+type slowBatcher struct {
+	backends.StatusBatcher
+	delay time.Duration
+}
+
+func (s slowBatcher) StatusManyRequests(int) int { return 3 }
+func (s slowBatcher) StatusMany(ctx context.Context, ids []string) (map[string]backends.Status, error) {
+	time.Sleep(s.delay)
+	return s.StatusBatcher.StatusMany(ctx, ids)
+}
+
+// The agent announces the cadence it keeps, not only its interval: three
+// requests a round at 200 ms start a round every 600 ms, and a round that
+// takes 300 ms says so; a step trusts it for three of those (an agent
+// announcing its 200 ms interval alone, at 500 jobs, looked stale to its
+// steps between two heartbeats and they fell back).
+func TestAgentAnnouncesTheCadenceItKeeps(t *testing.T) {
+	e := newEnv(t, 1)
+	ns := e.nss[0]
+	const interval, delay = 200 * time.Millisecond, 300 * time.Millisecond
+	ag, err := agent.New(agent.Config{Cluster: cluster, Backend: "fake", ResourceURL: fakeURL, Key: e.key, Namespaces: e.nss,
+		Interval: interval, Kube: e.kube, Batcher: slowBatcher{StatusBatcher: e.fake, delay: delay}, ID: "agent-test", Log: slog.New(slog.NewTextHandler(e.logs, nil))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ag.Run(ctx) }()
+	// A running job for the rounds to ask about.
+	iv := e.invoker(ns, "job-0", `{"run":"1h"}`, cluster, 30*time.Second)
+	stepped := make(chan struct{})
+	go func() { defer close(stepped); _ = iv.Run(ctx) }()
+	defer func() { cancel(); <-done; <-stepped }()
+	var hb watcher.Heartbeat
+	require.Eventually(t, func() bool {
+		var ok bool
+		hb, ok = e.heartbeat(ns)
+		return ok && hb.Round >= delay
+	}, 30*time.Second, 50*time.Millisecond, "a heartbeat after a round that asked for the job")
+	assert.Equal(t, 3*interval, hb.Every, "three requests a round, one interval each")
+	assert.Less(t, hb.Round, 10*time.Second, "the round's own time, not more (a generous ceiling)")
+	assert.Equal(t, watcher.HeartbeatFloor+hb.Round, hb.Due(), "due after its period (the floor's, longer than its rounds') and its round")
+}

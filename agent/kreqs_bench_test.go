@@ -34,6 +34,8 @@ import (
 //	kube-req/job                the steps' Kubernetes requests a job
 //	agent-kube-req/job          the agent's, a job
 //	heap-MiB                    the largest live heap seen during the run
+//	fallbacks                   in-step watchers the steps started (agent
+//	                            mode: while they found the agent stale)
 func BenchmarkManyStepsInOneProcess(b *testing.B) {
 	u, creds := slurm2411(b)
 	root := os.Getenv("BRIDGE_TEST_SLURM2411_ROOT") // the jobs' root, where their stamps land
@@ -75,6 +77,7 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 	}
 	inJob := strings.TrimPrefix(dir, root)
 	kubeBefore := e.kube.Requests()
+	fallbacks := &countingHandler{msg: inStepWatcher}
 	heap := watchHeap()
 	exited := make([]time.Time, n)
 	start := time.Now()
@@ -83,7 +86,7 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			exited[i] = e.benchStep(b, mode, i, fmt.Sprintf("#!/bin/sh\nsleep %d.%03d\ndate +%%s.%%N > %s/%d\n", secs, i%1000, inJob, i))
+			exited[i] = e.benchStep(b, mode, i, fallbacks, fmt.Sprintf("#!/bin/sh\nsleep %d.%03d\ndate +%%s.%%N > %s/%d\n", secs, i%1000, inJob, i))
 		}()
 	}
 	wg.Wait()
@@ -112,12 +115,13 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 		b.ReportMetric(float64(agentKube())/float64(n), "agent-kube-req/job")
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(fallbacks.n.Load()), "fallbacks")
 	b.Logf("%s: %d steps of %d s in %s; slurmrestd by sender and kind %s; Kubernetes %s", mode, n, secs, wall.Round(time.Second), c.pathCounts(), e.kube.RequestsByVerb())
 }
 
-// benchStep runs step i of mode with script, and returns when it ended
-// (zero when it failed).
-func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, script string) time.Time {
+// benchStep runs step i of mode with script, logging to log, and returns
+// when it ended (zero when it failed).
+func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, log slog.Handler, script string) time.Time {
 	job := fmt.Sprintf("kreqs-%d", i)
 	spec := &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: script, UpdateInterval: "5"}
 	if mode == "agent" {
@@ -125,7 +129,7 @@ func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, script string) ti
 	}
 	iv := &runner.Invoker{JobName: job, Registry: e.reg, Holder: e.nss[0] + "/" + job, Backend: e.backendConfig(), Spec: spec,
 		Store: &record.ConfigMapStore{Client: e.kube, Namespace: e.nss[0], Name: record.ConfigMapName(job)},
-		Log:   slog.New(slog.DiscardHandler), MinPoll: runner.DefaultMinPoll, Watch: runner.WatchConfig{Off: mode == "polling"},
+		Log:   slog.New(log), MinPoll: runner.DefaultMinPoll, Watch: runner.WatchConfig{Off: mode == "polling"},
 		SubmitLease: 30 * time.Second, RetryBudget: 60 * time.Second, CancelWait: 10 * time.Second, Grace: 10 * time.Second}
 	// A ceiling, not a figure: the shared cluster queues the jobs (8 slots).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -136,6 +140,23 @@ func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, script string) ti
 	}
 	return time.Now()
 }
+
+// countingHandler counts the records logged with message msg (at Info,
+// as the in-step watcher's start is) and discards all.
+type countingHandler struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (h *countingHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
 // watchHeap samples the live heap until the returned func, which returns
 // the largest seen.

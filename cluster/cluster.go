@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/sha256"
@@ -40,7 +41,8 @@ type Cluster struct {
 	// Slurm's REST API version; "" until discovered).
 	APIVersion string
 
-	id *identity
+	id   *identity
+	book *Book // where its limits are asked once (nil: by each step)
 }
 
 // identity is a cluster's Group and Key, derived at the first asking:
@@ -80,15 +82,37 @@ type Spec struct {
 	Limits         Limits
 	Budget         float64
 	APIVersion     string
+	// Book, when the process keeps one, is what its steps learnt of their
+	// clusters: Limits the book knows are filled in, and ArrayLimit asks
+	// through it, once per cluster.
+	Book *Book
 }
 
 // New makes the cluster of spec and its identity. (A spec without a
 // backend is refused where the backend is built, by the registry.)
 func New(spec Spec) Cluster {
 	origin, _ := record.CanonicalOrigin(spec.URL)
-	return Cluster{Backend: spec.Backend, URL: spec.URL, Origin: origin, Credentials: spec.Credentials,
+	c := Cluster{Backend: spec.Backend, URL: spec.URL, Origin: origin, Credentials: spec.Credentials,
 		Limits: spec.Limits, Budget: spec.Budget, APIVersion: spec.APIVersion,
-		id: &identity{backend: spec.Backend, url: spec.URL, text: string(spec.CredentialText)}}
+		id: &identity{backend: spec.Backend, url: spec.URL, text: string(spec.CredentialText)}, book: spec.Book}
+	if c.book != nil && c.Limits.MaxArraySize == 0 {
+		c.Limits.MaxArraySize = c.book.known(c.id.bookKey()).MaxArraySize
+	}
+	return c
+}
+
+// ArrayLimit is the largest array the cluster takes in one submit: its
+// Limits' when known, else asked with l (the cluster's backend) through
+// the cluster's Book, once for every step of the process on this cluster
+// (each step asks for itself without a book).
+func (c Cluster) ArrayLimit(ctx context.Context, l backends.ArrayLimiter) (int, error) {
+	if c.Limits.MaxArraySize > 0 {
+		return c.Limits.MaxArraySize, nil
+	}
+	if c.book == nil || c.id == nil {
+		return l.ArrayLimit(ctx)
+	}
+	return c.book.arrayLimit(ctx, c.id.bookKey(), l.ArrayLimit)
 }
 
 // Group names the jobs one watcher may follow together: the same backend,

@@ -1,13 +1,17 @@
 package cluster
 
 import (
+	"context"
 	"encoding/hex"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -86,3 +90,47 @@ func TestIdentityIsDerivedOnlyHere(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, walked, 300, "the walk reads the module's Go files")
 }
+
+// A book asks a cluster's array limit once for every caller, also for
+// callers at once; a failed ask is not kept; a cluster made with the book
+// has the limit filled in once known; another cluster is asked for its own.
+func TestBookAsksTheArrayLimitOncePerCluster(t *testing.T) {
+	book := NewBook()
+	spec := Spec{Backend: "slurm", URL: "https://hpc.example:6820", CredentialText: []byte("token\x00a\x00"), Book: book}
+	var asked atomic.Int32
+	ask := limiterFunc(func(context.Context) (int, error) { asked.Add(1); return 1001, nil })
+	fail := limiterFunc(func(context.Context) (int, error) { asked.Add(1); return 0, errors.New("slurmrestd: 503") })
+
+	_, err := New(spec).ArrayLimit(context.Background(), fail)
+	require.Error(t, err)
+	assert.Zero(t, New(spec).Limits.MaxArraySize, "a failure is not kept")
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := New(spec).ArrayLimit(context.Background(), ask)
+			assert.NoError(t, err)
+			assert.Equal(t, 1001, n)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(2), asked.Load(), "the failed ask, then one for all twenty")
+	assert.Equal(t, 1001, New(spec).Limits.MaxArraySize, "filled in where the cluster is built")
+
+	other := spec
+	other.URL = "https://other.example:6820"
+	assert.Zero(t, New(other).Limits.MaxArraySize)
+	_, err = New(other).ArrayLimit(context.Background(), ask)
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), asked.Load(), "another cluster is asked for its own")
+
+	spec.Book = nil
+	_, err = New(spec).ArrayLimit(context.Background(), ask)
+	require.NoError(t, err)
+	assert.Equal(t, int32(4), asked.Load(), "without a book each step asks")
+}
+
+type limiterFunc func(context.Context) (int, error)
+
+func (f limiterFunc) ArrayLimit(ctx context.Context) (int, error) { return f(ctx) }

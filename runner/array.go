@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -28,6 +29,7 @@ type arrayBackend struct {
 	as      backends.ArraySubmitter
 	limiter backends.ArrayLimiter // nil: the backend takes any array in one
 	arr     backends.Array
+	cluster cluster.Cluster // the backend's: its ArrayLimit is asked of limiter once per cluster
 
 	mu     sync.Mutex
 	last   arraySummary            // the latest fold, for the record and the outputs

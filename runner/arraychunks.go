@@ -76,7 +76,8 @@ func ChunkKey(key string, k int) string {
 
 // plan is the array's chunks: one when it fits the cluster. The size is
 // the record's when a submit fixed it, else the key's "/N", else the
-// cluster's limit, read once.
+// cluster's limit (cluster.Cluster.ArrayLimit: once per cluster when the
+// process shares a book of its clusters).
 func (a *arrayBackend) plan(ctx context.Context) ([]backends.Array, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -92,7 +93,7 @@ func (a *arrayBackend) plan(ctx context.Context) ([]backends.Array, error) {
 	case a.arr.Chunk > 0:
 		size = a.arr.Chunk
 	case a.limiter != nil:
-		n, err := a.limiter.ArrayLimit(ctx)
+		n, err := a.cluster.ArrayLimit(ctx, a.limiter)
 		if err != nil {
 			return nil, fmt.Errorf("reading the cluster's array limit: %w", err)
 		}

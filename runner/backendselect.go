@@ -71,13 +71,19 @@ func (r *run) description(ctx context.Context) (*record.Description, error) {
 // and hands it the record's memo. invoke and cleanup both build theirs here,
 // after description chose it.
 func (r *run) newBackend(desc *record.Description) (backends.Backend, error) {
-	be, err := r.buildBackend(desc)
+	c, err := r.clusterOf(desc)
+	if err != nil {
+		return nil, err
+	}
+	be, err := r.backendFor(c)
 	if err != nil {
 		return nil, err
 	}
 	r.recallMemo(be)
 	if _, ok := be.(backends.ArraySubmitter); ok && desc.Array != nil {
 		a := asArray(be, *desc.Array)
+		// Its limit is the cluster's (asked once per cluster).
+		a.cluster = c
 		if r.rec != nil { // a chunked array is split as its submit fixed it
 			a.size = recordedChunkSize(r.rec.Data[record.KeyArrayChunks])
 		}

@@ -339,8 +339,9 @@ func (c *Cleaner) delete(ctx context.Context, r *run, res *CleanupResult) error 
 }
 
 // collectLease deletes the lease of the deleted record's watch group if it
-// has lapsed (see watcher.CollectLease): one read per cleanup, so that a
-// group whose last watcher died leaves no ConfigMap behind for good.
+// has lapsed (see watcher.CollectLease: a held lease is watched up to a
+// TTL by this process's clock), so that a group whose last watcher died
+// leaves no ConfigMap behind for good.
 func collectLease(ctx context.Context, r *run) {
 	cs, group := record.ConfigMapOf(r.Store), r.rec.Data[record.KeyWatchGroup]
 	if cs == nil {

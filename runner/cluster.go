@@ -11,7 +11,8 @@ import (
 
 // clusterOf is the cluster of desc's (placed) target: its backend and URL,
 // the credentials resolved for it (the target's directory, or the step's),
-// the site's budget for its watcher and the API version the record learnt.
+// the site's budget for its watcher, the API version the record learnt
+// and the limits the process's steps learnt (Invoker.Clusters).
 // Backend construction, placement's shared probes and the watcher take it;
 // its identity (the watch group and its key) is the cluster package's.
 func (r *run) clusterOf(desc *record.Description) (cluster.Cluster, error) {
@@ -19,7 +20,7 @@ func (r *run) clusterOf(desc *record.Description) (cluster.Cluster, error) {
 	if err != nil {
 		return cluster.Cluster{}, err
 	}
-	spec := cluster.Spec{Backend: desc.Backend, URL: desc.ResourceURL, Credentials: creds, Budget: r.Watch.MaxRequestsPerSecond}
+	spec := cluster.Spec{Backend: desc.Backend, URL: desc.ResourceURL, Credentials: creds, Budget: r.Watch.MaxRequestsPerSecond, Book: r.Clusters}
 	if dc, ok := creds.(DirCredentials); ok {
 		spec.CredentialText = credentialBytes(dc.Dir)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -78,6 +79,10 @@ type Invoker struct {
 	// Watch shapes the cluster's watcher (watchgroup.go); the zero value
 	// turns it on for records kept in ConfigMaps.
 	Watch WatchConfig
+	// Clusters, when the process runs many steps (invokes in goroutines),
+	// is what they learnt of their clusters, shared: a cluster's array
+	// limit is asked once for all of them. Nil: each step asks for itself.
+	Clusters *cluster.Book
 	// S3 is how to reach S3, for jobs that use it.
 	S3 S3Access
 	// Detach, when set, is asked after SIGTERM whether only this pod is going

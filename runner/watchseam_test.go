@@ -35,7 +35,9 @@ func TestCleanupCollectsTheGroupsLapsedLease(t *testing.T) {
 	st := &record.ConfigMapStore{Client: s.Client, Namespace: s.Namespace, Name: "rec-1"}
 	_, err := st.Create(ctx, map[string]string{record.KeyWatchGroup: group, record.KeyJobStatus: string(backends.Done)})
 	require.NoError(t, err)
-	res, err := (&runner.Cleaner{Store: st, Registry: backends.NewRegistry(), RetryBudget: time.Second}).Run(ctx)
+	// A budget longer than the lease's TTL: a held lease is collected once
+	// nobody wrote it for a TTL by the cleanup's clock.
+	res, err := (&runner.Cleaner{Store: st, Registry: backends.NewRegistry(), RetryBudget: time.Minute}).Run(ctx)
 	require.NoError(t, err)
 	require.True(t, res.Deleted)
 	err = s.Client.Get(ctx, kube.ConfigMaps, s.Namespace, lease.Name, &kube.ConfigMap{})

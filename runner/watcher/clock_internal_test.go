@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -113,6 +114,76 @@ func TestTheWatcherImportsNothingAboveIt(t *testing.T) {
 					t.Errorf("%s imports %s: the watcher is beneath runner; pass what it needs in (MemberConfig)", name, p)
 				}
 			}
+		}
+	}
+}
+
+// passingClock is a reader's clock whose timers fire at once, their time
+// having passed by it, after during (what others did meanwhile) ran.
+type passingClock struct {
+	fakeClock
+	during func()
+}
+
+func (c *passingClock) NewTimer(d time.Duration) Timer {
+	if c.during != nil {
+		c.during()
+	}
+	c.add(d)
+	fired := make(chan time.Time, 1)
+	fired <- c.Now()
+	return firedTimer(fired)
+}
+
+type firedTimer chan time.Time
+
+func (f firedTimer) C() <-chan time.Time { return f }
+func (firedTimer) Stop()                 {}
+
+// Cleanup's collection of a lapsed lease judges it by the reader's clock,
+// as the lease itself is judged: a lease is collected once nobody wrote it
+// for one TTL by the reader's clock since it read it, whatever the
+// holder's clock wrote into it. A holder an hour ahead, dead, is
+// collected; a holder an hour behind, renewing, keeps its lease. (Judged
+// by the holder's written times, the first stayed an hour and the second
+// was deleted under its live watcher.)
+func TestLeaseCleanupIsJudgedByTheReadersClockAcrossAnHour(t *testing.T) {
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		for _, live := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/live=%v", skew, live), func(t *testing.T) {
+				ctx := context.Background()
+				s := testkube.RecordStore(t)
+				reader := &passingClock{fakeClock: fakeClock{t: time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC)}}
+				holder := &fakeClock{t: reader.Now().Add(skew)}
+				group := testCluster.Group()
+				held := groupLease(s, group, testKey, clockOf(holder))
+				v, ok := held.take(ctx, leaseState{}, "holder")
+				require.True(t, ok)
+				v, renewed, err := held.renew(ctx, v, "holder", 0)
+				require.NoError(t, err)
+				require.True(t, renewed)
+				if live {
+					reader.during = func() { // a renewal within the TTL the reader waits
+						holder.add(leaseTTL / 2)
+						_, renewed, err := held.renew(ctx, v, "holder", 0)
+						assert.NoError(t, err)
+						assert.True(t, renewed)
+					}
+				}
+
+				collector := groupLease(s, group, nil, clockOf(reader))
+				collected, err := collector.collectLapsed(ctx)
+				require.NoError(t, err)
+				st, err := held.read(ctx)
+				require.NoError(t, err)
+				if live {
+					assert.False(t, collected)
+					assert.Equal(t, "holder", st.holder, "a lease renewed within the TTL stays, whatever its writer's clock")
+				} else {
+					assert.True(t, collected)
+					assert.Empty(t, st.version, "a lease nobody wrote for a TTL by the reader's clock is collected")
+				}
+			})
 		}
 	}
 }

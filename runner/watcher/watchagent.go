@@ -49,16 +49,29 @@ type Heartbeat struct {
 	At         time.Time
 	ArrayLimit int
 	Load       string
+	// The cadence the agent keeps now, as it announces it: Every is the
+	// time between the starts of its rounds (its query interval times the
+	// requests one round of its jobs sends: 6 s for 500 Slurm jobs at 2 s),
+	// Round how long its last round took (the query and the observations'
+	// writes). Zero for an agent of an earlier release (see Due).
+	Every, Round time.Duration
 }
+
+// Due is how long after one heartbeat the agent announces the next at the
+// latest: its period (or its rounds' period, when longer) plus the time
+// its last round took. A step trusts an advance for three of these (see
+// agentTrust): a heartbeat late by a busy apiserver or a starved process
+// is no reason to fall back; none for three is.
+func (hb Heartbeat) Due() time.Duration { return max(hb.Period(), hb.Every) + hb.Round }
 
 // Current reports whether hb's figures (ArrayLimit, Load) may stand in
 // for a step's own requests at now, by the step's clock: written less
-// than 3 heartbeat periods ago, and not more than one period ahead (the
-// clocks' skew). A heartbeat left by an agent that stopped, or replayed,
-// is not current however well it verifies.
+// than 3 announced cadences ago (Due), and not more than one period ahead
+// (the clocks' skew). A heartbeat left by an agent that stopped, or
+// replayed, is not current however well it verifies.
 func (hb Heartbeat) Current(now time.Time) bool {
 	age := now.Sub(hb.At)
-	return !hb.At.IsZero() && age < 3*hb.Period() && age > -hb.Period()
+	return !hb.At.IsZero() && age < 3*hb.Due() && age > -hb.Period()
 }
 
 // The figures ride in the heartbeat's sealed memo, after the backend's
@@ -71,6 +84,8 @@ const (
 	figureAt         = "at"
 	figureArrayLimit = "arrayLimit"
 	figureLoad       = "load"
+	figureEvery      = "everyMs"
+	figureRound      = "roundMs"
 )
 
 // memoText is hb's memo with its figures.
@@ -84,6 +99,12 @@ func (hb Heartbeat) memoText() string {
 		if hb.Load != "" && !strings.Contains(hb.Load, "\n") {
 			lines = append(lines, figureLoad+"="+hb.Load)
 		}
+	}
+	if hb.Every > 0 {
+		lines = append(lines, figureEvery+"="+strconv.FormatInt(hb.Every.Milliseconds(), 10))
+	}
+	if hb.Round > 0 {
+		lines = append(lines, figureRound+"="+strconv.FormatInt(hb.Round.Milliseconds(), 10))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -104,11 +125,24 @@ func (hb *Heartbeat) readMemo(text string) {
 			}
 		case figureLoad:
 			hb.Load = v
+		case figureEvery:
+			hb.Every = positiveMs(v)
+		case figureRound:
+			hb.Round = positiveMs(v)
 		}
 	}
 }
 
-// Period is how often the agent writes its heartbeat.
+// positiveMs is v as milliseconds, 0 unless a positive number.
+func positiveMs(v string) time.Duration {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Period is how often the agent writes its heartbeat at the least.
 func (h Heartbeat) Period() time.Duration { return max(h.Interval, HeartbeatFloor) }
 
 func heartbeatParts(ns, cluster string, d map[string]string) []string {
@@ -207,8 +241,8 @@ const (
 // agentTrust is a step's rule for trusting its cluster's agent, by the
 // step's own clock alone: the agent is fresh while its heartbeat's
 // sequence advanced (a verified heartbeat of the same agent with a higher
-// sequence than any seen) within min(3 heartbeat periods, the step's
-// budget). A heartbeat that is replayed (no higher sequence) changes
+// sequence than any seen) within min(3 announced cadences (Heartbeat.Due),
+// the step's budget). A heartbeat that is replayed (no higher sequence) changes
 // nothing; one that is missing or does not verify ends trust at once.
 type agentTrust struct {
 	now    func() time.Time
@@ -217,7 +251,7 @@ type agentTrust struct {
 	mu         sync.Mutex
 	joined     time.Time
 	maxSeq     map[string]uint64 // the highest sequence seen, by agent
-	period     time.Duration     // the period of the heartbeat last verified
+	period     time.Duration     // the cadence (Due) of the heartbeat last verified
 	advancedAt time.Time         // zero: no advance since the last loss
 	lost       bool              // missing or unverifiable since joining
 }
@@ -241,10 +275,11 @@ func (t *agentTrust) saw(hb Heartbeat, verified bool) {
 	if known {
 		t.advancedAt = t.now()
 	}
-	t.maxSeq[hb.Agent], t.period = hb.Seq, hb.Period()
+	t.maxSeq[hb.Agent], t.period = hb.Seq, hb.Due()
 }
 
-// window is how long an advance is trusted.
+// window is how long an advance is trusted: three of the cadences the
+// agent announced (Due), never longer than the step's budget.
 func (t *agentTrust) window() time.Duration { return min(3*t.period, t.budget) }
 
 // state is the agent's state now, and until when it holds at the latest

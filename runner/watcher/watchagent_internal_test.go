@@ -228,3 +228,44 @@ func TestAgentObservationIsAMembersObservation(t *testing.T) {
 	_, ok = m.observation("other-bridge-cm", sealed)
 	assert.False(t, ok, "copied to another record")
 }
+
+// At N = 500 steps in one process on Slurm 24.11 the agent's rounds took
+// three requests (200 ids each) at its 2 s interval: a heartbeat every
+// 6 s plus the round's own time, read by steps in a starved process a
+// moment later still. Judged by three periods of the announced 2 s
+// interval (6 s), the agent looked stale between two of its heartbeats
+// and about 140 of 500 steps fell back to the in-step watcher. The window
+// follows the cadence the agent announces (its round period and its last
+// round's time), by the step's clock: a heartbeat that arrives late by
+// that much and a second more never makes it stale, and an agent truly
+// gone is stale three of those cadences after its last advance, no later.
+func TestAgentTrustFollowsTheAgentsAnnouncedCadence(t *testing.T) {
+	key := []byte("key")
+	c := newFakeClock()
+	tr := newAgentTrust(c.Now, time.Minute)
+	hb := Heartbeat{Agent: "a", Interval: 2 * time.Second, Every: 6 * time.Second, Round: 1500 * time.Millisecond}
+	arrive := func(seq uint64) {
+		hb.Seq = seq
+		got, ok := ReadHeartbeat(key, "ns", "hpc-1", SealHeartbeat(key, "ns", "hpc-1", hb))
+		require.True(t, ok)
+		require.Equal(t, hb, got, "the cadence rides sealed in the heartbeat")
+		tr.saw(got, true)
+	}
+	arrive(1)
+	gap := hb.Every + hb.Round + time.Second // delivered a second late
+	for seq := uint64(2); seq <= 20; seq++ {
+		for waited := time.Duration(0); waited < gap; waited += 250 * time.Millisecond {
+			c.add(250 * time.Millisecond)
+			require.NotEqual(t, agentStale, stateOf(tr), "heartbeat %d, %s after the last", seq, waited)
+		}
+		arrive(seq)
+		require.Equal(t, agentFresh, stateOf(tr))
+	}
+	window := 3 * (hb.Every + hb.Round)
+	_, until := tr.state()
+	assert.Equal(t, c.Now().Add(window), until, "three of the announced cadences after the last advance")
+	c.add(window - time.Millisecond)
+	assert.Equal(t, agentFresh, stateOf(tr))
+	c.add(time.Millisecond)
+	assert.Equal(t, agentStale, stateOf(tr), "an agent gone is stale then, by the step's clock")
+}

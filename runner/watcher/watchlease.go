@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
@@ -75,9 +76,6 @@ type leaseState struct {
 	okAge   time.Duration
 	prev    string
 	seen    time.Time // when the judging member first saw this version
-	// lapsed: by the writer's own timestamps, nobody has renewed or taken
-	// it within the TTL: for collecting a dead group's lease, never trust.
-	lapsed func(now time.Time) bool
 }
 
 func (l lease) read(ctx context.Context) (leaseState, error) {
@@ -113,11 +111,6 @@ func (l lease) stateOf(cm *kube.ConfigMap) leaseState {
 	s.renewal = d["renewed"] != "" && err == nil && ms >= 0
 	s.okAge = time.Duration(ms) * time.Millisecond
 	s.asked, _ = time.Parse(time.RFC3339Nano, d["asked"])
-	renewed, _ := time.Parse(time.RFC3339Nano, d["renewed"])
-	taken, _ := time.Parse(time.RFC3339Nano, d["taken"])
-	s.lapsed = func(now time.Time) bool {
-		return s.holder == "" || (now.Sub(renewed) >= leaseTTL && now.Sub(taken) >= leaseTTL)
-	}
 	return s
 }
 
@@ -272,22 +265,60 @@ func (l lease) remove(ctx context.Context, holder string) {
 }
 
 // collectLapsed deletes the lease when nobody holds it: released, or
-// neither renewed nor taken within its TTL. A watcher, or the successor
-// it handed the lease to, that dies with its group's last job leaves the
-// ConfigMap behind, and no invoke of that group comes to take it; cleanup,
-// deleting a record of the group, collects it. A member that finds the
-// lease gone makes it again, so collecting one that a new job's invoke
-// is about to take costs that invoke a second, not its watcher.
+// written by nobody for one TTL by this reader's clock since it read it
+// (as leaseJudge judges a lease: the holder's written times decide
+// nothing, a holder an hour ahead kept a dead lease an hour and one an
+// hour behind lost a live one). A watcher, or the successor it handed the
+// lease to, that dies with its group's last job leaves the ConfigMap
+// behind, and no invoke of that group comes to take it; cleanup, deleting
+// a record of the group, collects it, waiting up to a TTL (a live
+// watcher's renewal ends the wait within leaseRenewEvery). A member that
+// finds the lease gone makes it again, so collecting one that a new job's
+// invoke is about to take costs that invoke a second, not its watcher.
 func (l lease) collectLapsed(ctx context.Context) (bool, error) {
 	s, err := l.read(ctx)
-	if err != nil || s.version == "" || !s.lapsed(l.clock.Now()) || s.group != l.name[len(leasePrefix):] {
+	if err != nil || s.version == "" || s.group != l.name[len(leasePrefix):] {
 		return false, err // a ConfigMap of that name but not a lease is not ours
 	}
+	if s.holder != "" && !l.unwrittenFor(ctx, s.version, leaseTTL) {
+		return false, ctx.Err()
+	}
+	// Deleted only at the version read: a write meanwhile (a renewal the
+	// watch did not bring) keeps it.
 	err = l.c.DeleteUnchanged(ctx, kube.ConfigMaps, l.ns, l.name, s.version)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return false, nil // taken or collected meanwhile
+		return false, nil // written or collected meanwhile
 	}
 	return err == nil, err
+}
+
+// unwrittenFor reports whether the lease, read at version, was not
+// written for d by this reader's clock: false as soon as its watch brings
+// a write, or when ctx ends first. A watch that cannot start or ends early
+// leaves the judgement to the timer (and the delete's version).
+func (l lease) unwrittenFor(ctx context.Context, version string, d time.Duration) bool {
+	var events <-chan watch.Event
+	if w, err := l.c.WatchOne(ctx, kube.ConfigMaps, l.ns, l.name, version); err == nil {
+		defer w.Stop()
+		events = w.ResultChan()
+	}
+	t := l.clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			return true
+		case <-ctx.Done():
+			return false
+		case ev, ok := <-events:
+			switch {
+			case !ok:
+				events = nil // the timer decides
+			case ev.Type != watch.Bookmark:
+				return false
+			}
+		}
+	}
 }
 
 // object is the lease held by holder written over version (renewed then,

@@ -169,37 +169,38 @@ func TestCloseGivesOnAHandoverItNeverSaw(t *testing.T) {
 }
 
 // A lease whose last watcher died (a successor SIGKILLed with the group's
-// last job) is left behind with nobody to take it: CollectLease (cleanup's,
-// deleting a record of that group) collects it once it has lapsed, and
-// leaves alone a live lease and a ConfigMap of a lease's name that is not
+// last job) is left behind with nobody to take it: cleanup's collection
+// (CollectLease, deleting a record of that group) collects it once nobody
+// wrote it for a TTL by the collector's clock, and leaves alone a live
+// lease (renewed meanwhile) and a ConfigMap of a lease's name that is not
 // a lease.
 func TestCleanupCollectsALapsedLease(t *testing.T) {
 	ctx := context.Background()
 	s := testkube.RecordStore(t)
 	group := cluster.New(cluster.Spec{Backend: "slurm", URL: "https://cluster.example", CredentialText: []byte("token")}).Group()
 	l := groupLease(s, group, testKey, clock{})
+	reader := &passingClock{fakeClock: fakeClock{t: time.Now()}}
 	cleanup := func(string) {
-		name, _, err := CollectLease(ctx, s, group)
+		_, err := groupLease(s, group, nil, clockOf(reader)).collectLapsed(ctx)
 		require.NoError(t, err)
-		require.Equal(t, l.name, name)
 	}
 
-	// Live: held and renewed now (a watcher of another job of the group).
+	// Live: held and renewed while the collector waits (a watcher of
+	// another job of the group).
 	v, ok := l.take(ctx, leaseState{}, handedTo("rec-gone"))
 	require.True(t, ok)
-	_, held, err := l.renew(ctx, v, handedTo("rec-gone"), 0)
-	require.NoError(t, err)
-	require.True(t, held)
+	reader.during = func() {
+		_, held, err := l.renew(ctx, v, handedTo("rec-gone"), 0)
+		assert.NoError(t, err)
+		assert.True(t, held)
+	}
 	cleanup("rec-1")
 	st, err := l.read(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, handedTo("rec-gone"), st.holder, "a live lease stays")
 
-	// Lapsed: neither renewed nor taken within the TTL.
-	cm := l.object(handedTo("rec-gone"), st.version, time.Now().Add(-2*leaseTTL), 0)
-	cm.Data["taken"] = time.Now().Add(-2 * leaseTTL).UTC().Format(time.RFC3339Nano)
-	l.seal(cm)
-	require.NoError(t, s.Client.Update(ctx, kube.ConfigMaps, s.Namespace, l.name, cm, &kube.ConfigMap{}))
+	// Lapsed: written by nobody for a TTL by the collector's clock.
+	reader.during = nil
 	cleanup("rec-2")
 	st, err = l.read(ctx)
 	require.NoError(t, err)
