@@ -372,7 +372,7 @@ func TestAgentKilledOnSlurm2411(t *testing.T) {
 func TestStepsUseTheAgentsDiscoveryOnSlurm2411(t *testing.T) {
 	e := newSlurmEnv(t, 1, time.Second)
 	e.startAgent()
-	assert.Regexp(t, `^api=v0\.0\.\d+$`, e.awaitMemo(e.nss[0]), "the agent published the version it found")
+	assert.Regexp(t, `(?m)^api=v0\.0\.\d+$`, e.awaitMemo(e.nss[0]), "the agent published the version it found (beside its cadence)")
 	const n = 6
 	res, _ := e.run(n, 3)
 	for _, r := range res {
