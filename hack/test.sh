@@ -32,15 +32,37 @@ need_cmd_no_service promtool prometheus
 # periods, retry budgets, black holes, crash points) wait out real time: ~44 min
 # with make e2e running beside (as in CI), under the 90 of CI. It is the long
 # pole, so it runs in a lane of its own from the start (under one `go test
-# ./...` it waited ~5 min for a free slot of -p); every other package, then
+# ./...` it waited ~5 min for a free slot of -p), in two halves; every other package, then
 # Argo 4's validator and the KFP checks, run in the second lane meanwhile;
 # the node-down test on Slurms of its own (hack/node-down-test.sh) in a third.
 # Each lane's output is printed whole as it ends; the failures of all, last.
 logs=$(mktemp -d "${TMPDIR:-/tmp}/bridge-test.XXXXXX")
 # shellcheck disable=SC2086
 gotest() { go test -tags bridgetest -count=1 -timeout 60m ${GO_TEST_FLAGS:-} "$@"; }
-gotest ./cmd/bridge-runner >"$logs/cmd.log" 2>&1 &
-cmd_lane=$!
+# Its parallel tests (crash points, outages: each runs its cases side by
+# side, and they run one after another once the sequential tests are done)
+# are half its time: they get a lane of their own, found as the top-level
+# tests whose first statement is t.Parallel(), so a new one joins by itself.
+# The sequential tests' partition fills (placement, re-placement) use
+# partition short, which no parallel test uses.
+cmd_parallel=$(awk '/^func Test[A-Za-z0-9_]*\(t \*testing\.T\) \{/ {
+    name = $2; sub(/\(.*/, "", name)
+    while ((getline line) > 0 && line ~ /^[ \t]*\/\//) {}
+    if (line ~ /^\tt\.Parallel\(\)/) print name
+  }' cmd/bridge-runner/*_test.go | paste -sd'|')
+cmd_lanes=()
+if [ -n "${GO_TEST_FLAGS:-}" ] || [ -z "$cmd_parallel" ]; then
+  gotest ./cmd/bridge-runner >"$logs/cmd.log" 2>&1 &
+  cmd_lanes+=($!)
+else
+  # Each lane's package line says which half it is (the slowest list).
+  (gotest -skip "^($cmd_parallel)\$" ./cmd/bridge-runner 2>&1 |
+    sed 's|cmd/bridge-runner\t|cmd/bridge-runner (sequential tests)\t|') >"$logs/cmd.log" &
+  cmd_lanes+=($!)
+  (gotest -run "^($cmd_parallel)\$" ./cmd/bridge-runner 2>&1 |
+    sed 's|cmd/bridge-runner\t|cmd/bridge-runner (parallel tests)\t|') >"$logs/cmd-parallel.log" &
+  cmd_lanes+=($!)
+fi
 # Alone on its clusters: a node set down ends or requeues every job on it,
 # so on the shared clusters it would fail other tests' jobs.
 node_lane=
@@ -61,15 +83,17 @@ bash hack/kfp-check.sh || rc=$?
 # ... and runs the components under kfp.local's DockerRunner with a real
 # Docker daemon (installed and started here if missing, stopped after).
 bash hack/kfp-local.sh || rc=$?
-echo "== go test ./cmd/bridge-runner (its own lane, from the start):"
-wait "$cmd_lane" || rc=$?
-cat "$logs/cmd.log"
+echo "== go test ./cmd/bridge-runner (lanes of its own, from the start):"
+for lane in "${cmd_lanes[@]}"; do
+  wait "$lane" || rc=$?
+done
+cat "$logs/cmd.log" "$logs/cmd-parallel.log" 2>/dev/null || true
 if [ -n "$node_lane" ]; then
   echo "== TestRealNodeDownIsInfrastructure on Slurms of its own (hack/node-down-test.sh):"
   wait "$node_lane" || rc=$?
   cat "$logs/node-down.log"
 fi
-cat "$logs"/{rest,cmd,node-down}.log >"$logs/all.log" 2>/dev/null || true
+cat "$logs"/{rest,cmd,cmd-parallel,node-down}.log >"$logs/all.log" 2>/dev/null || true
 # The slowest packages (CI's time goes where these are), then the failures
 # again, last: a long log's tail then names them.
 echo "== slowest packages:"
