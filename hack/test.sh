@@ -41,7 +41,7 @@ logs=$(mktemp -d "${TMPDIR:-/tmp}/bridge-test.XXXXXX")
 gotest() { go test -tags bridgetest -count=1 -timeout 60m ${GO_TEST_FLAGS:-} "$@"; }
 # Its parallel tests (crash points, outages: each runs its cases side by
 # side, and they run one after another once the sequential tests are done)
-# are half its time: they get a lane of their own, found as the top-level
+# are a quarter of its time: they get a lane of their own, found as the top-level
 # tests whose first statement is t.Parallel(), so a new one joins by itself.
 # The sequential tests' partition fills (placement, re-placement) use
 # partition short, which no parallel test uses.
@@ -50,6 +50,9 @@ cmd_parallel=$(awk '/^func Test[A-Za-z0-9_]*\(t \*testing\.T\) \{/ {
     while ((getline line) > 0 && line ~ /^[ \t]*\/\//) {}
     if (line ~ /^\tt\.Parallel\(\)/) print name
   }' cmd/bridge-runner/*_test.go | paste -sd'|')
+# ... and, to even the halves (~20 min each), the longest sequential test:
+# the watcher's faults on Slurm (11 min: its cases side by side in it).
+cmd_parallel=${cmd_parallel:+$cmd_parallel|TestWatcherFaultsOnSlurm}
 cmd_lanes=()
 if [ -n "${GO_TEST_FLAGS:-}" ] || [ -z "$cmd_parallel" ]; then
   gotest ./cmd/bridge-runner >"$logs/cmd.log" 2>&1 &
