@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridge-runner/bridge-runner/internal/testkube"
+	"github.com/bridge-runner/bridge-runner/kube"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -23,7 +25,8 @@ import (
 // 24.11 (BRIDGE_BENCH_KREQS_STEPS, default 20; BRIDGE_BENCH_KREQS_SECONDS,
 // default 5), run as runner.Invoker values in goroutines of this one
 // process (500 invoke processes need ~10 GiB here), each with its own
-// ConfigMap record and its own backend client: with the cluster's agent,
+// ConfigMap record, its own backend client and its own Kubernetes client
+// (stepKubes): with the cluster's agent,
 // with the in-step watcher, and polling alone, side by side in one run.
 // Figures per mode:
 //
@@ -34,6 +37,9 @@ import (
 //	kube-req/job                the steps' Kubernetes requests a job
 //	agent-kube-req/job          the agent's, a job
 //	heap-MiB                    the largest live heap seen during the run
+//	cpu-wait-max-s              the longest a goroutine of this process
+//	                            waited for a CPU (watchProcess): the
+//	                            steps' figures include such waits
 //	fallbacks                   in-step watchers the steps started (agent
 //	                            mode: while they found the agent stale)
 func BenchmarkManyStepsInOneProcess(b *testing.B) {
@@ -76,9 +82,9 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 		b.Fatal(err)
 	}
 	inJob := strings.TrimPrefix(dir, root)
-	kubeBefore := e.kube.Requests()
+	kubes := stepKubes(b, n)
 	fallbacks := &countingHandler{msg: inStepWatcher}
-	heap := watchHeap()
+	process := watchProcess()
 	exited := make([]time.Time, n)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -86,12 +92,12 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			exited[i] = e.benchStep(b, mode, i, fallbacks, fmt.Sprintf("#!/bin/sh\nsleep %d.%03d\ndate +%%s.%%N > %s/%d\n", secs, i%1000, inJob, i))
+			exited[i] = e.benchStep(b, mode, i, kubes[i], fallbacks, fmt.Sprintf("#!/bin/sh\nsleep %d.%03d\ndate +%%s.%%N > %s/%d\n", secs, i%1000, inJob, i))
 		}()
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	peak := heap()
+	peak, lag := process()
 	var delays []float64
 	for i := range n {
 		raw, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(i)))
@@ -110,25 +116,26 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 	c := e.counter
 	sched := c.pathCount("step", "job") + c.pathCount("step", "list") + c.pathCount("agent", "job") + c.pathCount("agent", "list")
 	b.ReportMetric(float64(sched)/wall.Seconds(), "sched-req/s")
-	b.ReportMetric(float64(e.kube.Requests()-kubeBefore)/float64(n), "kube-req/job")
+	b.ReportMetric(float64(kubes.requests())/float64(n), "kube-req/job")
 	if agentKube != nil {
 		b.ReportMetric(float64(agentKube())/float64(n), "agent-kube-req/job")
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "heap-MiB")
+	b.ReportMetric(lag.Seconds(), "cpu-wait-max-s")
 	b.ReportMetric(float64(fallbacks.n.Load()), "fallbacks")
-	b.Logf("%s: %d steps of %d s in %s; slurmrestd by sender and kind %s; Kubernetes %s", mode, n, secs, wall.Round(time.Second), c.pathCounts(), e.kube.RequestsByVerb())
+	b.Logf("%s: %d steps of %d s in %s; slurmrestd by sender and kind %s; Kubernetes %s", mode, n, secs, wall.Round(time.Second), c.pathCounts(), kubes.byVerb())
 }
 
-// benchStep runs step i of mode with script, logging to log, and returns
-// when it ended (zero when it failed).
-func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, log slog.Handler, script string) time.Time {
+// benchStep runs step i of mode with script, its record through kc,
+// logging to log, and returns when it ended (zero when it failed).
+func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, kc *kube.Client, log slog.Handler, script string) time.Time {
 	job := fmt.Sprintf("kreqs-%d", i)
 	spec := &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: script, UpdateInterval: "5"}
 	if mode == "agent" {
 		spec.Cluster = cluster
 	}
 	iv := &runner.Invoker{JobName: job, Registry: e.reg, Holder: e.nss[0] + "/" + job, Backend: e.backendConfig(), Spec: spec,
-		Store: &record.ConfigMapStore{Client: e.kube, Namespace: e.nss[0], Name: record.ConfigMapName(job)},
+		Store: &record.ConfigMapStore{Client: kc, Namespace: e.nss[0], Name: record.ConfigMapName(job)},
 		Log:   slog.New(log), MinPoll: runner.DefaultMinPoll, Watch: runner.WatchConfig{Off: mode == "polling"},
 		SubmitLease: 30 * time.Second, RetryBudget: 60 * time.Second, CancelWait: 10 * time.Second, Grace: 10 * time.Second}
 	// A ceiling, not a figure: the shared cluster queues the jobs (8 slots).
@@ -139,6 +146,54 @@ func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, log slog.Handler,
 		return time.Time{}
 	}
 	return time.Now()
+}
+
+// stepKubes are n Kubernetes clients, one a step, each throttled as an
+// invoke process's own is (record.StoreOptions: QPS 20, burst 40). In a
+// cluster every step is a process of its own; one client shared by the N
+// steps of this process queued each step's few requests behind the
+// others' (client-go's client-side throttling, waits of seconds at
+// N = 1,000), a wait no step in a cluster has, which delayed the steps'
+// first read of the agent's heartbeat past the submit's wait for it.
+func stepKubes(b *testing.B, n int) kubeTally {
+	cfg := testkube.Config(b)
+	cfg.QPS, cfg.Burst = 20, 40
+	t := make(kubeTally, n)
+	for i := range t {
+		t[i] = testkube.KubeClient(b, cfg)
+	}
+	return t
+}
+
+// kubeTally are the steps' Kubernetes clients, whose requests it sums.
+type kubeTally []*kube.Client
+
+func (t kubeTally) requests() (n int64) {
+	for _, c := range t {
+		n += c.Requests()
+	}
+	return n
+}
+
+// byVerb is the sum of the clients' RequestsByVerb, in its form.
+func (t kubeTally) byVerb() string {
+	sums := map[string]int64{}
+	var order []string
+	for _, c := range t {
+		for _, f := range strings.Fields(c.RequestsByVerb()) {
+			verb, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if _, seen := sums[verb]; !seen {
+				order = append(order, verb)
+			}
+			sums[verb] += n
+		}
+	}
+	out := make([]string, len(order))
+	for i, verb := range order {
+		out[i] = fmt.Sprintf("%s=%d", verb, sums[verb])
+	}
+	return strings.Join(out, " ")
 }
 
 // countingHandler counts the records logged with message msg (at Info,
@@ -158,16 +213,21 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
-// watchHeap samples the live heap until the returned func, which returns
-// the largest seen.
-func watchHeap() func() uint64 {
+// watchProcess samples the live heap, and how late a 200 ms ticker of
+// this process fires (its goroutines waiting for a CPU: all N steps share
+// this process's, where in a cluster each step has its own), until the
+// returned func, which returns the largest heap and lateness seen.
+func watchProcess() func() (uint64, time.Duration) {
 	var peak atomic.Uint64
+	var lag atomic.Int64
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := time.NewTicker(200 * time.Millisecond)
+		const every = 200 * time.Millisecond
+		t := time.NewTicker(every)
 		defer t.Stop()
+		last := time.Now()
 		for {
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
@@ -177,9 +237,13 @@ func watchHeap() func() uint64 {
 			select {
 			case <-done:
 				return
-			case <-t.C:
+			case now := <-t.C:
+				// The ticker drops ticks it could not deliver: the gap
+				// since the last one received is its lateness.
+				lag.Store(max(lag.Load(), int64(time.Since(last)-every)))
+				last = now
 			}
 		}
 	}()
-	return func() uint64 { close(done); <-stopped; return peak.Load() }
+	return func() (uint64, time.Duration) { close(done); <-stopped; return peak.Load(), time.Duration(lag.Load()) }
 }

@@ -355,7 +355,13 @@ func (v *HeartbeatView) Published(ctx context.Context, wait time.Duration) (Hear
 	select {
 	case <-v.read:
 	case <-t.C():
-		return Heartbeat{}, false
+		// A step starved of CPU (a pod at its CPU limit, a node
+		// overcommitted) runs again only long after its timer fired, by
+		// when the heartbeat may have been read: that read is used, not
+		// the timer's word (which would cost the cluster the discovery).
+		if !v.wasRead() {
+			return Heartbeat{}, false
+		}
 	case <-ctx.Done():
 		return Heartbeat{}, false
 	}
@@ -365,6 +371,16 @@ func (v *HeartbeatView) Published(ctx context.Context, wait time.Duration) (Hear
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.hb, v.hb.Agent != ""
+}
+
+// wasRead reports whether the heartbeat was read at least once.
+func (v *HeartbeatView) wasRead() bool {
+	select {
+	case <-v.read:
+		return true
+	default:
+		return false
+	}
 }
 
 // Stop ends the view (nil: nothing to end).

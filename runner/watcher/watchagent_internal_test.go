@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/kube"
 )
 
 // newFakeClock is a step's own clock, moved by hand (fakeClock).
@@ -268,4 +270,32 @@ func TestAgentTrustFollowsTheAgentsAnnouncedCadence(t *testing.T) {
 	assert.Equal(t, agentFresh, stateOf(tr))
 	c.add(time.Millisecond)
 	assert.Equal(t, agentStale, stateOf(tr), "an agent gone is stale then, by the step's clock")
+}
+
+// A step starved of CPU runs again only after its wait for the heartbeat's
+// first read is over, and by then the heartbeat was read: it uses what it
+// read. (Before, the step's select chose between the fired timer and the
+// read at random, and half such steps asked the cluster for its API
+// version themselves: ~500 of 1,000 steps in one process on 2 CPUs.)
+func TestPublishedPrefersAReadThatCameWhileTheStepWasStarved(t *testing.T) {
+	key := []byte("key")
+	hb := Heartbeat{Agent: "agent-1", Seq: 7, Interval: time.Second, Memo: "v0.0.41"}
+	cm := &kube.ConfigMap{Data: SealHeartbeat(key, "ns", "hpc-1", hb)}
+	for i := range 100 { // a random choice would lose one of 100 with odds 1 - 2^-100
+		clk := &passingClock{fakeClock: *newFakeClock()}
+		v := &HeartbeatView{ns: "ns", cluster: "hpc-1", key: key, trust: newAgentTrust(clk.Now, time.Minute), clock: clockOf(clk),
+			changed: make(chan struct{}, 1), read: make(chan struct{})}
+		clk.during = func() { v.see(cm) } // read while the step waited, starved, past its timer
+		got, ok := v.Published(context.Background(), 2*time.Second)
+		require.True(t, ok, "try %d: the heartbeat was read before the step ran again", i)
+		assert.Equal(t, "v0.0.41", got.Memo)
+	}
+}
+
+// Without any read, the wait ends at its bound.
+func TestPublishedEndsAtItsWaitWithoutARead(t *testing.T) {
+	clk := &passingClock{fakeClock: *newFakeClock()}
+	v := &HeartbeatView{trust: newAgentTrust(clk.Now, time.Minute), clock: clockOf(clk), read: make(chan struct{})}
+	_, ok := v.Published(context.Background(), 2*time.Second)
+	assert.False(t, ok)
 }
