@@ -2,10 +2,6 @@ package runner
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,16 +13,9 @@ import (
 // placed cluster about another cluster's job, or a job of the same number
 // there. In the array files every such call takes the id route returned.
 func TestChunkIDsReachBackendsThroughRoute(t *testing.T) {
-	files, err := filepath.Glob("array*.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
+	fset, files := sources(t, "array*.go")
 	calls := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		require.NoError(t, err)
+	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -56,26 +45,16 @@ var backendCall = map[string]bool{"Status": true, "ArrayStatus": true, "Cancel":
 // backend's own reader asked for another cluster's chunk finds no log
 // (job.log said "-" for every task of a spread's other clusters).
 func TestTaskLogReadersRouteChunks(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
+	fset, files := sources(t, "*.go")
 	finders := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
+	for _, fn := range funcDecls(files) {
+		if isChunkTasksMethod(fn) || !assertsTo(fn.Body, "TaskLogReader") {
 			continue
 		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		require.NoError(t, err)
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Body == nil || isChunkTasksMethod(fn) || !assertsTo(fn.Body, "TaskLogReader") {
-				continue
-			}
-			finders++
-			if !calledNames(fn.Body)["taskReader"] {
-				t.Errorf("%s: %s finds a TaskLogReader and reads tasks' logs without taskReader (a spread's chunks on other clusters get no log)",
-					fset.Position(fn.Pos()), fn.Name.Name)
-			}
+		finders++
+		if !calledNames(fn.Body)["taskReader"] {
+			t.Errorf("%s: %s finds a TaskLogReader and reads tasks' logs without taskReader (a spread's chunks on other clusters get no log)",
+				fset.Position(fn.Pos()), fn.Name.Name)
 		}
 	}
 	require.GreaterOrEqual(t, finders, 2, "no reader of tasks' logs found: the walk reads nothing")

@@ -2,10 +2,6 @@ package runner
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,30 +13,17 @@ import (
 // a spread's shares), or the next placement of a burst piles onto the
 // cluster it just filled: a spread counted nothing until issue 43.
 func TestEveryPlacementCountsIntoTheSharedLoad(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
+	fset, files := sources(t, "*.go")
 	placers := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
+	for _, fn := range funcDecls(files) {
+		calls := calledNames(fn.Body)
+		if fn.Name.Name == "probeTargets" || !calls["probeTargets"] {
 			continue
 		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		require.NoError(t, err)
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Body == nil || fn.Name.Name == "probeTargets" {
-				continue
-			}
-			calls := calledNames(fn.Body)
-			if !calls["probeTargets"] {
-				continue
-			}
-			placers++
-			if !calls["reserve"] && !calls["reserveShares"] {
-				t.Errorf("%s: %s probes the targets and places work without counting it into the shared load (reserve / reserveShares)",
-					fset.Position(fn.Pos()), fn.Name.Name)
-			}
+		placers++
+		if !calls["reserve"] && !calls["reserveShares"] {
+			t.Errorf("%s: %s probes the targets and places work without counting it into the shared load (reserve / reserveShares)",
+				fset.Position(fn.Pos()), fn.Name.Name)
 		}
 	}
 	require.GreaterOrEqual(t, placers, 2, "no placement found: the walk reads nothing")
