@@ -63,8 +63,17 @@ func testUsageIsCondorHistorys(t *testing.T, srv testssh.Server) {
 	// above with condor_history's; here only the CPU time's direction is
 	// checked (not the efficiency: the busy job's wall time grows with the
 	// load while 23.9's snapshot does not).
+	// A snapshot can miss the loop entirely: a CI run of 2026-11-30 saw 23.9
+	// report 0.027 s for the busy job and 0.037 s for the sleeper (the
+	// shell's start-up). So the direction is checked only when the pool's
+	// figure covers at least half of the loop's second, i.e. it is the job's
+	// whole CPU time (25's); a snapshot was compared with condor_history's above.
 	if eb.CPU != nil && es.CPU != nil {
-		assert.Greater(t, usage["busy"].CPUSeconds, usage["sleeper"].CPUSeconds, "the busy job's CPU time against the sleeper's")
+		if usage["busy"].CPUSeconds >= 0.5 {
+			assert.Greater(t, usage["busy"].CPUSeconds, usage["sleeper"].CPUSeconds, "the busy job's CPU time against the sleeper's")
+		} else {
+			t.Logf("the pool reported %.3f s of the busy loop's 1 s: a snapshot of the starter's last update, whose direction against the sleeper's says nothing", usage["busy"].CPUSeconds)
+		}
 		assert.Less(t, *es.CPU, 0.1)
 	}
 	require.NotNil(t, eb.QueueWaitSeconds)
