@@ -114,7 +114,7 @@ func TestRaySIGTERMStopsTheJob(t *testing.T) {
 	url, creds := rayURL(t)
 	state := t.TempDir()
 	cmd, out := startInvoke(t, nil, "--state-dir", state, "--job-name", "ray-term", "--backend", "ray",
-		"--resource-url", url, "--credentials-dir", creds, "--script", "import time\ntime.sleep(60)\n")
+		"--resource-url", url, "--credentials-dir", creds, "--script", "import time\ntime.sleep(300)\n")
 	waitForStatus(t, state, "ray-term", "RUNNING")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, ExitKilled, exitOf(cmd.Wait()), out.String())
