@@ -81,6 +81,12 @@ func rayJobStates(t *testing.T, url, creds, id string) map[string]string {
 
 const tickScript = "import time\nfor i in range(10):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n"
 
+// liveTickScript prints 20 lines over 10 s: long enough that a loaded
+// machine, where Ray's driver and invoke's polls lag by seconds, still sees
+// the job RUNNING while its lines arrive (tickScript's 2 s job ended before
+// invoke saw it running, in a CI run of 2026-11-30).
+const liveTickScript = "import time\nfor i in range(20):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n"
+
 // TestRayLiveLogs: the entrypoint's lines reach invoke's stderr while the
 // job runs, not only at its end.
 func TestRayLiveLogs(t *testing.T) {
@@ -88,7 +94,7 @@ func TestRayLiveLogs(t *testing.T) {
 	url, creds := rayURL(t)
 	state := t.TempDir()
 	cmd := exec.Command(binary, "invoke", "--state-dir", state, "--job-name", "ray-logs", "--backend", "ray",
-		"--resource-url", url, "--credentials-dir", creds, "--script", tickScript, "--update-interval", "1")
+		"--resource-url", url, "--credentials-dir", creds, "--script", liveTickScript, "--update-interval", "1")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -105,7 +111,7 @@ func TestRayLiveLogs(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, stderr)
 	require.Equal(t, 0, exitOf(cmd.Wait()))
-	assert.Equal(t, 10, ticks, "every line, once")
+	assert.Equal(t, 20, ticks, "every line, once")
 	assert.Greater(t, ticksWhileRunning, 3, "lines arrive while the job runs")
 }
 
