@@ -22,6 +22,14 @@ var operatorOnly = map[string]bool{"image": true, "imagepullpolicy": true, "kill
 // property's dotted path and type.
 func crdSpecLeaves(t *testing.T) map[string]string {
 	t.Helper()
+	leaves := map[string]string{}
+	crdSpec(t).leaves("", leaves)
+	return leaves
+}
+
+// crdSpec is the schema of spec in deploy/operator/crd.yaml's first version.
+func crdSpec(t *testing.T) schemaNode {
+	t.Helper()
 	raw, err := os.ReadFile("../deploy/operator/crd.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -43,13 +51,12 @@ func crdSpecLeaves(t *testing.T) map[string]string {
 	if len(crd.Spec.Versions) == 0 {
 		t.Fatal("crd.yaml has no version")
 	}
-	leaves := map[string]string{}
-	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].leaves("", leaves)
-	return leaves
+	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
 }
 
 type schemaNode struct {
 	Type       string                `json:"type"`
+	Enum       []string              `json:"enum"`
 	Properties map[string]schemaNode `json:"properties"`
 }
 

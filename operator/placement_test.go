@@ -1,11 +1,8 @@
 package operator
 
 import (
-	"os"
 	"slices"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/bridge-runner/bridge-runner/record"
 )
@@ -13,32 +10,7 @@ import (
 // crdPlacementEnum is the enum of spec.placement in deploy/operator/crd.yaml.
 func crdPlacementEnum(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile("../deploy/operator/crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd struct {
-		Spec struct {
-			Versions []struct {
-				Schema struct {
-					OpenAPIV3Schema struct {
-						Properties map[string]struct {
-							Properties map[string]struct {
-								Enum []string `json:"enum"`
-							} `json:"properties"`
-						} `json:"properties"`
-					} `json:"openAPIV3Schema"`
-				} `json:"schema"`
-			} `json:"versions"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		t.Fatal(err)
-	}
-	if len(crd.Spec.Versions) == 0 {
-		t.Fatal("crd.yaml has no version")
-	}
-	return crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["placement"].Enum
+	return crdSpec(t).Properties["placement"].Enum
 }
 
 // TestCRDPlacementIsEveryPolicy: the BridgeJob CRD admits exactly the
