@@ -141,11 +141,13 @@ func (t taskUsage) addTo(u *backends.Usage) {
 const sacctUsageFields = "JobID,State,AllocCPUS,ElapsedRaw,TimelimitRaw,TotalCPU,MaxRSS,ReqMem,Submit,Start"
 
 // Usage runs sacct for the job (every task's and step's line for an array).
+// --noconvert keeps MaxRSS exact, as slurmdbd stores it: without it sacct
+// rounds a figure such as 4718592 bytes to "4.50M", two decimals of its own.
 func (b *SSHBackend) Usage(ctx context.Context, id string) (backends.Usage, error) {
 	if !slurmID().MatchString(id) {
 		return backends.Usage{}, fmt.Errorf("%q is not a Slurm job id: %w", id, backends.ErrNotFound)
 	}
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"sacct", "--parsable2", "--noheader", "-j", id, "-o", sacctUsageFields}})
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"sacct", "--parsable2", "--noheader", "--noconvert", "-j", id, "-o", sacctUsageFields}})
 	if err != nil {
 		return backends.Usage{}, err
 	}

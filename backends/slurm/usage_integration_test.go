@@ -83,7 +83,9 @@ func gathers(t *testing.T, run slurmCmd) bool {
 type sacctLine struct{ allocCPUs, elapsedRaw, timelimitRaw, totalCPU, maxRSS, reqMem string }
 
 func sacctSays(t *testing.T, run slurmCmd, id string) (job sacctLine, steps []sacctLine) {
-	out, err := run("sacct", "--parsable2", "--noheader", "-j", id, "-o", "JobID,AllocCPUS,ElapsedRaw,TimelimitRaw,TotalCPU,MaxRSS,ReqMem").Output()
+	// --noconvert: MaxRSS exact, as slurmdbd keeps it (without it 22.05
+	// printed 4718592 bytes as "4.50M").
+	out, err := run("sacct", "--parsable2", "--noheader", "--noconvert", "-j", id, "-o", "JobID,AllocCPUS,ElapsedRaw,TimelimitRaw,TotalCPU,MaxRSS,ReqMem").Output()
 	require.NoError(t, err, "sacct")
 	t.Logf("sacct -j %s:\n%s", id, out)
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -119,16 +121,20 @@ func checkAgainstSacct(t *testing.T, run slurmCmd, id string, u backends.Usage, 
 	assert.Equal(t, job.timelimitRaw, strconv.Itoa(int(u.TimeLimit/time.Minute)), "TimelimitRaw")
 	assert.Equal(t, job.reqMem, fmt.Sprintf("%dM", u.ReqMemBytes>>20), "ReqMem")
 	assert.InDelta(t, cpuSeconds(t, job.totalCPU), u.CPUSeconds, 0.0015, "TotalCPU %s", job.totalCPU)
-	peak := int64(0) // KiB, the largest step's
+	peak := int64(0) // bytes, the largest step's
 	for _, s := range steps {
-		if s.maxRSS != "" {
-			n, err := strconv.ParseInt(strings.TrimSuffix(s.maxRSS, "K"), 10, 64)
+		if s.maxRSS != "" { // with --noconvert: bytes, or KiB with a K (as slurmdbd keeps it)
+			text, unit := strings.TrimSuffix(s.maxRSS, "K"), int64(1)
+			if text != s.maxRSS {
+				unit = 1024
+			}
+			n, err := strconv.ParseInt(text, 10, 64)
 			require.NoError(t, err, "MaxRSS %q", s.maxRSS)
-			peak = max(peak, n)
+			peak = max(peak, n*unit)
 		}
 	}
 	if gathered {
-		assert.Equal(t, peak, u.MaxRSSBytes>>10, "MaxRSS of the largest step, in KiB")
+		assert.Equal(t, peak, u.MaxRSSBytes, "MaxRSS of the largest step, in bytes")
 	} else {
 		assert.Zero(t, peak, "a cluster that gathers nothing has no MaxRSS")
 		assert.Zero(t, u.MaxRSSBytes)
