@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 )
 
@@ -170,9 +171,10 @@ func spreadShares(cands []candidate, arr backends.Array) ([]record.Share, error)
 // peer is one more target of a spread array: its backend, and the
 // jobproperties its chunks are submitted with.
 type peer struct {
-	be    backends.Backend
-	as    backends.ArraySubmitter
-	props json.RawMessage
+	be      backends.Backend
+	as      backends.ArraySubmitter
+	props   json.RawMessage
+	cluster cluster.Cluster // the target's: its array limit is asked once per cluster
 }
 
 // A spread array's id is its chunks' as for a chunked one; a chunk on a
@@ -257,18 +259,19 @@ func (a *arrayBackend) peerName(t string) string {
 // smallestLimit is the smallest array limit of the spread's targets (the
 // largest index count when none sets one): one size for every chunk, so
 // that the record's one size line splits the array again the same way.
+// Each target's limit is its cluster's, asked once per cluster.
 func (a *arrayBackend) smallestLimit(ctx context.Context) (int, error) {
 	size := backends.MaxArrayIndex + 1
-	limiters := []backends.Backend{a.Backend}
+	targets := []peer{{be: a.Backend, cluster: a.cluster}}
 	for _, p := range a.peers {
-		limiters = append(limiters, p.be)
+		targets = append(targets, *p)
 	}
-	for _, be := range limiters {
-		l, ok := be.(backends.ArrayLimiter)
+	for _, t := range targets {
+		l, ok := t.be.(backends.ArrayLimiter)
 		if !ok {
 			continue
 		}
-		n, err := l.ArrayLimit(ctx)
+		n, err := t.cluster.ArrayLimit(ctx, l)
 		if err != nil {
 			return 0, fmt.Errorf("reading the cluster's array limit: %w", err)
 		}
@@ -318,12 +321,16 @@ func (r *run) addPeers(a *arrayBackend, desc *record.Description) error {
 		if err := d.Place(record.Placed{Target: s.Target, Backend: s.Backend}); err != nil {
 			return err
 		}
-		be, err := r.buildBackend(&d)
+		c, err := r.clusterOf(&d)
+		if err != nil {
+			return err
+		}
+		be, err := r.backendFor(c)
 		if err != nil {
 			return err
 		}
 		as, ok := be.(backends.ArraySubmitter)
-		a.peers[s.Target] = &peer{be: be, as: as, props: d.Properties}
+		a.peers[s.Target] = &peer{be: be, as: as, props: d.Properties, cluster: c}
 		if _, lim := be.(backends.ArrayLimiter); !ok || !lim {
 			return backends.Invalid(record.KeyPlacement, "spread needs backends whose arrays take an offset (Slurm); target %s's backend %s does not", s.Target, s.Backend)
 		}

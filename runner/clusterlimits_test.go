@@ -53,3 +53,30 @@ func TestArrayLimitIsAskedOncePerCluster(t *testing.T) {
 		})
 	}
 }
+
+// A spread array asks each of its clusters' limits through the book too:
+// steps spreading over a and b ask a once and b once between them, and
+// split as each limit says (a's 10: a's share of 15 in two chunks).
+func TestSpreadAsksEachClustersArrayLimitOnce(t *testing.T) {
+	const steps = 6
+	tc, _ := spreadClusters(t)
+	tc.b.ArrayMax = 100
+	book := cluster.NewBook()
+	var wg sync.WaitGroup
+	for i := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			iv := tc.spreadInvoker(`{"run":"50ms"}`)
+			iv.JobName = fmt.Sprintf("spread-%d", i)
+			iv.Store = record.NewFileStore(t.TempDir(), iv.JobName)
+			iv.Clusters = book
+			assert.NoError(t, iv.Run(context.Background()))
+			assert.Equal(t, "a,b", iv.Result().Target)
+			assert.Equal(t, "17", iv.Result().ArrayFailed, "b's share ran with b's jobproperties")
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, tc.a.Count("arraylimit"), "a's array limit asked")
+	assert.Equal(t, 1, tc.b.Count("arraylimit"), "b's array limit asked")
+}
