@@ -107,7 +107,7 @@ ray_api() {
 }
 
 start_long() {
-  local label url tok ver part n=0 begin
+  local label url tok ver part begin
   begin=$(($(date +%s) + 3600))
   while read -r label url tok ver; do
     for part in $(slurm_api "$url" "$tok" GET "/slurm/$ver/partitions" | jq -r '.partitions[].name'); do
@@ -118,18 +118,31 @@ start_long() {
   while read -r label port creds; do
     echo "$label: held job: $(condor_submit_noise "$port" "$creds" 60 true)"
   done < <(condors)
+  ray_long
+}
+
+# ray_long: on each Ray without a bridge-noise job alive, a job that sleeps
+# (no CPU reserved: the test cluster has one, which a test's job needs).
+# The loop calls it again: Ray's memory monitor can kill the job when the
+# machine runs short of memory.
+ray_long() {
+  local label url tok
   while read -r label url tok; do
-    n=$((n + 1))
-    echo "$label: long job: $(ray_api "$url" "$tok" POST /api/jobs/ \
-      "{\"entrypoint\":\"sleep 86400\",\"submission_id\":\"$NAME-$(date +%s)-$n\"}")"
+    if [ -z "$(ray_api "$url" "$tok" GET /api/jobs/ | jq -r --arg n "$NAME-" \
+      '.[] | select((.submission_id // "") | startswith($n)) | select(.status == "PENDING" or .status == "RUNNING") | .submission_id')" ]; then
+      echo "$label: long job: $(ray_api "$url" "$tok" POST /api/jobs/ \
+        "{\"entrypoint\":\"sleep 86400\",\"submission_id\":\"$NAME-$(date +%s)-$RANDOM\"}")"
+    fi
   done < <(rays)
 }
 
 # short_loop: a short job on each Slurm and HTCondor every PERIOD seconds
 # (with jitter, so that lanes do not beat in step), until stopped.
 short_loop() {
-  local label url tok ver port creds
+  local label url tok ver port creds i=0
   while :; do
+    i=$((i + 1))
+    [ $((i % 12)) = 0 ] && ray_long
     while read -r label url tok ver; do
       slurm_submit "$url" "$tok" "$ver" debug 3 >/dev/null || true
     done < <(slurms)
@@ -185,7 +198,7 @@ start)
     exit 1
   fi
   start_long
-  setsid bash -c "$(declare -f slurms slurm_api slurm_submit condors condor_ssh condor_submit_noise short_loop)
+  setsid bash -c "$(declare -f slurms slurm_api slurm_submit condors condor_ssh condor_submit_noise rays ray_api ray_long short_loop)
     NAME=$NAME PERIOD=$PERIOD; short_loop" >"$DIR/loop.log" 2>&1 &
   echo $! >"$DIR/loop.pid"
   echo "noise: short jobs every ${PERIOD}s (pid $(cat "$DIR/loop.pid")); hack/noise.sh stop cancels all"
