@@ -20,6 +20,11 @@
 # service that is not running is left out. BRIDGE_NOISE_PERIOD (seconds,
 # default 5) spaces the short jobs.
 set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+# jq reads the services' JSON; a fresh machine may lack it (and curl).
+need_cmd jq || { echo "noise: could not install jq" >&2; exit 1; }
+need_cmd curl || { echo "noise: could not install curl" >&2; exit 1; }
 
 NAME=bridge-noise
 DIR=${BRIDGE_NOISE_DIR:-/tmp/bridge-runner-noise}

@@ -81,6 +81,7 @@ func commandRules() []commandRule {
 		{prefix: "go test ./record/ -run ConfigMap", ranBy: "hack/test.sh", want: "go test"},
 		{prefix: "go test -tags bridgetest -run ", ranBy: "hack/test.sh", want: "go test -tags bridgetest"},
 		{prefix: "go run ./hack/fakes ", ranBy: "hack/e2e.sh", want: "hack/fakes"},
+		{prefix: "bash hack/noise.sh ", ranBy: "internal/sharedidle/noise_test.go", want: "TestNoiseStartsOtherUsersJobsAndStopCancelsThem"},
 		{prefix: "make image", why: "docker build needs the golang and distroless base images from a registry this machine cannot reach; hack/build-image.sh builds the same image without one, for make e2e and hack/kfp-local.sh"},
 		{prefix: "make set-image", why: "rewrites the image of the shipped YAML in the work tree; the components', templates' and examples' tests check that they all name the one image"},
 		{prefix: "make bench", why: "figures, not tests (BENCHMARKS.md); too long for every CI run"},
