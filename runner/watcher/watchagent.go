@@ -52,8 +52,10 @@ type Heartbeat struct {
 	// The cadence the agent keeps now, as it announces it: Every is the
 	// time between the starts of its rounds (its query interval times the
 	// requests one round of its jobs sends: 6 s for 500 Slurm jobs at 2 s),
-	// Round how long its last round took (the query and the observations'
-	// writes). Zero for an agent of an earlier release (see Due).
+	// Round how long its last round took (its query: the observations are
+	// written apart, see agent's outbox; an agent of an earlier release
+	// counted their writes too). Zero for an agent of an earlier release
+	// (see Due).
 	Every, Round time.Duration
 }
 
