@@ -159,6 +159,7 @@ func (r *run) takeEarlyView(cluster string, key []byte) *watcher.HeartbeatView {
 		e.v.Stop()
 		return nil
 	}
+	e.v.Join() // the create's time does not count against the agent
 	return e.v
 }
 
