@@ -19,6 +19,8 @@ import (
 // legs times where a detection's delay goes (the benchmark's, not the
 // product's): per job, from the job's end (its stamp) to
 //
+//	slurm-end  the job's end_time in Slurm, as the agent's query read it
+//	           (whole seconds: up to 1 s early)
 //	saw        the end of the agent's batched query that first said final
 //	observed   the agent's observation of a final state, as a watch of
 //	           the namespace (one, the benchmark's own) received it
@@ -32,6 +34,7 @@ import (
 type legs struct {
 	mu       sync.Mutex
 	saw      map[string]time.Time   // by job id
+	ended    map[string]time.Time   // Slurm's end_time, by job id
 	asked    map[string][]time.Time // by job id, every one-job query of a step
 	observed map[string]time.Time   // by record name
 	recorded map[string]time.Time   // by record name
@@ -41,7 +44,7 @@ type legs struct {
 }
 
 func newLegs() *legs {
-	return &legs{saw: map[string]time.Time{}, asked: map[string][]time.Time{}, observed: map[string]time.Time{}, recorded: map[string]time.Time{}}
+	return &legs{saw: map[string]time.Time{}, ended: map[string]time.Time{}, asked: map[string][]time.Time{}, observed: map[string]time.Time{}, recorded: map[string]time.Time{}}
 }
 
 // query notes an agent's batched query from start to now and its answer.
@@ -56,7 +59,7 @@ func (l *legs) query(start time.Time, sts map[string]backends.Status) {
 	l.lastEnd = now
 	for id, st := range sts {
 		if _, seen := l.saw[id]; !seen && st.State.Final() {
-			l.saw[id] = now
+			l.saw[id], l.ended[id] = now, st.EndTime
 		}
 	}
 }
@@ -110,13 +113,17 @@ func firstAt(m map[string]time.Time, k string, at time.Time) {
 func (l *legs) report(ends []stepEnd) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var saw, observed, asked, recorded, returned []float64
+	var slurmEnd, saw, observed, asked, recorded, returned []float64
 	since := func(out *[]float64, at time.Time, end float64) {
 		if !at.IsZero() {
 			*out = append(*out, float64(at.UnixNano())/1e9-end)
 		}
 	}
 	for _, e := range ends {
+		if e.stamp == 0 {
+			continue // failed: no stamp, or no return
+		}
+		since(&slurmEnd, l.ended[e.id], e.stamp)
 		since(&saw, l.saw[e.id], e.stamp)
 		since(&observed, l.observed[e.name], e.stamp)
 		since(&recorded, l.recorded[e.name], e.stamp)
@@ -131,7 +138,7 @@ func (l *legs) report(ends []stepEnd) string {
 		}
 	}
 	lines := []string{
-		leg("saw", saw), leg("observed", observed), leg("asked", asked), leg("recorded", recorded), leg("returned", returned),
+		leg("slurm-end", slurmEnd), leg("saw", saw), leg("observed", observed), leg("asked", asked), leg("recorded", recorded), leg("returned", returned),
 		durs("agent query", l.queries), durs("agent query end to next start", l.gaps),
 	}
 	return strings.Join(lines, "\n")
@@ -149,7 +156,7 @@ func leg(name string, v []float64) string {
 		return name + ": none"
 	}
 	slices.Sort(v)
-	return fmt.Sprintf("%-8s n=%4d p50 %6.2f s  p95 %6.2f s  max %6.2f s", name, len(v), v[len(v)/2], v[(len(v)*95+99)/100-1], v[len(v)-1])
+	return fmt.Sprintf("%-9s n=%4d p50 %6.2f s  p95 %6.2f s  max %6.2f s", name, len(v), v[len(v)/2], v[(len(v)*95+99)/100-1], v[len(v)-1])
 }
 
 func durs(name string, d []time.Duration) string {
