@@ -19,8 +19,6 @@ import (
 // legs times where a detection's delay goes (the benchmark's, not the
 // product's): per job, from the job's end (its stamp) to
 //
-//	slurm-end  the job's end_time in Slurm, as the agent's query read it
-//	           (whole seconds: up to 1 s early)
 //	saw        the end of the agent's batched query that first said final
 //	observed   the agent's observation of a final state, as a watch of
 //	           the namespace (one, the benchmark's own) received it
@@ -34,7 +32,6 @@ import (
 type legs struct {
 	mu       sync.Mutex
 	saw      map[string]time.Time   // by job id
-	ended    map[string]time.Time   // Slurm's end_time, by job id
 	asked    map[string][]time.Time // by job id, every one-job query of a step
 	observed map[string]time.Time   // by record name
 	recorded map[string]time.Time   // by record name
@@ -44,7 +41,7 @@ type legs struct {
 }
 
 func newLegs() *legs {
-	return &legs{saw: map[string]time.Time{}, ended: map[string]time.Time{}, asked: map[string][]time.Time{}, observed: map[string]time.Time{}, recorded: map[string]time.Time{}}
+	return &legs{saw: map[string]time.Time{}, asked: map[string][]time.Time{}, observed: map[string]time.Time{}, recorded: map[string]time.Time{}}
 }
 
 // query notes an agent's batched query from start to now and its answer.
@@ -59,7 +56,7 @@ func (l *legs) query(start time.Time, sts map[string]backends.Status) {
 	l.lastEnd = now
 	for id, st := range sts {
 		if _, seen := l.saw[id]; !seen && st.State.Final() {
-			l.saw[id], l.ended[id] = now, st.EndTime
+			l.saw[id] = now
 		}
 	}
 }
@@ -113,7 +110,7 @@ func firstAt(m map[string]time.Time, k string, at time.Time) {
 func (l *legs) report(ends []stepEnd) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var slurmEnd, saw, observed, asked, recorded, returned []float64
+	var saw, observed, asked, recorded, returned []float64
 	since := func(out *[]float64, at time.Time, end float64) {
 		if !at.IsZero() {
 			*out = append(*out, float64(at.UnixNano())/1e9-end)
@@ -123,7 +120,6 @@ func (l *legs) report(ends []stepEnd) string {
 		if e.stamp == 0 {
 			continue // failed: no stamp, or no return
 		}
-		since(&slurmEnd, l.ended[e.id], e.stamp)
 		since(&saw, l.saw[e.id], e.stamp)
 		since(&observed, l.observed[e.name], e.stamp)
 		since(&recorded, l.recorded[e.name], e.stamp)
@@ -138,7 +134,7 @@ func (l *legs) report(ends []stepEnd) string {
 		}
 	}
 	lines := []string{
-		leg("slurm-end", slurmEnd), leg("saw", saw), leg("observed", observed), leg("asked", asked), leg("recorded", recorded), leg("returned", returned),
+		leg("saw", saw), leg("observed", observed), leg("asked", asked), leg("recorded", recorded), leg("returned", returned),
 		durs("agent query", l.queries), durs("agent query end to next start", l.gaps),
 	}
 	return strings.Join(lines, "\n")
