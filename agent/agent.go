@@ -93,13 +93,14 @@ const unwatchedAfter = 3
 // queryTimeout bounds one batched query.
 const queryTimeout = 30 * time.Second
 
-// writers is how many records are written at once after a round.
+// writers is how many records are written at once (from the outbox).
 const writers = 8
 
 // Agent serves one cluster. Make it with New and start it with Run.
 type Agent struct {
 	cfg Config
 	m   *Metrics
+	out *outbox // the observations to write (its own lock)
 
 	mu   sync.Mutex
 	jobs map[string]*job // by namespace/name
@@ -159,7 +160,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	a := &Agent{cfg: cfg, m: newMetrics(), jobs: map[string]*job{}, open: map[string]bool{}, beats: map[string]*kube.ConfigMap{}}
+	a := &Agent{cfg: cfg, m: newMetrics(), jobs: map[string]*job{}, open: map[string]bool{}, beats: map[string]*kube.ConfigMap{}, out: newOutbox()}
 	a.m.lastAnswer(func() float64 {
 		if at := a.okAt.Load(); at != 0 {
 			return a.cfg.Now().Sub(time.Unix(0, at)).Seconds()
@@ -207,6 +208,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, ns := range a.cfg.Namespaces {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.follow(ctx, ns) }()
+	}
+	for range writers {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.out.drain(ctx, a.observe) }()
 	}
 	a.awaitListed(ctx)
 	a.loop(ctx)
@@ -536,7 +541,9 @@ func (a *Agent) round(ctx context.Context) (int, error) {
 		a.m.failures.Inc()
 		return len(ids), err
 	}
-	a.write(ctx, a.changes(jobs, sts))
+	for _, c := range a.changes(jobs, sts) {
+		a.out.put(c)
+	}
 	return len(ids), nil
 }
 
@@ -578,35 +585,32 @@ func (a *Agent) changes(jobs []job, sts map[string]backends.Status) []change {
 		} else {
 			st = backends.Status{State: watcher.Unwatched}
 		}
-		if o := watcher.ObservationOf(id, st); o.String() != j.told {
+		if o := watcher.ObservationOf(id, st); o.String() != j.told && !a.out.holds(recordKey(snap), o.String()) {
 			out = append(out, change{j: snap, obs: o})
 		}
 	}
 	return out
 }
 
-// write writes the changes, a few records at once; a write that fails (a
-// conflict with the step's own write) is tried again at the next round.
-func (a *Agent) write(ctx context.Context, cs []change) {
-	slots := make(chan struct{}, writers)
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			a.observe(ctx, c)
-		}()
-	}
-	wg.Wait()
-}
-
+// observe writes change c into its record as the agent holds it now (a
+// write that fails, a conflict with the step's own write, is queued again
+// by the next round); a record no longer followed (final, deleted, of
+// another attempt) is left alone.
 func (a *Agent) observe(ctx context.Context, c change) {
+	a.mu.Lock()
+	var rec *record.Record
+	if j := a.jobs[recordKey(c.j)]; j != nil && j.rec.Data[record.KeyID] == c.obs.ID {
+		rec = j.rec
+	}
+	a.mu.Unlock()
+	if rec == nil {
+		return
+	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	store := &record.ConfigMapStore{Client: a.cfg.Kube, Namespace: c.j.ns, Name: c.j.name}
 	sealed := watcher.SealObservation(a.cfg.Key, c.j.name, c.obs, a.cfg.Now())
-	if _, err := store.PatchData(wctx, c.j.rec, map[string]string{record.KeyWatchObserved: sealed}); err != nil {
+	if _, err := store.PatchData(wctx, rec, map[string]string{record.KeyWatchObserved: sealed}); err != nil {
 		a.cfg.Log.Debug("writing an observation", "record", c.j.ns+"/"+c.j.name, "err", err)
 		return
 	}

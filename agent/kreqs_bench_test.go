@@ -84,15 +84,16 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 	inJob := strings.TrimPrefix(dir, root)
 	kubes := stepKubes(b, n)
 	fallbacks := &countingHandler{msg: inStepWatcher}
+	l := e.timeLegs(b)
 	process := watchProcess()
-	exited := make([]time.Time, n)
+	ends := make([]stepEnd, n)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			exited[i] = e.benchStep(b, mode, i, kubes[i], fallbacks, fmt.Sprintf("#!/bin/sh\nsleep %d.%03d\ndate +%%s.%%N > %s/%d\n", secs, i%1000, inJob, i))
+			ends[i] = e.benchStep(b, mode, i, kubes[i], fallbacks, fmt.Sprintf("#!/bin/sh\nsleep %d.%03d\ndate +%%s.%%N > %s/%d\n", secs, i%1000, inJob, i))
 		}()
 	}
 	wg.Wait()
@@ -102,12 +103,14 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 	for i := range n {
 		raw, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(i)))
 		stamp, perr := strconv.ParseFloat(strings.TrimSpace(string(raw)), 64)
-		if err != nil || perr != nil || exited[i].IsZero() {
+		if err != nil || perr != nil || ends[i].returned.IsZero() {
 			b.Errorf("step %d: no stamp or no end (%v %v)", i, err, perr)
 			continue
 		}
-		delays = append(delays, float64(exited[i].UnixNano())/1e9-stamp)
+		ends[i].stamp = stamp
+		delays = append(delays, float64(ends[i].returned.UnixNano())/1e9-stamp)
 	}
+	b.Logf("%s: where the detections' delays go, from the jobs' ends:\n%s", mode, l.report(ends))
 	slices.Sort(delays)
 	if len(delays) > 0 {
 		b.ReportMetric(delays[len(delays)/2], "detect-p50-s")
@@ -126,9 +129,24 @@ func (e *slurmEnv) benchSteps(b *testing.B, mode string, n, secs int, root strin
 	b.Logf("%s: %d steps of %d s in %s; slurmrestd by sender and kind %s; Kubernetes %s", mode, n, secs, wall.Round(time.Second), c.pathCounts(), kubes.byVerb())
 }
 
+// timeLegs starts timing the legs of the detections of this run's steps
+// (in the namespace of its records) until b ends.
+func (e *slurmEnv) timeLegs(b *testing.B) *legs {
+	l := newLegs()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	l.watch(ctx, b, e.nss[0])
+	e.counter.setOnRequest(l.request)
+	if e.batches != nil { // the agent's
+		e.batches.setOnQuery(l.query)
+	}
+	return l
+}
+
 // benchStep runs step i of mode with script, its record through kc,
-// logging to log, and returns when it ended (zero when it failed).
-func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, kc *kube.Client, log slog.Handler, script string) time.Time {
+// logging to log, and returns its job, record and when it ended (zero
+// when it failed).
+func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, kc *kube.Client, log slog.Handler, script string) stepEnd {
 	job := fmt.Sprintf("kreqs-%d", i)
 	spec := &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: script, UpdateInterval: "5"}
 	if mode == "agent" {
@@ -141,11 +159,13 @@ func (e *slurmEnv) benchStep(b *testing.B, mode string, i int, kc *kube.Client, 
 	// A ceiling, not a figure: the shared cluster queues the jobs (8 slots).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	end := stepEnd{name: record.ConfigMapName(job)}
 	if err := iv.Run(ctx); err != nil || iv.Result().Status != "DONE" {
 		b.Errorf("%s: %v (%s)", job, err, iv.Result().Status)
-		return time.Time{}
+		return end
 	}
-	return time.Now()
+	end.returned, end.id = time.Now(), iv.Result().ID
+	return end
 }
 
 // stepKubes are n Kubernetes clients, one a step, each throttled as an

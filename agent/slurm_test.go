@@ -39,6 +39,15 @@ type slurmCounter struct {
 	// and what they ask (pathKind).
 	paths    map[string]int
 	refusedN int // submits answered 404
+	// onRequest is told of every request with its sender (a benchmark's
+	// legs), or nil.
+	onRequest func(who string, r *http.Request)
+}
+
+func (c *slurmCounter) setOnRequest(hook func(string, *http.Request)) {
+	c.mu.Lock()
+	c.onRequest = hook
+	c.mu.Unlock()
 }
 
 // statusWriter keeps the status of the answer it writes.
@@ -138,7 +147,11 @@ func newSlurmCounter(t testing.TB, target string) *slurmCounter {
 		c.mu.Lock()
 		c.kinds[kind]++
 		c.paths[who+" "+pathKind(r)]++
+		hook := c.onRequest
 		c.mu.Unlock()
+		if hook != nil {
+			hook(who, r)
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		rp.ServeHTTP(sw, r)
 		if pathKind(r) == "submit" && sw.status == http.StatusNotFound {
@@ -211,15 +224,29 @@ func (e *slurmEnv) backendConfig() backends.Config {
 // countingBatcher counts the agent's batched queries.
 type countingBatcher struct {
 	backends.StatusBatcher
-	mu sync.Mutex
-	n  int
+	mu      sync.Mutex
+	n       int
+	onQuery func(start time.Time, sts map[string]backends.Status) // a benchmark's (legs), or nil
 }
 
 func (c *countingBatcher) StatusMany(ctx context.Context, ids []string) (map[string]backends.Status, error) {
 	c.mu.Lock()
 	c.n++
+	hook := c.onQuery
 	c.mu.Unlock()
-	return c.StatusBatcher.StatusMany(ctx, ids)
+	start := time.Now()
+	sts, err := c.StatusBatcher.StatusMany(ctx, ids)
+	if hook != nil && err == nil {
+		hook(start, sts)
+	}
+	return sts, err
+}
+
+// setOnQuery has hook told of every answered query from now on.
+func (c *countingBatcher) setOnQuery(hook func(time.Time, map[string]backends.Status)) {
+	c.mu.Lock()
+	c.onQuery = hook
+	c.mu.Unlock()
 }
 
 func (c *countingBatcher) calls() int {

@@ -225,6 +225,7 @@ func IdempotencyKey(uid string) string {
 // execute loads the record, submits or adopts the job, follows it to its
 // end, records that, and uploads the outputs.
 func (r *run) execute(ctx context.Context) error {
+	defer r.stopEarlyView() // unless followAgent took it
 	desc, be, err := r.setUp(ctx)
 	if err != nil {
 		return err
@@ -408,9 +409,11 @@ func (r *run) loadRecord(ctx context.Context) error {
 // UID before the record existed, so the creator submits without looking
 // for an earlier job by its key (submitOwnIntent).
 func (r *run) createRecord(ctx context.Context) error {
-	if _, perr := r.Spec.Parse(); perr != nil {
+	desc, perr := r.Spec.Parse()
+	if perr != nil {
 		return perr
 	}
+	r.startEarlyView(desc) // in parallel with the create
 	crashPoint("before-intent")
 	data := r.Spec.WithDefaults().Data()
 	in := intent{holder: r.Holder, at: time.Now()}

@@ -62,6 +62,9 @@ type run struct {
 	// agentView follows the heartbeat of the cluster the record names from
 	// before the submit (watchagent.go) until the watch member takes it.
 	agentView *watcher.HeartbeatView
+	// early is the view started while the record was created, until
+	// followAgent takes it (watchseam.go).
+	early *earlyView
 	// submittedAt is when this invoke submitted its job (zero when it
 	// re-attached or adopted one): the job is known to be PENDING then.
 	submittedAt time.Time

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -69,6 +70,7 @@ const publishedWait = 2 * time.Second
 // is the watch member's later (the same list and watch): it costs no
 // Kubernetes request of its own.
 func (r *run) followAgent(ctx context.Context, desc *record.Description, be backends.Backend) {
+	defer r.stopEarlyView() // not taken: not needed
 	cs := record.ConfigMapOf(r.Store)
 	if desc.Cluster == "" || cs == nil {
 		return
@@ -83,7 +85,10 @@ func (r *run) followAgent(ctx context.Context, desc *record.Description, be back
 	if !batched && !learnMemo && !arr.needsLimit() {
 		return
 	}
-	v := watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, c.Key(), r.RetryBudget)
+	v := r.takeEarlyView(desc.Cluster, c.Key())
+	if v == nil {
+		v = watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, c.Key(), r.RetryBudget)
+	}
 	if batched {
 		r.agentView = v
 	} else {
@@ -111,4 +116,57 @@ func (r *run) takeAgentView() *watcher.HeartbeatView {
 	v := r.agentView
 	r.agentView = nil
 	return v
+}
+
+// earlyView is the heartbeat view a step starts while it creates its
+// record (startEarlyView), and what it follows.
+type earlyView struct {
+	cluster string
+	key     []byte
+	v       *watcher.HeartbeatView
+}
+
+// startEarlyView starts reading the heartbeat of the cluster a step's own
+// flags name (desc, parsed from them) while the step creates its record,
+// so that the read is there when the step submits. One after the other,
+// at a burst of steps (each waiting for a loaded apiserver), the read came
+// later than the submit waits for it (publishedWait), and hundreds of
+// steps asked slurmrestd for its API version themselves. followAgent
+// takes the view over when it follows the same cluster under the same
+// key; stopEarlyView ends it otherwise.
+func (r *run) startEarlyView(desc *record.Description) {
+	cs := record.ConfigMapOf(r.Store)
+	if desc.Cluster == "" || len(desc.Targets) > 0 || cs == nil {
+		return // a placed job's cluster is known only once it is placed
+	}
+	c, err := r.clusterOf(desc)
+	if err != nil || c.Key() == nil {
+		return
+	}
+	r.early = &earlyView{cluster: desc.Cluster, key: c.Key(),
+		v: watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, c.Key(), r.RetryBudget)}
+}
+
+// takeEarlyView is the early view if it follows cluster under key (nil
+// otherwise, and an early view of another is ended).
+func (r *run) takeEarlyView(cluster string, key []byte) *watcher.HeartbeatView {
+	e := r.early
+	r.early = nil
+	if e == nil {
+		return nil
+	}
+	if e.cluster != cluster || !bytes.Equal(e.key, key) {
+		e.v.Stop()
+		return nil
+	}
+	e.v.Join() // the create's time does not count against the agent
+	return e.v
+}
+
+// stopEarlyView ends the early view unless followAgent took it.
+func (r *run) stopEarlyView() {
+	if r.early != nil {
+		r.early.v.Stop()
+		r.early = nil
+	}
 }

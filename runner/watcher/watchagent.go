@@ -52,8 +52,10 @@ type Heartbeat struct {
 	// The cadence the agent keeps now, as it announces it: Every is the
 	// time between the starts of its rounds (its query interval times the
 	// requests one round of its jobs sends: 6 s for 500 Slurm jobs at 2 s),
-	// Round how long its last round took (the query and the observations'
-	// writes). Zero for an agent of an earlier release (see Due).
+	// Round how long its last round took (its query: the observations are
+	// written apart, see agent's outbox; an agent of an earlier release
+	// counted their writes too). Zero for an agent of an earlier release
+	// (see Due).
 	Every, Round time.Duration
 }
 
@@ -301,6 +303,13 @@ func (t *agentTrust) state() (agentState, time.Time) {
 	return agentStale, time.Time{}
 }
 
+// join has the pending window count from now, as if the step joined now.
+func (t *agentTrust) join() {
+	t.mu.Lock()
+	t.joined = t.now()
+	t.mu.Unlock()
+}
+
 // heardAt is when the agent last advanced, by the step's clock.
 func (t *agentTrust) heardAt() time.Time {
 	t.mu.Lock()
@@ -372,6 +381,13 @@ func (v *HeartbeatView) Published(ctx context.Context, wait time.Duration) (Hear
 	defer v.mu.Unlock()
 	return v.hb, v.hb.Agent != ""
 }
+
+// Join has the step's trust in an agent not yet seen to advance count
+// from now (agentTrust's pending window), as if the view started now: a
+// view started early (runner starts one while the step creates its
+// record, so that the first read is there when it submits) must not have
+// the create's time, long at a burst, count against the agent.
+func (v *HeartbeatView) Join() { v.trust.join() }
 
 // wasRead reports whether the heartbeat was read at least once.
 func (v *HeartbeatView) wasRead() bool {

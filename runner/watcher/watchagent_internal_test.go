@@ -56,6 +56,19 @@ func TestAgentTrustPendingEnds(t *testing.T) {
 	assert.Equal(t, agentStale, stateOf(tr))
 }
 
+// A view started early (while the step creates its record) counts its
+// pending window from when the step joins, not from its start.
+func TestAgentTrustPendingCountsFromTheJoin(t *testing.T) {
+	c := newFakeClock()
+	tr := newAgentTrust(c.Now, time.Minute)
+	tr.saw(beat("a", 7), true)
+	c.add(3 * HeartbeatFloor)
+	tr.join()
+	assert.Equal(t, agentPending, stateOf(tr), "trusted for a window from the join")
+	c.add(3 * HeartbeatFloor)
+	assert.Equal(t, agentStale, stateOf(tr), "no advance within it")
+}
+
 // A replayed heartbeat (a sequence seen before, or lower) is no advance,
 // also alternated with another agent's; a new agent must advance too.
 func TestAgentTrustIgnoresReplays(t *testing.T) {
