@@ -45,21 +45,25 @@ type Cluster struct {
 	book *Book // where its limits are asked once (nil: by each step)
 }
 
-// identity is a cluster's Group and Key, derived at the first asking:
-// building a backend needs neither, and the digest is slow on purpose.
+// identity is a cluster's Group and Key, each derived at its first
+// asking: building a backend needs neither, and the group's digest is slow
+// on purpose, so a step that needs only the Key (to read its agent's
+// heartbeat) never pays for it.
 type identity struct {
-	once               sync.Once
+	groupOnce, keyOnce sync.Once
 	backend, url, text string
 	group              string
 	key                []byte
 }
 
-func (id *identity) get() *identity {
-	id.once.Do(func() {
-		id.group = groupDigest(id.backend, id.url, []byte(id.text))
-		id.key = groupKey(id.backend, id.url, []byte(id.text))
-	})
-	return id
+func (id *identity) groupOf() string {
+	id.groupOnce.Do(func() { id.group = groupDigest(id.backend, id.url, []byte(id.text)) })
+	return id.group
+}
+
+func (id *identity) keyOf() []byte {
+	id.keyOnce.Do(func() { id.key = groupKey(id.backend, id.url, []byte(id.text)) })
+	return id.key
 }
 
 // Limits are a cluster's limits that a step plans with.
@@ -123,7 +127,7 @@ func (c Cluster) Group() string {
 	if c.id == nil {
 		return ""
 	}
-	return c.id.get().group
+	return c.id.groupOf()
 }
 
 // Key authenticates what the cluster's steps and agent share in
@@ -133,7 +137,7 @@ func (c Cluster) Key() []byte {
 	if c.id == nil {
 		return nil
 	}
-	return c.id.get().key
+	return c.id.keyOf()
 }
 
 // groupDigest is a slow salted digest, since it is written where more
