@@ -18,7 +18,8 @@
 #
 # It reads the services' env files as hack/services.sh writes them; a
 # service that is not running is left out. BRIDGE_NOISE_PERIOD (seconds,
-# default 5) spaces the short jobs.
+# default 5) spaces the short jobs; BRIDGE_NOISE_NAME (default bridge-noise)
+# names an instance's jobs, BRIDGE_NOISE_DIR holds its loop's pid and log.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -26,7 +27,7 @@ source "$(dirname "$0")/lib.sh"
 need_cmd jq || { echo "noise: could not install jq" >&2; exit 1; }
 need_cmd curl || { echo "noise: could not install curl" >&2; exit 1; }
 
-NAME=bridge-noise
+NAME=${BRIDGE_NOISE_NAME:-bridge-noise} # one instance's jobs: stop cancels only its own
 DIR=${BRIDGE_NOISE_DIR:-/tmp/bridge-runner-noise}
 PERIOD=${BRIDGE_NOISE_PERIOD:-5}
 

@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// noise runs hack/noise.sh with args, its state in dir (not a developer's
-// own noise, which may be running).
+// noise runs hack/noise.sh with args as an instance of its own (its state
+// in dir, its jobs named bridge-noise-test): make test runs its own noise
+// meanwhile, which this test's stop must leave alone.
 func noise(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{"../../hack/noise.sh"}, args...)...)
-	cmd.Env = append(os.Environ(), "BRIDGE_NOISE_DIR="+dir, "BRIDGE_NOISE_PERIOD=2")
+	cmd.Env = append(os.Environ(), "BRIDGE_NOISE_DIR="+dir, "BRIDGE_NOISE_PERIOD=2", "BRIDGE_NOISE_NAME=bridge-noise-test")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "hack/noise.sh %s: %s", strings.Join(args, " "), out)
 	return string(out)
