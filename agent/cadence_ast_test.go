@@ -2,14 +2,9 @@ package agent_test
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // The class, not the case: every heartbeat the agent writes announces the
@@ -18,15 +13,9 @@ import (
 // alone) made a busy agent look stale to its steps between two of its
 // heartbeats; a new one that leaves them out fails here.
 func TestEveryHeartbeatAnnouncesItsCadence(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset, made := token.NewFileSet(), 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		require.NoError(t, err)
+	fset, files := agentSources(t)
+	made := 0
+	for _, f := range files {
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.CompositeLit)
 			if sel, isSel := typeOf(lit, ok); !isSel || !isIdent(sel.X, "watcher") || sel.Sel.Name != "Heartbeat" {

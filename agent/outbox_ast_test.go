@@ -2,14 +2,9 @@ package agent_test
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // The class, not the case: the agent writes records only from its outbox
@@ -19,15 +14,9 @@ import (
 // caller of observe, or a write of a record's store (PatchData, Update)
 // outside observe, fails here.
 func TestRecordsAreWrittenOnlyFromTheOutbox(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset, uses := token.NewFileSet(), 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		require.NoError(t, err)
+	fset, files := agentSources(t)
+	uses := 0
+	for _, f := range files {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
