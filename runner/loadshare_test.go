@@ -25,6 +25,12 @@ func TestPlacementSharesProbesAcrossAFanOut(t *testing.T) {
 	tc.withCredentials(t)
 	tc.a.SetLoad(loadOf(2, 4, 0), nil)
 	tc.b.SetLoad(loadOf(4, 4, 0), nil)
+	// Their figures show the jobs placed on them, and the jobs outlast a
+	// shared probe (LoadShareTTL): on a loaded machine the burst's steps
+	// take longer than one TTL, and a probe taken again must see the
+	// placements so far as a real scheduler's would (static figures made
+	// the later steps see two idle clusters: 4 and 16 in CI).
+	tc.a.LoadCountsJobs, tc.b.LoadCountsJobs = true, true
 	base := testkube.RecordStore(t)
 	const n = 20
 	var wg sync.WaitGroup
@@ -35,6 +41,7 @@ func TestPlacementSharesProbesAcrossAFanOut(t *testing.T) {
 			defer wg.Done()
 			job := fmt.Sprintf("fan-%d", i)
 			iv := tc.invoker("")
+			iv.Spec.JobProperties = `{"run":"12s"}`
 			iv.JobName, iv.Holder = job, job
 			iv.Store = &record.ConfigMapStore{Client: base.Client, Namespace: base.Namespace, Name: record.ConfigMapName(job)}
 			iv.Watch.Off = true

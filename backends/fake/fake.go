@@ -76,6 +76,11 @@ type Backend struct {
 	CancelIfPendingFaults []error
 	// down: every call fails as with a backend out of reach (see SetDown).
 	down bool
+	// LoadCountsJobs makes ProbeLoad count the fake's own jobs not yet
+	// over into the load SetLoad gave, a CPU each (free CPUs first, then
+	// pending jobs), as a real scheduler's figures show the jobs placed on
+	// it: a probe taken again after a burst's placements sees them.
+	LoadCountsJobs bool
 	// load and probeFault shape ProbeLoad (see SetLoad).
 	load       *backends.Load
 	probeFault error
@@ -439,7 +444,20 @@ func (b *Backend) ProbeLoad(_ context.Context, job backends.Job, _ *backends.Arr
 	if b.load == nil {
 		return backends.UnknownLoad("fake"), nil
 	}
-	return *b.load, nil
+	l := *b.load
+	if b.LoadCountsJobs {
+		for _, j := range b.jobs {
+			if j.Cancelled != nil || !b.now().Before(j.Submitted.Add(j.Pending+j.Run)) {
+				continue
+			}
+			if l.FreeCPUs > 0 {
+				l.FreeCPUs--
+			} else {
+				l.PendingJobs++
+			}
+		}
+	}
+	return l, nil
 }
 
 // CancelIfPending cancels the job only if it has not started
