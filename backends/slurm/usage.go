@@ -189,6 +189,13 @@ func parseSacctUsage(id, out string) (backends.Usage, error) {
 		if st, _ := mapState([]string{strings.Fields(f[1] + " ")[0]}, ""); !st.Final() {
 			return backends.Usage{}, fmt.Errorf("sacct says job %s is not over yet: %w", task, backends.ErrNotFound)
 		}
+		// slurmdbd 22.05, busy, has answered a job's line before it held
+		// the job's request: TimelimitRaw empty (a job without a limit
+		// says UNLIMITED) and ReqMem NO_VAL. Figures read from it would
+		// claim no limit and no memory: ask again later.
+		if f[4] == "" || strings.HasPrefix(f[7], "18446744073709551") {
+			return backends.Usage{}, fmt.Errorf("sacct does not know what job %s asked for yet: %w", task, backends.ErrNotFound)
+		}
 		t.cpus, _ = strconv.ParseInt(f[2], 10, 64)
 		t.elapsed, _ = strconv.ParseInt(f[3], 10, 64)
 		t.limitMin, _ = strconv.ParseInt(f[4], 10, 64) // UNLIMITED: none

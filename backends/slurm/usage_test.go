@@ -34,8 +34,11 @@ func TestSacctUsageFoldsAnArray(t *testing.T) {
 
 	for name, lines := range map[string]string{
 		"not recorded yet": "7|COMPLETED|1|3|5|00:00.002||16?|2026-11-29T10:00:00|2026-11-29T10:00:01\n",
-		"still running":    "7|RUNNING|1|3|5|00:00.002||1G|2026-11-29T10:00:00|2026-11-29T10:00:01\n",
-		"unknown":          "",
+		// slurmdbd 22.05 beside CI's lanes: the job's line before its request (sacct --noconvert).
+		"no limit yet":  "7|COMPLETED|1|3||00:00.008||64M|2026-11-29T10:00:00|2026-11-29T10:00:01\n",
+		"no memory yet": "7|COMPLETED|1|3|2|00:00.008||18446744073709551616.00M|2026-11-29T10:00:00|2026-11-29T10:00:01\n",
+		"still running": "7|RUNNING|1|3|5|00:00.002||1G|2026-11-29T10:00:00|2026-11-29T10:00:01\n",
+		"unknown":       "",
 	} {
 		_, err := parseSacctUsage("7", lines)
 		assert.True(t, errors.Is(err, backends.ErrNotFound), "%s: %v", name, err)
