@@ -76,9 +76,40 @@ func (e *env) waitDone(t *testing.T, name string, timeout time.Duration) *unstru
 	})
 	if err != nil {
 		phase, _, _ := unstructured.NestedString(wf.Object, "status", "phase")
-		t.Fatalf("workflow %s not finished within %s (phase %q)", name, timeout, phase)
+		t.Fatalf("workflow %s not finished within %s (phase %q); its pods: %s", name, timeout, phase, e.workflowPods(name))
 	}
 	return wf
+}
+
+// workflowPods says where each of the Workflow's pods stands, and how many
+// pods the node holds in all (its kubelet's maxPods is a shared limit that
+// the suite's parallel tests meet), so a Workflow that did not finish in
+// time says whether it waited for a slot, an image, a container or its job.
+func (e *env) workflowPods(name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "workflows.argoproj.io/workflow=" + name})
+	if err != nil {
+		return "(listing them: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "\n  %s %s", p.Name, p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue && c.Reason != "" {
+				fmt.Fprintf(&b, " [%s %s: %s]", c.Type, c.Reason, c.Message)
+			}
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if w := c.State.Waiting; w != nil {
+				fmt.Fprintf(&b, " [%s waiting: %s]", c.Name, w.Reason)
+			}
+		}
+	}
+	if all, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"}); err == nil {
+		fmt.Fprintf(&b, "\n  %d pods on the node not yet ended, in all namespaces", len(all.Items))
+	}
+	return b.String()
 }
 
 func phaseOf(wf *unstructured.Unstructured) string {

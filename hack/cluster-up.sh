@@ -355,7 +355,11 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 resolvConf: ""
 podLogsDir: $STATE/pod-logs
 serializeImagePulls: false
-maxPods: 40
+# Kubernetes' default. The e2e suite runs tests side by side, one of them
+# 25 Argo steps and 20 BridgeJobs at once (the agent's): at 40 the node was
+# full for minutes and a sibling's pods queued for a slot past its ceiling
+# (CI: TestExampleBranchingSlurm). The pod network's /24 holds 253.
+maxPods: 110
 syncFrequency: 10s
 fileCheckFrequency: 1h
 rotateCertificates: false

@@ -258,8 +258,10 @@ timings+=("htcondor up (in the background): $(elapsed_s "$t_condor")s since its 
 export BRIDGE_E2E_IMAGE=$IMAGE BRIDGE_E2E_REPO=$ROOT BRIDGE_E2E_SLURM_WORKDIR=$WORKDIR
 ts=$(now_ms)
 rc=0
+# A ceiling, not a target: the suite took 22 min on CI's machine beside
+# `make test` (2026-11-30), too near the old 25 min.
 # shellcheck disable=SC2086
-(cd e2e && go test -count=1 -timeout 25m -v ${E2E_TEST_FLAGS:-} ./...) 2>&1 | tee -a "$TESTLOG" || rc=$?
+(cd e2e && go test -count=1 -timeout 45m -v ${E2E_TEST_FLAGS:-} ./...) 2>&1 | tee -a "$TESTLOG" || rc=$?
 mark "tests" "$ts"
 
 # What depends on the controller: outputs and exit handlers, failure, shutdown=Stop,
