@@ -21,15 +21,15 @@ import (
 // from the probe: the jobs of one partition, and the CPUs every running job
 // holds (the test clusters have one node, in every partition).
 type queueView struct {
-	running, pending int  // jobs of the partition (a pending job's list names it)
+	running, pending int  // jobs of the partition (a pending job's list names it; one held or waiting for its begin time or a dependency is no backlog, notBacklog)
 	busyCPUs         int  // CPUs of every running job of the node
 	moving           bool // a job starting or ending (CONFIGURING, COMPLETING...): counts in flux
 	ahead            bool // a job of the partition pending for CPUs (Priority, Resources): a start estimate may be later than now
 }
 
 // add counts one squeue or jobs/ line: its state, partition (list),
-// CPUs and pending reason.
-func (v *queueView) add(state, partitions string, cpus int, reason, partition string) {
+// CPUs and pending reason (held: REST's hold flag).
+func (v *queueView) add(state, partitions string, cpus int, reason string, held bool, partition string) {
 	in := slices.Contains(strings.Split(partitions, ","), partition)
 	switch state {
 	case "RUNNING":
@@ -38,7 +38,7 @@ func (v *queueView) add(state, partitions string, cpus int, reason, partition st
 			v.running++
 		}
 	case "PENDING":
-		if in {
+		if in && !notBacklog(reason, held) {
 			v.pending++
 			v.ahead = v.ahead || reason == "Priority" || reason == "Resources"
 		}
@@ -59,6 +59,7 @@ func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string) 
 			Partition string          `json:"partition"`
 			CPUs      json.RawMessage `json:"cpus"`
 			Reason    string          `json:"state_reason"`
+			Hold      bool            `json:"hold"` // v0.0.40+
 		} `json:"jobs"`
 	}
 	require.NoError(t, json.Unmarshal(r.body, &doc))
@@ -69,7 +70,7 @@ func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string) 
 			continue
 		}
 		cpus, _ := number(j.CPUs)
-		v.add(st[0], j.Partition, int(cpus), j.Reason, partition)
+		v.add(st[0], j.Partition, int(cpus), j.Reason, j.Hold, partition)
 	}
 	return v
 }
@@ -86,7 +87,7 @@ func sshQueue(ctx context.Context, t *testing.T, b *SSHBackend, partition string
 			continue
 		}
 		cpus, _ := strconv.Atoi(f[2])
-		v.add(f[0], f[1], cpus, f[3], partition)
+		v.add(f[0], f[1], cpus, f[3], false, partition)
 	}
 	return v
 }
