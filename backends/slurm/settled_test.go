@@ -49,12 +49,13 @@ func (v *queueView) add(state, partitions string, cpus int, reason string, held 
 }
 
 // restQueue reads the queue of rs's cluster with one GET jobs/, decoded
-// here, not by the probe's reader.
-func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string) queueView {
+// here, not by the probe's reader; the jobs of ids skip are left out.
+func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string, skip ...string) queueView {
 	r, err := b.get(ctx, "jobs/")
 	require.NoError(t, err)
 	var doc struct {
 		Jobs []struct {
+			ID        json.Number     `json:"job_id"`
 			State     json.RawMessage `json:"job_state"`
 			Partition string          `json:"partition"`
 			CPUs      json.RawMessage `json:"cpus"`
@@ -66,7 +67,7 @@ func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string) 
 	var v queueView
 	for _, j := range doc.Jobs {
 		st := states(j.State)
-		if len(st) == 0 {
+		if len(st) == 0 || slices.Contains(skip, j.ID.String()) {
 			continue
 		}
 		cpus, _ := number(j.CPUs)
@@ -75,15 +76,16 @@ func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string) 
 	return v
 }
 
-// sshQueue reads the queue of the login node's cluster with one squeue.
-func sshQueue(ctx context.Context, t *testing.T, b *SSHBackend, partition string) queueView {
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all", "--format=%T|%P|%C|%r"}})
+// sshQueue reads the queue of the login node's cluster with one squeue;
+// the jobs of ids skip are left out.
+func sshQueue(ctx context.Context, t *testing.T, b *SSHBackend, partition string, skip ...string) queueView {
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all", "--format=%T|%P|%C|%r|%i"}})
 	require.NoError(t, err)
 	require.Zero(t, res.ExitCode, "squeue: %s", res.Stderr)
 	var v queueView
 	for _, line := range strings.Split(string(res.Stdout), "\n") {
 		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 4 {
+		if len(f) != 5 || slices.Contains(skip, f[4]) {
 			continue
 		}
 		cpus, _ := strconv.Atoi(f[2])
@@ -102,6 +104,13 @@ func sshQueue(ctx context.Context, t *testing.T, b *SSHBackend, partition string
 // two readings) and fails the test when it never agrees.
 func waitSettled(t *testing.T, probe func() backends.Load, queue func() queueView, limit time.Duration) (backends.Load, queueView, bool) {
 	t.Helper()
+	return waitSettledBy(t, probe, queue, limit, readsQueue)
+}
+
+// waitSettledBy is waitSettled with agrees for readsQueue: what a probe
+// must read of a still queue.
+func waitSettledBy(t *testing.T, probe func() backends.Load, queue func() queueView, limit time.Duration, agrees func(backends.Load, queueView) bool) (backends.Load, queueView, bool) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	var l backends.Load
 	var before queueView
@@ -112,7 +121,7 @@ func waitSettled(t *testing.T, probe func() backends.Load, queue func() queueVie
 		before = queue()
 		l = probe()
 		if after := queue(); after == before && !before.moving {
-			if readsQueue(l, before) {
+			if agrees(l, before) {
 				return l, before, true
 			}
 			disagreed++
