@@ -75,7 +75,7 @@ func realHeldNoBacklog(t *testing.T, rs *realSlurm) {
 		return l
 	}, func() queueView { return restQueue(ctx, t, b, "short", ours...) }, 90*time.Second, heldAgrees)
 	t.Logf("probe of short: %+v; the queue without our pending jobs: %+v", l, q)
-	require.True(t, ok, "the queue never held still around a probe")
+	require.True(t, ok, "no probe read the queue as it was, held still around it")
 	assert.GreaterOrEqual(t, l.PendingJobs, 1, "our job waiting for CPUs")
 	assert.GreaterOrEqual(t, l.PendingCPUs, 1)
 }
@@ -122,7 +122,7 @@ func TestSSHHeldJobsAreNoBacklog(t *testing.T) {
 		return l
 	}, func() queueView { return sshQueue(ctx, t, b, "short", ours...) }, 90*time.Second, heldAgrees)
 	t.Logf("probe of short over SSH: %+v; the queue without our pending jobs: %+v", l, q)
-	require.True(t, ok, "the queue never held still around a probe")
+	require.True(t, ok, "no probe read the queue as it was, held still around it")
 	assert.GreaterOrEqual(t, l.PendingJobs, 1, "our job waiting for CPUs")
 	assert.GreaterOrEqual(t, l.PendingCPUs, 1)
 }
