@@ -293,21 +293,29 @@ func slurmDuration(s string) int64 {
 }
 
 // squeue counts the pending and running jobs of parts (every partition)
-// with one squeue.
+// with one squeue, but for the pending ones that wait for no CPUs
+// (notBacklog, by their reason).
 // %P of a pending job is the list it may start in; %K of a pending array's
-// record is its tasks not started ("5-999%50").
+// record is its tasks not started ("5-999%50"); %r is a pending job's
+// reason.
 func (b *SSHBackend) squeue(ctx context.Context, parts []partLoad) error {
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all",
-		"--states=PENDING,RUNNING", "--format=%T|%P|%C|%K|%l|%L"}})
+		"--states=PENDING,RUNNING", "--format=%T|%P|%C|%K|%l|%L|%r"}})
 	if err != nil {
 		return err
 	}
 	if res.ExitCode != 0 {
 		return probeCmdError("squeue", res)
 	}
-	for _, line := range strings.Split(string(res.Stdout), "\n") {
+	countSqueue(parts, string(res.Stdout))
+	return nil
+}
+
+// countSqueue counts squeue's lines (the format of squeue above) to parts.
+func countSqueue(parts []partLoad, out string) {
+	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 6 {
+		if len(f) != 7 || (f[0] == "PENDING" && notBacklog(f[6], false)) {
 			continue
 		}
 		cpus, _ := strconv.Atoi(f[2])
@@ -317,7 +325,6 @@ func (b *SSHBackend) squeue(ctx context.Context, parts []partLoad) error {
 		}
 		countJob(parts, f[0], f[1], cpus, tasks, secs)
 	}
-	return nil
 }
 
 // testOnlyLine is sbatch --test-only's answer (on stderr): "sbatch: Job 12
