@@ -141,7 +141,12 @@ func TestWatcherFaultsDegradeToPolling(t *testing.T) {
 				assert.Equal(t, "FAILED", r.Status, "the true state, from the backend")
 			}
 			assert.Equal(t, n, h.fake.Count("submit"))
-			assert.GreaterOrEqual(t, statusPerJob(h, n), 2.0, "each invoke polled for itself")
+			// The watcher never answers, so each job's true end came from
+			// its invoke's own polls (an invoke that waited on the watcher
+			// would have met groupRun's ceiling instead). An invoke whose
+			// first poll came after its 1 s job had ended (a loaded
+			// machine: CI's once) needed only that one.
+			assert.GreaterOrEqual(t, statusPerJob(h, n), 1.0, "each invoke polled for itself")
 		})
 	}
 }
