@@ -25,10 +25,6 @@ type queueView struct {
 	busyCPUs         int  // CPUs of every running job of the node
 	moving           bool // a job starting or ending (CONFIGURING, COMPLETING...): counts in flux
 	ahead            bool // a job of the partition pending for CPUs (Priority, Resources): a start estimate may be later than now
-	// uncounted are the partition's pending jobs, not held, that wait for
-	// their begin time or a dependency: no backlog for jobs/, but
-	// slurmctld's metrics count them (they count only held jobs apart).
-	uncounted int
 }
 
 // add counts one squeue or jobs/ line: its state, partition (list),
@@ -45,8 +41,6 @@ func (v *queueView) add(state, partitions string, cpus int, reason string, held 
 		if in && !notBacklog(reason, held) {
 			v.pending++
 			v.ahead = v.ahead || reason == "Priority" || reason == "Resources"
-		} else if in && !held && reason != "JobHeldUser" && reason != "JobHeldAdmin" {
-			v.uncounted++
 		}
 	case "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE":
 	default:
