@@ -296,9 +296,6 @@ type slurmJob struct {
 	Name     string `json:"name"`
 	Comment  string `json:"comment"`
 	JobState string `json:"job_state"`
-	// StateReason is why a pending job waits (Resources, Priority,
-	// JobHeldUser, BeginTime, ...).
-	StateReason string `json:"state_reason"`
 	// Partition, and for a task of an array its array's job id (0 for a
 	// job that is no array's).
 	Partition  string `json:"partition"`

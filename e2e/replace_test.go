@@ -19,12 +19,10 @@ import (
 // its two clusters made of the suite's one Slurm (as
 // TestExamplePlacementWorkflow does): hpc-a is partition short (two CPUs),
 // filled by this test's own sleeping jobs, and hpc-b is debug, where a
-// job of the test's that asks for every CPU of the node waits for those
-// CPUs (a held job would not do: it waits for no CPU, and placement does
-// not count it), so that at placement neither starts the job now and
-// `ordered` puts it on hpc-a, where it waits. Once the record names hpc-a,
-// the test cancels its waiting job: hpc-b would start the job now, and
-// after replace_after (10s here) invoke moves it there. The
+// held job of the test's waits, so that at placement neither starts the
+// job now and `ordered` puts it on hpc-a, where it waits. Once the record
+// names hpc-a, the test cancels its held job: hpc-b would start the job
+// now, and after replace_after (10s here) invoke moves it there. The
 // Workflow Succeeds with target hpc-b; the record's status.moves names
 // hpc-a and the job left there; Slurm has exactly two jobs of the
 // workflow's name: that one, cancelled without ever starting, and the
@@ -41,7 +39,7 @@ func TestExampleReplaceWorkflow(t *testing.T) {
 	for i := range 2 {
 		e.startSlurmJob(t, fmt.Sprintf("replace-filler-%d", i), `"partition":"short"`)
 	}
-	waiting := e.waitingSlurmJob(t, "replace-waiting", "debug")
+	held := e.startSlurmJob(t, "replace-held", `"partition":"debug","hold":true`)
 	wf := e.siteExample(t, "replace", "workflow.yaml", map[string]string{
 		"https://slurm-a.example.org:6820":  e.slurmPodURL,
 		"https://slurm-b.example.org:6820":  e.slurmPodURL,
@@ -50,7 +48,7 @@ func TestExampleReplaceWorkflow(t *testing.T) {
 		"{name: replace_after, value: 15m}": "{name: replace_after, value: 10s}",
 	}, `"current_working_directory":"/tmp"`)[0]
 	name := e.submitWorkflow(t, wf)
-	moves := e.followMoves(t, name, func() { e.cancelSlurmJob(t, waiting) })
+	moves := e.followMoves(t, name, func() { e.cancelSlurmJob(t, held) })
 	done := e.waitDone(t, name, 8*time.Minute)
 	if got := phaseOf(done); got != "Succeeded" {
 		t.Fatalf("workflow %s phase = %s, want Succeeded", name, got)
@@ -141,61 +139,11 @@ func slurmOutcome(j slurmJob) string {
 }
 
 // startSlurmJob submits a one-CPU job of this test's that sleeps ten
-// minutes (props adds its partition), cancelled when the test ends; it
-// must be RUNNING within two minutes.
+// minutes (props adds its partition, a hold), cancelled when the test
+// ends; a job not held must be RUNNING within two minutes.
 func (e *env) startSlurmJob(t *testing.T, name, props string) string {
 	t.Helper()
-	id := e.submitSlurmJob(t, name, `"cpus_per_task":1,`+props)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := poll(ctx, 500*time.Millisecond, func() (bool, error) { return e.slurmJob(t, id).JobState == "RUNNING", nil }); err != nil {
-		t.Fatalf("Slurm job %s (%s) is %s, not RUNNING within 2 min", id, name, e.slurmJob(t, id).JobState)
-	}
-	return id
-}
-
-// waitingSlurmJob submits a job of this test's to partition that asks for
-// every CPU it has, cancelled when the test ends, and waits until Slurm
-// says it waits for them (reason Resources or Priority: something else
-// runs on the node), within a minute.
-func (e *env) waitingSlurmJob(t *testing.T, name, partition string) string {
-	t.Helper()
-	var parts struct {
-		Partitions []struct {
-			Name      string `json:"name"`
-			TotalCPUs int    `json:"total_cpus"` // v0.0.38
-		} `json:"partitions"`
-	}
-	if err := e.slurmREST(http.MethodGet, "partitions/", nil, &parts); err != nil {
-		t.Fatalf("reading Slurm's partitions: %v", err)
-	}
-	cpus := 0
-	for _, p := range parts.Partitions {
-		if p.Name == partition {
-			cpus = p.TotalCPUs
-		}
-	}
-	if cpus == 0 {
-		t.Fatalf("Slurm's partitions %+v: no CPUs of %s", parts.Partitions, partition)
-	}
-	id := e.submitSlurmJob(t, name, fmt.Sprintf(`"partition":%q,"cpus_per_task":%d`, partition, cpus))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := poll(ctx, 500*time.Millisecond, func() (bool, error) {
-		j := e.slurmJob(t, id)
-		return j.JobState == "PENDING" && (j.StateReason == "Resources" || j.StateReason == "Priority"), nil
-	}); err != nil {
-		j := e.slurmJob(t, id)
-		t.Fatalf("Slurm job %s (%s, %d CPUs) is %s (%s), not waiting for CPUs within a minute", id, name, cpus, j.JobState, j.StateReason)
-	}
-	return id
-}
-
-// submitSlurmJob submits a job of this test's that sleeps ten minutes
-// (props adds its partition and CPUs), cancelled when the test ends.
-func (e *env) submitSlurmJob(t *testing.T, name, props string) string {
-	t.Helper()
-	body := fmt.Sprintf(`{"script":"#!/bin/sh\nsleep 600\n","job":{"name":%q,"time_limit":10,`+
+	body := fmt.Sprintf(`{"script":"#!/bin/sh\nsleep 600\n","job":{"name":%q,"time_limit":10,"cpus_per_task":1,`+
 		`"current_working_directory":%q,"environment":{"PATH":"/bin:/usr/bin"},%s}}`, name, e.slurmWorkDir, props)
 	var answer struct {
 		JobID  int64 `json:"job_id"`
@@ -206,6 +154,14 @@ func (e *env) submitSlurmJob(t *testing.T, name, props string) string {
 	}
 	id := fmt.Sprint(answer.JobID)
 	t.Cleanup(func() { e.cancelSlurmJob(t, id) })
+	if bytes.Contains([]byte(props), []byte(`"hold":true`)) {
+		return id
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := poll(ctx, 500*time.Millisecond, func() (bool, error) { return e.slurmJob(t, id).JobState == "RUNNING", nil }); err != nil {
+		t.Fatalf("Slurm job %s (%s) is %s, not RUNNING within 2 min", id, name, e.slurmJob(t, id).JobState)
+	}
 	return id
 }
 

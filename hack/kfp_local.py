@@ -484,20 +484,23 @@ def slurm_send(url, creds, method, path, body=None):
         return json.load(r)
 
 
-def slurm_submit_sleeper(url, creds, version, name, partition, cpus):
-    """Submits a job of ten minutes' sleep asking for cpus CPUs; its id."""
+@contextlib.contextmanager
+def slurm_sleepers(url, creds, version, name, partition, n, hold=False):
+    """n one-CPU jobs of ten minutes' sleep in partition (held, or running
+    within two minutes), cancelled on the way out; yields their ids."""
     limit = 10 if version == "v0.0.38" else {"set": True, "number": 10}
     env = {"PATH": "/bin:/usr/bin"} if version == "v0.0.38" else ["PATH=/bin:/usr/bin"]
-    job = {"name": name, "partition": partition, "time_limit": limit, "cpus_per_task": cpus,
-           "current_working_directory": "/tmp", "environment": env}
-    return str(slurm_send(url, creds, "POST", f"/slurm/{version}/job/submit",
-                          {"script": "#!/bin/sh\nsleep 600\n", "job": job})["job_id"])
-
-
-@contextlib.contextmanager
-def slurm_cancelled(url, creds, version, ids):
-    """Cancels the jobs of the list ids (filled in the block) on the way out."""
+    ids = []
     try:
+        for i in range(n):
+            job = {"name": f"{name}-{i}", "partition": partition, "time_limit": limit, "cpus_per_task": 1,
+                   "current_working_directory": "/tmp", "environment": env, "hold": hold}
+            ids.append(str(slurm_send(url, creds, "POST", f"/slurm/{version}/job/submit",
+                                      {"script": "#!/bin/sh\nsleep 600\n", "job": job})["job_id"]))
+        deadline = time.monotonic() + 120
+        while not hold and not all(slurm_state(url, creds, version, i) == "RUNNING" for i in ids):
+            require(time.monotonic() < deadline, f"{name}: Slurm jobs {ids} not RUNNING within 2 min")
+            time.sleep(0.5)
         yield ids
     finally:
         for i in ids:
@@ -505,45 +508,11 @@ def slurm_cancelled(url, creds, version, ids):
                 slurm_send(url, creds, "DELETE", f"/slurm/{version}/job/{i}")
 
 
-@contextlib.contextmanager
-def slurm_sleepers(url, creds, version, name, partition, n):
-    """n one-CPU jobs of ten minutes' sleep in partition, running within two
-    minutes, cancelled on the way out; yields their ids."""
-    with slurm_cancelled(url, creds, version, []) as ids:
-        for i in range(n):
-            ids.append(slurm_submit_sleeper(url, creds, version, f"{name}-{i}", partition, 1))
-        deadline = time.monotonic() + 120
-        while not all(slurm_state(url, creds, version, i)[0] == "RUNNING" for i in ids):
-            require(time.monotonic() < deadline, f"{name}: Slurm jobs {ids} not RUNNING within 2 min")
-            time.sleep(0.5)
-        yield ids
-
-
-@contextlib.contextmanager
-def slurm_waiting(url, creds, version, name, partition):
-    """A job in partition that asks for every CPU it has (one node), waiting
-    for them within a minute (reason Resources or Priority: something else
-    runs on the node), cancelled on the way out; yields its id. A held job
-    would not do for backlog: it waits for no CPU, and placement does not
-    count it."""
-    parts = slurm_get(url, creds, f"/slurm/{version}/partitions/")["partitions"]
-    [p] = [p for p in parts if p["name"] == partition]
-    cpus = p["total_cpus"] if version == "v0.0.38" else p["cpus"]["total"]
-    with slurm_cancelled(url, creds, version, []) as ids:
-        ids.append(slurm_submit_sleeper(url, creds, version, name, partition, cpus))
-        deadline = time.monotonic() + 60
-        while (state := slurm_state(url, creds, version, ids[0])) not in (("PENDING", "Resources"), ("PENDING", "Priority")):
-            require(time.monotonic() < deadline, f"{name}: Slurm job {ids[0]} ({cpus} CPUs) is {state}, not waiting for CPUs within a minute")
-            time.sleep(0.5)
-        yield ids[0]
-
-
 def slurm_state(url, creds, version, job_id):
-    """A job's state as one word (v0.0.38 writes a string, later a list) and
-    its reason."""
+    """A job's state as one word (v0.0.38 writes a string, later a list)."""
     [job] = slurm_get(url, creds, f"/slurm/{version}/job/{job_id}")["jobs"]
     state = job["job_state"]
-    return (state if isinstance(state, str) else state[0]), job.get("state_reason", "")
+    return state if isinstance(state, str) else state[0]
 
 
 def follow_record(state, when_placed):
@@ -585,15 +554,13 @@ def _():
     targets[0]["jobproperties"]["partition"] = "short"
     targets[1]["resourceURL"], targets[1]["jobproperties"]["partition"] = url_b, "debug"
     mounts = {"/credentials": creds_a, targets[1]["credentials"]: creds_b}
-    # hpc-a's short (two CPUs) busy with two sleepers, and in hpc-b's debug a
-    # job that waits for every CPU of the node (two sleepers in hpc-b's short
-    # hold two), so that neither starts the job now: `ordered` places it on
-    # hpc-a. Once placed, the waiting job goes: hpc-b would start it now.
+    # hpc-a's short (two CPUs) busy with two sleepers, and a held job waiting
+    # in hpc-b's debug, so that neither starts the job now: `ordered` places
+    # it on hpc-a. Once placed, the held job goes: hpc-b would start it now.
     with slurm_sleepers(url_a, creds_a, "v0.0.38", "kfp-replace-filler", "short", 2), \
-         slurm_sleepers(url_b, creds_b, "v0.0.40", "kfp-replace-busy", "short", 2), \
-         slurm_waiting(url_b, creds_b, "v0.0.40", "kfp-replace-waiting", "debug") as waiting:
+         slurm_sleepers(url_b, creds_b, "v0.0.40", "kfp-replace-held", "debug", 1, hold=True) as [held]:
         follower = follow_record(os.path.join(WORK, "replace-state"),
-                                 lambda: slurm_send(url_b, creds_b, "DELETE", f"/slurm/v0.0.40/job/{waiting}"))
+                                 lambda: slurm_send(url_b, creds_b, "DELETE", f"/slurm/v0.0.40/job/{held}"))
         try:
             root, [out] = run_example("replace", "replace", mounts, resource_url=url_a, targets=json.dumps(targets),
                                       replace_after="10s")

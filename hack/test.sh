@@ -78,9 +78,9 @@ fi
 # partition, a 1-CPU sleeper, a 3 s job every ~5 s; HTCondor and Ray
 # likewise), so that a test which assumes a shared service idle fails on
 # every run, not on the rare one where the lanes collide. Not yet the
-# default: a whole run under it has yet to pass (the KFP check of
-# examples/replace waited forever while the noise's begin-held job counted
-# as backlog on its second cluster; the load probe no longer counts it).
+# default: under it, the KFP check of examples/replace waits forever (its
+# second cluster must look free, and the noise's begin-held job counts as
+# backlog there), and a whole run under it has yet to pass.
 noise() { BRIDGE_NOISE_DIR=$logs/noise bash "$HACK/noise.sh" "$@"; }
 if [ "${BRIDGE_NOISE:-0}" = 1 ]; then
   noise start

@@ -44,21 +44,18 @@ func TestWaitSettledReadsABusyQueue(t *testing.T) {
 }
 
 // TestQueueViewCountsThePartition: a pending job counts in each partition
-// of its list, unless it waits for no CPUs (held, for its begin time: as
-// the probe counts); running CPUs count whatever their partition (one
-// node); a job starting or ending makes the view move.
+// of its list; running CPUs count whatever their partition (one node); a
+// job starting or ending makes the view move.
 func TestQueueViewCountsThePartition(t *testing.T) {
 	var v queueView
-	v.add("RUNNING", "debug", 1, "None", false, "debug")
-	v.add("RUNNING", "short", 2, "None", false, "debug")
-	v.add("PENDING", "short,debug", 3, "None", false, "debug")
-	v.add("PENDING", "short,debug", 3, "BeginTime", false, "debug")
-	v.add("PENDING", "debug", 3, "JobHeldUser", true, "debug")
-	v.add("PENDING", "short", 3, "Priority", false, "debug")
-	v.add("COMPLETED", "debug", 1, "None", false, "debug")
+	v.add("RUNNING", "debug", 1, "None", "debug")
+	v.add("RUNNING", "short", 2, "None", "debug")
+	v.add("PENDING", "short,debug", 3, "BeginTime", "debug")
+	v.add("PENDING", "short", 3, "Priority", "debug")
+	v.add("COMPLETED", "debug", 1, "None", "debug")
 	assert.Equal(t, queueView{running: 1, pending: 1, busyCPUs: 3}, v)
-	v.add("PENDING", "debug", 1, "Resources", false, "debug")
+	v.add("PENDING", "debug", 1, "Resources", "debug")
 	assert.True(t, v.ahead)
-	v.add("COMPLETING", "debug", 1, "None", false, "debug")
+	v.add("COMPLETING", "debug", 1, "None", "debug")
 	assert.True(t, v.moving)
 }

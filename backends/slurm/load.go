@@ -257,24 +257,6 @@ func indexOf(all []partLoad, name string) int {
 	return -1
 }
 
-// notBacklog says a pending job, by its scheduler's reason (jobs/'s
-// state_reason, squeue's %r) and REST's hold flag, is not waiting for CPUs:
-// it is held (by its user or an admin), waiting for its begin time, or
-// waiting on another job. It would not start now even on an idle cluster,
-// so Slurm starts a job of ours beside it at once: it is left out of the
-// backlog (pending jobs, CPUs and CPU-seconds), or another user's job held
-// for tomorrow would make a cluster look backed up. Every other reason
-// counts: None (just submitted, not yet looked at), Resources, Priority,
-// and any reason not named here (counting a job that does not compete only
-// makes placement cautious). The REST and SSH probes both ask this.
-func notBacklog(reason string, held bool) bool {
-	return held || notCompeting[reason]
-}
-
-// notCompeting are the pending reasons of notBacklog.
-var notCompeting = map[string]bool{"BeginTime": true, "JobHeldUser": true, "JobHeldAdmin": true,
-	"Dependency": true, "DependencyNeverSatisfied": true}
-
 // countJob adds one job of the queue to the partitions it is in: part is
 // its partition, or for a pending job the list it may start in; tasks is
 // how many tasks a pending array's record stands for (1 otherwise); secs

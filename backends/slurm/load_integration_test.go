@@ -35,9 +35,8 @@ func checkCounts(t *testing.T, l backends.Load) {
 }
 
 // TestRealProbeLoad: on each real cluster and API, a probe of the debug
-// partition costs three GETs and reads it as it is (other tests' jobs
-// counted), then with a running 2-CPU job (a held one is no backlog:
-// TestRealHeldJobsAreNoBacklog); a job one
+// partition costs three GETs and reads it as it is: idle (when other tests
+// leave it so), then with a running 2-CPU job and a held one; a job one
 // CPU over the partition does not fit, and Slurm agrees (it refuses the
 // job; one of exactly the partition's CPUs it takes); an unknown partition
 // is invalid; a slurmrestd that is not there is transient.
@@ -78,17 +77,23 @@ func realProbeLoad(t *testing.T, rs *realSlurm) {
 	}
 	total := now.TotalCPUs
 
-	// A running 2-CPU job.
+	// A running 2-CPU job and a held one.
 	run, err := b.Submit(ctx, probeJob(sleeper, `{"partition":"debug","cpus_per_task":2,"time_limit":3}`))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Cancel(context.Background(), run) })
+	held, err := b.Submit(ctx, probeJob(sleeper, `{"partition":"debug","cpus_per_task":3,"hold":true}`))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Cancel(context.Background(), held) })
 	waitFor(t, b, run, time.Minute, func(st backends.Status) bool { return st.State == backends.Running || st.State.Final() })
 	busy, err := probe(probeJob(sleeper, `{"partition":"debug"}`))
 	require.NoError(t, err)
 	checkCounts(t, busy)
 	assert.LessOrEqual(t, busy.FreeCPUs, total-2, "our running job holds 2 CPUs")
 	assert.GreaterOrEqual(t, busy.RunningJobs, 1)
+	assert.GreaterOrEqual(t, busy.PendingJobs, 1, "our held job")
+	assert.GreaterOrEqual(t, busy.PendingCPUs, 3, "our held job asks for 3 CPUs")
 	require.NoError(t, b.Cancel(ctx, run))
+	require.NoError(t, b.Cancel(ctx, held))
 
 	// Too big by one CPU; all of the partition's CPUs fit, and Slurm takes
 	// such a job. (24.11 takes the one too big as well, held, and leaves it
@@ -184,11 +189,9 @@ func TestRealPartitionList(t *testing.T) {
 }
 
 // TestSSHProbeLoad: over SSH, the probe reads the debug partition as REST
-// does, with the scheduler's start estimate; a running 2-CPU job shows,
-// and beside a job waiting for its begin time (no backlog:
-// TestSSHHeldJobsAreNoBacklog) the estimate is sane; too big a job does not
-// fit; an unknown partition is invalid; a login node that is not there is
-// transient.
+// does, with the scheduler's start estimate; a running 2-CPU job and a
+// pending one show; too big a job does not fit; an unknown partition is
+// invalid; a login node that is not there is transient.
 func TestSSHProbeLoad(t *testing.T) {
 	b := sshBackend(t)
 	ctx := testssh.Ctx(t, 5*time.Minute)
@@ -236,6 +239,8 @@ func TestSSHProbeLoad(t *testing.T) {
 	checkCounts(t, busy)
 	assert.LessOrEqual(t, busy.FreeCPUs, total-2)
 	assert.GreaterOrEqual(t, busy.RunningJobs, 1)
+	assert.GreaterOrEqual(t, busy.PendingJobs, 1)
+	assert.GreaterOrEqual(t, busy.PendingCPUs, 3)
 	// 22.05's sbatch --test-only answers the year 3047 while a job waits
 	// for its begin time: that is no estimate.
 	assert.True(t, busy.EstimatedStart.IsZero() || busy.EstimatedStart.Before(time.Now().Add(24*time.Hour)), "%s", busy.EstimatedStart)

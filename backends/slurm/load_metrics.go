@@ -50,15 +50,13 @@ func (b *Backend) metricsBase() (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// partQueue is one partition's queue as slurmctld counts it; held are
-// pending jobs (tasks) held, among pending's.
-type partQueue struct{ pending, held, running, runCPUs int }
+// partQueue is one partition's queue as slurmctld counts it.
+type partQueue struct{ pending, running, runCPUs int }
 
 // The metrics of /metrics/partitions the probe reads, by the partQueue
 // field they fill.
 var partMetrics = map[string]func(*partQueue, int){
 	"slurm_partition_jobs_pending":    func(q *partQueue, n int) { q.pending = n },
-	"slurm_partition_jobs_hold":       func(q *partQueue, n int) { q.held = n },
 	"slurm_partition_jobs_running":    func(q *partQueue, n int) { q.running = n },
 	"slurm_partition_jobs_cpus_alloc": func(q *partQueue, n int) { q.runCPUs = n },
 }
@@ -151,10 +149,7 @@ func partSample(line string) (name, part string, value int, ok bool) {
 
 // addMetricsTo sets the counts of parts from slurmctld's: pending CPUs are not
 // among its metrics, so they are unknown (-1) and placement weighs pending
-// jobs instead; a partition it does not list has unknown counts. Held jobs
-// are no backlog (notBacklog), and the metrics count them apart; they tell
-// no other reason, so a job waiting for its begin time or a dependency
-// still counts here (jobs/ leaves it out).
+// jobs instead; a partition it does not list has unknown counts.
 func addMetricsTo(parts []partLoad, q map[string]partQueue) {
 	for i := range parts {
 		m, ok := q[parts[i].name]
@@ -163,6 +158,6 @@ func addMetricsTo(parts []partLoad, q map[string]partQueue) {
 			continue
 		}
 		// The metrics count jobs and CPUs, not their times.
-		parts[i].pending, parts[i].running, parts[i].runCPUs, parts[i].pendCPUs, parts[i].noSecs = max(m.pending-m.held, 0), m.running, m.runCPUs, -1, true
+		parts[i].pending, parts[i].running, parts[i].runCPUs, parts[i].pendCPUs, parts[i].noSecs = m.pending, m.running, m.runCPUs, -1, true
 	}
 }

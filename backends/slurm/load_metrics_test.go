@@ -18,14 +18,13 @@ import (
 
 // partitionsMetrics is /metrics/partitions as the real 26.05.5 writes it
 // (abridged: the other metrics of each partition read alike), for debug
-// with a running 2-CPU job, a held one and one waiting for CPUs, short with
-// nothing.
+// with a running 2-CPU job and a held one, short with nothing.
 const partitionsMetrics = `# HELP slurm_partitions Total number of partitions
 # TYPE slurm_partitions gauge
 slurm_partitions 2
 # HELP slurm_partition_jobs Number of jobs in this partition
 # TYPE slurm_partition_jobs gauge
-slurm_partition_jobs{partition="debug"} 3
+slurm_partition_jobs{partition="debug"} 2
 slurm_partition_jobs{partition="short"} 0
 # HELP slurm_partition_jobs_cpus_alloc Total number of Cpus allocated by jobs
 # TYPE slurm_partition_jobs_cpus_alloc gauge
@@ -33,12 +32,8 @@ slurm_partition_jobs_cpus_alloc{partition="debug"} 2
 slurm_partition_jobs_cpus_alloc{partition="short"} 0
 # HELP slurm_partition_jobs_pending Number of jobs in Pending state
 # TYPE slurm_partition_jobs_pending gauge
-slurm_partition_jobs_pending{partition="debug"} 2
+slurm_partition_jobs_pending{partition="debug"} 1
 slurm_partition_jobs_pending{partition="short"} 0
-# HELP slurm_partition_jobs_hold Number of jobs in Hold state
-# TYPE slurm_partition_jobs_hold gauge
-slurm_partition_jobs_hold{partition="debug"} 1
-slurm_partition_jobs_hold{partition="short"} 0
 # HELP slurm_partition_jobs_running Number of jobs in Running state
 # TYPE slurm_partition_jobs_running gauge
 slurm_partition_jobs_running{partition="debug"} 1
@@ -48,11 +43,11 @@ slurm_partition_jobs_running{partition="bad"} many
 slurm_partition_jobs_running{partition=unquoted} 3
 `
 
-// TestParsePartMetrics: the four counts per partition, other lines left
+// TestParsePartMetrics: the three counts per partition, other lines left
 // out.
 func TestParsePartMetrics(t *testing.T) {
 	got := parsePartMetrics([]byte(partitionsMetrics))
-	assert.Equal(t, map[string]partQueue{"debug": {pending: 2, held: 1, running: 1, runCPUs: 2}, "short": {}}, got)
+	assert.Equal(t, map[string]partQueue{"debug": {pending: 1, running: 1, runCPUs: 2}, "short": {}}, got)
 	assert.Empty(t, parsePartMetrics(nil), "a slurmctld without MetricsType answers an empty 200")
 	assert.Empty(t, parsePartMetrics([]byte("<html>slurm_partition_jobs_pending{partition=\"a\"} 1")))
 }
@@ -97,8 +92,8 @@ func metricsHarness(t *testing.T, metricsURL string) *harness {
 
 // TestProbeLoadFromMetrics: with metricsURL the queue comes from
 // slurmctld's /metrics/partitions, sent the token, and GET jobs/ is not
-// asked at all; pending CPUs, which the metrics do not give, are unknown;
-// a held job is no backlog. Without metricsURL the probe reads jobs/ as before.
+// asked at all; pending CPUs, which the metrics do not give, are unknown.
+// Without metricsURL the probe reads jobs/ as before.
 func TestProbeLoadFromMetrics(t *testing.T) {
 	m := newMetricsServer(t, partitionsMetrics)
 	h := metricsHarness(t, m.URL+"/metrics/")

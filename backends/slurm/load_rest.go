@@ -380,13 +380,6 @@ type queueRecord struct {
 	ArrayTaskString string          `json:"array_task_string"`
 	TimeLimit       json.RawMessage `json:"time_limit"` // minutes
 	StartTime       json.RawMessage `json:"start_time"` // Unix seconds
-	StateReason     string          `json:"state_reason"`
-	Hold            json.RawMessage `json:"hold"` // true when held (v0.0.40+)
-}
-
-// held: the record's hold flag is true.
-func (j *queueRecord) held() bool {
-	return strings.TrimSpace(string(j.Hold)) == "true"
 }
 
 // infiniteMinutes is Slurm's INFINITE time limit as v0.0.38 writes it
@@ -447,7 +440,7 @@ func (b *Backend) queue(ctx context.Context) ([]queuedJob, error) {
 }
 
 // decodeQueue reads the jobs of a GET jobs/ answer one at a time, keeping
-// the running ones and the pending ones that wait for CPUs (notBacklog).
+// the pending and running ones.
 func decodeQueue(r io.Reader) ([]queuedJob, error) {
 	dec := json.NewDecoder(r)
 	now := time.Now()
@@ -468,9 +461,6 @@ func decodeQueue(r io.Reader) ([]queuedJob, error) {
 			}
 			st := states(j.JobState)
 			if len(st) == 0 || (st[0] != "PENDING" && st[0] != "RUNNING") {
-				continue
-			}
-			if st[0] == "PENDING" && notBacklog(j.StateReason, j.held()) {
 				continue
 			}
 			cpus, _ := number(j.CPUs)

@@ -293,29 +293,21 @@ func slurmDuration(s string) int64 {
 }
 
 // squeue counts the pending and running jobs of parts (every partition)
-// with one squeue, but for the pending ones that wait for no CPUs
-// (notBacklog, by their reason).
+// with one squeue.
 // %P of a pending job is the list it may start in; %K of a pending array's
-// record is its tasks not started ("5-999%50"); %r is a pending job's
-// reason.
+// record is its tasks not started ("5-999%50").
 func (b *SSHBackend) squeue(ctx context.Context, parts []partLoad) error {
 	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all",
-		"--states=PENDING,RUNNING", "--format=%T|%P|%C|%K|%l|%L|%r"}})
+		"--states=PENDING,RUNNING", "--format=%T|%P|%C|%K|%l|%L"}})
 	if err != nil {
 		return err
 	}
 	if res.ExitCode != 0 {
 		return probeCmdError("squeue", res)
 	}
-	countSqueue(parts, string(res.Stdout))
-	return nil
-}
-
-// countSqueue counts squeue's lines (the format of squeue above) to parts.
-func countSqueue(parts []partLoad, out string) {
-	for _, line := range strings.Split(out, "\n") {
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
 		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 7 || (f[0] == "PENDING" && notBacklog(f[6], false)) {
+		if len(f) != 6 {
 			continue
 		}
 		cpus, _ := strconv.Atoi(f[2])
@@ -325,6 +317,7 @@ func countSqueue(parts []partLoad, out string) {
 		}
 		countJob(parts, f[0], f[1], cpus, tasks, secs)
 	}
+	return nil
 }
 
 // testOnlyLine is sbatch --test-only's answer (on stderr): "sbatch: Job 12

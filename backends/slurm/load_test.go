@@ -190,61 +190,6 @@ func TestDecodeQueue(t *testing.T) {
 	assert.True(t, unattributed([]queuedJob{{state: "PENDING", cpus: 1, tasks: 1}}))
 }
 
-// TestHeldJobsAreNoBacklog: a pending job held (by its user, an admin, or
-// REST's hold flag), waiting for its begin time or on a dependency is left
-// out of its partition's backlog, over REST and over SSH alike; one
-// pending for resources or priority, one not yet looked at (None), and one
-// of a reason not known here count.
-func TestHeldJobsAreNoBacklog(t *testing.T) {
-	for reason, counted := range map[string]bool{"BeginTime": false, "JobHeldUser": false, "JobHeldAdmin": false,
-		"Dependency": false, "DependencyNeverSatisfied": false,
-		"None": true, "Resources": true, "Priority": true, "": true, "QOSMaxJobsPerUserLimit": true, "SomethingNew": true} {
-		assert.Equal(t, !counted, notBacklog(reason, false), reason)
-		assert.True(t, notBacklog(reason, true), "held (REST's hold flag), reason %q", reason)
-	}
-
-	// REST: 22.05's v0.0.38 (string state, no hold flag) and 24.11's and
-	// 26.05's shapes (a state list, hold beside state_reason).
-	body := `{"jobs":[
-		{"job_state":"PENDING","state_reason":"JobHeldUser","partition":"a","cpus":3,"time_limit":10},
-		{"job_state":"PENDING","state_reason":"BeginTime","partition":"a","cpus":3,"time_limit":10},
-		{"job_state":["PENDING"],"state_reason":"JobHeldAdmin","hold":true,"partition":"a","cpus":{"set":true,"number":3}},
-		{"job_state":["PENDING"],"state_reason":"Dependency","hold":false,"partition":"a","cpus":{"set":true,"number":3}},
-		{"job_state":["PENDING"],"state_reason":"DependencyNeverSatisfied","hold":false,"partition":"a","cpus":{"set":true,"number":3}},
-		{"job_state":["PENDING"],"state_reason":"None","hold":true,"partition":"a","cpus":{"set":true,"number":3}},
-		{"job_state":["PENDING"],"state_reason":"Resources","hold":false,"partition":"a","cpus":{"set":true,"number":2},"time_limit":{"set":true,"number":1}},
-		{"job_state":"PENDING","state_reason":"Priority","partition":"a","cpus":1,"time_limit":1},
-		{"job_state":["PENDING"],"state_reason":"None","hold":false,"partition":"a","cpus":{"set":true,"number":1},"time_limit":{"set":true,"number":1}},
-		{"job_state":["RUNNING"],"state_reason":"None","hold":false,"partition":"a","cpus":{"set":true,"number":4}}]}`
-	q, err := decodeQueue(strings.NewReader(body))
-	require.NoError(t, err)
-	rest := []partLoad{newPartLoad("a")}
-	for _, j := range q {
-		countJob(rest, j.state, j.partition, j.cpus, j.tasks, j.secs)
-	}
-	backlog := func(p partLoad) [5]int64 {
-		return [5]int64{int64(p.pending), int64(p.pendCPUs), p.pendSecs, int64(p.running), int64(p.runCPUs)}
-	}
-	want := [5]int64{3, 2 + 1 + 1, (2 + 1 + 1) * 60, 1, 4} // Resources, Priority, None; the running job
-	assert.Equal(t, want, backlog(rest[0]), "over REST")
-
-	// SSH: squeue's lines (%T|%P|%C|%K|%l|%L|%r).
-	out := "PENDING|a|3|N/A|10:00|10:00|JobHeldUser\n" +
-		"PENDING|a|3|N/A|10:00|10:00|JobHeldAdmin\n" +
-		"PENDING|a,b|3|N/A|10:00|10:00|BeginTime\n" +
-		"PENDING|a|3|N/A|10:00|10:00|Dependency\n" +
-		"PENDING|a|3|N/A|10:00|10:00|DependencyNeverSatisfied\n" +
-		"PENDING|a|2|N/A|1:00|1:00|Resources\n" +
-		"PENDING|a,b|1|N/A|1:00|1:00|Priority\n" +
-		"PENDING|a|1|N/A|1:00|1:00|None\n" +
-		"RUNNING|a|4|N/A|10:00|5:00|None\n" +
-		"PENDING|a|1|N/A|1:00|1:00\n" // the old format, unread
-	ssh := []partLoad{newPartLoad("a"), newPartLoad("b")}
-	countSqueue(ssh, out)
-	assert.Equal(t, want, backlog(ssh[0]), "over SSH")
-	assert.Equal(t, [5]int64{1, 1, 60, 0, 0}, backlog(ssh[1]), "b: the job pending for priority")
-}
-
 // TestParseSinfo: a partition on several lines adds up; the default is
 // marked; limits read as sinfo prints them.
 func TestParseSinfo(t *testing.T) {

@@ -21,15 +21,15 @@ import (
 // from the probe: the jobs of one partition, and the CPUs every running job
 // holds (the test clusters have one node, in every partition).
 type queueView struct {
-	running, pending int  // jobs of the partition (a pending job's list names it; one held or waiting for its begin time or a dependency is no backlog, notBacklog)
+	running, pending int  // jobs of the partition (a pending job's list names it)
 	busyCPUs         int  // CPUs of every running job of the node
 	moving           bool // a job starting or ending (CONFIGURING, COMPLETING...): counts in flux
 	ahead            bool // a job of the partition pending for CPUs (Priority, Resources): a start estimate may be later than now
 }
 
 // add counts one squeue or jobs/ line: its state, partition (list),
-// CPUs and pending reason (held: REST's hold flag).
-func (v *queueView) add(state, partitions string, cpus int, reason string, held bool, partition string) {
+// CPUs and pending reason.
+func (v *queueView) add(state, partitions string, cpus int, reason, partition string) {
 	in := slices.Contains(strings.Split(partitions, ","), partition)
 	switch state {
 	case "RUNNING":
@@ -38,7 +38,7 @@ func (v *queueView) add(state, partitions string, cpus int, reason string, held 
 			v.running++
 		}
 	case "PENDING":
-		if in && !notBacklog(reason, held) {
+		if in {
 			v.pending++
 			v.ahead = v.ahead || reason == "Priority" || reason == "Resources"
 		}
@@ -49,47 +49,44 @@ func (v *queueView) add(state, partitions string, cpus int, reason string, held 
 }
 
 // restQueue reads the queue of rs's cluster with one GET jobs/, decoded
-// here, not by the probe's reader; the jobs of ids skip are left out.
-func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string, skip ...string) queueView {
+// here, not by the probe's reader.
+func restQueue(ctx context.Context, t *testing.T, b *Backend, partition string) queueView {
 	r, err := b.get(ctx, "jobs/")
 	require.NoError(t, err)
 	var doc struct {
 		Jobs []struct {
-			ID        json.Number     `json:"job_id"`
 			State     json.RawMessage `json:"job_state"`
 			Partition string          `json:"partition"`
 			CPUs      json.RawMessage `json:"cpus"`
 			Reason    string          `json:"state_reason"`
-			Hold      bool            `json:"hold"` // v0.0.40+
 		} `json:"jobs"`
 	}
 	require.NoError(t, json.Unmarshal(r.body, &doc))
 	var v queueView
 	for _, j := range doc.Jobs {
 		st := states(j.State)
-		if len(st) == 0 || slices.Contains(skip, j.ID.String()) {
+		if len(st) == 0 {
 			continue
 		}
 		cpus, _ := number(j.CPUs)
-		v.add(st[0], j.Partition, int(cpus), j.Reason, j.Hold, partition)
+		v.add(st[0], j.Partition, int(cpus), j.Reason, partition)
 	}
 	return v
 }
 
-// sshQueue reads the queue of the login node's cluster with one squeue;
-// the jobs of ids skip are left out.
-func sshQueue(ctx context.Context, t *testing.T, b *SSHBackend, partition string, skip ...string) queueView {
-	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all", "--format=%T|%P|%C|%r|%i"}})
+// sshQueue reads the queue of the login node's cluster with one squeue.
+func sshQueue(ctx context.Context, t *testing.T, b *SSHBackend, partition string) queueView {
+	res, err := b.ssh.Run(ctx, sshexec.Cmd{Args: []string{"squeue", "--noheader", "--all", "--format=%T|%P|%C|%r"}})
 	require.NoError(t, err)
 	require.Zero(t, res.ExitCode, "squeue: %s", res.Stderr)
 	var v queueView
 	for _, line := range strings.Split(string(res.Stdout), "\n") {
 		f := strings.Split(strings.TrimSpace(line), "|")
-		if len(f) != 5 || slices.Contains(skip, f[4]) {
+		if len(f) != 4 {
 			continue
 		}
 		cpus, _ := strconv.Atoi(f[2])
-		v.add(f[0], f[1], cpus, f[3], false, partition)
+		v.add(f[0], f[1], cpus, f[3], partition)
 	}
 	return v
 }
@@ -104,13 +101,6 @@ func sshQueue(ctx context.Context, t *testing.T, b *SSHBackend, partition string
 // two readings) and fails the test when it never agrees.
 func waitSettled(t *testing.T, probe func() backends.Load, queue func() queueView, limit time.Duration) (backends.Load, queueView, bool) {
 	t.Helper()
-	return waitSettledBy(t, probe, queue, limit, readsQueue)
-}
-
-// waitSettledBy is waitSettled with agrees for readsQueue: what a probe
-// must read of a still queue.
-func waitSettledBy(t *testing.T, probe func() backends.Load, queue func() queueView, limit time.Duration, agrees func(backends.Load, queueView) bool) (backends.Load, queueView, bool) {
-	t.Helper()
 	deadline := time.Now().Add(limit)
 	var l backends.Load
 	var before queueView
@@ -121,7 +111,7 @@ func waitSettledBy(t *testing.T, probe func() backends.Load, queue func() queueV
 		before = queue()
 		l = probe()
 		if after := queue(); after == before && !before.moving {
-			if agrees(l, before) {
+			if readsQueue(l, before) {
 				return l, before, true
 			}
 			disagreed++

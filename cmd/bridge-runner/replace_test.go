@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/backends/slurm"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner"
 )
@@ -24,10 +27,9 @@ import (
 // partition short. The step's job waits on old whatever else runs there:
 // old's target begins it an hour from now (jobproperties begin_time, a
 // device of the test's own: it waits with no CPU of a shared cluster). At placement
-// young's short is full (a 2-CPU sleeper of the test's) with a job of the
-// test's waiting for its CPUs (a held one would be no backlog), so it does
-// not start the job now either and the ordered policy puts it on old; then
-// the test cancels both, young starts the job now, and the step moves there
+// young has a held job of the test's waiting in short, so it does not start
+// the job now either and the ordered policy puts it on old; then the test
+// cancels that held job, young starts the job now, and the step moves there
 // and ends DONE. Invoke is killed with SIGKILL at each step of the move (and
 // at the new target's submit), then restarted: each time exactly one of the
 // step's jobs ever ran, on young, and the job left on old was cancelled
@@ -37,14 +39,23 @@ func TestReplaceOnTwoRealSlurms(t *testing.T) {
 	old, young := twoSlurms(t)
 	for _, point := range append(append([]string{""}, runner.MoveCrashPoints...), "after-submit", "after-id") {
 		t.Run(cmpOr(point, "no-crash"), func(t *testing.T) {
-			unfill := backlog(t, young, 10, `{"partition":"short","time_limit":10,"cpus_per_task":1}`)
+			unfill := holdShort(t, young)
 			name := fmt.Sprintf("mv-%d", time.Now().UnixNano()%1_000_000_000)
 			state := t.TempDir()
 			args := []string{"--state-dir", state, "--job-name", name, "--backend", "slurm", "--placement", "ordered",
 				"--targets", heldOnOld(old, young), "--job-properties", `{"partition":"short","time_limit":2}`,
 				"--script", "#!/bin/sh\necho moved\n", "--replace-after", "5s", "--update-interval", "1",
 				"--submit-lease", "3s", "--watcher=false"}
-			whenPlaced(state, name, unfill) // young frees up once the step is placed (on old)
+			go func() { // young frees up once the step is placed (on old)
+				store := record.NewFileStore(state, name)
+				for range 600 {
+					if rec, err := store.Get(context.Background()); err == nil && rec.Data[record.KeyPlacement] != "" {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				unfill()
+			}()
 			out := invokeThroughCrashes(t, point, args)
 			rec, err := record.NewFileStore(state, name).Get(context.Background())
 			require.NoError(t, err)
@@ -108,6 +119,22 @@ func invokeThroughCrashes(t *testing.T, point string, args []string) string {
 func heldOnOld(old, young slurmCluster) string {
 	return fmt.Sprintf(`[{"name":"old","resourceURL":%q,"credentials":%q,"jobproperties":{"begin_time":"now+3600"}},{"name":"young","resourceURL":%q,"credentials":%q}]`,
 		old.url, old.creds, young.url, young.creds)
+}
+
+// holdShort submits one held job to c's partition short (waiting there, so
+// that c does not start another job now: placement's startsNow wants
+// nothing waiting) and returns a function that cancels it (also called
+// when the test ends). It needs no CPU of the shared cluster.
+func holdShort(t *testing.T, c slurmCluster) func() {
+	be, err := slurm.New(backends.Config{URL: c.url, Credentials: runner.DirCredentials{Dir: c.creds, Secrets: &runner.Secrets{}}})
+	require.NoError(t, err)
+	id, err := be.Submit(context.Background(), backends.Job{Name: "mv-held", Key: fmt.Sprintf("mv-held-%d", time.Now().UnixNano()),
+		Script: "#!/bin/sh\nsleep 600\n", Properties: json.RawMessage(`{"partition":"short","time_limit":10,"cpus_per_task":1,"hold":true}`)})
+	require.NoError(t, err)
+	var once sync.Once
+	unfill := func() { once.Do(func() { _ = be.Cancel(context.Background(), id) }) }
+	t.Cleanup(unfill)
+	return unfill
 }
 
 // slurmJobsNamed is every job slurmctld knows on c with this name, by id:
