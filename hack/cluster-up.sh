@@ -355,9 +355,9 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 resolvConf: ""
 podLogsDir: $STATE/pod-logs
 serializeImagePulls: false
-# Fewer than Kubernetes' 110: on two CPUs more pods at once only thrash
-# (a CI run at 110 had a load of 80 and the agent's e2e test took twice as
-# long); the suite runs its one test that fills the node alone.
+# Fewer than Kubernetes' 110 on two CPUs: the suite's one test that fills
+# the node (the agent's, e2e/agent_test.go) runs alone instead. A run here
+# at 110 did not help the tests beside it and took that one 27 min, not 12.
 maxPods: 40
 syncFrequency: 10s
 fileCheckFrequency: 1h
