@@ -336,6 +336,11 @@ func TestWorkflowStopCancelsSlurmJob(t *testing.T) {
 		// Argo deleted the pod (it still looked Pending) and kept no
 		// outputs; invoke saw spec.shutdown and cancelled all the same.
 		t.Logf("Argo deleted the invoke pod on Stop (%q); the job was cancelled anyway", attempts[len(attempts)-1].Message)
+	case len(inv.Params) == 0:
+		// Argo kept none of the pod's outputs and said nothing (Argo 3
+		// under load, once on CI's kind of machine): no output is ours to
+		// judge; invoke cancelled the job all the same (checked above).
+		t.Logf("Argo kept no outputs of the invoke pod on Stop (node %s, message %q); the job was cancelled anyway", inv.Phase, inv.Message)
 	default:
 		t.Errorf("status output = %q (node message %q), want KILLED", inv.Params["status"], inv.Message)
 	}
