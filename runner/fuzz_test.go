@@ -100,15 +100,33 @@ func FuzzScrub(f *testing.F) {
 // characters may hold an encoded form; they are not judged clean.
 func fzClean(text string, candidates ...string) bool {
 	clean := !strings.ContainsAny(text, "%&\\+…")
+	// Scrub matches every secret in any letter case, reversed, a value's
+	// lines and a passphrase's words on their own (Secrets.Add): each is a
+	// form of it.
+	var forms []string
 	for _, s := range candidates {
-		if len(s) >= minSecretLen && strings.Contains(text, s) {
-			clean = false
+		parts := append([]string{s}, passphraseWords(s)...)
+		for _, line := range strings.Split(s, "\n") {
+			parts = append(parts, strings.TrimSpace(line))
 		}
-		for l := minSecretLen; l < len(s); l++ {
-			if strings.Contains(text, s[:l]+"...") {
+		for _, f := range parts {
+			forms = append(forms, f, reversed(f))
+		}
+	}
+	folded := []string{strings.ToUpper(text), foldCase(text)}
+	for _, s := range forms {
+		for _, t := range folded {
+			if len(s) >= minSecretLen && (strings.Contains(t, strings.ToUpper(s)) || strings.Contains(t, foldCase(s))) {
 				clean = false
 			}
+			for l := minSecretLen; l < len(s); l++ {
+				if strings.Contains(t, strings.ToUpper(s[:l])+"...") || strings.Contains(t, foldCase(s[:l])+"...") {
+					clean = false
+				}
+			}
 		}
+	}
+	for _, s := range candidates {
 		if len(s) >= minSecretLen && fzHasBase64Of(text, s) {
 			clean = false
 		}
