@@ -458,6 +458,7 @@ func (a *Agent) replace(ns string, items []record.Listed) {
 			delete(a.open, k)
 		}
 	}
+	a.m.open.Set(float64(len(a.open)))
 }
 
 // put keeps or drops a record: the agent follows a job from its id on
@@ -501,6 +502,7 @@ func (a *Agent) keepOpen(k string, open bool) {
 	default:
 		a.open[k] = true
 	}
+	a.m.open.Set(float64(len(a.open)))
 }
 
 // serves reports whether record data d is a job this agent asks for: an

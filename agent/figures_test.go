@@ -152,6 +152,7 @@ func TestAnIdleAgentReadsTheLoadAtItsSlowestPeriod(t *testing.T) {
 	require.NoError(t, err)
 	before := loads()
 	require.Eventually(t, func() bool { return loads() == before+1 }, 30*time.Second, 20*time.Millisecond, "a record that opens wakes the load")
+	assert.Equal(t, 1.0, counterValue(t, ag, "bridge_runner_agent_records_open"))
 	for range 3 {
 		before = loads()
 		clock.advance(agent.LoadEvery + time.Second)
@@ -159,6 +160,10 @@ func TestAnIdleAgentReadsTheLoadAtItsSlowestPeriod(t *testing.T) {
 	}
 
 	require.NoError(t, cms.Delete(context.Background(), cm.Name, metav1.DeleteOptions{}))
+	// The agent learns of the deletion from its watch, which a loaded
+	// apiserver may deliver after the clock moved on: until then the record
+	// is open and read every LoadEvery, rightly.
+	require.Eventually(t, func() bool { return counterValue(t, ag, "bridge_runner_agent_records_open") == 0 }, 30*time.Second, 20*time.Millisecond, "the agent sees the record go")
 	// At most the read already due when the record went.
 	assert.LessOrEqual(t, idle(agent.IdleLoadEvery-10*time.Second), 1, "idle again: not read every LoadEvery")
 }

@@ -12,6 +12,7 @@ type Metrics struct {
 	observations metrics.Counter
 	discoveries  metrics.Counter
 	served       metrics.Gauge
+	open         metrics.Gauge
 	queryTime    metrics.Histogram
 }
 
@@ -24,6 +25,7 @@ func newMetrics() *Metrics {
 		observations: r.Counter("bridge_runner_agent_observations_total", "Observations written into records (one per change of a job's state)."),
 		discoveries:  r.Counter("bridge_runner_agent_discoveries_total", "Times the agent asked the cluster what its steps need to know once (Slurm's API version), published in its heartbeat."),
 		served:       r.Gauge("bridge_runner_agent_records_served", "Records whose jobs the agent follows."),
+		open:         r.Gauge("bridge_runner_agent_records_open", "Records that name the cluster and hold no final state; while there are none the agent is idle and reads the load every minute, not every 5 s."),
 		queryTime:    r.Histogram("bridge_runner_agent_query_seconds", "How long a batched status query took.", []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
 	}
 }
