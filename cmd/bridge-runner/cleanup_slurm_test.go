@@ -50,6 +50,11 @@ func getSlurmREST(t *testing.T, c slurmCluster, path string, v any) {
 // itself, not through any proxy.
 func slurmJobsByComment(t *testing.T, c slurmCluster, key string) map[string]string {
 	t.Helper()
+	if key == "" {
+		// Every job submitted without a comment (other tests', a site's)
+		// would be counted as this test's.
+		t.Fatal("no idempotency key to find jobs by: the record holds none")
+	}
 	var jr struct {
 		Jobs []struct {
 			ID      json.Number     `json:"job_id"`

@@ -961,8 +961,12 @@ func TestHostileLoginNodeOutput(t *testing.T) {
 				}
 				require.NoError(t, os.WriteFile(filepath.Join(creds, name), b, 0o600))
 			}
+			// invokeScanned's budgets (a submit window of about 1 s) are for
+			// servers that never answer; this one answers, but an SSH
+			// handshake and sbatch on a loaded machine took longer (exit
+			// 75, not the refusal).
 			r, text := invokeScanned(t, "--backend", "slurm", "--resource-url", "ssh://"+srv.User+"@"+d.Addr()+"/"+dir+"/jobs",
-				"--credentials-dir", creds, "--script", "#!/bin/sh\necho hi\n")
+				"--credentials-dir", creds, "--script", "#!/bin/sh\necho hi\n", "--retry-budget", "20s", "--submit-lease", "30s")
 			assert.Equal(t, ExitInvalid, r.code, "stdout=%s stderr=%s", r.stdout, r.stderr)
 			assert.Contains(t, text, c.want)
 			assert.NotContains(t, text, banner)
