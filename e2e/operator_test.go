@@ -103,7 +103,11 @@ func (e *env) runBridgeJob(t *testing.T, bj *unstructured.Unstructured, check fu
 	name := bj.GetName()
 	e.dumpOnFailure(t, "bridgejob", name)
 	res := e.dyn.Resource(bridgeJobs).Namespace(e.ns)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// A ceiling: a BridgeJob is DONE in seconds, but the suite's Ray has one
+	// CPU that its Ray tests running side by side wait for in turn (a Ray
+	// job took 70 s to start its driver on a loaded machine; see the Ray
+	// examples' 8 min).
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()
 	var createErr error
