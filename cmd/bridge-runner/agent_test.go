@@ -103,7 +103,7 @@ func TestAgentServesAndStopsOnSIGTERM(t *testing.T) {
 	require.Eventually(t, func() bool { return get(health, "/readyz") == http.StatusOK }, 20*time.Second, 50*time.Millisecond, "ready: %s", &stderr)
 	assert.Equal(t, http.StatusOK, get(health, "/healthz"))
 	body := getBody(t, metrics, "/metrics")
-	for _, m := range []string{"bridge_runner_agent_queries_total", "bridge_runner_agent_query_failures_total", "bridge_runner_agent_records_served", "bridge_runner_agent_last_answer_age_seconds"} {
+	for _, m := range []string{"bridge_runner_agent_queries_total", "bridge_runner_agent_query_failures_total", "bridge_runner_agent_records_served", "bridge_runner_agent_records_open", "bridge_runner_agent_last_answer_age_seconds"} {
 		assert.Contains(t, body, m)
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
