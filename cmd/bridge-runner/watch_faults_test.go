@@ -374,7 +374,7 @@ func wrongTokenFleet(t *testing.T, c slurmCluster, watcher bool) time.Duration {
 	if watcher {
 		f.holder(t, "", 30*time.Second)
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(creds, "token"), []byte("not-the-token"), 0o600))
+	rotateFile(t, filepath.Join(creds, "token"), []byte("not-the-token"))
 	wrong := time.Now()
 	f.waitAll(t, 3*time.Minute)
 	var last time.Duration
@@ -383,13 +383,25 @@ func wrongTokenFleet(t *testing.T, c slurmCluster, watcher bool) time.Duration {
 		assert.Equal(t, ExitTempFail, j.code, "%s: a refused token is retried within the budget, then exit 75: %s", j.name, j.out)
 		assert.Equal(t, "RUNNING", f.record(t, j)[record.KeyJobStatus], "%s: the record keeps the last known state", j.name)
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(creds, "token"), good, 0o600))
+	rotateFile(t, filepath.Join(creds, "token"), good)
 	for _, j := range f.jobs {
 		j.start(t) // the retry
 	}
 	f.waitAll(t, 3*time.Minute)
 	f.check(t, fmt.Sprintf("wrong token, then the retry (watcher %v)", watcher), func(*watchJob) bool { return false })
 	return last.Round(100 * time.Millisecond)
+}
+
+// rotateFile replaces a credential file whole, at once, as the kubelet
+// updates a mounted Secret (a rename): os.WriteFile truncates first, and an
+// invoke once read the token in that instant, found no key and rightly
+// refused the credentials (exit 2), which no rotation of a Secret shows.
+// The temporary name is a dot-entry, which credential readers skip.
+func rotateFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
+	require.NoError(t, os.WriteFile(tmp, b, 0o600))
+	require.NoError(t, os.Rename(tmp, path))
 }
 
 // blackHole is how long testWatcherBlackHole keeps slurmrestd dark: over
