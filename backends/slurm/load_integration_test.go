@@ -216,31 +216,8 @@ func TestSSHProbeLoad(t *testing.T) {
 	require.True(t, now.Fits, now.Why)
 	assert.Equal(t, "debug", now.Queue, "the default partition")
 	checkCounts(t, now)
-	// A CPU of debug free and no job waiting for CPUs before ours: the
-	// scheduler starts a job now. But a job of another user waiting for
-	// its begin time, in any partition of this shared cluster, turns
-	// 22.05's estimate into the year 3047, which the probe reads as none:
-	// then only that is checked.
-	// Such a job may also come and go between the probe and the look for
-	// it (another lane's test submits one and cancels it when it ends, and
-	// squeue shows it with no reason until the scheduler's next pass): a
-	// missing estimate is asked again for a while, until it is there or
-	// such a job shows.
 	if ok && now.FreeCPUs >= 1 && !queue.ahead {
-		est, held := now.EstimatedStart, false
-		for deadline := time.Now().Add(20 * time.Second); est.IsZero(); {
-			if held = beginTimeHeld(ctx, t, b); held || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(time.Second)
-			if again, err := probe(probeJob(sleeper, `{}`)); err == nil && again.FreeCPUs >= 1 {
-				est = again.EstimatedStart
-			}
-		}
-		if !held {
-			assert.False(t, est.IsZero(), "sbatch --test-only's estimate")
-			assert.WithinDuration(t, time.Now(), est, time.Minute, "a partition with a CPU free starts a job now")
-		}
+		checkStartsNow(t, now, func() (backends.Load, error) { return probe(probeJob(sleeper, `{}`)) }, func() bool { return beginTimeHeld(ctx, t, b) })
 	}
 	total := now.TotalCPUs
 
@@ -279,6 +256,34 @@ func TestSSHProbeLoad(t *testing.T) {
 	defer down.(*SSHBackend).Close()
 	_, err = down.(*SSHBackend).ProbeLoad(ctx, probeJob(sleeper, `{}`), nil)
 	assert.ErrorIs(t, err, backends.ErrTransient)
+}
+
+// checkStartsNow: with a CPU of the partition free and no job waiting for
+// CPUs before ours, the scheduler starts a job now (l's estimate, or the
+// next probe's). But a job of another user waiting for its begin time, in
+// any partition of this shared cluster, turns 22.05's estimate into the
+// year 3047, which the probe reads as none: then only that is checked.
+// Such a job may also come and go between the probe and the look for it
+// (another lane's test submits one and cancels it when it ends, and squeue
+// shows it with no reason until the scheduler's next pass): a missing
+// estimate is asked again for a while, until it is there or such a job
+// shows.
+func checkStartsNow(t *testing.T, l backends.Load, probe func() (backends.Load, error), heldForBeginTime func() bool) {
+	t.Helper()
+	est, held := l.EstimatedStart, false
+	for deadline := time.Now().Add(20 * time.Second); est.IsZero(); {
+		if held = heldForBeginTime(); held || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+		if again, err := probe(); err == nil && again.FreeCPUs >= 1 {
+			est = again.EstimatedStart
+		}
+	}
+	if !held {
+		assert.False(t, est.IsZero(), "sbatch --test-only's estimate")
+		assert.WithinDuration(t, time.Now(), est, time.Minute, "a partition with a CPU free starts a job now")
+	}
 }
 
 // beginTimeHeld says whether any job of the cluster is pending for its
