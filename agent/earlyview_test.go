@@ -45,7 +45,7 @@ func TestStepReadsTheHeartbeatWhileItCreatesItsRecord(t *testing.T) {
 }
 
 // createGate holds a client's first ConfigMap create until a read of the
-// heartbeat (a list selecting it by name) was sent, or createWait passed.
+// heartbeat (a watch or list selecting it by name) was sent, or createWait passed.
 type createGate struct {
 	beat      string // the list's field selector
 	sent      chan struct{}

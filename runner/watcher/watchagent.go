@@ -318,8 +318,8 @@ func (t *agentTrust) heardAt() time.Time {
 }
 
 // HeartbeatView follows the agent's heartbeat ConfigMap through one watch
-// (a list for its version, then a watch renewed when it ends) and feeds
-// what it sees to trust.
+// (from the apiserver's newest version, renewed when it ends; a list only
+// when it brings nothing at first) and feeds what it sees to trust.
 type HeartbeatView struct {
 	c           *kube.Client
 	ns, cluster string
@@ -382,6 +382,16 @@ func (v *HeartbeatView) Published(ctx context.Context, wait time.Duration) (Hear
 	return v.hb, v.hb.Agent != ""
 }
 
+// Serves reports whether the agent is trusted now (fresh, or verified and
+// not seen to advance yet): false without a view.
+func (v *HeartbeatView) Serves() bool {
+	if v == nil {
+		return false
+	}
+	st, _ := v.trust.state()
+	return st != agentStale
+}
+
 // Join has the step's trust in an agent not yet seen to advance count
 // from now (agentTrust's pending window), as if the view started now: a
 // view started early (runner starts one while the step creates its
@@ -429,25 +439,20 @@ func (v *HeartbeatView) run(ctx context.Context) {
 	name := record.AgentConfigMap(v.cluster)
 	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
 	for ctx.Err() == nil {
-		list := &kube.ConfigMapList{}
-		opts := &metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
-		if err := v.c.List(ctx, kube.ConfigMaps, v.ns, opts, list); err != nil {
-			if apierrors.IsForbidden(err) {
-				// A Role that names only the record: no agent to follow, for
-				// good (asking again every few seconds would cost the
-				// apiserver a request per step for as long as its job runs).
-				v.see(nil)
-				return
-			}
-			v.clock.SleepCtx(ctx, back.Next())
-			continue
+		// No version: the apiserver starts the watch at its newest and
+		// sends the heartbeat, if there is one, as a synthetic ADDED: one
+		// request where a list for its version and a watch from it were
+		// two. (A watch's initial events could also say it is missing, but
+		// they need the WatchList feature, off by default on Kubernetes
+		// 1.33 and on any apiserver over etcd 3.4.)
+		w, err := v.c.WatchOne(ctx, kube.ConfigMaps, v.ns, name, "")
+		if apierrors.IsForbidden(err) {
+			// A Role that names only the record: no agent to follow, for
+			// good (asking again every few seconds would cost the
+			// apiserver a request per step for as long as its job runs).
+			v.see(nil)
+			return
 		}
-		var cm *kube.ConfigMap
-		for i := range list.Items {
-			cm = &list.Items[i]
-		}
-		v.see(cm)
-		w, err := v.c.WatchOne(ctx, kube.ConfigMaps, v.ns, name, list.ResourceVersion)
 		if err != nil {
 			v.clock.SleepCtx(ctx, back.Next())
 			continue
@@ -460,13 +465,35 @@ func (v *HeartbeatView) run(ctx context.Context) {
 	}
 }
 
+// heartbeatQuiet is how long a new watch may bring nothing before the
+// view lists the heartbeat to learn whether it is missing (a watch says
+// nothing of what is not there): well within the 2 s a step's submit
+// waits for the heartbeat.
+const heartbeatQuiet = 700 * time.Millisecond
+
 // follow applies the watch's events until it ends; false when it failed.
+// A watch that brings nothing within heartbeatQuiet has the heartbeat
+// listed: missing, or there and slow to come.
 func (v *HeartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 	defer w.Stop()
+	quiet := v.clock.NewTimer(heartbeatQuiet)
+	defer func() { quiet.Stop() }()
+	quietC := quiet.C()
+	back := record.Backoff{Initial: heartbeatQuiet, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
 	for {
 		select {
 		case <-ctx.Done():
 			return true
+		case <-quietC:
+			quietC = nil
+			err := v.list(ctx)
+			switch {
+			case apierrors.IsForbidden(err):
+				v.see(nil)
+			case err != nil && !v.wasRead():
+				quiet = v.clock.NewTimer(back.Next()) // still nothing known: ask again
+				quietC = quiet.C()
+			}
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return true
@@ -476,12 +503,29 @@ func (v *HeartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 			case ev.Type == watch.Error || !isCM:
 				return false
 			case ev.Type == watch.Deleted:
+				quietC = nil
 				v.see(nil)
 			case ev.Type != watch.Bookmark:
+				quietC = nil
 				v.see(cm)
 			}
 		}
 	}
+}
+
+// list reads the heartbeat once (seeing nil when it is missing).
+func (v *HeartbeatView) list(ctx context.Context) error {
+	list := &kube.ConfigMapList{}
+	opts := &metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", record.AgentConfigMap(v.cluster)).String()}
+	if err := v.c.List(ctx, kube.ConfigMaps, v.ns, opts, list); err != nil {
+		return err
+	}
+	var cm *kube.ConfigMap
+	for i := range list.Items {
+		cm = &list.Items[i]
+	}
+	v.see(cm)
+	return nil
 }
 
 // AgentServes reports whether the cluster's agent is trusted now (fresh,
