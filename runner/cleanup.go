@@ -287,7 +287,7 @@ func (r *run) adopted(ctx context.Context, id, key string, err error) (string, e
 		return "", err
 	}
 	r.Log.Info("found the job by its idempotency key", "job_id", id, "key", key)
-	return id, r.recordID(ctx, id)
+	return id, r.recordID(ctx, id, nil)
 }
 
 // cancelJob asks the backend to cancel job id. ended reports that the

@@ -111,7 +111,7 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		cancelRetry: &record.Backoff{Initial: faultRetryFirst, Max: cancelRetryMax}}
 	f.pending = newPendingWatch(r.rec.Data)
 	if !r.submittedAt.IsZero() && r.w.AgentServes() {
-		f.last, f.assumed = backends.Status{State: backends.Pending, Raw: string(backends.Pending), SubmitTime: r.submittedAt}, true
+		f.last, f.assumed = assumedPending(r.submittedAt), true
 	}
 	r.logOff, _ = strconv.ParseInt(r.rec.Data[record.KeyLogOffset], 10, 64)
 	f.out = r.newJobOutput(r.logSrc, maxPoll)
@@ -137,6 +137,13 @@ func (r *run) follow(ctx context.Context, be backends.Backend, id string, maxPol
 		return f.result, r.endPending(f.sig, f.result, f.pending)
 	}
 	return f.result, f.err
+}
+
+// assumedPending is the state of a job just submitted at submitted, as a
+// step assumes it while its cluster's agent serves the job: PENDING, until
+// the agent tells more.
+func assumedPending(submitted time.Time) backends.Status {
+	return backends.Status{State: backends.Pending, Raw: string(backends.Pending), SubmitTime: submitted}
 }
 
 // step runs phase p and returns the next.

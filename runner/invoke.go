@@ -537,7 +537,7 @@ func (r *run) submitOrAdopt(ctx context.Context, be backends.Backend, key string
 				return "", err
 			case id != "":
 				log.Info("adopting the job found by its idempotency key", "job_id", id, "key", key)
-				return id, r.recordID(ctx, id)
+				return id, r.recordID(ctx, id, nil)
 			case waited:
 				continue
 			}
@@ -637,7 +637,7 @@ func (r *run) killedBeforeID(ctx context.Context, find func(context.Context) (st
 		return "", nil
 	}
 	log.Info("kill requested: adopting the job found by its idempotency key to cancel it", "job_id", id, "key", key)
-	return id, r.recordID(ctx, id)
+	return id, r.recordID(ctx, id, nil)
 }
 
 // findByKey looks for the job by its idempotency key, within the retry
@@ -716,7 +716,7 @@ func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string
 			return "", err
 		} else if id != "" {
 			log.Info("adopting the job found by its idempotency key", "job_id", id, "key", key)
-			return id, r.recordID(ctx, id)
+			return id, r.recordID(ctx, id, nil)
 		}
 	}
 	crashPoint("after-intent")
@@ -730,7 +730,7 @@ func (r *run) submitClaimed(ctx context.Context, be backends.Backend, key string
 	}
 	r.submittedAt = time.Now()
 	crashPoint("after-submit")
-	if err := r.recordID(ctx, id); err != nil {
+	if err := r.recordID(ctx, id, r.pendingWithID(id)); err != nil {
 		return "", err
 	}
 	crashPoint("after-id")
@@ -877,8 +877,9 @@ func unanswered(err error) error {
 	return err
 }
 
-// recordID writes the job id into the record right away, clearing the intent.
-func (r *run) recordID(ctx context.Context, id string) error {
+// recordID writes the job id into the record right away, clearing the
+// intent, and with it the status keys of status (nil: none).
+func (r *run) recordID(ctx context.Context, id string, status map[string]string) error {
 	// The id must land even during SIGTERM, within the grace period.
 	wctx, cancel := r.stopping(ctx, 0)
 	defer cancel()
@@ -893,13 +894,34 @@ func (r *run) recordID(ctx context.Context, id string) error {
 				c = record.Set(d, record.KeyKey, jobKey(r.rec.UID, d)) || c
 			}
 			c = record.Set(d, record.KeyIntent, "") || c
+			for k, v := range status {
+				c = record.Set(d, k, v) || c
+			}
 			return c, nil
 		})
 	})
 	if err != nil {
 		return fmt.Errorf("recording job id %s in %s (a retry will find it by key): %w", id, r.Store.Describe(), err)
 	}
+	if status != nil {
+		r.written, r.offsetWritten = status, time.Now()
+	}
 	return nil
+}
+
+// pendingWithID is the status a step assumes for the job it has just
+// submitted while its cluster's agent serves it (PENDING, see follow), to
+// be written with the job's id: one record write where the id and the
+// PENDING state were two, as the first state of each job (nil when the
+// agent does not serve it, and the step's first poll tells the state).
+func (r *run) pendingWithID(id string) map[string]string {
+	if !r.agentView.Serves() {
+		return nil
+	}
+	r.result.ID = id // the status message names it
+	d := r.statusData(assumedPending(r.submittedAt))
+	d[record.KeyWatchGroup] = r.agentCluster.Group() // the watch member's (newWatchMember), made next
+	return d
 }
 
 // waitChange waits for a record change or d, whichever is first.

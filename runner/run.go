@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bridge-runner/bridge-runner/backends"
+	"github.com/bridge-runner/bridge-runner/cluster"
 	"github.com/bridge-runner/bridge-runner/record"
 	"github.com/bridge-runner/bridge-runner/runner/watcher"
 )
@@ -62,6 +63,9 @@ type run struct {
 	// agentView follows the heartbeat of the cluster the record names from
 	// before the submit (watchagent.go) until the watch member takes it.
 	agentView *watcher.HeartbeatView
+	// agentCluster is the cluster agentView follows the agent of (its
+	// watch group's digest, slow on purpose, is made once).
+	agentCluster cluster.Cluster
 	// early is the view started while the record was created, until
 	// followAgent takes it (watchseam.go).
 	early *earlyView

@@ -31,7 +31,10 @@ func (r *run) newWatchMember(desc *record.Description, be backends.Backend, id s
 	if _, ok := be.(backends.StatusBatcher); !ok {
 		return nil
 	}
-	c, err := r.clusterOf(desc)
+	c, err := r.agentCluster, error(nil)
+	if c.Key() == nil {
+		c, err = r.clusterOf(desc)
+	}
 	if err != nil || c.Key() == nil {
 		r.Log.Debug("no credentials to authenticate a shared watcher with; polling this job alone")
 		return nil
@@ -67,7 +70,7 @@ const publishedWait = 2 * time.Second
 // published, so that the step does not ask the cluster what its agent
 // asked once: its memo (Slurm's API version) unless the record had one,
 // and the cluster's array limit while the heartbeat is current. The view
-// is the watch member's later (the same list and watch): it costs no
+// is the watch member's later (the same watch): it costs no
 // Kubernetes request of its own.
 func (r *run) followAgent(ctx context.Context, desc *record.Description, be backends.Backend) {
 	defer r.stopEarlyView() // not taken: not needed
@@ -90,7 +93,7 @@ func (r *run) followAgent(ctx context.Context, desc *record.Description, be back
 		v = watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, c.Key(), r.RetryBudget)
 	}
 	if batched {
-		r.agentView = v
+		r.agentView, r.agentCluster = v, c
 	} else {
 		defer v.Stop() // an array: the agent does not follow it, but it tells what it read
 	}
