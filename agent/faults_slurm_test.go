@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -166,10 +164,6 @@ func TestTwoAgentsForOneClusterOnSlurm2411(t *testing.T) {
 
 // writes is how many writes (create, update, patch) client kc sent.
 func writes(kc *kubeclient.Client) int {
-	n := 0
-	for _, m := range regexp.MustCompile(`(create|update|patch)=(\d+)`).FindAllStringSubmatch(kc.RequestsByVerb(), -1) {
-		v, _ := strconv.Atoi(m[2])
-		n += v
-	}
-	return n
+	by := verbCounts(kc.RequestsByVerb())
+	return by["create"] + by["update"] + by["patch"]
 }

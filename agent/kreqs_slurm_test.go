@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -32,11 +30,7 @@ func (e *slurmEnv) loneJobKube(job string, secs int, cluster string, watchOff bo
 	defer cancel()
 	require.NoError(e.t, iv.Run(ctx), job)
 	require.Equal(e.t, "DONE", iv.Result().Status, "the true state, from the backend")
-	by := map[string]int{}
-	for _, m := range regexp.MustCompile(`(\w+)=(\d+)`).FindAllStringSubmatch(kc.RequestsByVerb(), -1) {
-		by[m[1]], _ = strconv.Atoi(m[2])
-	}
-	return by, kc.RequestsByVerb()
+	return verbCounts(kc.RequestsByVerb()), kc.RequestsByVerb()
 }
 
 func total(by map[string]int) int {

@@ -310,6 +310,16 @@ func (t *agentTrust) join() {
 	t.mu.Unlock()
 }
 
+// serves reports whether the agent is trusted now (not stale): false
+// without a trust.
+func (t *agentTrust) serves() bool {
+	if t == nil {
+		return false
+	}
+	st, _ := t.state()
+	return st != agentStale
+}
+
 // heardAt is when the agent last advanced, by the step's clock.
 func (t *agentTrust) heardAt() time.Time {
 	t.mu.Lock()
@@ -384,13 +394,7 @@ func (v *HeartbeatView) Published(ctx context.Context, wait time.Duration) (Hear
 
 // Serves reports whether the agent is trusted now (fresh, or verified and
 // not seen to advance yet): false without a view.
-func (v *HeartbeatView) Serves() bool {
-	if v == nil {
-		return false
-	}
-	st, _ := v.trust.state()
-	return st != agentStale
-}
+func (v *HeartbeatView) Serves() bool { return v != nil && v.trust.serves() }
 
 // Join has the step's trust in an agent not yet seen to advance count
 // from now (agentTrust's pending window), as if the view started now: a
@@ -530,10 +534,4 @@ func (v *HeartbeatView) list(ctx context.Context) error {
 
 // AgentServes reports whether the cluster's agent is trusted now (fresh,
 // or verified and not seen to advance yet): false without one.
-func (m *Member) AgentServes() bool {
-	if m == nil {
-		return false
-	}
-	st, _ := m.agentState()
-	return st != agentStale
-}
+func (m *Member) AgentServes() bool { return m != nil && m.agent.serves() }
