@@ -395,7 +395,9 @@ func reserveShares(ctx context.Context, cands []candidate, shares []record.Share
 				continue
 			}
 			job := shareLoad(c.load, arr, s.Tasks, par[i])
-			if !c.share.reserve(ctx, job) {
+			// A spread is chosen over all targets at once: any move of
+			// one's figures chooses it again.
+			if !c.share.reserve(ctx, job, func(shareEntry) bool { return false }) {
 				for k, sh := range counted {
 					sh.release(ctx, jobs[k])
 				}

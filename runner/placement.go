@@ -87,9 +87,9 @@ func (r *run) place(ctx context.Context, desc *record.Description) (*record.Plac
 }
 
 // maxChoices bounds how often a placement chooses again because the
-// shared figures moved under it: a burst of placements takes turns, each
-// round costing a few Kubernetes requests; past the bound an invoke
-// places on the figures it saw last, uncounted.
+// shared figures moved under it so that its choice no longer stands
+// (stillChosen), each round costing a few Kubernetes requests; past the
+// bound an invoke places on the figures it saw last, uncounted.
 const maxChoices = 10
 
 // choose probes the targets (or reads their shared probes) and lets the
@@ -105,9 +105,25 @@ func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate
 			return nil, -1, err
 		}
 		sh := cands[choice].share
-		if sh == nil || round >= maxChoices || sh.reserve(context.WithoutCancel(ctx), cands[choice].load) {
+		if sh == nil || round >= maxChoices || sh.reserve(context.WithoutCancel(ctx), cands[choice].load, stillChosen(desc.Policy, cands, choice)) {
 			return cands, choice, nil
 		}
+	}
+}
+
+// stillChosen says whether the policy still chooses cands[choice] once
+// its shared figures are cur (others placed there meanwhile), the other
+// targets as they were read: a burst's placements that moved a target's
+// figures only change a choice they make worse than another's.
+func stillChosen(policy string, cands []candidate, choice int) func(shareEntry) bool {
+	return func(cur shareEntry) bool {
+		now := append([]candidate(nil), cands...)
+		c := []candidate{now[choice]}
+		c[0].load = cur.withPlaced()
+		trustEstimates(c, time.Now()) // as the others' were, once
+		now[choice] = c[0]
+		again, err := choose(policy, now)
+		return err == nil && again == choice
 	}
 }
 
