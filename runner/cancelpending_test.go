@@ -21,7 +21,7 @@ func (h *harness) startRunning(ctx context.Context, iv *runner.Invoker) <-chan e
 	require.Eventually(h.t, func() bool {
 		rec, err := h.store.Get(context.Background())
 		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
-	}, 5*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	return done
 }
 

@@ -28,7 +28,7 @@ func TestCleanupCancelsARunningJobAndDeletes(t *testing.T) {
 	require.Eventually(t, func() bool {
 		rec, err := h.store.Get(context.Background())
 		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
-	}, 5*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 
 	res, err := h.cleaner().Run(context.Background())
 	require.NoError(t, err)

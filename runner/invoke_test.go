@@ -287,7 +287,7 @@ func TestKillFlagCancels(t *testing.T) {
 	require.Eventually(t, func() bool {
 		rec, err := h.store.Get(context.Background())
 		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
-	}, 5*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	setKill(t, h.store)
 	start := time.Now()
 	select {

@@ -64,7 +64,7 @@ func TestKillWatchOnConfigMap(t *testing.T) {
 	require.Eventually(t, func() bool {
 		rec, err := h.store.Get(context.Background())
 		return err == nil && rec.Data[record.KeyJobStatus] == "RUNNING"
-	}, 10*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	polls := h.fake.Count("status")
 	setKill(t, h.store)
 	start := time.Now()

@@ -79,7 +79,7 @@ func TestIBMOperatorDrivesQuantum(t *testing.T) {
 		return id != ""
 	}, 30*time.Second, 20*time.Millisecond, "no submit: %s", pod.Output())
 	f.Set(id, func(j *fakequantum.Job) { j.Status = "Running" })
-	require.Eventually(t, func() bool { return pod.Data(t)["status.jobStatus"] == "RUNNING" }, 20*time.Second, 50*time.Millisecond, pod.Output())
+	require.Eventually(t, func() bool { return pod.Data(t)["status.jobStatus"] == "RUNNING" }, time.Minute, 50*time.Millisecond, pod.Output())
 	f.Set(id, func(j *fakequantum.Job) { j.Status = "Completed" })
 	code, out := pod.Wait(t, time.Minute)
 	require.Equal(t, 0, code, out)

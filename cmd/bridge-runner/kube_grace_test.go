@@ -46,7 +46,7 @@ func TestSIGTERMWithKubeAPIServerDownEndsWithinGrace(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cm, err := admin.CoreV1().ConfigMaps(ns).Get(context.Background(), "grace-down-bridge-cm", metav1.GetOptions{})
 		return err == nil && cm.Data["status.jobStatus"] == "RUNNING"
-	}, 15*time.Second, 50*time.Millisecond)
+	}, time.Minute, 50*time.Millisecond)
 	px.Set(t, testutil.Blackhole)
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))

@@ -141,7 +141,7 @@ func TestKillPatchOnConfigMap(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cm, err := admin.CoreV1().ConfigMaps(ns).Get(context.Background(), "patch-bridge-cm", metav1.GetOptions{})
 		return err == nil && cm.Data["status.jobStatus"] == "RUNNING"
-	}, 15*time.Second, 50*time.Millisecond, "job running: %s", out)
+	}, time.Minute, 50*time.Millisecond, "job running: %s", out)
 	start := time.Now()
 	_, err := admin.CoreV1().ConfigMaps(ns).Patch(context.Background(), "patch-bridge-cm", types.MergePatchType,
 		[]byte(`{"data":{"kill":"true"}}`), metav1.PatchOptions{})

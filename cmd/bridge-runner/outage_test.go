@@ -71,7 +71,7 @@ func TestKubeAPIServerOutage(t *testing.T) {
 	require.Eventually(t, func() bool {
 		cm, err := admin.CoreV1().ConfigMaps(ns).Get(context.Background(), "api-outage-bridge-cm", metav1.GetOptions{})
 		return err == nil && cm.Data["status.jobStatus"] == "RUNNING"
-	}, 15*time.Second, 50*time.Millisecond)
+	}, time.Minute, 50*time.Millisecond)
 	px.Cut()
 	t.Logf("kube-apiserver unreachable for %s", down)
 	time.Sleep(down)
