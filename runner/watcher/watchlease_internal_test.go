@@ -383,3 +383,47 @@ func TestRefusedCredentialsDistrustTheWatcherAtOnce(t *testing.T) {
 	assert.False(t, l.free(time.Now()), "and not free for another to take at once")
 	assert.False(t, m.leader.working(time.Now()), "its own invoke polls too")
 }
+
+// A lease view started from a lease just read absent watches from the
+// apiserver's newest version with no list first: one request, and a
+// lease created after the read, before or after the watch opens, comes
+// to it (as a synthetic ADDED, or as the event) on the real
+// kube-apiserver. The old view listed first (list=1 watch=1).
+func TestLeaseViewOfAnAbsentLeaseWatchesAlone(t *testing.T) {
+	ctx := context.Background()
+	s := testkube.RecordStore(t)
+	for _, createFirst := range []bool{true, false} {
+		name := fmt.Sprintf("bridge-watch-absent-%t", createFirst)
+		kc := testkube.KubeClient(t, testkube.Config(t))
+		mine := lease{c: kc, ns: s.Namespace, name: name, key: testKey}
+		other := lease{c: s.Client, ns: s.Namespace, name: name, key: testKey}
+		from, err := mine.read(ctx)
+		require.NoError(t, err)
+		require.Empty(t, from.version, "the lease is absent")
+		if createFirst { // created between the read and the watch
+			_, ok := other.take(ctx, leaseState{}, "b")
+			require.True(t, ok)
+		}
+		v := startLeaseView(ctx, mine, from, func(st leaseState) leaseState { return st })
+		st, current := v.get()
+		assert.True(t, current, "the absent lease, as read, is the view's state")
+		assert.Empty(t, st.holder)
+		if !createFirst {
+			time.Sleep(200 * time.Millisecond) // the watch opens
+			_, ok := other.take(ctx, leaseState{}, "b")
+			require.True(t, ok)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for st.holder == "" && time.Now().Before(deadline) {
+			select {
+			case <-v.changes():
+			case <-time.After(time.Second):
+			}
+			st, _ = v.get()
+		}
+		v.stop()
+		by := kc.RequestsByVerb()
+		assert.Equal(t, "b", st.holder, "created first=%t: the view saw the lease created: %s", createFirst, by)
+		assert.Equal(t, "get=1 watch=1", by, "created first=%t: the read, then one watch", createFirst)
+	}
+}

@@ -40,15 +40,15 @@ type leaseView struct {
 }
 
 // startLeaseView starts following lease l from its state as just read
-// and judged (from): a lease that exists is watched from that version on,
-// with no list first; an absent one is listed, for a version to watch
-// from. Every state it sees is judged by judge, in the order written.
+// and judged (from), with no list first: a lease that exists is watched
+// from that version on; an absent one by a watch from the apiserver's
+// newest version, which brings a lease created since the read as a
+// synthetic ADDED (a list for a version to watch from cost a request
+// more). Every state it sees is judged by judge, in the order written.
 func startLeaseView(ctx context.Context, l lease, from leaseState, judge func(leaseState) leaseState) *leaseView {
 	ctx, cancel := context.WithCancel(ctx)
 	v := &leaseView{l: l, judge: judge, cancel: cancel, done: make(chan struct{}), relist: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
-	if from.version != "" {
-		v.st, v.current = from, true
-	}
+	v.st, v.current = from, true
 	go v.run(ctx, from.version)
 	return v
 }
@@ -102,14 +102,19 @@ func (v *leaseView) changes() <-chan struct{} {
 	return v.changed
 }
 
-// run watches the lease from version rv on (a list's, when rv is empty),
-// again after the watch ends; it gives up when the Role denies the list
-// (the member's reads then find that out and say it once).
+// run watches the lease from version rv on (from the newest at first
+// when rv is empty: the lease was just read absent), again after the
+// watch ends, from a list's version when the view lost track; it gives
+// up when the Role denies the list (the member's reads then find that
+// out and say it once).
 func (v *leaseView) run(ctx context.Context, rv string) {
 	defer close(v.done)
 	back := record.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
+	first := true
 	for ctx.Err() == nil {
-		if rv == "" {
+		// Past the first watch, a watch from the newest version could not
+		// tell a lease deleted meanwhile: the view lists for the truth.
+		if rv == "" && !first {
 			var err error
 			if rv, err = v.list(ctx); err != nil {
 				v.set(leaseState{}, false)
@@ -120,7 +125,12 @@ func (v *leaseView) run(ctx context.Context, rv string) {
 				continue
 			}
 		}
+		first = false
 		w, err := v.l.c.WatchOne(ctx, kube.ConfigMaps, v.l.ns, v.l.name, rv)
+		if apierrors.IsForbidden(err) {
+			v.set(leaseState{}, false)
+			return
+		}
 		if err != nil {
 			v.set(leaseState{}, false)
 			rv = ""
