@@ -28,31 +28,55 @@ var realMarkers = []string{"realSlurms(", "eventSlurms(", "sshBackend(", "testss
 // Count the test's own jobs, or compare with the queue read around the
 // probe (backends/slurm's waitSettled).
 func TestNoRealServiceTestAssumesItIdle(t *testing.T) {
-	root := filepath.Join("..", "..")
 	files := 0
-	for _, dir := range []string{"backends", "record", "agent", "runner", "operator", "cmd"} {
+	eachTestFile(t, func(rel, path string, src []byte) {
+		if !usesRealService(string(src)) {
+			return
+		}
+		files++
+		for _, at := range idleAssumptions(t, path, src) {
+			t.Errorf("%s: %s reads a shared service as idle; count the test's own jobs, or compare with the queue read around the probe", rel, at)
+		}
+	})
+	if files == 0 {
+		t.Fatal("no test file of a real service found: the check looks at nothing")
+	}
+}
+
+// testDirs are the directories whose tests the checks read.
+var testDirs = []string{"backends", "record", "agent", "runner", "operator", "cmd", "bench"}
+
+// eachTestFile calls f with every test file of testDirs: its path from
+// the module's root (slashes), its path and its source.
+func eachTestFile(t *testing.T, f func(rel, path string, src []byte)) {
+	root := filepath.Join("..", "..")
+	for _, dir := range testDirs {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
 				return err
 			}
 			src, err := os.ReadFile(path)
-			if err != nil || !usesRealService(string(src)) {
+			if err != nil {
 				return err
 			}
-			files++
 			rel, _ := filepath.Rel(root, path)
-			for _, at := range idleAssumptions(t, path, src) {
-				t.Errorf("%s: %s reads a shared service as idle; count the test's own jobs, or compare with the queue read around the probe", filepath.ToSlash(rel), at)
-			}
+			f(filepath.ToSlash(rel), path, src)
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if files == 0 {
-		t.Fatal("no test file of a real service found: the check looks at nothing")
+}
+
+// parse parses the Go source src of path, failing the test when it cannot.
+func parse(t *testing.T, path string, src []byte) (*token.FileSet, *ast.File) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
+	return fset, f
 }
 
 func usesRealService(src string) bool {
@@ -68,11 +92,7 @@ func usesRealService(src string) bool {
 // (x.FreeCPUs == x.TotalCPUs; assert.Equal(t, x.TotalCPUs, x.FreeCPUs)) or
 // a job count with zero (x.RunningJobs == 0).
 func idleAssumptions(t *testing.T, path string, src []byte) []string {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, src, 0)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	fset, f := parse(t, path, src)
 	var found []string
 	ast.Inspect(f, func(n ast.Node) bool {
 		var a, b ast.Expr

@@ -3,11 +3,7 @@ package sharedidle
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,34 +22,16 @@ const minStartWait = time.Minute
 // It holds for tests of fakes too: one rule, and a loaded machine is
 // slow for them as well.
 func TestAWaitForAJobToStartAllowsABusyService(t *testing.T) {
-	root := filepath.Join("..", "..")
 	seen := 0
-	for _, dir := range []string{"backends", "record", "agent", "runner", "operator", "cmd", "bench", "e2e"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
-			if os.IsNotExist(err) {
-				return nil
+	eachTestFile(t, func(rel, path string, src []byte) {
+		for _, w := range startWaits(t, path, src) {
+			seen++
+			if w.err != "" || w.ceiling < minStartWait {
+				t.Errorf("%s:%d: a wait for RUNNING of %s%s; give a job at least %s to start (the shared service may be busy)",
+					rel, w.line, w.text, w.err, minStartWait)
 			}
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			for _, w := range startWaits(t, path, src) {
-				seen++
-				if w.err != "" || w.ceiling < minStartWait {
-					t.Errorf("%s:%d: a wait for RUNNING of %s%s; give a job at least %s to start (the shared service may be busy)",
-						filepath.ToSlash(rel), w.line, w.text, w.err, minStartWait)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-	}
+	})
 	if seen == 0 {
 		t.Fatal("no wait for RUNNING found: the check looks at nothing")
 	}
@@ -69,11 +47,7 @@ type startWait struct {
 // startWaits are the Eventually calls (testify's) of src whose condition
 // holds the literal "RUNNING", with their ceilings.
 func startWaits(t *testing.T, path string, src []byte) []startWait {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, src, 0)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	fset, f := parse(t, path, src)
 	var out []startWait
 	ast.Inspect(f, func(n ast.Node) bool {
 		c, ok := n.(*ast.CallExpr)
