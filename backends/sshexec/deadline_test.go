@@ -2,6 +2,7 @@ package sshexec_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -48,6 +49,16 @@ func TestRunEndsWithItsContextOnASilentConnection(t *testing.T) {
 		t.Logf("a command on a connection gone silent, context of %s: returned after %s: %v", budget, took.Round(time.Millisecond), err)
 		if err == nil {
 			t.Fatal("a command cut off by its context reported success")
+		}
+		// The deadline names the server that did not answer, and is still
+		// the deadline: a budget that ends before the keepalives find the
+		// connection silent says what was silent (a CI run's invoke said
+		// only "context deadline exceeded").
+		if want := "ssh: no answer from " + p.Addr + " to sleep for "; !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not contain %q", err, want)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the error %q is not the context's deadline", err)
 		}
 		if took > budget+time.Second {
 			t.Fatalf("returned %s after its context's %s ended", took-budget, budget)

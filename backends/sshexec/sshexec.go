@@ -310,6 +310,7 @@ func closeConn(conn *ssh.Client, sc *sftp.Client) error {
 // after await returned, undo releases it.
 func (c *Client) await(ctx context.Context, conn *ssh.Client, what string, op func() error, undo func()) error {
 	done := make(chan error, 1)
+	since := time.Now()
 	go func() { done <- op() }()
 	t := time.NewTimer(c.opts.ReplyTimeout)
 	defer t.Stop()
@@ -321,7 +322,7 @@ func (c *Client) await(ctx context.Context, conn *ssh.Client, what string, op fu
 		c.silent(conn, c.opts.ReplyTimeout)
 		err = backends.Transient(fmt.Errorf("ssh: %s: no answer from %s for %s", what, c.target.Addr(), c.opts.ReplyTimeout))
 	case <-ctx.Done():
-		err = ctx.Err()
+		err = c.ended(ctx, what, since)
 	}
 	if undo != nil {
 		go func() {
@@ -331,6 +332,21 @@ func (c *Client) await(ctx context.Context, conn *ssh.Client, what string, op fu
 		}()
 	}
 	return err
+}
+
+// ended is the error of a wait for the server (for what, since since)
+// that ctx ended. A deadline names the server that did not answer, for
+// how long: a command started just before a partition waits for its
+// answer until the keepalives find the connection silent (45 s), and a
+// shorter retry budget ended first without a word of the server (a CI
+// run, 2026-11-30). It still is the deadline (errors.Is); a cancel is only
+// the cancel.
+func (c *Client) ended(ctx context.Context, what string, since time.Time) error {
+	err := ctx.Err()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("ssh: no answer from %s to %s for %s: %w", c.target.Addr(), what, time.Since(since).Round(100*time.Millisecond), quiet(err))
 }
 
 // Cmd is one remote command.
@@ -386,6 +402,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (res Result, err error) {
 		return Result{}, backends.Transient(fmt.Errorf("ssh: starting %s on %s: %w", cmd.Args[0], c.target.Addr(), quiet(err)))
 	}
 	waited := make(chan error, 1)
+	started := time.Now()
 	go func() { waited <- sess.Wait() }()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -398,7 +415,7 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (res Result, err error) {
 		// The caller's deadline (a retry budget, a grace period) is a
 		// ceiling: the session is let go in the background.
 		go c.abandon(sess, conn, waited)
-		return Result{}, ctx.Err()
+		return Result{}, c.ended(ctx, cmd.Args[0], started)
 	}
 	res = Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	var exit *ssh.ExitError
@@ -459,7 +476,7 @@ func (c *Client) session(ctx context.Context) (*ssh.Session, *ssh.Client, error)
 		case err == nil:
 			return sess, conn, nil
 		case ctx.Err() != nil:
-			return nil, nil, ctx.Err()
+			return nil, nil, err // ctx's (see ended)
 		case errors.Is(err, backends.ErrTransient): // silent: dialling again now would only wait again
 			return nil, nil, err
 		}
