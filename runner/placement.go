@@ -117,14 +117,20 @@ func (r *run) choose(ctx context.Context, desc *record.Description) ([]candidate
 // figures only change a choice they make worse than another's.
 func stillChosen(policy string, cands []candidate, choice int) func(shareEntry) bool {
 	return func(cur shareEntry) bool {
-		now := append([]candidate(nil), cands...)
-		c := []candidate{now[choice]}
-		c[0].load = cur.withPlaced()
+		now := withShared(cands, choice, cur)
+		c := now[choice : choice+1]
 		trustEstimates(c, time.Now()) // as the others' were, once
-		now[choice] = c[0]
 		again, err := choose(policy, now)
 		return err == nil && again == choice
 	}
+}
+
+// withShared is a copy of cands where cands[i]'s load is its shared
+// figures e with every placement counted into them.
+func withShared(cands []candidate, i int, e shareEntry) []candidate {
+	now := append([]candidate(nil), cands...)
+	now[i].load = e.withPlaced()
+	return now
 }
 
 // candidate is one target and what its probe found.

@@ -183,11 +183,7 @@ func (r *run) planMove(ctx context.Context, id string, log *slog.Logger) *record
 		log.Debug("the job still waits; no other target starts it now", "probes", placementSummary(probes(cands)))
 		return nil
 	}
-	still := func(e shareEntry) bool {
-		now := append([]candidate(nil), cands...)
-		now[to].load = e.withPlaced()
-		return moveTarget(desc.Policy, now, cur.Target) == to
-	}
+	still := func(e shareEntry) bool { return moveTarget(desc.Policy, withShared(cands, to, e), cur.Target) == to }
 	if sh := cands[to].share; sh != nil && !sh.reserve(context.WithoutCancel(ctx), cands[to].load, still) {
 		// Other placements counted themselves into the figures the move
 		// was chosen on, and it no longer starts the job first: the next
