@@ -383,6 +383,7 @@ func (a *Agent) beat(ctx context.Context, ns string, hb watcher.Heartbeat) {
 	if cm != nil {
 		next := cm.DeepCopy()
 		next.Data = data
+		followed(next)
 		if err = a.cfg.Kube.Update(wctx, kube.ConfigMaps, ns, name, next, out); err == nil {
 			a.keepBeat(ns, out)
 			return
@@ -392,11 +393,13 @@ func (a *Agent) beat(ctx context.Context, ns string, hb watcher.Heartbeat) {
 	switch gerr := a.cfg.Kube.Get(wctx, kube.ConfigMaps, ns, name, cur); {
 	case apierrors.IsNotFound(gerr):
 		cm := &kube.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{record.LabelCluster: a.cfg.Cluster, "app.kubernetes.io/component": "agent"}}, Data: data}
+		followed(cm)
 		err = a.cfg.Kube.Create(wctx, kube.ConfigMaps, ns, cm, out)
 	case gerr != nil:
 		err = gerr
 	default:
 		cur.Data = data
+		followed(cur)
 		err = a.cfg.Kube.Update(wctx, kube.ConfigMaps, ns, name, cur, out)
 	}
 	if err != nil {
@@ -405,6 +408,16 @@ func (a *Agent) beat(ctx context.Context, ns string, hb watcher.Heartbeat) {
 		return
 	}
 	a.keepBeat(ns, out)
+}
+
+// followed labels heartbeat cm for a step's one watch of its record and
+// the heartbeat (record.LabelFollow); a heartbeat an older agent wrote
+// gets it with its next beat.
+func followed(cm *kube.ConfigMap) {
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[record.LabelFollow] = record.FollowValue(cm.Name)
 }
 
 func (a *Agent) keepBeat(ns string, cm *kube.ConfigMap) {

@@ -30,7 +30,7 @@ func TestStepReadsTheHeartbeatWhileItCreatesItsRecord(t *testing.T) {
 	e.startAgent(500 * time.Millisecond)
 	e.awaitBeat(ns, 1)
 
-	gate := &createGate{beat: "metadata.name=" + record.AgentConfigMap(cluster), sent: make(chan struct{})}
+	gate := &createGate{beat: "metadata.name=" + record.AgentConfigMap(cluster), label: record.FollowValue(record.AgentConfigMap(cluster)), sent: make(chan struct{})}
 	cfg := testkube.Config(t)
 	cfg.Wrap(gate.wrap)
 	iv := e.invoker(ns, "early", `{"run":"1s"}`, cluster, 30*time.Second)
@@ -45,9 +45,11 @@ func TestStepReadsTheHeartbeatWhileItCreatesItsRecord(t *testing.T) {
 }
 
 // createGate holds a client's first ConfigMap create until a read of the
-// heartbeat (a watch or list selecting it by name) was sent, or createWait passed.
+// heartbeat (a watch or list selecting it by name, or a watch by its
+// label with the record's) was sent, or createWait passed.
 type createGate struct {
-	beat      string // the list's field selector
+	beat      string // the read's field selector
+	label     string // or the value in its label selector
 	sent      chan struct{}
 	once      sync.Once
 	creates   atomic.Int64
@@ -61,7 +63,8 @@ func (g *createGate) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTrip(func(r *http.Request) (*http.Response, error) {
 		isCM := strings.HasSuffix(r.URL.Path, "/configmaps")
 		switch {
-		case isCM && r.Method == http.MethodGet && strings.Contains(r.URL.Query().Get("fieldSelector"), g.beat):
+		case isCM && r.Method == http.MethodGet && (strings.Contains(r.URL.Query().Get("fieldSelector"), g.beat) ||
+			strings.Contains(r.URL.Query().Get("labelSelector"), g.label)):
 			g.once.Do(func() { close(g.sent) })
 		case isCM && r.Method == http.MethodPost && g.creates.Add(1) == 1:
 			t := time.NewTimer(createWait)

@@ -47,10 +47,12 @@ func total(by map[string]int) int {
 // (PENDING, RUNNING, DONE) are three writes; beside them the record's
 // create (with the submit intent in it), the id's write, and one watch.
 // With the agent, PENDING goes with the id (the state it assumes until
-// the agent tells more), and the heartbeat is read by its watch alone:
-// 6. Before: 11 (a read of the missing record, the heartbeat's list, a
-// watch of it, an update for the intent and one for the efficiency),
-// then 8 (the heartbeat's list, PENDING's own write).
+// the agent tells more), and the record and the heartbeat come in one
+// watch (by their label, record.LabelFollow): 5, the three transitions
+// and two. Before: 11 (a read of the missing record, the heartbeat's
+// list, a watch of it, an update for the intent and one for the
+// efficiency), then 8 (the heartbeat's list, PENDING's own write), then
+// 6 (a watch of each).
 func TestLoneJobKubernetesRequestsOnSlurm2411(t *testing.T) {
 	e := newSlurmEnv(t, 1, time.Second)
 	e.startAgent()
@@ -71,7 +73,8 @@ func TestLoneJobKubernetesRequestsOnSlurm2411(t *testing.T) {
 	assert.Zero(t, pollBy["get"], "polling alone: no read beside the create and the watch: %s", pollS)
 	assert.Zero(t, agentBy["get"], "with the agent: the heartbeat read by its watch, no list: %s", agentS)
 	assert.LessOrEqual(t, agentBy["update"], 3, "with the agent: the id with PENDING, RUNNING, DONE: %s", agentS)
-	assert.LessOrEqual(t, total(agentBy), 6, "with the agent: %s", agentS)
+	assert.Equal(t, 1, agentBy["watch"], "with the agent: the record and the heartbeat in one watch: %s", agentS)
+	assert.LessOrEqual(t, total(agentBy), 5, "with the agent: %s", agentS)
 	assert.LessOrEqual(t, total(pollBy), 6, "polling alone: %s", pollS)
 	// The in-step watcher's lease costs its own (a create, renewals, a
 	// handover); the record's part is cut as above (23 before), and the

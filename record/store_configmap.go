@@ -118,6 +118,7 @@ func (s *ConfigMapStore) Create(ctx context.Context, data map[string]string) (*R
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: map[string]string{
 			LabelManagedBy: "bridge-runner",
 			LabelJob:       labelValue(s.Name),
+			LabelFollow:    FollowValue(s.Name), // one watch for it and the heartbeat
 		}, OwnerReferences: s.Owners},
 		Data: stampRun(data, s.Run),
 	}

@@ -231,6 +231,9 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	defer closeBackend(be, r.Log)
+	if r.early == nil {
+		r.startEarlyView(desc) // a record read, not created: its view carries it too (watchRecord)
+	}
 	r.result.Job, r.result.Target = r.JobName, r.targetOf(desc)
 	// The job of the record's current attempt, with that attempt's key.
 	jobOf := func() (backends.Job, func() (backends.Job, error)) {

@@ -137,6 +137,22 @@ func (r *run) withinGrace(ctx context.Context, what string, fn func()) {
 // hands records over a channel (see observeWatched).
 func (r *run) observe(rec *record.Record) { r.rec = rec }
 
+// watchCarried follows the record in the watch of the early heartbeat
+// view, which follows both by their label (one request where two
+// watches were two); nil when there is none or it cannot carry the
+// record (see watcher.HeartbeatView.Carry).
+func (r *run) watchCarried(ctx context.Context) <-chan *record.Record {
+	cs := record.ConfigMapOf(r.Store)
+	if r.early == nil || cs == nil {
+		return nil
+	}
+	ch, ok := r.early.v.Carry(ctx, cs, r.rec)
+	if !ok {
+		return nil
+	}
+	return ch
+}
+
 // observeWatched takes a record the watch delivered, unless it is another
 // record of the same name (deleted and created again since).
 func (r *run) observeWatched(rec *record.Record) {
@@ -177,7 +193,10 @@ func (r *run) update(ctx context.Context, mutate func(d map[string]string) (bool
 // make the lock file (and its directory) again after cleanup deleted them.
 func (r *run) watchRecord(ctx context.Context) (<-chan *record.Record, func()) {
 	wctx, cancel := context.WithCancel(ctx)
-	ch := r.Store.Watch(wctx, r.rec)
+	ch := r.watchCarried(wctx)
+	if ch == nil {
+		ch = r.Store.Watch(wctx, r.rec)
+	}
 	return ch, func() {
 		cancel()
 		for range ch { // until the watch's goroutine closes it

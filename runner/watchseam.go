@@ -90,7 +90,7 @@ func (r *run) followAgent(ctx context.Context, desc *record.Description, be back
 	}
 	v := r.takeEarlyView(desc.Cluster, c.Key())
 	if v == nil {
-		v = watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, c.Key(), r.RetryBudget)
+		v = watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, "", c.Key(), r.RetryBudget)
 	}
 	if batched {
 		r.agentView, r.agentCluster = v, c
@@ -146,8 +146,15 @@ func (r *run) startEarlyView(desc *record.Description) {
 	if err != nil || c.Key() == nil {
 		return
 	}
+	// The record rides in the view's watch (watchRecord takes it), unless
+	// it was read and lacks the label (the operator's, whose pods' Role
+	// would refuse the watch by label besides).
+	rec := cs.Name
+	if r.rec != nil && !cs.Followed() {
+		rec = ""
+	}
 	r.early = &earlyView{cluster: desc.Cluster, key: c.Key(),
-		v: watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, c.Key(), r.RetryBudget)}
+		v: watcher.StartHeartbeatView(context.Background(), cs.Client, cs.Namespace, desc.Cluster, rec, c.Key(), r.RetryBudget)}
 }
 
 // takeEarlyView is the early view if it follows cluster under key (nil

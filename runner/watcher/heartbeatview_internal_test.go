@@ -39,7 +39,7 @@ func TestHeartbeatViewReadsTheHeartbeatWithOneWatch(t *testing.T) {
 			// heartbeat, however slow a loaded apiserver is to send it.
 			clk = clockOf(stillClock{})
 		}
-		v := startHeartbeatView(context.Background(), kc, ns, c.cluster, testKey, newAgentTrust(clk.Now, time.Minute), clk)
+		v := startHeartbeatView(context.Background(), kc, ns, c.cluster, "", testKey, newAgentTrust(clk.Now, time.Minute), clk)
 		// A ceiling far past any answer: a view that does not know the
 		// heartbeat missing waits all of it.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

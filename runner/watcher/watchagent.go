@@ -344,20 +344,24 @@ type HeartbeatView struct {
 	readOnce sync.Once
 	mu       sync.Mutex
 	hb       Heartbeat // the heartbeat last read, if it verified (else zero)
+
+	// The step's record, when it rides in the view's watch (see Carry).
+	ride riding
 }
 
 // StartHeartbeatView follows the heartbeat of the agent of cluster in
 // namespace ns, verified under key; a silent agent is trusted no longer
-// than budget (see agentTrust). Stop ends it.
-func StartHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, budget time.Duration) *HeartbeatView {
+// than budget (see agentTrust). rec, unless "", is the step's record, to
+// be followed in the same watch (see Carry). Stop ends it.
+func StartHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster, rec string, key []byte, budget time.Duration) *HeartbeatView {
 	clk := clockOf(nil)
-	return startHeartbeatView(ctx, c, ns, cluster, key, newAgentTrust(clk.Now, budget), clk)
+	return startHeartbeatView(ctx, c, ns, cluster, rec, key, newAgentTrust(clk.Now, budget), clk)
 }
 
-func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster string, key []byte, trust *agentTrust, clk clock) *HeartbeatView {
+func startHeartbeatView(ctx context.Context, c *kube.Client, ns, cluster, rec string, key []byte, trust *agentTrust, clk clock) *HeartbeatView {
 	ctx, cancel := context.WithCancel(ctx)
 	v := &HeartbeatView{c: c, ns: ns, cluster: cluster, key: key, trust: trust, clock: clk, changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
-		read: make(chan struct{})}
+		read: make(chan struct{}), ride: newRiding(rec)}
 	go v.run(ctx)
 	return v
 }
@@ -413,9 +417,10 @@ func (v *HeartbeatView) wasRead() bool {
 	}
 }
 
-// Stop ends the view (nil: nothing to end).
+// Stop ends the view (nil: nothing to end); its watch goes on while it
+// carries the step's record (see Carry), until that ends too.
 func (v *HeartbeatView) Stop() {
-	if v != nil {
+	if v != nil && v.ride.release(true) {
 		v.cancel()
 		<-v.done
 	}
@@ -449,7 +454,10 @@ func (v *HeartbeatView) run(ctx context.Context) {
 		// two. (A watch's initial events could also say it is missing, but
 		// they need the WatchList feature, off by default on Kubernetes
 		// 1.33 and on any apiserver over etcd 3.4.)
-		w, err := v.c.WatchOne(ctx, kube.ConfigMaps, v.ns, name, "")
+		w, err := v.watch(ctx, name)
+		if apierrors.IsForbidden(err) && v.ride.drop() {
+			continue // a Role that names its ConfigMaps: each watched alone
+		}
 		if apierrors.IsForbidden(err) {
 			// A Role that names only the record: no agent to follow, for
 			// good (asking again every few seconds would cost the
@@ -490,8 +498,10 @@ func (v *HeartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 			return true
 		case <-quietC:
 			quietC = nil
-			err := v.list(ctx)
+			cm, err := v.list(ctx)
 			switch {
+			case err == nil && cm != nil && !record.Followed(cm) && v.ride.drop():
+				return true // a heartbeat the label does not bring: watched alone
 			case apierrors.IsForbidden(err):
 				v.see(nil)
 			case err != nil && !v.wasRead():
@@ -506,6 +516,11 @@ func (v *HeartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 			switch {
 			case ev.Type == watch.Error || !isCM:
 				return false
+			case ev.Type == watch.Bookmark:
+			case cm.Name != record.AgentConfigMap(v.cluster):
+				if !v.ride.pass(ev.Type, cm) {
+					return true // the record left the label's sight: watched alone
+				}
 			case ev.Type == watch.Deleted:
 				quietC = nil
 				v.see(nil)
@@ -517,19 +532,20 @@ func (v *HeartbeatView) follow(ctx context.Context, w watch.Interface) bool {
 	}
 }
 
-// list reads the heartbeat once (seeing nil when it is missing).
-func (v *HeartbeatView) list(ctx context.Context) error {
+// list reads the heartbeat once (seeing nil when it is missing), and
+// returns it.
+func (v *HeartbeatView) list(ctx context.Context) (*kube.ConfigMap, error) {
 	list := &kube.ConfigMapList{}
 	opts := &metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", record.AgentConfigMap(v.cluster)).String()}
 	if err := v.c.List(ctx, kube.ConfigMaps, v.ns, opts, list); err != nil {
-		return err
+		return nil, err
 	}
 	var cm *kube.ConfigMap
 	for i := range list.Items {
 		cm = &list.Items[i]
 	}
 	v.see(cm)
-	return nil
+	return cm, nil
 }
 
 // AgentServes reports whether the cluster's agent is trusted now (fresh,

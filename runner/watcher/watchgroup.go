@@ -161,7 +161,7 @@ func (m *Member) joinAgent(cfg MemberConfig) {
 		m.agent = m.agentView.trust // followed since before the submit
 	} else {
 		m.agent = newAgentTrust(m.clock.Now, cfg.RetryBudget)
-		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, m.key, m.agent, m.clock)
+		m.agentView = startHeartbeatView(context.Background(), cs.Client, cs.Namespace, c, "", m.key, m.agent, m.clock)
 	}
 	m.log = m.log.With("cluster", c)
 }
