@@ -121,6 +121,7 @@ func (iv *Invoker) Result() *Result {
 // Run executes invoke. It returns nil when the job reached a final state
 // (DONE, FAILED, KILLED, UNKNOWN: see Result().Status); an error wrapping
 // backends.ErrInvalid when nothing could be submitted because of the input;
+// a *SubmittedFault when such a fault came once the job was submitted;
 // any other error when the state could not be followed to its end (a retry
 // of invoke re-attaches).
 func (iv *Invoker) Run(ctx context.Context) error {
@@ -139,6 +140,7 @@ func (iv *Invoker) runOnce(ctx context.Context) error {
 	ctx, stop := r.stopBeforeDeadline(ctx)
 	defer stop()
 	err := r.execute(ctx)
+	err = r.afterSubmit(err)
 	if err != nil {
 		r.result.Message = r.Secrets.Scrub(err.Error())
 		if r.rec != nil && !r.foreign {
@@ -161,7 +163,8 @@ func (iv *Invoker) runOnce(ctx context.Context) error {
 // status.message and shows nothing of a record without it.
 func (r *run) noteFailure(d map[string]string, err error) bool {
 	c := record.Set(d, record.KeyMessage, r.result.Message)
-	invalid := errors.Is(err, backends.ErrInvalid)
+	var sf *SubmittedFault
+	invalid := errors.Is(err, backends.ErrInvalid) && !errors.As(err, &sf)
 	var ns *notSubmitted
 	if !invalid && !errors.As(err, &ns) || d[record.KeyID] != "" {
 		return c
@@ -883,6 +886,7 @@ func unanswered(err error) error {
 // recordID writes the job id into the record right away, clearing the
 // intent, and with it the status keys of status (nil: none).
 func (r *run) recordID(ctx context.Context, id string, status map[string]string) error {
+	r.result.ID = id // the job is on the cluster from here on, recorded or not (see afterSubmit)
 	// The id must land even during SIGTERM, within the grace period.
 	wctx, cancel := r.stopping(ctx, 0)
 	defer cancel()

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -487,4 +488,32 @@ func TestKillFlagIsCancelledCategory(t *testing.T) {
 	assert.Equal(t, "KILLED", iv.Result().Status)
 	assert.Equal(t, "cancelled", iv.Result().FailureCategory)
 	assert.Equal(t, "cancelled", h.record()[record.KeyFailureCategory])
+}
+
+// A fault that refuses the step's input or configuration (exit 2: "nothing
+// was submitted") but comes once the job is on the cluster (a credentials
+// file gone mid-job) is a *SubmittedFault: exit 75, the id kept for the
+// retry to re-attach, the intent untouched, and the message says the job
+// goes on. Before the submit, the same fault stays as it is (exit 2).
+func TestAFaultOfInputAfterTheSubmitSaysTheJobGoesOn(t *testing.T) {
+	h := newHarness(t, nil)
+	gone := record.NewFault(record.FaultCredentials, "credentials", "token in /creds: no such file; mount the right Secret")
+	h.fake.StatusFaults = []error{gone}
+	iv := h.invoker(h.spec(`{"run":"10s"}`))
+	err := iv.Run(context.Background())
+	var sf *runner.SubmittedFault
+	require.ErrorAs(t, err, &sf, "%v", err)
+	assert.Equal(t, "fake-1", sf.ID)
+	assert.Equal(t, record.FaultCredentials, record.FaultClass(err), "the fault's class still names what to mend")
+	assert.Contains(t, err.Error(), "job fake-1 was submitted before this and goes on")
+	d := h.record()
+	assert.Equal(t, "fake-1", d[record.KeyID], "the id stays for the retry to re-attach")
+	assert.Contains(t, d[record.KeyMessage], "goes on")
+
+	h = newHarness(t, nil)
+	h.fake.SubmitFaults = []error{gone}
+	err = h.invoker(h.spec(`{"run":"10s"}`)).Run(context.Background())
+	require.ErrorIs(t, err, backends.ErrInvalid)
+	assert.False(t, errors.As(err, &sf), "refused before the submit: nothing was submitted (%v)", err)
+	assert.Empty(t, h.record()[record.KeyID], "no job recorded")
 }

@@ -59,6 +59,11 @@ func classIs(class string) func(error) bool {
 // once; transient ones exit 75 after the retry budget, and a retry
 // re-attaches. The README's fault table is this table (TestFaultTableInREADME).
 var faultTable = []faultRow{
+	{"a fault of an exit-2 row below (but the edited `id`) that comes once the job was submitted (a credentials file gone mid-job, a certificate no longer trusted): the job goes on, so it is no \"nothing was submitted\"", ExitTempFail,
+		"mend what the message names, then retry the step: it re-attaches (never resubmits); or cancel the job with cleanup", func(err error) bool {
+			var sf *runner.SubmittedFault
+			return errors.As(err, &sf)
+		}},
 	{"Kubernetes forbids a request (RBAC); the message names the verb and resource", ExitInvalid,
 		"bind the Role in `workflows/rbac` to the pod's ServiceAccount (`kubectl apply -k workflows/rbac`, `serviceAccountName: bridge-runner`)",
 		classIs(record.FaultForbidden)},

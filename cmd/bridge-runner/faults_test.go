@@ -12,6 +12,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // faultTableMarkdown is faultTable as the troubleshooting guide's rows.
@@ -38,6 +39,7 @@ func TestFaultTableInTroubleshooting(t *testing.T) {
 func TestFaultTableEveryRow(t *testing.T) {
 	mk := func(class string) error { return &record.Fault{Class: class, Field: "f", Msg: "m"} }
 	samples := []error{
+		&runner.SubmittedFault{ID: "42", Err: mk(record.FaultCredentials)}, // past the submit: no exit 2
 		mk(record.FaultForbidden),
 		record.ValidateNamespace("Bad_NS"),
 		record.ValidateJobName("a..b"),
