@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/backends/sshexec"
 	"github.com/bridge-runner/bridge-runner/internal/testssh"
 	"github.com/bridge-runner/bridge-runner/internal/testutil"
@@ -65,5 +66,44 @@ func TestRunEndsWithItsContextOnASilentConnection(t *testing.T) {
 		}
 	case <-time.After(budget + 30*time.Second):
 		t.Fatal("Run did not return")
+	}
+}
+
+// A command running when the network to the server goes silent is found
+// cut off by its connection's probe (ProbeAfter, then ReplyTimeout), not
+// only by the connection's keepalives (45 s by default, here far past the
+// caller's deadline) or that deadline: the command ends as a transient
+// lost connection, which the runner retries on a new connection within
+// its budget. Without the probe it waited out its caller's deadline.
+func TestARunningCommandsConnectionIsProbed(t *testing.T) {
+	srv := testssh.Default(t)
+	p := testutil.NewProxy(t, srv.Addr)
+	creds := testssh.Creds(t, srv.CredsDir)
+	kh, _ := creds.Get("known_hosts")
+	_, port, _ := strings.Cut(p.Addr, ":")
+	creds.Set("known_hosts", strings.Replace(kh, "["+strings.Replace(srv.Addr, ":", "]:", 1), "[127.0.0.1]:"+port, 1))
+	target, _ := sshexec.ParseURL(fmt.Sprintf("ssh://%s@%s", srv.User, p.Addr))
+	c := sshexec.New(target, creds, nil, sshexec.Options{KeepAlive: 10 * time.Minute, ReplyTimeout: 2 * time.Second, ProbeAfter: 500 * time.Millisecond})
+	defer c.Close()
+	if _, err := c.Run(testssh.Ctx(t, time.Minute), sshexec.Cmd{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A ceiling far past the probe's 2.5 s: the caller's budget.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, sshexec.Cmd{Args: []string{"sleep", "60"}})
+		done <- err
+	}()
+	time.Sleep(time.Second) // the command runs, and its probes are answered
+	p.Set(t, testutil.Blackhole)
+	err := <-done
+	t.Logf("a running command whose network went silent: %v", err)
+	if !errors.Is(err, backends.ErrTransient) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the error %q is not a transient lost connection found before the caller's deadline", err)
+	}
+	if want := p.Addr; !strings.Contains(err.Error(), want) {
+		t.Errorf("the error %q does not name the server %s", err, want)
 	}
 }

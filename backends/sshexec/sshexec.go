@@ -27,7 +27,9 @@
 //     certificate, or an agent that holds one.
 //   - Keepalives (keepalive@openssh.com) find a dead connection; a dropped
 //     connection is closed and the next command dials again. Dial failures
-//     and drops are backends.ErrTransient: the runner's retries apply.
+//     and drops are backends.ErrTransient: the runner's retries apply. A
+//     running command's connection is asked too (probe), so that a
+//     partition under it is found within ProbeAfter + ReplyTimeout.
 //   - A command that was never started (the connection was found dead when
 //     opening its session) is retried once on a new connection; a command
 //     cut off mid-way is not re-run here, since only its caller knows whether
@@ -64,6 +66,10 @@ type Options struct {
 	// session or SFTP, starting a command, and each SFTP exchange (an
 	// upload or download must make progress this often) (20 s).
 	ReplyTimeout time.Duration
+	// ProbeAfter is how long a running command waits before its
+	// connection is asked for a keepalive reply, and again as long as it
+	// runs: one that does not answer within ReplyTimeout is silent (5 s).
+	ProbeAfter time.Duration
 	// Counts counts each command by kind (backends.CommandKind) once its
 	// outcome is known, and those without one as backends.KindError; SFTP
 	// reads as backends.KindLog, writes as backends.KindStage. May be nil.
@@ -85,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReplyTimeout <= 0 {
 		o.ReplyTimeout = 20 * time.Second
+	}
+	if o.ProbeAfter <= 0 {
+		o.ProbeAfter = 5 * time.Second
 	}
 	return o
 }
@@ -349,6 +358,46 @@ func (c *Client) ended(ctx context.Context, what string, since time.Time) error 
 	return fmt.Errorf("ssh: no answer from %s to %s for %s: %w", c.target.Addr(), what, time.Since(since).Round(100*time.Millisecond), quiet(err))
 }
 
+// probe asks conn for a keepalive reply while a command runs on it (until
+// ended), first after ProbeAfter and then ProbeAfter after each reply, and
+// drops it when a reply does not come within ReplyTimeout: the command's
+// wait then ends as a lost connection (transient). The connection's own
+// keepalives give up only after KeepAlive × KeepAliveMax (45 s), longer
+// than a retry budget of 30 s: a command started just before a partition
+// ran out its caller's budget waiting (a CI run, 2026-11-30), where its
+// retry, on a new connection, could have gone on.
+func (c *Client) probe(conn *ssh.Client, ended <-chan struct{}) {
+	next := time.NewTimer(c.opts.ProbeAfter)
+	defer next.Stop()
+	for {
+		select {
+		case <-ended:
+			return
+		case <-next.C:
+		}
+		reply := make(chan error, 1)
+		go func() {
+			_, _, err := conn.SendRequest("keepalive@openssh.com", true, nil)
+			reply <- err
+		}()
+		wait := time.NewTimer(c.opts.ReplyTimeout)
+		select {
+		case <-ended:
+			wait.Stop()
+			return
+		case err := <-reply:
+			wait.Stop()
+			if err != nil {
+				return // the connection is gone: the command's wait says so
+			}
+		case <-wait.C:
+			c.silent(conn, c.opts.ReplyTimeout)
+			return
+		}
+		next.Reset(c.opts.ProbeAfter)
+	}
+}
+
 // Cmd is one remote command.
 type Cmd struct {
 	Args    []string      // argv; each argument is quoted (see Join)
@@ -404,6 +453,9 @@ func (c *Client) Run(ctx context.Context, cmd Cmd) (res Result, err error) {
 	waited := make(chan error, 1)
 	started := time.Now()
 	go func() { waited <- sess.Wait() }()
+	ended := make(chan struct{})
+	defer close(ended)
+	go c.probe(conn, ended)
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
