@@ -17,7 +17,7 @@ import (
 
 // loneJobKube runs one job of secs seconds as its own invoke, with a
 // Kubernetes client of its own, and returns its requests by verb.
-func (e *slurmEnv) loneJobKube(job string, secs int, cluster string, watchOff bool) (map[string]int, string) {
+func (e *slurmEnv) loneJobKube(job string, secs int, cluster string, watchOff bool) (map[string]int, string, time.Duration) {
 	kc := testkube.KubeClient(e.t, testkube.Config(e.t))
 	iv := &runner.Invoker{JobName: job, Registry: e.reg, Holder: e.nss[0] + "/" + job, Backend: e.backendConfig(),
 		Spec: &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: fmt.Sprintf("#!/bin/sh\nsleep %d\n", secs),
@@ -28,9 +28,11 @@ func (e *slurmEnv) loneJobKube(job string, secs int, cluster string, watchOff bo
 	// A ceiling, not a figure: the shared cluster may queue the job.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	start := time.Now()
 	require.NoError(e.t, iv.Run(ctx), job)
+	took := time.Since(start)
 	require.Equal(e.t, "DONE", iv.Result().Status, "the true state, from the backend")
-	return verbCounts(kc.RequestsByVerb()), kc.RequestsByVerb()
+	return verbCounts(kc.RequestsByVerb()), kc.RequestsByVerb(), took
 }
 
 func total(by map[string]int) int {
@@ -57,11 +59,11 @@ func TestLoneJobKubernetesRequestsOnSlurm2411(t *testing.T) {
 	e := newSlurmEnv(t, 1, time.Second)
 	e.startAgent()
 	e.awaitMemo(e.nss[0])
-	agentBy, agentS := e.loneJobKube("kreqs-agent", 3, cluster, false)
-	stepBy, stepS := e.loneJobKube("kreqs-step", 3, "", false)
-	pollBy, pollS := e.loneJobKube("kreqs-poll", 3, "", true)
-	t.Logf("a lone job's Kubernetes requests: agent %d (%s); in-step watcher %d (%s); polling alone %d (%s)",
-		total(agentBy), agentS, total(stepBy), stepS, total(pollBy), pollS)
+	agentBy, agentS, _ := e.loneJobKube("kreqs-agent", 3, cluster, false)
+	stepBy, stepS, stepTook := e.loneJobKube("kreqs-step", 3, "", false)
+	pollBy, pollS, _ := e.loneJobKube("kreqs-poll", 3, "", true)
+	t.Logf("a lone job's Kubernetes requests: agent %d (%s); in-step watcher %d (%s, in %s); polling alone %d (%s)",
+		total(agentBy), agentS, total(stepBy), stepS, stepTook.Round(100*time.Millisecond), total(pollBy), pollS)
 	for name, by := range map[string]map[string]int{"agent": agentBy, "polling alone": pollBy} {
 		s := fmt.Sprint(by)
 		assert.Equal(t, 1, by["create"], "%s: the record's create carries the submit intent: %s", name, s)
@@ -78,6 +80,11 @@ func TestLoneJobKubernetesRequestsOnSlurm2411(t *testing.T) {
 	assert.LessOrEqual(t, total(pollBy), 6, "polling alone: %s", pollS)
 	// The in-step watcher's lease costs its own (a create, renewals, a
 	// handover); the record's part is cut as above (23 before), and the
-	// lease, read absent, is watched with no list (20 before).
-	assert.LessOrEqual(t, total(stepBy), 20, "with the in-step watcher: %s", stepS)
+	// lease, read absent, is watched with no list (20 before): 19 for a
+	// step of about 5 s. Its renewals (one every 2 s, with a read now and
+	// then) grow with the step's time, which a busy Slurm or apiserver
+	// stretches (21 in a CI run whose three steps took 27 s): one more
+	// request a second past 5 s.
+	limit := 20 + max(0, int((stepTook-5*time.Second)/time.Second))
+	assert.LessOrEqual(t, total(stepBy), limit, "with the in-step watcher, in %s: %s", stepTook, stepS)
 }
