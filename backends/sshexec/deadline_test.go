@@ -21,14 +21,7 @@ import (
 // silent peer never lets happen, before returning: a 60 s invoke budget
 // over SSH ended after 65-80 s).
 func TestRunEndsWithItsContextOnASilentConnection(t *testing.T) {
-	srv := testssh.Default(t)
-	p := testutil.NewProxy(t, srv.Addr)
-	creds := testssh.Creds(t, srv.CredsDir)
-	kh, _ := creds.Get("known_hosts")
-	_, port, _ := strings.Cut(p.Addr, ":")
-	creds.Set("known_hosts", strings.Replace(kh, "["+strings.Replace(srv.Addr, ":", "]:", 1), "[127.0.0.1]:"+port, 1))
-	target, _ := sshexec.ParseURL(fmt.Sprintf("ssh://%s@%s", srv.User, p.Addr))
-	c := sshexec.New(target, creds, nil, sshexec.Options{})
+	c, p := proxiedClient(t, sshexec.Options{})
 	defer c.Close()
 	if _, err := c.Run(testssh.Ctx(t, time.Minute), sshexec.Cmd{Args: []string{"true"}}); err != nil {
 		t.Fatal(err)
@@ -76,14 +69,7 @@ func TestRunEndsWithItsContextOnASilentConnection(t *testing.T) {
 // lost connection, which the runner retries on a new connection within
 // its budget. Without the probe it waited out its caller's deadline.
 func TestARunningCommandsConnectionIsProbed(t *testing.T) {
-	srv := testssh.Default(t)
-	p := testutil.NewProxy(t, srv.Addr)
-	creds := testssh.Creds(t, srv.CredsDir)
-	kh, _ := creds.Get("known_hosts")
-	_, port, _ := strings.Cut(p.Addr, ":")
-	creds.Set("known_hosts", strings.Replace(kh, "["+strings.Replace(srv.Addr, ":", "]:", 1), "[127.0.0.1]:"+port, 1))
-	target, _ := sshexec.ParseURL(fmt.Sprintf("ssh://%s@%s", srv.User, p.Addr))
-	c := sshexec.New(target, creds, nil, sshexec.Options{KeepAlive: 10 * time.Minute, ReplyTimeout: 2 * time.Second, ProbeAfter: 500 * time.Millisecond})
+	c, p := proxiedClient(t, sshexec.Options{KeepAlive: 10 * time.Minute, ReplyTimeout: 2 * time.Second, ProbeAfter: 500 * time.Millisecond})
 	defer c.Close()
 	if _, err := c.Run(testssh.Ctx(t, time.Minute), sshexec.Cmd{Args: []string{"true"}}); err != nil {
 		t.Fatal(err)
@@ -106,4 +92,19 @@ func TestARunningCommandsConnectionIsProbed(t *testing.T) {
 	if want := p.Addr; !strings.Contains(err.Error(), want) {
 		t.Errorf("the error %q does not name the server %s", err, want)
 	}
+}
+
+// proxiedClient is a client of the test sshd through a proxy of its own
+// (whose address the known_hosts entry is rewritten to), for a test to
+// break the network in between.
+func proxiedClient(t *testing.T, opts sshexec.Options) (*sshexec.Client, *testutil.Proxy) {
+	t.Helper()
+	srv := testssh.Default(t)
+	p := testutil.NewProxy(t, srv.Addr)
+	creds := testssh.Creds(t, srv.CredsDir)
+	kh, _ := creds.Get("known_hosts")
+	_, port, _ := strings.Cut(p.Addr, ":")
+	creds.Set("known_hosts", strings.Replace(kh, "["+strings.Replace(srv.Addr, ":", "]:", 1), "[127.0.0.1]:"+port, 1))
+	target, _ := sshexec.ParseURL(fmt.Sprintf("ssh://%s@%s", srv.User, p.Addr))
+	return sshexec.New(target, creds, nil, opts), p
 }

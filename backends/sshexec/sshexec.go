@@ -233,11 +233,7 @@ func (c *Client) watch(conn *ssh.Client) {
 			return
 		case <-t.C:
 		}
-		reply := make(chan error, 1)
-		go func() {
-			_, _, err := conn.SendRequest("keepalive@openssh.com", true, nil)
-			reply <- err
-		}()
+		reply := askAlive(conn)
 		select {
 		case err := <-reply:
 			if err != nil {
@@ -258,6 +254,17 @@ func (c *Client) watch(conn *ssh.Client) {
 			return
 		}
 	}
+}
+
+// askAlive sends conn a keepalive request that wants a reply, aside (a
+// silent peer never answers): the channel gets the outcome.
+func askAlive(conn *ssh.Client) <-chan error {
+	reply := make(chan error, 1)
+	go func() {
+		_, _, err := conn.SendRequest("keepalive@openssh.com", true, nil)
+		reply <- err
+	}()
+	return reply
 }
 
 // silent drops conn after it stopped answering for d (a network partition
@@ -375,11 +382,7 @@ func (c *Client) probe(conn *ssh.Client, ended <-chan struct{}) {
 			return
 		case <-next.C:
 		}
-		reply := make(chan error, 1)
-		go func() {
-			_, _, err := conn.SendRequest("keepalive@openssh.com", true, nil)
-			reply <- err
-		}()
+		reply := askAlive(conn)
 		wait := time.NewTimer(c.opts.ReplyTimeout)
 		select {
 		case <-ended:

@@ -298,14 +298,7 @@ func TestReconnectAfterSSHDRestart(t *testing.T) {
 }
 
 func TestKeepaliveFindsASilentDrop(t *testing.T) {
-	srv := testssh.Default(t)
-	p := testutil.NewProxy(t, srv.Addr)
-	creds := testssh.Creds(t, srv.CredsDir)
-	kh, _ := creds.Get("known_hosts")
-	_, port, _ := strings.Cut(p.Addr, ":")
-	creds.Set("known_hosts", strings.Replace(kh, "["+strings.Replace(srv.Addr, ":", "]:", 1), "[127.0.0.1]:"+port, 1))
-	target, _ := sshexec.ParseURL(fmt.Sprintf("ssh://%s@%s", srv.User, p.Addr))
-	c := sshexec.New(target, creds, nil, sshexec.Options{KeepAlive: 100 * time.Millisecond})
+	c, p := proxiedClient(t, sshexec.Options{KeepAlive: 100 * time.Millisecond})
 	defer c.Close()
 	ctx := testssh.Ctx(t, time.Minute)
 	if _, err := c.Run(ctx, sshexec.Cmd{Args: []string{"true"}}); err != nil {
