@@ -12,6 +12,7 @@ import (
 
 	"github.com/bridge-runner/bridge-runner/backends"
 	"github.com/bridge-runner/bridge-runner/record"
+	"github.com/bridge-runner/bridge-runner/runner"
 )
 
 // TestPendingLimitCancelsAndExitsInvalid: a job that has not started when
@@ -28,6 +29,8 @@ func TestPendingLimitCancelsAndExitsInvalid(t *testing.T) {
 	err := iv.Run(context.Background())
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, backends.ErrInvalid), "exit 2: %v", err)
+	var sf *runner.SubmittedFault
+	assert.False(t, errors.As(err, &sf), "the job was cancelled, its end recorded: it does not go on (%v)", err)
 	var fe *backends.FieldError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, "pendingLimit", fe.Field)

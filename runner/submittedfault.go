@@ -30,12 +30,18 @@ func (e *SubmittedFault) Unwrap() error { return e.Err }
 
 // afterSubmit makes err a *SubmittedFault when it refuses the step's input
 // but the step had its job's id (submitted or adopted: recordID, or the
-// record's id re-attached to). A record whose id is not the job it
-// submitted (FaultRecordID, an id edited by hand) stays as it is: there
-// is no job of the record's to re-attach to.
+// record's id re-attached to) and the job goes on, as far as the record
+// knows. Left as they are: a job whose end is recorded (cancelled at its
+// pendingLimit, say: the job as given does not start there, and a retry
+// as it is would wait again), and a record whose id is not the job it
+// submitted (FaultRecordID, an id edited by hand: there is no job of the
+// record's to re-attach to).
 func (r *run) afterSubmit(err error) error {
 	if err == nil || r.result.ID == "" || !errors.Is(err, backends.ErrInvalid) || record.FaultClass(err) == record.FaultRecordID {
 		return err
+	}
+	if r.rec != nil && backends.State(r.rec.Data[record.KeyJobStatus]).Final() {
+		return err // the job does not go on
 	}
 	var sf *SubmittedFault
 	if errors.As(err, &sf) {
