@@ -3,7 +3,6 @@ package record
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"regexp"
 
 	"github.com/bridge-runner/bridge-runner/kube"
 )
@@ -18,14 +17,11 @@ import (
 // ConfigMap alike adds only events the step ignores.
 const LabelFollow = "bridge-runner.io/follow"
 
-// labelValueRE: a label value that needs no digest (63 characters at
-// most, alphanumeric at both ends; ConfigMap names have no '_').
-var labelValueRE = regexp.MustCompile(`^[a-z0-9]([-.a-z0-9]{0,61}[a-z0-9])?$`)
-
 // FollowValue is a ConfigMap's name as the value of LabelFollow: the name
-// itself when it is a valid label value, else a digest of it.
+// itself when it is a valid label value (a cluster's name is one: the
+// same characters, 63 at most), else a digest of it.
 func FollowValue(name string) string {
-	if labelValueRE.MatchString(name) {
+	if name != "" && CheckCluster(name) == nil {
 		return name
 	}
 	sum := sha256.Sum256([]byte(name))
