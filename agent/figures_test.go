@@ -148,9 +148,12 @@ func TestAnIdleAgentReadsTheLoadAtItsSlowestPeriod(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: record.ConfigMapName("opening-job"), Labels: map[string]string{record.LabelCluster: cluster}},
 		Data: iv.Spec.WithDefaults().Data()}
 	cms := testkube.Client(t).CoreV1().ConfigMaps(ns)
+	// Counted before the create: the agent may see the record and read the
+	// load before this goroutine runs again (a CI run, 2026-11-30, read it
+	// after and waited for a second read that an idle clock never brings).
+	before := loads()
 	_, err = cms.Create(context.Background(), cm, metav1.CreateOptions{})
 	require.NoError(t, err)
-	before := loads()
 	require.Eventually(t, func() bool { return loads() == before+1 }, 30*time.Second, 20*time.Millisecond, "a record that opens wakes the load")
 	assert.Equal(t, 1.0, counterValue(t, ag, "bridge_runner_agent_records_open"))
 	for range 3 {
