@@ -18,6 +18,9 @@ import (
 // loneJobKube runs one job of secs seconds as its own invoke, with a
 // Kubernetes client of its own, and returns its requests by verb.
 func (e *slurmEnv) loneJobKube(job string, secs int, cluster string, watchOff bool) (map[string]int, string, time.Duration) {
+	if cluster == "" {
+		require.Zero(e.t, e.serving.Load(), "%s names no cluster: its figure is the step's alone only with no agent serving its URL (stop it first)", job)
+	}
 	kc := testkube.KubeClient(e.t, testkube.Config(e.t))
 	iv := &runner.Invoker{JobName: job, Registry: e.reg, Holder: e.nss[0] + "/" + job, Backend: e.backendConfig(),
 		Spec: &record.Spec{Backend: "slurm", ResourceURL: e.counter.URL, JobScript: fmt.Sprintf("#!/bin/sh\nsleep %d\n", secs),

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,6 +198,11 @@ type slurmEnv struct {
 	logs     *syncBuffer
 	batches  *countingBatcher
 	interval time.Duration
+	// serving counts the agents running for the steps' own URL (counter's):
+	// such an agent observes every record of that URL, a step's that names
+	// no cluster among them, so a figure of "polling alone" taken beside
+	// one is not one (loneJobKube).
+	serving atomic.Int32
 }
 
 func newSlurmEnv(t *testing.T, namespaces int, interval time.Duration) *slurmEnv {
@@ -297,9 +303,21 @@ func (e *slurmEnv) startAgentWith(o agentOpts) (func(), *kubeclient.Client) {
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	ours := cfg.URL == e.counter.URL
+	if ours {
+		e.serving.Add(1)
+	}
 	go func() { defer close(done); _ = ag.Run(ctx) }()
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			if ours {
+				e.serving.Add(-1)
+			}
+		})
+	}
 	e.t.Cleanup(stop)
 	return stop, kc
 }
